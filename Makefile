@@ -1,0 +1,63 @@
+# floodwall - the two front-door commands:
+#   make demo   the seed's stories on the embedded memory store (no Redis needed)
+#   make test   installs what it needs, builds, and runs every suite (GoogleTest, pytest, node, minitest)
+BUILD ?= build
+SAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: all deps build demo test test-core test-sanitizers test-python test-node test-ruby test-e2e bench install format clean
+
+all: build
+
+deps:
+	@bash packaging/install-deps.sh
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+
+build: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	@bash examples/demo.sh "$(BUILD)" "$(REDIS)"
+
+test: build
+	@bash packaging/test-all.sh "$(BUILD)"
+
+test-core: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+# The core and C ABI tests under ASan+UBSan, and the concurrency tests under TSan.
+test-sanitizers: deps
+	cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFW_SANITIZE=address,undefined -DFW_BUILD_BENCH=OFF
+	cmake --build $(SAN_BUILD) -j $(JOBS) --target core_tests capi_tests c_test
+	ASAN_OPTIONS=detect_leaks=1 ctest --test-dir $(SAN_BUILD) --output-on-failure -j $(JOBS)
+	cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFW_SANITIZE=thread -DFW_BUILD_BENCH=OFF
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target core_tests capi_tests
+	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir $(TSAN_BUILD) --output-on-failure -R 'Concurren|Threads|Redis' -j $(JOBS)
+
+test-python: build
+	@bash packaging/test-python.sh
+
+test-node: build
+	@bash packaging/test-node.sh
+
+test-ruby: build
+	@bash packaging/test-ruby.sh
+
+test-e2e: build
+	@bash packaging/test-e2e.sh
+
+bench: build
+	@bash bench/run.sh "$(BUILD)"
+
+install: build
+	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX),)
+
+format:
+	clang-format -i core/src/*.cpp core/src/*.hpp capi/src/*.cpp capi/include/*.h capi/include/*.hpp tests/core/*.cpp tests/core/*.hpp tests/capi/*.cpp
+
+clean:
+	rm -rf $(BUILD) $(SAN_BUILD) $(TSAN_BUILD)

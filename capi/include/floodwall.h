@@ -1,0 +1,250 @@
+/*
+ * floodwall.h - the stable C ABI of floodwall.
+ *
+ * floodwall is one rate-limiting and load-shedding engine for polyglot services: a request-rate token
+ * bucket and a concurrency cap per tenant (429), a fleet usage shedder and a worker utilization shedder
+ * (503), on an embedded store ("memory://") or shared through Redis ("redis://host:port/db").
+ *
+ * House rules of this header:
+ * - Every function returns an int: 0 (FW_OK) on success, a negative FW_E* code otherwise. The detail of
+ *   the last error of the calling thread is in fw_error_last(). Decide on the code, never on the message.
+ * - Nothing throws across this ABI. A request that the store could not decide (outage, time-out, breaker
+ *   open) is still a decision: it is allowed, with failed_open set. Only bad arguments fail an admit.
+ * - Structs that cross the ABI start with `unsigned version`; initialise them with their *_INIT macro.
+ *   Fields are only ever appended.
+ * - `**out` parameters hand ownership to the caller; returned `const char *` are borrowed.
+ */
+#ifndef FLOODWALL_H
+#define FLOODWALL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32) && defined(FW_BUILDING_DLL)
+#define FW_EXTERN __declspec(dllexport)
+#elif defined(__GNUC__) || defined(__clang__)
+#define FW_EXTERN __attribute__((visibility("default")))
+#else
+#define FW_EXTERN
+#endif
+
+#define FW_VERSION_MAJOR 0
+#define FW_VERSION_MINOR 1
+#define FW_VERSION_PATCH 0
+#define FW_VERSION_STRING "0.1.0"
+
+/** The runtime version of the library, "MAJOR.MINOR.PATCH"; static storage, never NULL. */
+FW_EXTERN const char *fw_version(void);
+
+/* ---------------------------------------------------------------------------------------------- errors */
+
+typedef enum fw_status {
+  FW_OK = 0,
+  FW_ERROR = -1,   /* an unexpected internal error */
+  FW_ENOMEM = -2,  /* out of memory */
+  FW_EINVAL = -3,  /* a bad argument (NULL, empty tenant, cost above the burst, unknown enum) */
+  FW_EPOLICY = -4, /* the policy document is invalid; the message names the field */
+  FW_ESTORE = -5,  /* the store could not be set up (unparseable URL, unknown scheme) */
+  FW_ECLOSED = -6  /* the client is shutting down */
+} fw_status;
+
+typedef struct fw_error {
+  int code;            /* one of fw_status */
+  const char *message; /* UTF-8, never NULL; borrowed until the thread's next failing fw_* call */
+} fw_error;
+
+/**
+ * The last error of the calling thread (thread-local). Returns NULL when no fw_* call of this thread
+ * has failed yet. Successful calls do not clear it.
+ */
+FW_EXTERN const fw_error *fw_error_last(void);
+
+/* ---------------------------------------------------------------------------------------- vocabulary */
+
+typedef enum fw_limiter {
+  FW_LIMITER_NONE = 0,
+  FW_LIMITER_REQUEST_RATE = 1, /* token bucket per tenant, 429 */
+  FW_LIMITER_CONCURRENCY = 2,  /* in-flight requests per tenant, 429 */
+  FW_LIMITER_FLEET = 3,        /* non-critical in-flight requests fleet-wide, 503 */
+  FW_LIMITER_UTILIZATION = 4   /* per-box worker utilization controller, 503 */
+} fw_limiter;
+#define FW_LIMITER_COUNT 5
+
+typedef enum fw_mode {
+  FW_MODE_ENFORCE = 0, /* decide and block */
+  FW_MODE_DARK = 1,    /* decide fully, count what would have been blocked, block nothing */
+  FW_MODE_OFF = 2      /* not evaluated at all */
+} fw_mode;
+
+/** Why a decision failed open (fw_decision.fail_reason). */
+typedef enum fw_fail_reason {
+  FW_FAIL_NONE = 0,
+  FW_FAIL_TIMEOUT = 1,    /* the store's reply did not arrive within the deadline */
+  FW_FAIL_CONNECTION = 2, /* no connection to the store, or it broke */
+  FW_FAIL_BREAKER = 3,    /* the circuit breaker is open; the store was not asked */
+  FW_FAIL_CONFIG = 4,     /* the store refused the operation (wrong key type, CROSSSLOT, ...) */
+  FW_FAIL_ERROR = 5       /* any other store error */
+} fw_fail_reason;
+
+/** Lower-case names: "request_rate", "concurrency", "fleet", "utilization"; "none" for NONE. */
+FW_EXTERN const char *fw_limiter_name(fw_limiter l);
+/** "enforce", "dark", "off". */
+FW_EXTERN const char *fw_mode_name(fw_mode m);
+/** "none", "timeout", "connection", "breaker", "config", "error". */
+FW_EXTERN const char *fw_fail_reason_name(fw_fail_reason r);
+/** Parses a name of fw_limiter_name (not "none"); FW_EINVAL when unknown. */
+FW_EXTERN int fw_limiter_from_name(fw_limiter *out, const char *name);
+/** Parses a name of fw_mode_name; FW_EINVAL when unknown. */
+FW_EXTERN int fw_mode_from_name(fw_mode *out, const char *name);
+
+/* ------------------------------------------------------------------------------------------- client */
+
+typedef struct fw_client fw_client;
+
+/**
+ * Creates a client from a policy JSON document (UTF-8, NUL-terminated). See README.md, "Policy
+ * reference", for the schema. On success *out is owned by the caller and freed with fw_client_free.
+ * Returns FW_EPOLICY (message naming the field) for an invalid policy, FW_ESTORE for a bad store URL.
+ * A Redis store that is unreachable at creation is not an error: decisions fail open until it is up.
+ */
+FW_EXTERN int fw_client_new(fw_client **out, const char *policy_json);
+
+/** Stops the client's I/O thread, fails pending admits open and frees it. NULL is a no-op. */
+FW_EXTERN void fw_client_free(fw_client *c);
+
+/* ------------------------------------------------------------------------------------------ request */
+
+#define FW_REQUEST_VERSION 1
+
+typedef struct fw_request {
+  unsigned version;   /* FW_REQUEST_VERSION */
+  const char *tenant; /* the tenant id, any bytes (NUL-safe): 1 to any number of bytes */
+  size_t tenant_len;  /* length of tenant in bytes */
+  const char *route;  /* route family, NUL-terminated; NULL or "" means the default route */
+  const char *method; /* HTTP method, NUL-terminated; NULL means "GET" */
+  uint64_t cost;      /* tokens this request costs; 0 means 1; above the tenant's burst is FW_EINVAL */
+  int critical;       /* non-zero: never counted by the fleet shedder, shed last by utilization */
+  int sandbox;        /* non-zero: sandbox traffic, shed first by utilization */
+} fw_request;
+
+#define FW_REQUEST_INIT {FW_REQUEST_VERSION, NULL, 0, NULL, NULL, 0, 0, 0}
+
+/* ----------------------------------------------------------------------------------------- decision */
+
+/** Holds a request's slots (concurrency, fleet, in-flight accounting); 0 holds nothing. */
+typedef uint64_t fw_ticket;
+
+#define FW_DECISION_VERSION 1
+
+typedef struct fw_decision {
+  unsigned version;         /* set by the caller to FW_DECISION_VERSION */
+  int allowed;              /* non-zero when the request may proceed */
+  int status;               /* 200, 429 (request rate, concurrency) or 503 (fleet, utilization) */
+  fw_limiter limiter;       /* the enforcing limiter that rejected, or FW_LIMITER_NONE */
+  fw_limiter dark_limiter;  /* the first dark-mode limiter that would have rejected, or NONE */
+  int failed_open;          /* non-zero when the store could not decide and the request was allowed */
+  fw_fail_reason fail_reason;
+  /* The tenant's request-rate bucket (all 0 when no request_rate section is configured). */
+  int64_t limit;         /* the bucket's capacity (burst), in tokens */
+  int64_t remaining;     /* whole tokens left after this decision */
+  int64_t reset_s;       /* whole seconds (rounded up) until the bucket is full again */
+  int64_t retry_after_s; /* on a rejection: whole seconds, at least 1, until a retry can pass; else 0 */
+  double rate;           /* tokens per second the bucket refills */
+  /* The tenant's concurrency cap for this route (both 0 when the route is not counted). */
+  int64_t concurrency_limit;
+  int64_t concurrency_remaining; /* slots left after this decision */
+  fw_ticket ticket;              /* release with fw_release on every path; 0 when nothing is held */
+} fw_decision;
+
+#define FW_DECISION_INIT {FW_DECISION_VERSION, 0, 0, FW_LIMITER_NONE, FW_LIMITER_NONE, 0, FW_FAIL_NONE, 0, 0, 0, 0, 0.0, 0, 0, 0}
+
+/**
+ * Decides one request: utilization shedder (local) -> request rate + concurrency (one atomic store
+ * operation) -> fleet shedder (non-critical only). A request that one limiter rejects leaves every other
+ * limiter's state untouched. Returns 0 whenever a decision was made, including a failed-open one;
+ * FW_EINVAL for a bad request (empty tenant, cost above the burst), with nothing consumed.
+ * Blocks the calling thread for at most the store's deadline.
+ */
+FW_EXTERN int fw_admit(fw_client *c, const fw_request *req, fw_decision *out);
+
+/**
+ * Callback of fw_admit_async. `status` is what fw_admit would have returned; `d` is borrowed for the
+ * duration of the call (copy it). Called exactly once per accepted fw_admit_async, from the store's I/O
+ * thread (or inline, before fw_admit_async returns, for the memory store and for errors). It must not
+ * block; it may call fw_release and fw_admit_async.
+ */
+typedef void (*fw_admit_cb)(void *payload, int status, const fw_decision *d);
+
+/**
+ * Like fw_admit, without blocking. The request's strings are copied before return. Returns 0 when cb
+ * has been or will be called; a negative code (and no call of cb) only for NULL arguments.
+ */
+FW_EXTERN int fw_admit_async(fw_client *c, const fw_request *req, fw_admit_cb cb, void *payload);
+
+/**
+ * Releases what a ticket holds. Idempotent: releasing twice, releasing 0 or an unknown ticket is a
+ * no-op returning 0. Never fails the caller: a store error is counted and the slot heals after ttl_s.
+ */
+FW_EXTERN int fw_release(fw_client *c, fw_ticket t);
+
+/* ---------------------------------------------------------------------------------- modes, controls */
+
+/** Sets a limiter's local mode at run time. A fleet-wide mode in Redis (the flags key) overrides it. */
+FW_EXTERN int fw_set_mode(fw_client *c, fw_limiter l, fw_mode m);
+/** The limiter's mode in force now (the fleet-wide one when set, else the local one). */
+FW_EXTERN int fw_get_mode(fw_client *c, fw_limiter l, fw_mode *out);
+
+/**
+ * Reports this box's worker utilization in [0, 1]; from then on the utilization shedder samples the
+ * reported value instead of its own in-flight accounting. A NaN or a value outside [0,1] is FW_EINVAL.
+ */
+FW_EXTERN int fw_report_utilization(fw_client *c, double u);
+/** The utilization shedder's current shedding amount in [resting, 1] (0 when not configured). */
+FW_EXTERN int fw_shedding_amount(fw_client *c, double *out);
+
+/* ------------------------------------------------------------------------------------------ buffers */
+
+/** A byte buffer owned by the library; free its contents with fw_buf_dispose. */
+typedef struct fw_buf {
+  char *ptr;   /* NUL-terminated for convenience; NULL when empty */
+  size_t size; /* bytes, without the terminating NUL */
+} fw_buf;
+
+#define FW_BUF_INIT {NULL, 0}
+
+/** Frees buf->ptr and resets *buf to empty. NULL and an empty buffer are no-ops. */
+FW_EXTERN void fw_buf_dispose(fw_buf *buf);
+
+/* --------------------------------------------------------------------------------------- formatter */
+
+/**
+ * The response headers for a decision, as "Name: value\r\n" lines, in a fixed order: RateLimit-Policy,
+ * RateLimit, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, then Retry-After on rejections.
+ * Every value is ASCII built from numbers and the policy; no caller-supplied byte reaches it.
+ * On success *out owns new contents (dispose with fw_buf_dispose).
+ */
+FW_EXTERN int fw_format_headers(fw_client *c, const fw_decision *d, fw_buf *out);
+
+/** The JSON body of a rejection (429 or 503); an empty buffer for an allowed decision. */
+FW_EXTERN int fw_format_body(fw_client *c, const fw_decision *d, fw_buf *out);
+
+/* ------------------------------------------------------------------------------------------ metrics */
+
+/**
+ * Counters as one JSON object: {"decisions": {limiter: {outcome: n}}, "routes": {...}, "top_tenants":
+ * [...], "breaker": "closed|open|half_open", "store": {...}, "shedding_amount": x, "utilization": u}.
+ */
+FW_EXTERN int fw_metrics_json(fw_client *c, fw_buf *out);
+
+/** The same counters as Prometheus text exposition format (version 0.0.4). */
+FW_EXTERN int fw_metrics_prometheus(fw_client *c, fw_buf *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FLOODWALL_H */

@@ -1,0 +1,10 @@
+# Writes every lua/*.lua into one C++ source as raw string literals: floodwall::scripts::NAME.
+set(body "// Generated from lua/*.lua by core/embed_scripts.cmake. Do not edit.\n#include <string_view>\nnamespace floodwall::scripts {\n")
+foreach(script ${SCRIPTS})
+  get_filename_component(name ${script} NAME_WE)
+  file(READ ${script} text)
+  string(APPEND body "extern const std::string_view ${name};\nconst std::string_view ${name} = R\"fwlua(${text})fwlua\";\n")
+endforeach()
+string(APPEND body "}  // namespace floodwall::scripts\n")
+file(WRITE ${OUT}.tmp "${body}")
+file(COPY_FILE ${OUT}.tmp ${OUT} ONLY_IF_DIFFERENT)

@@ -1,0 +1,288 @@
+#include "guard.hpp"
+
+#include <algorithm>
+
+#include "token_bucket.hpp"
+
+namespace floodwall {
+
+constexpr size_t idx(Limiter l) {
+  return static_cast<size_t>(l);
+}
+
+Guard::Guard(Policy policy, std::unique_ptr<Store> store, const Clock &clock, Rng &rng)
+    : policy_(std::move(policy)), store_(std::move(store)), clock_(clock), rng_(rng), meter_(clock.now_us()) {
+  for (Limiter l : {Limiter::request_rate, Limiter::concurrency, Limiter::fleet, Limiter::utilization})
+    local_modes_[idx(l)] = static_cast<uint8_t>(policy_.configured_mode(l));
+  if (policy_.utilization) controller_ = std::make_unique<UtilizationController>(*policy_.utilization, clock_.now_us());
+}
+
+Guard::~Guard() = default;
+
+void Guard::set_mode(Limiter l, Mode m) {
+  local_modes_[idx(l)].store(static_cast<uint8_t>(m));
+}
+
+Mode Guard::mode(Limiter l) const {
+  if (!policy_.configured(l)) return Mode::off;
+  int8_t fleet_wide = store_->fleet_modes()[idx(l)];
+  if (fleet_wide >= 0) return static_cast<Mode>(fleet_wide);
+  return static_cast<Mode>(local_modes_[idx(l)].load(std::memory_order_relaxed));
+}
+
+void Guard::report_utilization(double u) {
+  reported_.store(u);
+}
+
+// Samples utilization every sample_s: the application's report when there is one, else the
+// time-weighted in-flight requests over the configured workers.
+void Guard::tick_utilization(int64_t now_us) {
+  std::lock_guard lock(util_mu_);
+  if (now_us < controller_->next_sample_us()) return;
+  double reported = reported_.load();
+  double u =
+      std::isnan(reported) ? meter_.take_average(now_us) / static_cast<double>(policy_.utilization->workers) : reported;
+  u = std::clamp(u, 0.0, 1.0);
+  last_util_.store(u);
+  controller_->sample(u, now_us);
+}
+
+double Guard::shedding_amount() {
+  if (!controller_) return 0;
+  int64_t now = clock_.now_us();
+  tick_utilization(now);
+  std::lock_guard lock(util_mu_);
+  return controller_->amount(now);
+}
+
+void Guard::prepare(const Request &rq, Prepared &p) {
+  if (rq.tenant.empty()) throw BadRequest("tenant: must not be empty");
+  p.op.tenant = TenantKey(rq.tenant);
+  uint64_t cost = rq.cost == 0 ? 1 : rq.cost;
+  std::string_view method = rq.method.empty() ? std::string_view("GET") : rq.method;
+  p.route = metrics_.route_index(rq.route);
+
+  if (policy_.request_rate) {
+    p.bucket = policy_.bucket_for(p.op.tenant);
+    // Such a request could never pass; failing it loudly beats a 429 whose Retry-After lies.
+    if (cost > static_cast<uint64_t>(p.bucket->burst))
+      throw BadRequest("cost: " + std::to_string(cost) + " is above the burst of this tenant's bucket (" +
+                       std::to_string(p.bucket->burst) + "); such a request could never be admitted");
+    Mode m = mode(Limiter::request_rate);
+    if (m != Mode::off) {
+      p.op.rate = true;
+      p.op.rate_enforce = m == Mode::enforce;
+      p.op.rate_m = p.bucket->rate_m;
+      p.op.burst_m = p.bucket->burst_m;
+      p.op.cost_m = static_cast<int64_t>(cost) * 1'000'000;
+    }
+  }
+  if (policy_.concurrency && policy_.concurrency->counts(rq.route)) {
+    Mode m = mode(Limiter::concurrency);
+    if (m != Mode::off) {
+      p.op.conc = true;
+      p.op.conc_enforce = m == Mode::enforce;
+      p.op.conc_limit = policy_.concurrency->limit;
+      p.op.conc_ttl_us = static_cast<int64_t>(policy_.concurrency->ttl_s * 1e6);
+    }
+  }
+  if (policy_.fleet && !rq.critical) {  // critical requests are never counted against the fleet cap
+    Mode m = mode(Limiter::fleet);
+    if (m != Mode::off) {
+      p.op.fleet = true;
+      p.op.fleet_enforce = m == Mode::enforce;
+      p.op.fleet_cap = policy_.fleet->capacity;
+      p.op.fleet_ttl_us = static_cast<int64_t>(policy_.fleet->ttl_s * 1e6);
+    }
+  }
+  if (p.op.conc || p.op.fleet) p.op.slot = {rng_.next_u64(), rng_.next_u64()};
+
+  if (controller_) {
+    p.util_counted = true;
+    int64_t now = clock_.now_us();
+    tick_utilization(now);
+    Mode m = mode(Limiter::utilization);
+    if (m != Mode::off) {
+      double amount;
+      {
+        std::lock_guard lock(util_mu_);
+        amount = controller_->amount(now);
+      }
+      double drop = UtilizationController::drop_probability(amount, tier_of(rq.sandbox, rq.critical, method));
+      bool reject = drop > 0 && rng_.next_unit() < drop;
+      metrics_.count(p.route, Limiter::utilization,
+                     !reject              ? Outcome::allowed
+                     : m == Mode::enforce ? Outcome::rejected
+                                          : Outcome::dark_rejected);
+      if (reject && m == Mode::enforce) p.shed = true;
+      if (reject && m == Mode::dark) p.shed_dark = true;
+    }
+  }
+}
+
+fw_ticket Guard::hold(const Held &h) {
+  fw_ticket t = next_ticket_.fetch_add(1, std::memory_order_relaxed);
+  auto &shard = tickets_[t % kTicketShards];
+  std::lock_guard lock(shard.mu);
+  shard.held.emplace(t, h);
+  return t;
+}
+
+void Guard::finish(const Prepared &p, const AdmitResult &r, fw_decision &d) {
+  unsigned version = d.version;
+  d = fw_decision FW_DECISION_INIT;
+  d.version = version ? version : FW_DECISION_VERSION;
+  d.allowed = 1;
+  d.status = 200;
+  if (p.shed_dark) d.dark_limiter = FW_LIMITER_UTILIZATION;
+  const AdmitOp &op = p.op;
+  if (p.bucket) {
+    d.limit = p.bucket->burst;
+    d.rate = p.bucket->rate;
+  }
+  if (op.conc) d.concurrency_limit = op.conc_limit;
+
+  if (p.shed) {
+    d.allowed = 0;
+    d.status = 503;
+    d.limiter = FW_LIMITER_UTILIZATION;
+    d.retry_after_s = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(policy_.utilization->sample_s)));
+    return;
+  }
+  bool touched_store = op.rate || op.conc || op.fleet;
+  if (touched_store && !r.decided) {
+    // Fail open, and count it: a store outage must not become an API outage.
+    d.failed_open = 1;
+    d.fail_reason = static_cast<fw_fail_reason>(r.reason);
+    for (auto [on, l] : {std::pair{op.rate, Limiter::request_rate}, std::pair{op.conc, Limiter::concurrency},
+                         std::pair{op.fleet, Limiter::fleet}}) {
+      if (!on) continue;
+      metrics_.count(p.route, l, Outcome::failed_open);
+      metrics_.failed(l, r.reason);
+    }
+  } else if (touched_store) {
+    struct Verdict {
+      bool on, enforce, ok;
+      Limiter l;
+      fw_limiter c;
+    };
+    const Verdict verdicts[] = {{op.rate, op.rate_enforce, r.rate_ok, Limiter::request_rate, FW_LIMITER_REQUEST_RATE},
+                                {op.conc, op.conc_enforce, r.conc_ok, Limiter::concurrency, FW_LIMITER_CONCURRENCY},
+                                {op.fleet, op.fleet_enforce, r.fleet_ok, Limiter::fleet, FW_LIMITER_FLEET}};
+    for (const auto &v : verdicts) {
+      if (!v.on) continue;
+      metrics_.count(p.route, v.l, v.ok ? Outcome::allowed : v.enforce ? Outcome::rejected : Outcome::dark_rejected);
+      if (v.ok) continue;
+      if (v.enforce && d.limiter == FW_LIMITER_NONE) d.limiter = v.c;
+      if (!v.enforce && d.dark_limiter == FW_LIMITER_NONE) d.dark_limiter = v.c;
+    }
+    if (op.rate) {
+      d.remaining = r.tokens_m / 1'000'000;
+      d.reset_s = seconds_until(op.rate_m, r.tokens_m, op.burst_m);
+    }
+    if (op.conc) d.concurrency_remaining = std::max<int64_t>(0, op.conc_limit - r.conc_count);
+    if (d.limiter != FW_LIMITER_NONE) {
+      d.allowed = 0;
+      d.status = d.limiter == FW_LIMITER_FLEET ? 503 : 429;
+      d.retry_after_s = d.limiter == FW_LIMITER_REQUEST_RATE
+                            ? std::max<int64_t>(1, seconds_until(op.rate_m, r.tokens_m, op.cost_m))
+                            : 1;  // a slot frees when any in-flight request ends; come back soon
+    }
+    if (op.rate || op.conc) metrics_.tenant_seen(op.tenant, !d.allowed);
+  }
+  if (!d.allowed) return;
+  Held h;
+  h.tenant = op.tenant;
+  h.slot = op.slot;
+  h.conc = op.conc && r.decided && r.committed && r.conc_ok;
+  h.fleet = op.fleet && r.decided && r.committed && r.fleet_ok;
+  h.in_flight = p.util_counted;
+  if (h.conc || h.fleet || h.in_flight) {
+    if (h.in_flight) meter_.change(+1, clock_.now_us());
+    d.ticket = hold(h);
+  }
+}
+
+void Guard::admit(const Request &rq, fw_decision &out) {
+  Prepared p;
+  prepare(rq, p);
+  AdmitResult r;
+  if (!p.shed && (p.op.rate || p.op.conc || p.op.fleet)) r = store_->admit(p.op);
+  finish(p, r, out);
+}
+
+class Guard::Pending final : public AdmitCompletion {
+ public:
+  Pending(Guard &g, fw_admit_cb cb, void *payload) : g_(g), cb_(cb), payload_(payload) {}
+  Prepared p;
+  void complete(AdmitResult &&r) override {
+    fw_decision d = FW_DECISION_INIT;
+    int status = 0;
+    try {
+      g_.finish(p, r, d);
+    } catch (...) {
+      status = FW_ERROR;
+    }
+    cb_(payload_, status, &d);
+    delete this;
+  }
+
+ private:
+  Guard &g_;
+  fw_admit_cb cb_;
+  void *payload_;
+};
+
+void Guard::admit_async(const Request &rq, fw_admit_cb cb, void *payload) {
+  auto pending = std::make_unique<Pending>(*this, cb, payload);
+  prepare(rq, pending->p);
+  if (pending->p.shed || !(pending->p.op.rate || pending->p.op.conc || pending->p.op.fleet)) {
+    pending.release()->complete(AdmitResult{});
+    return;
+  }
+  Pending *raw = pending.release();
+  store_->admit_async(raw->p.op, raw);
+}
+
+void Guard::release(fw_ticket t) {
+  if (t == 0) return;
+  auto &shard = tickets_[t % kTicketShards];
+  Held h;
+  {
+    std::lock_guard lock(shard.mu);
+    auto it = shard.held.find(t);
+    if (it == shard.held.end()) return;  // released already: idempotent
+    h = it->second;
+    shard.held.erase(it);
+  }
+  if (h.in_flight) meter_.change(-1, clock_.now_us());
+  if (h.conc || h.fleet) {
+    ReleaseOp op;
+    op.tenant = h.tenant;
+    op.slot = h.slot;
+    op.conc = h.conc;
+    op.fleet = h.fleet;
+    store_->release(op);
+  }
+}
+
+Gauges Guard::gauges() {
+  Gauges g;
+  g.shedding_amount = shedding_amount();
+  g.utilization = last_util_.load();
+  g.in_flight = meter_.in_flight();
+  for (Limiter l : {Limiter::request_rate, Limiter::concurrency, Limiter::fleet, Limiter::utilization}) {
+    g.configured[idx(l)] = policy_.configured(l);
+    g.modes[idx(l)] = mode(l);
+  }
+  return g;
+}
+
+std::string Guard::metrics_json() {
+  return metrics_.json(store_->stats(), gauges());
+}
+std::string Guard::metrics_prometheus() {
+  return metrics_.prometheus(store_->stats(), gauges());
+}
+
+}  // namespace floodwall

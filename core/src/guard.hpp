@@ -1,0 +1,108 @@
+// The Guard: the path of one request through the four limiters, cheapest first.
+//   mode flags -> utilization shedder (local, no I/O)
+//   -> request rate + concurrency (one atomic store operation) -> fleet shedder (non-critical only)
+// A request that one limiter rejects leaves every other limiter's state as if it had never arrived.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string_view>
+#include <unordered_map>
+
+#include "clock.hpp"
+#include "floodwall.h"
+#include "metrics.hpp"
+#include "policy.hpp"
+#include "store.hpp"
+#include "utilization_shedder.hpp"
+
+namespace floodwall {
+
+// A request the Guard refuses to decide (empty tenant, cost above the burst); names the field.
+class BadRequest : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+struct Request {
+  std::string_view tenant;
+  std::string_view route;   // "" is the default route
+  std::string_view method;  // "GET" when empty
+  uint64_t cost = 1;        // 0 counts as 1
+  bool critical = false;
+  bool sandbox = false;
+};
+
+class Guard {
+ public:
+  // The clock and rng must outlive the Guard; `store` is owned.
+  Guard(Policy policy, std::unique_ptr<Store> store, const Clock &clock, Rng &rng);
+  ~Guard();
+
+  // Fills `out`; throws BadRequest for a request that cannot be decided.
+  void admit(const Request &rq, fw_decision &out);
+  // Calls cb exactly once (inline for the memory store); throws BadRequest before calling it.
+  void admit_async(const Request &rq, fw_admit_cb cb, void *payload);
+  void release(fw_ticket t);
+
+  void set_mode(Limiter l, Mode m);
+  Mode mode(Limiter l) const;  // in force: the fleet-wide one when set, else the local one
+  void report_utilization(double u);
+  double shedding_amount();
+
+  std::string metrics_json();
+  std::string metrics_prometheus();
+  const Policy &policy() const { return policy_; }
+  Store &store() { return *store_; }
+
+ private:
+  struct Prepared {
+    AdmitOp op;
+    int route = 0;
+    bool shed = false;       // the utilization shedder rejects (enforced)
+    bool shed_dark = false;  // it would have rejected (dark)
+    bool util_counted = false;
+    const BucketLimits *bucket = nullptr;
+  };
+  struct Held {
+    TenantKey tenant;
+    SlotId slot;
+    bool conc = false, fleet = false, in_flight = false;
+  };
+  class Pending;
+
+  void prepare(const Request &rq, Prepared &p);
+  void finish(const Prepared &p, const AdmitResult &r, fw_decision &d);
+  void tick_utilization(int64_t now_us);
+  fw_ticket hold(const Held &h);
+  Gauges gauges();
+
+  Policy policy_;
+  std::unique_ptr<Store> store_;
+  const Clock &clock_;
+  Rng &rng_;
+  Metrics metrics_;
+  std::array<std::atomic<uint8_t>, kLimiterCount> local_modes_{};
+
+  // Utilization shedder.
+  std::mutex util_mu_;
+  std::unique_ptr<UtilizationController> controller_;
+  InFlightMeter meter_;
+  std::atomic<double> reported_{NAN};
+  std::atomic<double> last_util_{0};
+
+  // Tickets: what each admitted request holds until it is released.
+  static constexpr size_t kTicketShards = 16;
+  struct TicketShard {
+    std::mutex mu;
+    std::unordered_map<fw_ticket, Held> held;
+  };
+  std::array<TicketShard, kTicketShards> tickets_;
+  std::atomic<fw_ticket> next_ticket_{1};
+};
+
+}  // namespace floodwall

@@ -1,0 +1,290 @@
+#include "metrics.hpp"
+
+#include <algorithm>
+
+#include "formatter.hpp"
+
+namespace floodwall {
+
+const char *outcome_name(Outcome o) {
+  switch (o) {
+    case Outcome::allowed: return "allowed";
+    case Outcome::rejected: return "rejected";
+    case Outcome::dark_rejected: return "dark_rejected";
+    case Outcome::failed_open: return "failed_open";
+  }
+  return "allowed";
+}
+
+const char *fail_reason_name(FailReason r) {
+  switch (r) {
+    case FailReason::none: return "none";
+    case FailReason::timeout: return "timeout";
+    case FailReason::connection: return "connection";
+    case FailReason::breaker: return "breaker";
+    case FailReason::config: return "config";
+    case FailReason::error: return "error";
+  }
+  return "error";
+}
+
+Metrics::Metrics() {
+  for (size_t i = 0; i < kMaxRoutes + 1; i++) routes_.push_back(std::make_unique<Route>());
+  routes_[0]->name = "default";
+  routes_[kMaxRoutes]->name = "other";
+  route_ids_.emplace("", 0);
+  route_count_ = 1;
+}
+
+int Metrics::route_index(std::string_view route) {
+  {
+    std::shared_lock lock(routes_mu_);
+    auto it = route_ids_.find(route);
+    if (it != route_ids_.end()) return it->second;
+    if (route_count_.load() >= kMaxRoutes) return static_cast<int>(kMaxRoutes);
+  }
+  std::unique_lock lock(routes_mu_);
+  auto it = route_ids_.find(route);
+  if (it != route_ids_.end()) return it->second;
+  size_t n = route_count_.load();
+  if (n >= kMaxRoutes) return static_cast<int>(kMaxRoutes);
+  routes_[n]->name = std::string(route);
+  route_ids_.emplace(std::string(route), static_cast<int>(n));
+  route_count_.store(n + 1);
+  return static_cast<int>(n);
+}
+
+void Metrics::tenant_seen(const TenantKey &t, bool rejected) {
+  if (!rejected && !any_tenant_.load(std::memory_order_relaxed)) return;
+  std::lock_guard lock(tenants_mu_);
+  auto it = tenants_.find(t.view());
+  if (it == tenants_.end()) {
+    // A tenant enters the table on its first rejection; its rate counts from then on.
+    if (!rejected) return;
+    if (tenants_.size() >= kMaxTenants) {
+      auto victim = std::min_element(tenants_.begin(), tenants_.end(), [](const auto &a, const auto &b) {
+        return a.second.rejections < b.second.rejections;
+      });
+      tenants_.erase(victim);
+    }
+    it = tenants_.emplace(std::string(t.view()), Tally{}).first;
+    any_tenant_.store(true, std::memory_order_relaxed);
+  }
+  it->second.requests++;
+  if (rejected) it->second.rejections++;
+}
+
+std::vector<Metrics::TenantRow> Metrics::top_tenants() const {
+  std::vector<TenantRow> rows;
+  {
+    std::lock_guard lock(tenants_mu_);
+    for (const auto &[k, v] : tenants_) {
+      rows.push_back({TenantKey::from_canonical(k).printable(), v.requests, v.rejections});
+    }
+  }
+  std::sort(rows.begin(), rows.end(), [](const TenantRow &a, const TenantRow &b) {
+    double ra = static_cast<double>(a.rejections) / static_cast<double>(a.requests);
+    double rb = static_cast<double>(b.rejections) / static_cast<double>(b.requests);
+    if (ra != rb) return ra > rb;
+    if (a.rejections != b.rejections) return a.rejections > b.rejections;
+    return a.tenant < b.tenant;
+  });
+  if (rows.size() > kTopTenants) rows.resize(kTopTenants);
+  return rows;
+}
+
+namespace {
+
+const char *breaker_name(BreakerState b) {
+  switch (b) {
+    case BreakerState::closed: return "closed";
+    case BreakerState::open: return "open";
+    case BreakerState::half_open: return "half_open";
+  }
+  return "closed";
+}
+
+// Prometheus label values: backslash, double quote and newline escaped; other control bytes too.
+std::string label(std::string_view s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else if (c < 0x20 || c == 0x7f)
+      out += "?";
+    else
+      out.push_back(static_cast<char>(c));
+  }
+  return out;
+}
+
+constexpr Limiter kLimiters[] = {Limiter::request_rate, Limiter::concurrency, Limiter::fleet, Limiter::utilization};
+constexpr Outcome kOutcomes[] = {Outcome::allowed, Outcome::rejected, Outcome::dark_rejected, Outcome::failed_open};
+
+}  // namespace
+
+std::string Metrics::json(const StoreStats &st, const Gauges &g) const {
+  std::string out = "{\"decisions\":{";
+  size_t n = route_count_.load();
+  bool first_l = true;
+  for (Limiter l : kLimiters) {
+    if (!first_l) out += ',';
+    first_l = false;
+    append_json_string(out, limiter_name(l));
+    out += ":{";
+    bool first_o = true;
+    for (Outcome o : kOutcomes) {
+      uint64_t total = 0;
+      for (size_t r = 0; r < n; r++) total += counter(r, l, o);
+      total += counter(kMaxRoutes, l, o);
+      if (!first_o) out += ',';
+      first_o = false;
+      append_json_string(out, outcome_name(o));
+      out += ':' + std::to_string(total);
+    }
+    out += '}';
+  }
+  out += "},\"routes\":{";
+  bool first_r = true;
+  auto route_json = [&](size_t r) {
+    if (!first_r) out += ',';
+    first_r = false;
+    append_json_string(out, routes_[r]->name);
+    out += ":{";
+    bool fl = true;
+    for (Limiter l : kLimiters) {
+      if (!fl) out += ',';
+      fl = false;
+      append_json_string(out, limiter_name(l));
+      out += ":{";
+      bool fo = true;
+      for (Outcome o : kOutcomes) {
+        if (!fo) out += ',';
+        fo = false;
+        append_json_string(out, outcome_name(o));
+        out += ':' + std::to_string(counter(r, l, o));
+      }
+      out += '}';
+    }
+    out += '}';
+  };
+  for (size_t r = 0; r < n; r++) route_json(r);
+  if (n >= kMaxRoutes) route_json(kMaxRoutes);
+  out += "},\"failed_open\":{";
+  first_l = true;
+  for (Limiter l : kLimiters) {
+    if (!first_l) out += ',';
+    first_l = false;
+    append_json_string(out, limiter_name(l));
+    out += ":{";
+    for (int r = 1; r < kFailReasonCount; r++) {
+      if (r > 1) out += ',';
+      append_json_string(out, fail_reason_name(static_cast<FailReason>(r)));
+      out += ':' + std::to_string(failures_[static_cast<size_t>(l) * kFailReasonCount + static_cast<size_t>(r)].load());
+    }
+    out += '}';
+  }
+  out += "},\"config_errors\":" + std::to_string(st.failures[static_cast<size_t>(FailReason::config)]);
+  out += ",\"modes\":{";
+  first_l = true;
+  for (Limiter l : kLimiters) {
+    if (!first_l) out += ',';
+    first_l = false;
+    append_json_string(out, limiter_name(l));
+    out += ':';
+    append_json_string(
+        out, g.configured[static_cast<size_t>(l)] ? mode_name(g.modes[static_cast<size_t>(l)]) : "unconfigured");
+  }
+  out += "},\"top_tenants\":[";
+  bool first_t = true;
+  for (const auto &row : top_tenants()) {
+    if (!first_t) out += ',';
+    first_t = false;
+    out += "{\"tenant\":";
+    append_json_string(out, row.tenant);
+    out += ",\"requests\":" + std::to_string(row.requests) + ",\"rejections\":" + std::to_string(row.rejections) +
+           ",\"rejection_rate\":" +
+           format_number(static_cast<double>(row.rejections) / static_cast<double>(row.requests)) + "}";
+  }
+  out += "],\"breaker\":";
+  append_json_string(out, breaker_name(st.breaker));
+  out += ",\"store\":{\"tenants\":" + std::to_string(st.tenants) + ",\"evictions\":" + std::to_string(st.evictions) +
+         ",\"release_errors\":" + std::to_string(st.release_errors) +
+         ",\"reconnects\":" + std::to_string(st.reconnects) +
+         ",\"noscript_reloads\":" + std::to_string(st.noscript_reloads) + "}";
+  out += ",\"shedding_amount\":" + format_number(g.shedding_amount);
+  out += ",\"utilization\":" + format_number(g.utilization);
+  out += ",\"in_flight\":" + std::to_string(g.in_flight) + "}";
+  return out;
+}
+
+std::string Metrics::prometheus(const StoreStats &st, const Gauges &g) const {
+  std::string out;
+  out += "# HELP floodwall_decisions_total Limiter verdicts by limiter, outcome and route family.\n";
+  out += "# TYPE floodwall_decisions_total counter\n";
+  size_t n = route_count_.load();
+  auto rows = [&](size_t r) {
+    for (Limiter l : kLimiters)
+      for (Outcome o : kOutcomes)
+        out += std::string("floodwall_decisions_total{limiter=\"") + limiter_name(l) + "\",outcome=\"" +
+               outcome_name(o) + "\",route=\"" + label(routes_[r]->name) + "\"} " + std::to_string(counter(r, l, o)) +
+               "\n";
+  };
+  for (size_t r = 0; r < n; r++) rows(r);
+  if (n >= kMaxRoutes) rows(kMaxRoutes);
+  out += "# HELP floodwall_failed_open_total Decisions allowed because the store could not decide.\n";
+  out += "# TYPE floodwall_failed_open_total counter\n";
+  for (Limiter l : kLimiters)
+    for (int r = 1; r < kFailReasonCount; r++)
+      out += std::string("floodwall_failed_open_total{limiter=\"") + limiter_name(l) + "\",reason=\"" +
+             fail_reason_name(static_cast<FailReason>(r)) + "\"} " +
+             std::to_string(failures_[static_cast<size_t>(l) * kFailReasonCount + static_cast<size_t>(r)].load()) +
+             "\n";
+  out +=
+      "# HELP floodwall_config_errors_total Store operations refused as misconfigured (wrong key type, CROSSSLOT).\n";
+  out += "# TYPE floodwall_config_errors_total counter\n";
+  out += "floodwall_config_errors_total " + std::to_string(st.failures[static_cast<size_t>(FailReason::config)]) + "\n";
+  out += "# HELP floodwall_breaker_state The store circuit breaker (1 for the state in force).\n";
+  out += "# TYPE floodwall_breaker_state gauge\n";
+  for (BreakerState b : {BreakerState::closed, BreakerState::open, BreakerState::half_open})
+    out += std::string("floodwall_breaker_state{state=\"") + breaker_name(b) + "\"} " + (st.breaker == b ? "1" : "0") +
+           "\n";
+  out += "# HELP floodwall_mode The mode in force per limiter (1 for the mode in force).\n";
+  out += "# TYPE floodwall_mode gauge\n";
+  for (Limiter l : kLimiters) {
+    if (!g.configured[static_cast<size_t>(l)]) continue;
+    for (Mode m : {Mode::enforce, Mode::dark, Mode::off})
+      out += std::string("floodwall_mode{limiter=\"") + limiter_name(l) + "\",mode=\"" + mode_name(m) + "\"} " +
+             (g.modes[static_cast<size_t>(l)] == m ? "1" : "0") + "\n";
+  }
+  out += "# HELP floodwall_shedding_amount The utilization shedder's shedding amount.\n";
+  out += "# TYPE floodwall_shedding_amount gauge\n";
+  out += "floodwall_shedding_amount " + format_number(g.shedding_amount) + "\n";
+  out += "# HELP floodwall_utilization The last sampled worker utilization.\n";
+  out += "# TYPE floodwall_utilization gauge\n";
+  out += "floodwall_utilization " + format_number(g.utilization) + "\n";
+  out += "# HELP floodwall_in_flight Requests admitted and not yet released.\n";
+  out += "# TYPE floodwall_in_flight gauge\n";
+  out += "floodwall_in_flight " + std::to_string(g.in_flight) + "\n";
+  out += "# HELP floodwall_store_evictions_total Tenants evicted from the memory store beyond max_tenants.\n";
+  out += "# TYPE floodwall_store_evictions_total counter\n";
+  out += "floodwall_store_evictions_total " + std::to_string(st.evictions) + "\n";
+  out += "# HELP floodwall_store_tenants Tenants held by the memory store.\n";
+  out += "# TYPE floodwall_store_tenants gauge\n";
+  out += "floodwall_store_tenants " + std::to_string(st.tenants) + "\n";
+  out += "# HELP floodwall_release_errors_total Releases the store could not apply (the slot heals after ttl_s).\n";
+  out += "# TYPE floodwall_release_errors_total counter\n";
+  out += "floodwall_release_errors_total " + std::to_string(st.release_errors) + "\n";
+  out += "# HELP floodwall_tenant_rejection_ratio Rejected share of the requests of the most rejected tenants.\n";
+  out += "# TYPE floodwall_tenant_rejection_ratio gauge\n";
+  for (const auto &row : top_tenants())
+    out += "floodwall_tenant_rejection_ratio{tenant=\"" + label(row.tenant) + "\"} " +
+           format_number(static_cast<double>(row.rejections) / static_cast<double>(row.requests)) + "\n";
+  return out;
+}
+
+}  // namespace floodwall

@@ -1,0 +1,87 @@
+// Counters by limiter x outcome x route family, failures by limiter x reason, and the tenants with
+// the highest rejection rate. Dark mode is only useful with these.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "policy.hpp"
+#include "store.hpp"
+#include "tenant_key.hpp"
+
+namespace floodwall {
+
+enum class Outcome : uint8_t { allowed = 0, rejected = 1, dark_rejected = 2, failed_open = 3 };
+constexpr int kOutcomeCount = 4;
+const char *outcome_name(Outcome o);
+
+struct Gauges {
+  double shedding_amount = 0;
+  double utilization = 0;
+  int64_t in_flight = 0;
+  std::array<Mode, kLimiterCount> modes{};
+  std::array<bool, kLimiterCount> configured{};
+};
+
+class Metrics {
+ public:
+  static constexpr size_t kMaxRoutes = 64;  // route families beyond this are counted as "other"
+  static constexpr size_t kMaxTenants = 256;
+  static constexpr size_t kTopTenants = 10;
+
+  Metrics();
+  // Route family index for counters; "" is "default".
+  int route_index(std::string_view route);
+  void count(int route, Limiter l, Outcome o) {
+    routes_[static_cast<size_t>(route)]->c[static_cast<size_t>(l) * kOutcomeCount + static_cast<size_t>(o)].fetch_add(
+        1, std::memory_order_relaxed);
+  }
+  void failed(Limiter l, FailReason r) {
+    failures_[static_cast<size_t>(l) * kFailReasonCount + static_cast<size_t>(r)].fetch_add(1,
+                                                                                            std::memory_order_relaxed);
+  }
+  // Called once per decision that reached the tenant limiters.
+  void tenant_seen(const TenantKey &t, bool rejected);
+
+  std::string json(const StoreStats &st, const Gauges &g) const;
+  std::string prometheus(const StoreStats &st, const Gauges &g) const;
+
+ private:
+  struct Route {
+    std::string name;
+    std::array<std::atomic<uint64_t>, kLimiterCount * kOutcomeCount> c{};
+  };
+  struct Tally {
+    uint64_t requests = 0, rejections = 0;
+  };
+  struct TenantRow {
+    std::string tenant;
+    uint64_t requests, rejections;
+  };
+  std::vector<TenantRow> top_tenants() const;
+  uint64_t counter(size_t route, Limiter l, Outcome o) const {
+    return routes_[route]->c[static_cast<size_t>(l) * kOutcomeCount + static_cast<size_t>(o)].load(
+        std::memory_order_relaxed);
+  }
+
+  std::vector<std::unique_ptr<Route>> routes_;  // fixed size kMaxRoutes + 1, filled lazily
+  std::atomic<size_t> route_count_{0};
+  mutable std::shared_mutex routes_mu_;
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, int, Hash, std::equal_to<>> route_ids_;
+  std::array<std::atomic<uint64_t>, kLimiterCount * kFailReasonCount> failures_{};
+  mutable std::mutex tenants_mu_;
+  std::unordered_map<std::string, Tally, Hash, std::equal_to<>> tenants_;
+  std::atomic<bool> any_tenant_{false};
+};
+
+}  // namespace floodwall

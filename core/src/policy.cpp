@@ -1,0 +1,305 @@
+#include "policy.hpp"
+
+#include <cctype>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+namespace floodwall {
+
+using nlohmann::json;
+
+const char *limiter_name(Limiter l) {
+  switch (l) {
+    case Limiter::request_rate: return "request_rate";
+    case Limiter::concurrency: return "concurrency";
+    case Limiter::fleet: return "fleet";
+    case Limiter::utilization: return "utilization";
+    case Limiter::none: break;
+  }
+  return "none";
+}
+
+const char *mode_name(Mode m) {
+  switch (m) {
+    case Mode::enforce: return "enforce";
+    case Mode::dark: return "dark";
+    case Mode::off: return "off";
+  }
+  return "enforce";
+}
+
+bool ConcurrencyPolicy::counts(std::string_view route) const {
+  if (routes.empty()) return true;
+  for (const auto &r : routes)
+    if (r == route) return true;
+  return false;
+}
+
+const BucketLimits *Policy::bucket_for(const TenantKey &key) const {
+  if (!request_rate) return nullptr;
+  if (!request_rate->overrides.empty()) {
+    auto it = request_rate->overrides.find(key.view());
+    if (it != request_rate->overrides.end()) return &it->second;
+  }
+  return &request_rate->limits;
+}
+
+bool Policy::configured(Limiter l) const {
+  switch (l) {
+    case Limiter::request_rate: return request_rate.has_value();
+    case Limiter::concurrency: return concurrency.has_value();
+    case Limiter::fleet: return fleet.has_value();
+    case Limiter::utilization: return utilization.has_value();
+    case Limiter::none: break;
+  }
+  return false;
+}
+
+Mode Policy::configured_mode(Limiter l) const {
+  switch (l) {
+    case Limiter::request_rate: return request_rate ? request_rate->mode : Mode::off;
+    case Limiter::concurrency: return concurrency ? concurrency->mode : Mode::off;
+    case Limiter::fleet: return fleet ? fleet->mode : Mode::off;
+    case Limiter::utilization: return utilization ? utilization->mode : Mode::off;
+    case Limiter::none: break;
+  }
+  return Mode::off;
+}
+
+namespace {
+
+// JSON has no NaN or Infinity, but JSON writers of Python and Ruby emit them. Turn those bare tokens
+// into strings so that validation can name the field that holds one, instead of a parse error.
+std::string quote_non_finite(std::string_view in) {
+  std::string out;
+  out.reserve(in.size());
+  bool in_string = false;
+  for (size_t i = 0; i < in.size(); i++) {
+    char c = in[i];
+    if (in_string) {
+      out.push_back(c);
+      if (c == '\\' && i + 1 < in.size())
+        out.push_back(in[++i]);
+      else if (c == '"')
+        in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+      out.push_back(c);
+      continue;
+    }
+    bool replaced = false;
+    for (std::string_view tok : {"-Infinity", "Infinity", "NaN"}) {
+      if (in.substr(i, tok.size()) == tok) {
+        out += '"';
+        out += tok;
+        out += '"';
+        i += tok.size() - 1;
+        replaced = true;
+        break;
+      }
+    }
+    if (!replaced) out.push_back(c);
+  }
+  return out;
+}
+
+std::string show(const json &v) {
+  std::string s = v.dump(-1, ' ', true, json::error_handler_t::replace);
+  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  return s;
+}
+
+class Section {
+ public:
+  Section(const json &obj, std::string path, std::set<std::string> allowed) : obj_(obj), path_(std::move(path)) {
+    if (!obj_.is_object())
+      throw PolicyError(path_.empty() ? "policy" : path_, "must be an object (got " + show(obj_) + ")");
+    for (const auto &[k, v] : obj_.items()) {
+      (void)v;
+      if (!allowed.count(k)) throw PolicyError(field(k), "unknown key");
+    }
+  }
+
+  std::string field(const std::string &k) const { return path_.empty() ? k : path_ + "." + k; }
+  bool has(const char *k) const { return obj_.contains(k); }
+  const json &at(const char *k) const { return obj_.at(k); }
+
+  // A finite number; min is exclusive when `open`.
+  double number(const char *k, std::optional<double> dflt, double min, bool open, double max) const {
+    if (!has(k)) {
+      if (dflt) return *dflt;
+      throw PolicyError(field(k), "is required");
+    }
+    const json &v = at(k);
+    if (!v.is_number()) throw PolicyError(field(k), "must be a finite number (got " + show(v) + ")");
+    double d = v.get<double>();
+    if (!std::isfinite(d)) throw PolicyError(field(k), "must be a finite number");
+    if (open ? !(d > min) : !(d >= min)) {
+      std::ostringstream o;
+      o << "must be " << (open ? "> " : ">= ") << min << " (got " << show(v) << ")";
+      throw PolicyError(field(k), o.str());
+    }
+    if (d > max) {
+      std::ostringstream o;
+      o << "must be at most " << max << " (got " << show(v) << ")";
+      throw PolicyError(field(k), o.str());
+    }
+    return d;
+  }
+
+  int64_t integer(const char *k, std::optional<int64_t> dflt, int64_t min, int64_t max) const {
+    if (!has(k)) {
+      if (dflt) return *dflt;
+      throw PolicyError(field(k), "is required");
+    }
+    const json &v = at(k);
+    bool whole =
+        v.is_number_integer() || (v.is_number_float() && std::isfinite(v.get<double>()) &&
+                                  std::floor(v.get<double>()) == v.get<double>() && std::fabs(v.get<double>()) < 9e15);
+    if (!whole) throw PolicyError(field(k), "must be a whole number (got " + show(v) + ")");
+    double d = v.get<double>();
+    if (d < static_cast<double>(min) || d > static_cast<double>(max) ||
+        (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(max))) {
+      throw PolicyError(field(k), "must be between " + std::to_string(min) + " and " + std::to_string(max) + " (got " +
+                                      show(v) + ")");
+    }
+    return v.is_number_float() ? static_cast<int64_t>(d) : v.get<int64_t>();
+  }
+
+  std::string string(const char *k, const std::string &dflt) const {
+    if (!has(k)) return dflt;
+    const json &v = at(k);
+    if (!v.is_string()) throw PolicyError(field(k), "must be a string (got " + show(v) + ")");
+    return v.get<std::string>();
+  }
+
+  Mode mode() const {
+    if (!has("mode")) return Mode::enforce;
+    std::string m = string("mode", "enforce");
+    if (m == "enforce") return Mode::enforce;
+    if (m == "dark") return Mode::dark;
+    if (m == "off") return Mode::off;
+    throw PolicyError(field("mode"), "must be \"enforce\", \"dark\" or \"off\" (got " + show(at("mode")) + ")");
+  }
+
+ private:
+  const json &obj_;
+  std::string path_;
+};
+
+BucketLimits bucket(const Section &s) {
+  BucketLimits b;
+  // A rate above a million tokens per second is not a limit any more; the bound keeps the
+  // micro-token arithmetic inside the integers a double holds exactly.
+  b.rate = s.number("rate", std::nullopt, 0, true, 1e6);
+  b.burst = s.integer("burst", std::nullopt, 1, 1'000'000'000);
+  b.rate_m = static_cast<int64_t>(std::llround(b.rate * 1e6));
+  if (b.rate_m < 1) throw PolicyError(s.field("rate"), "must be at least 0.000001");
+  b.burst_m = b.burst * 1'000'000;
+  return b;
+}
+
+bool valid_prefix(const std::string &p) {
+  if (p.empty() || p.size() > 64) return false;
+  for (unsigned char c : p)
+    if (!(std::isalnum(c) || c == '_' || c == '-' || c == '.' || c == ':')) return false;
+  return true;
+}
+
+}  // namespace
+
+Policy parse_policy(std::string_view text) {
+  json doc;
+  try {
+    doc = json::parse(quote_non_finite(text));
+  } catch (const json::parse_error &e) {
+    throw PolicyError("policy", std::string("is not valid JSON (") + e.what() + ")");
+  }
+  Section top(doc, "",
+              {"store", "prefix", "docs_url", "max_tenants", "request_rate", "concurrency", "fleet", "utilization",
+               "redis", "description"});
+  Policy p;
+  p.store = top.string("store", p.store);
+  p.prefix = top.string("prefix", p.prefix);
+  if (!valid_prefix(p.prefix)) throw PolicyError("prefix", "must be 1-64 characters of [A-Za-z0-9_.:-]");
+  p.docs_url = top.string("docs_url", "");
+  if (p.docs_url.size() > 512) throw PolicyError("docs_url", "must be at most 512 characters");
+  top.string("description", "");
+  p.max_tenants = top.integer("max_tenants", p.max_tenants, 1, 100'000'000);
+
+  if (top.has("request_rate")) {
+    Section s(top.at("request_rate"), "request_rate", {"rate", "burst", "overrides", "mode"});
+    RequestRatePolicy rr;
+    rr.limits = bucket(s);
+    rr.mode = s.mode();
+    if (s.has("overrides")) {
+      const json &o = s.at("overrides");
+      if (!o.is_object()) throw PolicyError("request_rate.overrides", "must be an object of tenant ids");
+      for (const auto &[tenant, limits] : o.items()) {
+        std::string path = "request_rate.overrides." + tenant;
+        if (tenant.empty()) throw PolicyError("request_rate.overrides", "a tenant id must not be empty");
+        Section os(limits, path, {"rate", "burst"});
+        rr.overrides.emplace(std::string(TenantKey(tenant).view()), bucket(os));
+      }
+    }
+    p.request_rate = std::move(rr);
+  }
+  if (top.has("concurrency")) {
+    Section s(top.at("concurrency"), "concurrency", {"limit", "ttl_s", "routes", "mode"});
+    ConcurrencyPolicy c;
+    c.limit = s.integer("limit", std::nullopt, 1, 1'000'000);
+    c.ttl_s = s.number("ttl_s", 60.0, 0, true, 86400);
+    c.mode = s.mode();
+    if (s.has("routes")) {
+      const json &r = s.at("routes");
+      if (!r.is_array()) throw PolicyError("concurrency.routes", "must be an array of route names");
+      for (size_t i = 0; i < r.size(); i++) {
+        if (!r[i].is_string() || r[i].get<std::string>().empty())
+          throw PolicyError("concurrency.routes[" + std::to_string(i) + "]", "must be a non-empty string");
+        c.routes.push_back(r[i].get<std::string>());
+      }
+    }
+    p.concurrency = std::move(c);
+  }
+  if (top.has("fleet")) {
+    Section s(top.at("fleet"), "fleet", {"capacity", "ttl_s", "mode"});
+    FleetPolicy f;
+    f.capacity = s.integer("capacity", std::nullopt, 1, 100'000'000);
+    f.ttl_s = s.number("ttl_s", 60.0, 0, true, 86400);
+    f.mode = s.mode();
+    p.fleet = f;
+  }
+  if (top.has("utilization")) {
+    Section s(top.at("utilization"), "utilization",
+              {"workers", "good", "bad", "delay_s", "ramp_s", "sample_s", "mode"});
+    UtilizationPolicy u;
+    u.workers = s.integer("workers", 1, 1, 1'000'000);
+    u.good = s.number("good", 0.7, 0, true, 1);
+    u.bad = s.number("bad", 0.8, 0, true, 1);
+    if (u.bad < u.good) throw PolicyError("utilization.bad", "must be >= utilization.good");
+    if (u.bad >= 1) throw PolicyError("utilization.bad", "must be < 1");
+    u.delay_s = s.number("delay_s", 28.0, 0, false, 86400);
+    u.ramp_s = s.number("ramp_s", 120.0, 0, true, 86400);
+    u.sample_s = s.number("sample_s", 8.0, 0, true, 3600);
+    u.mode = s.mode();
+    p.utilization = u;
+  }
+  if (top.has("redis")) {
+    Section s(
+        top.at("redis"), "redis",
+        {"deadline_ms", "connect_timeout_ms", "connections", "breaker_failures", "breaker_open_ms", "flags_poll_ms"});
+    p.redis.deadline_ms = s.integer("deadline_ms", p.redis.deadline_ms, 1, 60'000);
+    p.redis.connect_timeout_ms = s.integer("connect_timeout_ms", p.redis.connect_timeout_ms, 1, 60'000);
+    p.redis.connections = s.integer("connections", p.redis.connections, 1, 16);
+    p.redis.breaker_failures = s.integer("breaker_failures", p.redis.breaker_failures, 1, 1'000'000);
+    p.redis.breaker_open_ms = s.integer("breaker_open_ms", p.redis.breaker_open_ms, 1, 3'600'000);
+    p.redis.flags_poll_ms = s.integer("flags_poll_ms", p.redis.flags_poll_ms, 10, 3'600'000);
+  }
+  return p;
+}
+
+}  // namespace floodwall

@@ -1,0 +1,101 @@
+// The policy: one JSON schema for every language (README.md, "Policy reference").
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "tenant_key.hpp"
+
+namespace floodwall {
+
+enum class Limiter : uint8_t { none = 0, request_rate = 1, concurrency = 2, fleet = 3, utilization = 4 };
+enum class Mode : uint8_t { enforce = 0, dark = 1, off = 2 };
+constexpr int kLimiterCount = 5;
+
+const char *limiter_name(Limiter l);
+const char *mode_name(Mode m);
+
+// A policy error names the offending field ("request_rate.burst") so that a user can fix it.
+class PolicyError : public std::invalid_argument {
+ public:
+  PolicyError(const std::string &field, const std::string &what)
+      : std::invalid_argument(field + ": " + what), field_(field) {}
+  const std::string &field() const { return field_; }
+
+ private:
+  std::string field_;
+};
+
+// Rates are kept in micro-tokens per second and capacities in micro-tokens: integers that Lua's
+// doubles represent exactly, so the memory store and the Redis scripts compute the same numbers.
+struct BucketLimits {
+  double rate = 0;      // tokens per second, as configured
+  int64_t burst = 0;    // tokens
+  int64_t rate_m = 0;   // micro-tokens per second
+  int64_t burst_m = 0;  // micro-tokens
+};
+
+struct RequestRatePolicy {
+  BucketLimits limits;
+  std::map<std::string, BucketLimits, std::less<>> overrides;  // keyed by TenantKey bytes
+  Mode mode = Mode::enforce;
+};
+
+struct ConcurrencyPolicy {
+  int64_t limit = 0;
+  double ttl_s = 60;                // a crashed worker's slot heals after this long
+  std::vector<std::string> routes;  // empty: every route is counted
+  Mode mode = Mode::enforce;
+  bool counts(std::string_view route) const;
+};
+
+struct FleetPolicy {
+  int64_t capacity = 0;
+  double ttl_s = 60;
+  Mode mode = Mode::enforce;
+};
+
+struct UtilizationPolicy {
+  int64_t workers = 1;
+  double good = 0.7;
+  double bad = 0.8;
+  double delay_s = 28;
+  double ramp_s = 120;
+  double sample_s = 8;
+  Mode mode = Mode::enforce;
+};
+
+struct RedisOptions {
+  int64_t deadline_ms = 5;  // every store call's deadline
+  int64_t connect_timeout_ms = 200;
+  int64_t connections = 2;         // pipelined connections per client
+  int64_t breaker_failures = 5;    // consecutive failures that open the breaker
+  int64_t breaker_open_ms = 1000;  // how long it stays open before a probe
+  int64_t flags_poll_ms = 1000;    // how often the fleet-wide modes are read
+};
+
+struct Policy {
+  std::string store = "memory://";
+  std::string prefix = "floodwall";
+  std::string docs_url;          // appended to rejection messages when set
+  int64_t max_tenants = 100000;  // memory store bound; the oldest tenants are evicted beyond it
+  std::optional<RequestRatePolicy> request_rate;
+  std::optional<ConcurrencyPolicy> concurrency;
+  std::optional<FleetPolicy> fleet;
+  std::optional<UtilizationPolicy> utilization;
+  RedisOptions redis;
+
+  // The bucket of one tenant: its override when there is one.
+  const BucketLimits *bucket_for(const TenantKey &key) const;
+  Mode configured_mode(Limiter l) const;
+  bool configured(Limiter l) const;
+};
+
+// Parses and validates; throws PolicyError naming the field.
+Policy parse_policy(std::string_view json);
+
+}  // namespace floodwall

@@ -1,0 +1,13 @@
+#include "store_factory.hpp"
+
+#include "memory_store.hpp"
+
+namespace floodwall {
+
+std::unique_ptr<Store> make_store(const Policy &p, const Clock &clock) {
+  if (p.store == "memory://" || p.store == "memory") return std::make_unique<MemoryStore>(clock, p.max_tenants);
+  throw StoreError("store: unknown scheme in \"" + p.store.substr(0, 64) +
+                   "\" (expected \"memory://\" or \"redis://host:port/db\")");
+}
+
+}  // namespace floodwall

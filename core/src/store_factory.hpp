@@ -1,0 +1,21 @@
+#pragma once
+
+#include <memory>
+#include <stdexcept>
+
+#include "clock.hpp"
+#include "policy.hpp"
+#include "store.hpp"
+
+namespace floodwall {
+
+// A store URL that cannot be used ("redis://:notaport", "mysql://").
+class StoreError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// "memory://" (the default) or "redis://host:port/db".
+std::unique_ptr<Store> make_store(const Policy &p, const Clock &clock);
+
+}  // namespace floodwall

@@ -1,0 +1,45 @@
+// The canonical form of a tenant id, shared by every store.
+//
+// Ids of up to 64 bytes are kept as they are (any bytes: NUL, braces, CR/LF). Longer ids (a 1 MB header
+// value, say) become "H" + the hex SHA-256 of the id: exactly 65 bytes, so no short id can equal a
+// hashed one, and memory per tenant stays bounded whatever a caller sends. The Redis store then writes
+// the canonical form in base64url inside the hash tag, so no id can move a key to another slot, collide
+// with another tenant or put a byte of its own into a key.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace floodwall {
+
+class TenantKey {
+ public:
+  static constexpr size_t kMaxRaw = 64;
+  static constexpr size_t kSize = 65;
+
+  TenantKey() = default;
+  explicit TenantKey(std::string_view tenant);
+  // From bytes that are already canonical (at most kSize bytes, as view() returned them).
+  static TenantKey from_canonical(std::string_view canonical);
+
+  std::string_view view() const { return {buf_.data(), len_}; }
+  bool hashed() const { return len_ == kSize; }
+  // base64url without padding: only [A-Za-z0-9_-], never a brace.
+  std::string encoded() const;
+  // For metrics and logs: printable ASCII kept, everything else as \xNN (never raw caller bytes).
+  std::string printable() const;
+
+  friend bool operator==(const TenantKey &a, const TenantKey &b) { return a.view() == b.view(); }
+
+ private:
+  std::array<char, kSize> buf_{};
+  uint8_t len_ = 0;
+};
+
+std::array<uint8_t, 32> sha256(std::string_view data);
+std::string hex(std::string_view bytes);
+std::string base64url(std::string_view bytes);
+
+}  // namespace floodwall

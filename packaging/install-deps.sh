@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what building and testing floodwall needs on Debian 12, idempotently: only missing packages
+# are installed, and `apt-get update` runs once, only when something is missing.
+set -euo pipefail
+
+debs=(
+  build-essential cmake ninja-build pkg-config clang-format
+  libhiredis-dev nlohmann-json3-dev libgtest-dev googletest redis-server redis-tools
+  python3-dev
+  ruby ruby-dev swig ruby-rack ruby-rack-test ruby-minitest ruby-webrick puma ruby-sinatra ruby-rack-attack
+)
+
+missing=()
+for p in "${debs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+# Redis from the package is started by the tests themselves on free ports; the system service is not
+# needed (and on a CI machine may not be running at all).
+command -v redis-server >/dev/null || { echo "install-deps: redis-server missing after install" >&2; exit 1; }

@@ -1,0 +1,48 @@
+// A Guard on the memory store in simulated time, for the core tests.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "clock.hpp"
+#include "guard.hpp"
+#include "memory_store.hpp"
+#include "policy.hpp"
+
+namespace floodwall::testing {
+
+struct Sim {
+  explicit Sim(const std::string &policy_json, uint64_t seed = 42) : rng(seed) {
+    Policy p = parse_policy(policy_json);
+    auto store = std::make_unique<MemoryStore>(clock, p.max_tenants);
+    guard = std::make_unique<Guard>(std::move(p), std::move(store), clock, rng);
+  }
+  fw_decision admit(std::string_view tenant, uint64_t cost = 1, std::string_view route = "",
+                    std::string_view method = "GET", bool critical = false, bool sandbox = false) {
+    Request r;
+    r.tenant = tenant;
+    r.cost = cost;
+    r.route = route;
+    r.method = method;
+    r.critical = critical;
+    r.sandbox = sandbox;
+    fw_decision d = FW_DECISION_INIT;
+    guard->admit(r, d);
+    return d;
+  }
+  // Admits n requests at the current instant and returns how many were allowed (releasing each).
+  int burst(std::string_view tenant, int n, uint64_t cost = 1) {
+    int ok = 0;
+    for (int i = 0; i < n; i++) {
+      fw_decision d = admit(tenant, cost);
+      ok += d.allowed;
+      guard->release(d.ticket);
+    }
+    return ok;
+  }
+  ManualClock clock;
+  SeededRng rng;
+  std::unique_ptr<Guard> guard;
+};
+
+}  // namespace floodwall::testing

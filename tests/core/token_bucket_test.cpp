@@ -1,0 +1,122 @@
+// The request rate limiter, with the seed's numbers: capacity 500, refill 100/s.
+#include "token_bucket.hpp"
+
+#include <gtest/gtest.h>
+
+#include "harness.hpp"
+
+using floodwall::testing::Sim;
+
+namespace {
+const char *kSeed = R"({"request_rate": {"rate": 100, "burst": 500}})";
+}
+
+TEST(TokenBucket, UnknownTenantStartsFullAndTakesABurstOf500) {
+  Sim s(kSeed);
+  EXPECT_EQ(s.burst("dispatcher", 500), 500);
+  fw_decision d = s.admit("dispatcher");
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.status, 429);
+  EXPECT_EQ(d.limiter, FW_LIMITER_REQUEST_RATE);
+}
+
+TEST(TokenBucket, RefillsFiftyTokensInHalfASecond) {
+  Sim s(kSeed);
+  ASSERT_EQ(s.burst("t", 500), 500);
+  s.clock.advance_s(0.5);
+  EXPECT_EQ(s.burst("t", 60), 50);
+}
+
+TEST(TokenBucket, SteadyStateIs100PerSecondAndThe101stIsRejected) {
+  Sim s(kSeed);
+  ASSERT_EQ(s.burst("loop", 500), 500);
+  for (int second = 0; second < 5; second++) {
+    s.clock.advance_s(1.0);
+    EXPECT_EQ(s.burst("loop", 100), 100) << "second " << second;
+    fw_decision d = s.admit("loop");
+    EXPECT_FALSE(d.allowed) << "the 101st request of second " << second;
+  }
+}
+
+TEST(TokenBucket, IdleTenantIsCappedAtCapacity) {
+  Sim s(kSeed);
+  s.clock.advance_s(3600);
+  EXPECT_EQ(s.burst("idle", 501), 500);
+}
+
+TEST(TokenBucket, MorningBurstOf300In4SecondsIsAllowed) {
+  Sim s(kSeed);
+  int allowed = 0;
+  for (int i = 0; i < 300; i++) {
+    fw_decision d = s.admit("dispatcher", 1, "/v1/routes", "POST");
+    allowed += d.allowed;
+    s.clock.advance_us(4'000'000 / 300);
+  }
+  EXPECT_EQ(allowed, 300);
+}
+
+TEST(TokenBucket, WeightedCostDrawsMoreTokens) {
+  Sim s(kSeed);
+  fw_decision small = s.admit("a", 1);
+  fw_decision big = s.admit("b", 200);
+  EXPECT_EQ(small.remaining, 499);
+  EXPECT_EQ(big.remaining, 300);
+  EXPECT_EQ(s.burst("b", 2, 200), 1);  // 300 left: one more 200-token request, not two
+}
+
+TEST(TokenBucket, RetryAfterIsTimeUntilCostTokensExistAndNeverZero) {
+  Sim s(kSeed);
+  ASSERT_EQ(s.burst("t", 500), 500);
+  fw_decision d = s.admit("t", 1);
+  EXPECT_EQ(d.retry_after_s, 1);
+  d = s.admit("t", 300);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.retry_after_s, 3);
+  EXPECT_EQ(d.reset_s, 5);
+  EXPECT_EQ(d.remaining, 0);
+}
+
+TEST(TokenBucket, RemainingAndResetOnAnAllowedRequest) {
+  Sim s(kSeed);
+  fw_decision d = s.admit("t", 1);
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.limit, 500);
+  EXPECT_EQ(d.remaining, 499);
+  EXPECT_EQ(d.reset_s, 1);  // 1 token at 100/s: 10 ms, rounded up to a whole second
+  EXPECT_DOUBLE_EQ(d.rate, 100);
+}
+
+TEST(TokenBucket, FractionalRatesAreExact) {
+  Sim s(R"({"request_rate": {"rate": 0.5, "burst": 1}})");
+  EXPECT_EQ(s.burst("t", 2), 1);
+  s.clock.advance_s(1.999);
+  EXPECT_EQ(s.burst("t", 1), 0);
+  s.clock.advance_s(0.001);
+  EXPECT_EQ(s.burst("t", 1), 1);
+}
+
+TEST(TokenBucket, OverridesGiveOneTenantItsOwnBucket) {
+  Sim s(R"({"request_rate": {"rate": 1, "burst": 2, "overrides": {"big": {"rate": 10, "burst": 20}}}})");
+  EXPECT_EQ(s.burst("small", 30), 2);
+  EXPECT_EQ(s.burst("big", 30), 20);
+}
+
+TEST(TokenBucket, TenantsAreIsolated) {
+  Sim s(kSeed);
+  ASSERT_EQ(s.burst("a", 500), 500);
+  EXPECT_EQ(s.burst("b", 500), 500);
+}
+
+TEST(TokenBucketMath, RefillIsPureAndCapped) {
+  floodwall::BucketState st{0, 0};
+  EXPECT_EQ(floodwall::refill(100'000'000, 500'000'000, &st, 500'000), 50'000'000);
+  EXPECT_EQ(floodwall::refill(100'000'000, 500'000'000, &st, 10'000'000), 500'000'000);
+  EXPECT_EQ(floodwall::refill(100'000'000, 500'000'000, nullptr, 0), 500'000'000);
+  EXPECT_EQ(floodwall::refill(100'000'000, 500'000'000, &st, -5), 0);  // a clock step back adds nothing
+}
+
+TEST(TokenBucketMath, TtlOutlivesTheRefill) {
+  // TTL is garbage collection: the key must outlive the time the bucket takes to be full again.
+  EXPECT_GE(floodwall::bucket_ttl_ms(100'000'000, 500'000'000, 0), 5000);
+  EXPECT_GE(floodwall::bucket_ttl_ms(1'000'000, 500'000'000, 499'000'000), 1000);
+}
