@@ -1,5 +1,6 @@
 # Writes every lua/*.lua into one C++ source as raw string literals: floodwall::scripts::NAME.
 set(body "// Generated from lua/*.lua by core/embed_scripts.cmake. Do not edit.\n#include <string_view>\nnamespace floodwall::scripts {\n")
+string(REPLACE "|" ";" SCRIPTS "${SCRIPTS}")
 foreach(script ${SCRIPTS})
   get_filename_component(name ${script} NAME_WE)
   file(READ ${script} text)

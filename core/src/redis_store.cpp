@@ -1,0 +1,618 @@
+#include "redis_store.hpp"
+
+#include <fcntl.h>
+#include <hiredis/hiredis.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cstring>
+
+#include "sha1.hpp"
+#include "store_factory.hpp"
+
+namespace floodwall {
+
+namespace scripts {
+extern const std::string_view tenant_admit;
+extern const std::string_view release;
+extern const std::string_view read_flags;
+}  // namespace scripts
+
+namespace {
+
+int64_t now_us() {
+  using namespace std::chrono;
+  return duration_cast<microseconds>(steady_clock::now().time_since_epoch()).count();
+}
+
+std::string format(const std::vector<std::string_view> &args) {
+  std::vector<const char *> argv;
+  std::vector<size_t> lens;
+  argv.reserve(args.size());
+  lens.reserve(args.size());
+  for (auto a : args) {
+    argv.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  char *cmd = nullptr;
+  int n = redisFormatCommandArgv(&cmd, static_cast<int>(args.size()), argv.data(), lens.data());
+  if (n < 0 || !cmd) throw std::bad_alloc();
+  std::string out(cmd, static_cast<size_t>(n));
+  free(cmd);
+  return out;
+}
+
+std::string num(int64_t v) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+// WRONGTYPE, CROSSSLOT, MOVED/ASK (a cluster behind a plain redis:// URL), NOPERM: the deployment is
+// wrong, not down. These are reported apart from outages.
+bool is_config_error(std::string_view e) {
+  for (std::string_view marker : {"WRONGTYPE", "CROSSSLOT", "MOVED", "ASK ", "NOPERM", "WRONGPASS", "NOAUTH"})
+    if (e.find(marker) != std::string_view::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+RedisUrl parse_redis_url(const std::string &url) {
+  const std::string scheme = "redis://";
+  if (url.rfind(scheme, 0) != 0) throw StoreError("store: expected redis://host:port/db");
+  std::string rest = url.substr(scheme.size());
+  RedisUrl u;
+  auto at = rest.rfind('@');
+  if (at != std::string::npos) {
+    std::string userinfo = rest.substr(0, at);
+    rest = rest.substr(at + 1);
+    auto colon = userinfo.find(':');
+    if (colon == std::string::npos) {
+      u.password = userinfo;
+    } else {
+      u.user = userinfo.substr(0, colon);
+      u.password = userinfo.substr(colon + 1);
+    }
+  }
+  std::string hostport = rest, db;
+  auto slash = rest.find('/');
+  if (slash != std::string::npos) {
+    hostport = rest.substr(0, slash);
+    db = rest.substr(slash + 1);
+  }
+  std::string port;
+  if (!hostport.empty() && hostport[0] == '[') {
+    auto close = hostport.find(']');
+    if (close == std::string::npos) throw StoreError("store: unterminated [ in the host of \"" + url + "\"");
+    u.host = hostport.substr(1, close - 1);
+    if (close + 1 < hostport.size()) {
+      if (hostport[close + 1] != ':') throw StoreError("store: bad host in \"" + url + "\"");
+      port = hostport.substr(close + 2);
+    }
+  } else {
+    auto colon = hostport.rfind(':');
+    if (colon != std::string::npos) {
+      port = hostport.substr(colon + 1);
+      hostport = hostport.substr(0, colon);
+    }
+    if (!hostport.empty()) u.host = hostport;
+  }
+  auto parse_int = [&](const std::string &s, int lo, int hi, const char *what) {
+    int v = 0;
+    auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size() || v < lo || v > hi)
+      throw StoreError(std::string("store: bad ") + what + " \"" + s.substr(0, 32) + "\" in the redis URL");
+    return v;
+  };
+  if (!port.empty()) u.port = parse_int(port, 1, 65535, "port");
+  if (!db.empty()) u.db = parse_int(db, 0, 1 << 20, "database number");
+  return u;
+}
+
+RedisStore::RedisStore(const Policy &p, RedisUrl url) : opt_(p.redis), url_(std::move(url)), prefix_(p.prefix) {
+  admit_script_ = {scripts::tenant_admit, sha1_hex(scripts::tenant_admit)};
+  release_script_ = {scripts::release, sha1_hex(scripts::release)};
+  flags_script_ = {scripts::read_flags, sha1_hex(scripts::read_flags)};
+  for (auto &m : fleet_modes_) m.store(-1);
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) throw StoreError("store: eventfd failed");
+  conns_.resize(static_cast<size_t>(opt_.connections));
+  io_ = std::thread([this] { run(); });
+  // Give the first connection the connect time-out to come up, so that the first requests of a fresh
+  // process are decided by Redis. An unreachable Redis is not an error: decisions fail open.
+  std::unique_lock lock(ready_mu_);
+  ready_cv_.wait_for(lock, std::chrono::milliseconds(opt_.connect_timeout_ms),
+                     [this] { return ever_connected_.load(); });
+}
+
+RedisStore::~RedisStore() {
+  stop_.store(true);
+  uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof one);
+  if (io_.joinable()) io_.join();
+  close(wake_fd_);
+}
+
+std::string RedisStore::rate_key(const TenantKey &t) const {
+  return prefix_ + ":{" + t.encoded() + "}:rate";
+}
+std::string RedisStore::conc_key(const TenantKey &t) const {
+  return prefix_ + ":{" + t.encoded() + "}:conc";
+}
+
+// ------------------------------------------------------------------------------------ breaker
+
+bool RedisStore::breaker_allows(int64_t now) {
+  auto state = static_cast<BreakerState>(breaker_.load(std::memory_order_acquire));
+  if (state == BreakerState::closed) return true;
+  if (state == BreakerState::half_open) return false;  // one probe is out already
+  if (now < open_until_us_.load(std::memory_order_relaxed)) return false;
+  uint8_t expected = static_cast<uint8_t>(BreakerState::open);
+  // The first caller after the open period is the probe.
+  return breaker_.compare_exchange_strong(expected, static_cast<uint8_t>(BreakerState::half_open));
+}
+
+void RedisStore::breaker_success() {
+  consecutive_failures_.store(0, std::memory_order_relaxed);
+  if (breaker_.load(std::memory_order_relaxed) != static_cast<uint8_t>(BreakerState::closed))
+    breaker_.store(static_cast<uint8_t>(BreakerState::closed), std::memory_order_release);
+}
+
+void RedisStore::breaker_failure(int64_t now) {
+  int64_t n = consecutive_failures_.fetch_add(1, std::memory_order_relaxed) + 1;
+  auto state = static_cast<BreakerState>(breaker_.load(std::memory_order_relaxed));
+  if (state == BreakerState::half_open || (state == BreakerState::closed && n >= opt_.breaker_failures)) {
+    open_until_us_.store(now + opt_.breaker_open_ms * 1000, std::memory_order_relaxed);
+    breaker_.store(static_cast<uint8_t>(BreakerState::open), std::memory_order_release);
+  }
+}
+
+// ------------------------------------------------------------------------------------ callers
+
+namespace {
+
+class SyncCompletion final : public AdmitCompletion {
+ public:
+  void complete(AdmitResult &&r) override {
+    std::lock_guard lock(mu_);  // notify under the lock: the waiter cannot return before we let go
+    result_ = std::move(r);
+    done_ = true;
+    cv_.notify_one();
+  }
+  AdmitResult wait() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [this] { return done_; });
+    return std::move(result_);
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  AdmitResult result_;
+};
+
+}  // namespace
+
+AdmitResult RedisStore::admit(const AdmitOp &op) {
+  SyncCompletion sync;
+  admit_async(op, &sync);
+  return sync.wait();
+}
+
+void RedisStore::admit_async(const AdmitOp &op, AdmitCompletion *done) {
+  int64_t now = now_us();
+  if (!breaker_allows(now)) {
+    failures_[static_cast<size_t>(FailReason::breaker)].fetch_add(1, std::memory_order_relaxed);
+    AdmitResult r;
+    r.reason = FailReason::breaker;
+    done->complete(std::move(r));
+    return;
+  }
+  auto *c = new Call{Kind::admit, {}, now + opt_.deadline_ms * 1000, done, {}, false, false};
+  char flags[7] = {op.rate ? '1' : '0',
+                   op.rate_enforce ? '1' : '0',
+                   op.conc ? '1' : '0',
+                   op.conc_enforce ? '1' : '0',
+                   op.fleet ? '1' : '0',
+                   op.fleet_enforce ? '1' : '0',
+                   0};
+  char slot[16];
+  std::memcpy(slot, &op.slot.hi, 8);
+  std::memcpy(slot + 8, &op.slot.lo, 8);
+  std::string tag = prefix_ + ":{" + op.tenant.encoded() + "}:";
+  std::string rate = tag + "rate", conc = tag + "conc", fleet = fleet_key();
+  std::string a2 = num(op.rate_m), a3 = num(op.burst_m), a4 = num(op.cost_m), a5 = num(op.conc_limit),
+              a6 = num(op.conc_ttl_us), a7 = num(op.fleet_cap), a8 = num(op.fleet_ttl_us);
+  c->cmd = format({"EVALSHA", admit_script_.sha, "3", rate, conc, fleet, std::string_view(flags, 6), a2, a3, a4, a5, a6,
+                   a7, a8, std::string_view(slot, 16)});
+  c->held.tenant = op.tenant;
+  c->held.slot = op.slot;
+  c->held.conc = op.conc;
+  c->held.fleet = op.fleet;
+  submit(c);
+}
+
+void RedisStore::release(const ReleaseOp &op) {
+  int64_t now = now_us();
+  auto st = static_cast<BreakerState>(breaker_.load(std::memory_order_relaxed));
+  if (st != BreakerState::closed) {
+    release_errors_.fetch_add(1, std::memory_order_relaxed);  // heals after ttl_s
+    return;
+  }
+  char slot[16];
+  std::memcpy(slot, &op.slot.hi, 8);
+  std::memcpy(slot + 8, &op.slot.lo, 8);
+  char flags[2] = {op.conc ? '1' : '0', op.fleet ? '1' : '0'};
+  auto *c =
+      new Call{Kind::release, {}, now + std::max<int64_t>(1000, opt_.deadline_ms) * 1000, nullptr, {}, false, false};
+  c->cmd = format({"EVALSHA", release_script_.sha, "2", conc_key(op.tenant), fleet_key(), std::string_view(flags, 2),
+                   std::string_view(slot, 16)});
+  submit(c);
+}
+
+void RedisStore::submit(Call *c) {
+  bool was_empty;
+  {
+    std::lock_guard lock(queue_mu_);
+    was_empty = queue_.empty();
+    queue_.push_back(c);
+  }
+  if (was_empty) {
+    uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof one);
+  }
+}
+
+FleetModes RedisStore::fleet_modes() const {
+  FleetModes m;
+  for (size_t i = 0; i < m.size(); i++) m[i] = fleet_modes_[i].load(std::memory_order_relaxed);
+  return m;
+}
+
+StoreStats RedisStore::stats() const {
+  StoreStats s;
+  for (size_t i = 0; i < s.failures.size(); i++) s.failures[i] = failures_[i].load();
+  s.release_errors = release_errors_.load();
+  s.reconnects = reconnects_.load();
+  s.noscript_reloads = noscript_reloads_.load();
+  s.breaker = static_cast<BreakerState>(breaker_.load());
+  return s;
+}
+
+// ------------------------------------------------------------------------------------ I/O thread
+
+void RedisStore::fail_call(Call *c, FailReason why, const std::string &detail) {
+  if (c->kind == Kind::admit && c->done) {
+    failures_[static_cast<size_t>(why)].fetch_add(1, std::memory_order_relaxed);
+    AdmitResult r;
+    r.reason = why;
+    r.detail = detail;
+    AdmitCompletion *done = c->done;
+    c->done = nullptr;
+    done->complete(std::move(r));
+  } else if (c->kind == Kind::release) {
+    release_errors_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+RedisStore::Call *RedisStore::setup_call(std::initializer_list<std::string_view> args, int64_t now) {
+  auto *c = new Call{Kind::setup,
+                     format(std::vector<std::string_view>(args)),
+                     now + opt_.connect_timeout_ms * 1000,
+                     nullptr,
+                     {},
+                     false,
+                     false};
+  return c;
+}
+
+void RedisStore::start_connect(Conn &conn, int64_t now) {
+  redisContext *ctx = redisConnectNonBlock(url_.host.c_str(), url_.port);
+  if (!ctx || ctx->err) {
+    if (ctx) redisFree(ctx);
+    conn.state = Conn::State::down;
+    conn.reconnect_at_us = now + conn.backoff_ms * 1000;
+    conn.backoff_ms = std::min<int64_t>(conn.backoff_ms * 2, 1000);
+    return;
+  }
+  conn.ctx = ctx;
+  conn.state = Conn::State::connecting;
+  conn.connect_deadline_us = now + opt_.connect_timeout_ms * 1000;
+}
+
+void RedisStore::on_connected(Conn &conn, int64_t now) {
+  conn.state = Conn::State::ready;
+  conn.backoff_ms = 50;
+  // Pipelined ahead of any request on this connection, so every EVALSHA after them finds its script.
+  if (!url_.password.empty()) {
+    if (url_.user.empty())
+      append(conn, setup_call({"AUTH", url_.password}, now));
+    else
+      append(conn, setup_call({"AUTH", url_.user, url_.password}, now));
+  }
+  if (url_.db != 0) append(conn, setup_call({"SELECT", num(url_.db)}, now));
+  for (const Script *s : {&admit_script_, &release_script_, &flags_script_})
+    append(conn, setup_call({"SCRIPT", "LOAD", s->body}, now));
+  if (ever_connected_.exchange(true)) reconnects_.fetch_add(1, std::memory_order_relaxed);
+  {
+    std::lock_guard lock(ready_mu_);
+    ready_cv_.notify_all();
+  }
+}
+
+void RedisStore::fail_conn(Conn &conn, FailReason why, int64_t now) {
+  if (conn.ctx) {
+    std::string err = conn.ctx->errstr;
+    redisFree(conn.ctx);
+    conn.ctx = nullptr;
+    bool counted = false;
+    for (Call *c : conn.inflight) {
+      if (!c->abandoned) {
+        if (c->kind == Kind::admit && !counted) {
+          breaker_failure(now);
+          counted = true;
+        }
+        fail_call(c, why, err);
+      }
+      delete c;
+    }
+  }
+  conn.inflight.clear();
+  conn.want_write = false;
+  conn.state = Conn::State::down;
+  conn.reconnect_at_us = now + conn.backoff_ms * 1000;
+  conn.backoff_ms = std::min<int64_t>(conn.backoff_ms * 2, 1000);
+}
+
+void RedisStore::append(Conn &conn, Call *c) {
+  redisAppendFormattedCommand(conn.ctx, c->cmd.data(), c->cmd.size());
+  conn.inflight.push_back(c);
+  conn.want_write = true;
+}
+
+void RedisStore::dispatch(Call *c, int64_t now) {
+  for (size_t i = 0; i < conns_.size(); i++) {
+    Conn &conn = conns_[(next_conn_ + i) % conns_.size()];
+    if (conn.state == Conn::State::ready) {
+      next_conn_ = (next_conn_ + i + 1) % conns_.size();
+      append(conn, c);
+      return;
+    }
+  }
+  if (c->kind == Kind::admit) breaker_failure(now);
+  fail_call(c, FailReason::connection, "no connection to Redis");
+  delete c;
+}
+
+void RedisStore::flush(Conn &conn, int64_t now) {
+  int done = 0;
+  if (redisBufferWrite(conn.ctx, &done) == REDIS_ERR) {
+    fail_conn(conn, FailReason::connection, now);
+    return;
+  }
+  conn.want_write = !done;
+}
+
+void RedisStore::read(Conn &conn, int64_t now) {
+  if (redisBufferRead(conn.ctx) == REDIS_ERR) {
+    fail_conn(conn, FailReason::connection, now);
+    return;
+  }
+  for (;;) {
+    void *reply = nullptr;
+    if (redisGetReplyFromReader(conn.ctx, &reply) == REDIS_ERR) {
+      fail_conn(conn, FailReason::error, now);
+      return;
+    }
+    if (!reply) return;
+    auto *r = static_cast<redisReply *>(reply);
+    if (conn.inflight.empty()) {  // cannot happen: every reply has its call
+      freeReplyObject(r);
+      fail_conn(conn, FailReason::error, now);
+      return;
+    }
+    Call *c = conn.inflight.front();
+    conn.inflight.pop_front();
+    handle(conn, c, r, now);
+    freeReplyObject(r);
+  }
+}
+
+void RedisStore::finish_admit(Call *c, redisReply *r) {
+  AdmitResult res;
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != 7) {
+    fail_call(c, FailReason::error, "unexpected reply to tenant_admit");
+    return;
+  }
+  long long v[7];
+  for (size_t i = 0; i < 7; i++) v[i] = r->element[i]->type == REDIS_REPLY_INTEGER ? r->element[i]->integer : 0;
+  if (c->abandoned) {
+    // The caller failed open long ago; if the late command took slots after all, give them back now.
+    bool committed = v[3] == 1;
+    ReleaseOp back = c->held;
+    back.conc = back.conc && committed && v[1] == 1;
+    back.fleet = back.fleet && committed && v[2] == 1;
+    if (back.conc || back.fleet) release(back);
+    return;
+  }
+  res.decided = true;
+  res.rate_ok = v[0] == 1;
+  res.conc_ok = v[1] == 1;
+  res.fleet_ok = v[2] == 1;
+  res.committed = v[3] == 1;
+  res.tokens_m = v[4];
+  res.conc_count = v[5];
+  res.fleet_count = v[6];
+  AdmitCompletion *done = c->done;
+  c->done = nullptr;
+  done->complete(std::move(res));
+}
+
+void RedisStore::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
+  if (r->type == REDIS_REPLY_ERROR) {
+    std::string_view err(r->str, r->len);
+    if (err.rfind("NOSCRIPT", 0) == 0 && !c->retried && c->kind != Kind::setup) {
+      // Redis restarted, failed over or ran SCRIPT FLUSH: load the scripts and send the call again.
+      noscript_reloads_.fetch_add(1, std::memory_order_relaxed);
+      c->retried = true;
+      for (const Script *s : {&admit_script_, &release_script_, &flags_script_})
+        append(conn, setup_call({"SCRIPT", "LOAD", s->body}, now));
+      append(conn, c);
+      return;
+    }
+    if (!c->abandoned) {
+      bool config = is_config_error(err);
+      if (!config)
+        breaker_failure(now);
+      else
+        breaker_success();  // Redis answered: it is up, the deployment is wrong
+      fail_call(c, config ? FailReason::config : FailReason::error, std::string(err));
+    }
+    delete c;
+    return;
+  }
+  if (!c->abandoned || c->kind == Kind::admit) breaker_success();
+  switch (c->kind) {
+    case Kind::admit: finish_admit(c, r); break;
+    case Kind::flags:
+      if (r->type == REDIS_REPLY_ARRAY) {
+        FleetModes m;
+        m.fill(-1);
+        for (size_t i = 0; i + 1 < r->elements; i += 2) {
+          std::string_view field(r->element[i]->str ? r->element[i]->str : "", r->element[i]->len);
+          std::string_view value(r->element[i + 1]->str ? r->element[i + 1]->str : "", r->element[i + 1]->len);
+          for (int l = 1; l < kLimiterCount; l++) {
+            if (field != limiter_name(static_cast<Limiter>(l))) continue;
+            for (Mode mode : {Mode::enforce, Mode::dark, Mode::off})
+              if (value == mode_name(mode)) m[static_cast<size_t>(l)] = static_cast<int8_t>(mode);
+          }
+        }
+        for (size_t i = 0; i < m.size(); i++) fleet_modes_[i].store(m[i], std::memory_order_relaxed);
+      }
+      break;
+    case Kind::release:
+    case Kind::setup: break;
+  }
+  delete c;
+}
+
+void RedisStore::expire(int64_t now) {
+  for (Conn &conn : conns_) {
+    if (conn.state == Conn::State::connecting && now >= conn.connect_deadline_us) {
+      fail_conn(conn, FailReason::timeout, now);
+      continue;
+    }
+    for (Call *c : conn.inflight) {
+      if (c->abandoned || c->deadline_us > now) continue;
+      c->abandoned = true;  // its reply, if it ever comes, is read and dropped
+      if (c->kind == Kind::admit) {
+        breaker_failure(now);  // before the caller wakes, so its next admit sees the breaker
+        fail_call(c, FailReason::timeout, "no reply within the deadline");
+      } else if (c->kind == Kind::release) {
+        release_errors_.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+  }
+}
+
+void RedisStore::run() {
+  std::vector<Call *> batch;
+  std::vector<pollfd> fds;
+  while (!stop_.load()) {
+    int64_t now = now_us();
+    for (Conn &conn : conns_)
+      if (conn.state == Conn::State::down && now >= conn.reconnect_at_us) start_connect(conn, now);
+    {
+      std::lock_guard lock(queue_mu_);
+      batch.swap(queue_);
+    }
+    for (Call *c : batch) dispatch(c, now);
+    batch.clear();
+    if (now >= next_flags_us_) {
+      next_flags_us_ = now + opt_.flags_poll_ms * 1000;
+      auto *c = new Call{Kind::flags,
+                         format({"EVALSHA", flags_script_.sha, "1", flags_key()}),
+                         now + std::max<int64_t>(1000, opt_.deadline_ms) * 1000,
+                         nullptr,
+                         {},
+                         false,
+                         false};
+      if (static_cast<BreakerState>(breaker_.load()) == BreakerState::closed)
+        dispatch(c, now);
+      else
+        delete c;
+    }
+    for (Conn &conn : conns_)
+      if (conn.state == Conn::State::ready && conn.want_write) flush(conn, now);
+
+    // Sleep until something happens or the nearest deadline.
+    int64_t wake_at = std::min(next_flags_us_, now + 100'000);
+    fds.clear();
+    fds.push_back({wake_fd_, POLLIN, 0});
+    for (Conn &conn : conns_) {
+      if (conn.state == Conn::State::down) {
+        wake_at = std::min(wake_at, conn.reconnect_at_us);
+        fds.push_back({-1, 0, 0});
+        continue;
+      }
+      short ev = conn.state == Conn::State::connecting ? POLLOUT
+                                                       : static_cast<short>(POLLIN | (conn.want_write ? POLLOUT : 0));
+      fds.push_back({conn.ctx->fd, ev, 0});
+      if (conn.state == Conn::State::connecting) wake_at = std::min(wake_at, conn.connect_deadline_us);
+      for (Call *c : conn.inflight)
+        if (!c->abandoned) wake_at = std::min(wake_at, c->deadline_us);
+    }
+    int timeout_ms = static_cast<int>(std::max<int64_t>(0, (wake_at - now + 999) / 1000));
+    poll(fds.data(), fds.size(), timeout_ms);
+    now = now_us();
+    if (fds[0].revents & POLLIN) {
+      uint64_t n;
+      (void)!::read(wake_fd_, &n, sizeof n);
+    }
+    for (size_t i = 0; i < conns_.size(); i++) {
+      Conn &conn = conns_[i];
+      short rev = fds[i + 1].revents;
+      if (conn.state == Conn::State::down || !rev) continue;
+      if (conn.state == Conn::State::connecting) {
+        int err = 0;
+        socklen_t len = sizeof err;
+        getsockopt(conn.ctx->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+        if (err || (rev & (POLLERR | POLLHUP)))
+          fail_conn(conn, FailReason::connection, now);
+        else
+          on_connected(conn, now);
+        continue;
+      }
+      if (rev & (POLLIN | POLLERR | POLLHUP)) read(conn, now);
+      if (conn.state == Conn::State::ready && (rev & POLLOUT)) flush(conn, now);
+    }
+    expire(now);
+  }
+  // Shutting down: nobody may wait forever on a call of ours.
+  {
+    std::lock_guard lock(queue_mu_);
+    batch.swap(queue_);
+  }
+  for (Call *c : batch) {
+    fail_call(c, FailReason::connection, "client closed");
+    delete c;
+  }
+  for (Conn &conn : conns_) {
+    for (Call *c : conn.inflight) {
+      if (!c->abandoned) fail_call(c, FailReason::connection, "client closed");
+      delete c;
+    }
+    conn.inflight.clear();
+    if (conn.ctx) redisFree(conn.ctx);
+    conn.ctx = nullptr;
+  }
+}
+
+}  // namespace floodwall

@@ -1,0 +1,128 @@
+// redis://host:port/db - the state of every tenant shared by a whole fleet, through the scripts in
+// lua/ (embedded at build time, called by SHA, reloaded once on NOSCRIPT).
+//
+// One I/O thread owns a few non-blocking hiredis connections. Callers of every thread (and async
+// callers) hand it calls through a queue; it appends all queued calls to the connections' output
+// buffers and writes them with one syscall (auto-pipelining). Replies come back in order, so each is
+// matched to its own call: a call that timed out stays in its connection's queue, marked abandoned,
+// and its late reply is read and dropped (a slot it took after all is released at once), never taken
+// as the answer to a later command.
+//
+// Fail open, and count it: a time-out, a broken connection or a store error allows the request. After
+// `breaker_failures` consecutive failures the breaker opens and admits fail open at once, without
+// asking Redis, for `breaker_open_ms`; then one probe goes through and closes it on success.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "policy.hpp"
+#include "store.hpp"
+
+struct redisContext;
+struct redisReply;
+
+namespace floodwall {
+
+struct RedisUrl {
+  std::string host = "127.0.0.1";
+  int port = 6379;
+  int db = 0;
+  std::string user, password;
+};
+
+// Throws StoreError naming "store" for a URL it cannot use.
+RedisUrl parse_redis_url(const std::string &url);
+
+class RedisStore final : public Store {
+ public:
+  RedisStore(const Policy &p, RedisUrl url);
+  ~RedisStore() override;
+
+  AdmitResult admit(const AdmitOp &op) override;
+  void admit_async(const AdmitOp &op, AdmitCompletion *done) override;
+  void release(const ReleaseOp &op) override;
+  StoreStats stats() const override;
+  FleetModes fleet_modes() const override;
+  const char *kind() const override { return "redis"; }
+
+  // Key names, for tests and operators: <prefix>:{<base64url tenant>}:rate, ...:conc, <prefix>:fleet.
+  std::string rate_key(const TenantKey &t) const;
+  std::string conc_key(const TenantKey &t) const;
+  std::string fleet_key() const { return prefix_ + ":fleet"; }
+  std::string flags_key() const { return prefix_ + ":flags"; }
+
+ private:
+  enum class Kind : uint8_t { admit, release, flags, setup };
+  struct Call {
+    Kind kind;
+    std::string cmd;  // the RESP command
+    int64_t deadline_us = 0;
+    AdmitCompletion *done = nullptr;
+    ReleaseOp held;  // admit: what to free if the reply comes after the caller gave up
+    bool retried = false, abandoned = false;
+  };
+  struct Conn {
+    redisContext *ctx = nullptr;
+    enum class State : uint8_t { down, connecting, ready } state = State::down;
+    std::deque<Call *> inflight;
+    bool want_write = false;
+    int64_t reconnect_at_us = 0, connect_deadline_us = 0, backoff_ms = 50;
+  };
+  struct Script {
+    std::string_view body;
+    std::string sha;
+  };
+
+  void submit(Call *c);
+  void run();
+  void start_connect(Conn &conn, int64_t now);
+  void on_connected(Conn &conn, int64_t now);
+  void fail_conn(Conn &conn, FailReason why, int64_t now);
+  void dispatch(Call *c, int64_t now);
+  void append(Conn &conn, Call *c);
+  void flush(Conn &conn, int64_t now);
+  void read(Conn &conn, int64_t now);
+  void handle(Conn &conn, Call *c, redisReply *r, int64_t now);
+  void expire(int64_t now);
+  void fail_call(Call *c, FailReason why, const std::string &detail);
+  void finish_admit(Call *c, redisReply *r);
+  bool breaker_allows(int64_t now);
+  void breaker_success();
+  void breaker_failure(int64_t now);
+  Call *setup_call(std::initializer_list<std::string_view> args, int64_t now);
+
+  const RedisOptions opt_;
+  const RedisUrl url_;
+  const std::string prefix_;
+  Script admit_script_, release_script_, flags_script_;
+
+  std::mutex queue_mu_;
+  std::vector<Call *> queue_;
+  int wake_fd_ = -1;
+  std::atomic<bool> stop_{false};
+  std::vector<Conn> conns_;  // owned by the I/O thread
+  size_t next_conn_ = 0;
+  int64_t next_flags_us_ = 0;
+  std::thread io_;
+
+  // Breaker, read by every caller thread.
+  std::atomic<uint8_t> breaker_{0};  // BreakerState
+  std::atomic<int64_t> open_until_us_{0};
+  std::atomic<int64_t> consecutive_failures_{0};
+
+  std::array<std::atomic<int8_t>, kLimiterCount> fleet_modes_;
+  std::array<std::atomic<uint64_t>, kFailReasonCount> failures_{};
+  std::atomic<uint64_t> release_errors_{0}, reconnects_{0}, noscript_reloads_{0};
+  std::atomic<bool> ever_connected_{false};
+  std::mutex ready_mu_;
+  std::condition_variable ready_cv_;
+};
+
+}  // namespace floodwall

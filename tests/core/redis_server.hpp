@@ -1,0 +1,120 @@
+// A throwaway redis-server on a free port, started and stopped by the test that needs it. A missing
+// redis-server fails the test; it never skips.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+namespace floodwall::testing {
+
+inline int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
+  int port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
+class RedisServer {
+ public:
+  RedisServer() : port_(free_port()) { start(); }
+  ~RedisServer() { stop(); }
+
+  void start() {
+    pid_ = fork();
+    if (pid_ == 0) {
+      std::string port = std::to_string(port_);
+      execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--loglevel", "warning", static_cast<char *>(nullptr));
+      _exit(127);
+    }
+    for (int i = 0; i < 200; i++) {
+      if (redisContext *c = connect()) {
+        redisReply *r = static_cast<redisReply *>(redisCommand(c, "PING"));
+        bool ok = r && r->type == REDIS_REPLY_STATUS;
+        if (r) freeReplyObject(r);
+        redisFree(c);
+        if (ok) return;
+      }
+      int status;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        ADD_FAILURE() << "redis-server did not start (is Debian's redis-server installed?)";
+        std::abort();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    ADD_FAILURE() << "redis-server did not answer PING on port " << port_;
+    std::abort();
+  }
+  void stop() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGCONT);
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  void pause() { kill(pid_, SIGSTOP); }
+  void resume() { kill(pid_, SIGCONT); }
+
+  int port() const { return port_; }
+  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_) + "/0"; }
+
+  redisContext *connect() const {
+    timeval tv{1, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port_, tv);
+    if (!c || c->err) {
+      if (c) redisFree(c);
+      return nullptr;
+    }
+    return c;
+  }
+  // Runs one command (argv form, binary-safe) and returns its reply as text or integer text.
+  std::string command(std::initializer_list<std::string> args) const {
+    redisContext *c = connect();
+    if (!c) return "<no connection>";
+    std::vector<const char *> argv;
+    std::vector<size_t> lens;
+    for (const auto &a : args) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    auto *r = static_cast<redisReply *>(redisCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data()));
+    std::string out;
+    if (!r)
+      out = "<error>";
+    else if (r->type == REDIS_REPLY_INTEGER)
+      out = std::to_string(r->integer);
+    else if (r->type == REDIS_REPLY_NIL)
+      out = "<nil>";
+    else if (r->type == REDIS_REPLY_ARRAY)
+      out = std::to_string(r->elements) + " elements";
+    else
+      out = std::string(r->str, r->len);
+    if (r) freeReplyObject(r);
+    redisFree(c);
+    return out;
+  }
+
+ private:
+  int port_;
+  pid_t pid_ = -1;
+};
+
+}  // namespace floodwall::testing

@@ -1,0 +1,411 @@
+// The Redis store against a real redis-server: the same decisions as the memory store, exact bounds
+// under contention from threads and processes, self-healing slots, and failing open through faults.
+#include <floodwall.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <chrono>
+#include <floodwall.hpp>
+#include <thread>
+#include <vector>
+
+#include "redis_server.hpp"
+#include "tenant_key.hpp"
+
+using floodwall::testing::RedisServer;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string policy(const RedisServer &r, const std::string &sections, const std::string &redis_opts = "") {
+  return R"({"store": ")" + r.url() + R"(", "redis": {"deadline_ms": 2000)" + redis_opts + "}, " + sections + "}";
+}
+
+fw_decision admit_raw(floodwall::Client &fw, const std::string &tenant, uint64_t cost = 1, const char *route = nullptr,
+                      int critical = 0) {
+  fw_request r = FW_REQUEST_INIT;
+  r.tenant = tenant.data();
+  r.tenant_len = tenant.size();
+  r.cost = cost;
+  r.route = route;
+  r.critical = critical;
+  fw_decision d = FW_DECISION_INIT;
+  floodwall::check(fw_admit(fw.get(), &r, &d));
+  return d;
+}
+
+std::string key(const std::string &tenant, const char *suffix) {
+  return "floodwall:{" + floodwall::TenantKey(tenant).encoded() + "}:" + suffix;
+}
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+}  // namespace
+
+TEST(RedisStore, TokenBucketTakesTheBurstThenRejects) {
+  RedisServer redis;
+  floodwall::Client fw(policy(redis, R"("request_rate": {"rate": 0.001, "burst": 5})"));
+  int allowed = 0;
+  for (int i = 0; i < 8; i++) {
+    fw_decision d = admit_raw(fw, "acme");
+    EXPECT_FALSE(d.failed_open);
+    allowed += d.allowed;
+  }
+  EXPECT_EQ(allowed, 5);
+  fw_decision d = admit_raw(fw, "acme");
+  EXPECT_EQ(d.status, 429);
+  EXPECT_EQ(d.limiter, FW_LIMITER_REQUEST_RATE);
+  EXPECT_GE(d.retry_after_s, 1);
+}
+
+TEST(RedisStore, SameDecisionsAsTheMemoryStore) {
+  RedisServer redis;
+  // A rate so slow that the wall clock cannot change a decision during the test.
+  std::string sections =
+      R"("request_rate": {"rate": 0.0001, "burst": 50}, "concurrency": {"limit": 3, "routes": ["/solve"]},
+         "fleet": {"capacity": 4})";
+  floodwall::Client mem("{" + sections + "}");
+  floodwall::Client red(policy(redis, sections));
+  struct Step {
+    const char *tenant;
+    uint64_t cost;
+    const char *route;
+    int critical;
+    bool release;
+  };
+  std::vector<Step> steps;
+  for (int i = 0; i < 60; i++)
+    steps.push_back({i % 3 == 0 ? "a" : (i % 3 == 1 ? "b" : "c"), static_cast<uint64_t>(1 + i % 7),
+                     i % 2 ? "/solve" : "/read", i % 5 == 0, i % 4 == 0});
+  std::vector<fw_ticket> held_mem, held_red;
+  for (const auto &s : steps) {
+    fw_decision m = admit_raw(mem, s.tenant, s.cost, s.route, s.critical);
+    fw_decision r = admit_raw(red, s.tenant, s.cost, s.route, s.critical);
+    ASSERT_FALSE(r.failed_open);
+    EXPECT_EQ(m.allowed, r.allowed);
+    EXPECT_EQ(m.limiter, r.limiter);
+    EXPECT_EQ(m.remaining, r.remaining);
+    EXPECT_EQ(m.concurrency_remaining, r.concurrency_remaining);
+    if (s.release) {
+      fw_release(mem.get(), m.ticket);
+      fw_release(red.get(), r.ticket);
+    } else {
+      held_mem.push_back(m.ticket);
+      held_red.push_back(r.ticket);
+    }
+  }
+  for (auto t : held_mem) fw_release(mem.get(), t);
+  for (auto t : held_red) fw_release(red.get(), t);
+}
+
+TEST(RedisStore, RejectedRequestSpendsNoTokenAndHoldsNoSlot) {
+  RedisServer redis;
+  floodwall::Client fw(policy(redis, R"("request_rate": {"rate": 0.0001, "burst": 10}, "concurrency": {"limit": 1})"));
+  fw_decision first = admit_raw(fw, "t");
+  ASSERT_TRUE(first.allowed);
+  EXPECT_EQ(first.remaining, 9);
+  fw_decision second = admit_raw(fw, "t");
+  EXPECT_FALSE(second.allowed);
+  EXPECT_EQ(second.limiter, FW_LIMITER_CONCURRENCY);
+  EXPECT_EQ(redis.command({"ZCARD", key("t", "conc")}), "1");
+  fw_release(fw.get(), first.ticket);
+  // Releases are asynchronous: wait for the slot to be gone.
+  for (int i = 0; i < 100 && redis.command({"ZCARD", key("t", "conc")}) != "0"; i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(redis.command({"ZCARD", key("t", "conc")}), "0");
+  fw_decision third = admit_raw(fw, "t");
+  EXPECT_TRUE(third.allowed);
+  EXPECT_EQ(third.remaining, 8) << "the rejected request spent no token";
+  fw_release(fw.get(), third.ticket);
+}
+
+TEST(RedisStore, KeysAreHashTaggedAndTtlsOnlyCollectGarbage) {
+  RedisServer redis;
+  floodwall::Client fw(policy(redis, R"("request_rate": {"rate": 100, "burst": 500})"));
+  admit_raw(fw, "acme");
+  std::string k = key("acme", "rate");
+  EXPECT_EQ(k, "floodwall:{YWNtZQ}:rate");
+  int64_t ttl = std::stoll(redis.command({"PTTL", k}));
+  EXPECT_GT(ttl, 1000);  // one token to refill (10 ms) plus the second of margin
+  EXPECT_LE(ttl, 1011);
+}
+
+TEST(RedisStore, HostileTenantIdsStayIsolated) {
+  RedisServer redis;
+  floodwall::Client fw(policy(redis, R"("request_rate": {"rate": 0.0001, "burst": 1}, "concurrency": {"limit": 1})"));
+  std::vector<std::string> tenants = {"a}b",
+                                      "a{b",
+                                      "{a}",
+                                      std::string("a\0b", 3),
+                                      std::string("a\0c", 3),
+                                      "a\r\nSET x y\r\n",
+                                      std::string(1 << 20, 'x'),
+                                      std::string(1 << 20, 'y'),
+                                      "\xff\xfe",
+                                      "a",
+                                      "A"};
+  std::vector<fw_ticket> tickets;
+  for (const auto &t : tenants) {
+    fw_decision d = admit_raw(fw, t);
+    ASSERT_FALSE(d.failed_open);
+    EXPECT_TRUE(d.allowed) << "every hostile id has its own bucket";
+    tickets.push_back(d.ticket);
+  }
+  for (const auto &t : tenants) EXPECT_FALSE(admit_raw(fw, t).allowed);
+  EXPECT_EQ(redis.command({"DBSIZE"}), std::to_string(2 * tenants.size()));
+  for (const auto &t : tenants) {
+    std::string k = key(t, "rate");
+    EXPECT_EQ(redis.command({"EXISTS", k}), "1");
+    // Only [A-Za-z0-9_-] inside the braces: no id can move its key to another slot.
+    std::string tag = k.substr(k.find('{') + 1, k.find('}') - k.find('{') - 1);
+    for (char c : tag) EXPECT_TRUE(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_');
+    EXPECT_LE(k.size(), 120u) << "a 1 MB id is hashed, not copied into the key";
+  }
+  for (auto t : tickets) fw_release(fw.get(), t);
+}
+
+TEST(RedisStore, ExactUnderContentionFromThreadsAndProcesses) {
+  RedisServer redis;
+  const double rate = 200;
+  const int burst = 100, limit = 5, processes = 4, threads = 8;
+  std::string pol =
+      policy(redis, R"("request_rate": {"rate": 200, "burst": 100}, "concurrency": {"limit": 5, "ttl_s": 30})");
+  // Shared across processes: admissions, in flight now, the most ever in flight, failed-open count.
+  auto *shared = static_cast<std::atomic<int64_t> *>(
+      mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(shared, MAP_FAILED);
+  for (int i = 0; i < 4; i++) new (&shared[i]) std::atomic<int64_t>(0);
+  auto start = Clock::now();
+  std::vector<pid_t> kids;
+  for (int p = 0; p < processes; p++) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      floodwall::Client fw(pol);
+      std::vector<std::thread> ts;
+      for (int t = 0; t < threads; t++)
+        ts.emplace_back([&] {
+          while (seconds_since(start) < 2.0) {
+            fw_decision d = admit_raw(fw, "one-tenant");
+            if (d.failed_open) shared[3]++;
+            if (!d.allowed) continue;
+            shared[0]++;
+            int64_t now = ++shared[1];
+            int64_t seen = shared[2].load();
+            while (now > seen && !shared[2].compare_exchange_weak(seen, now)) {
+            }
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+            shared[1]--;
+            fw_release(fw.get(), d.ticket);
+          }
+        });
+      for (auto &t : ts) t.join();
+      _exit(0);
+    }
+    kids.push_back(pid);
+  }
+  for (pid_t k : kids) {
+    int status = 0;
+    waitpid(k, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  double elapsed = seconds_since(start);
+  EXPECT_EQ(shared[3].load(), 0) << "no decision may fail open here, or the bound means nothing";
+  EXPECT_LE(shared[0].load(), static_cast<int64_t>(burst + rate * elapsed + 1));
+  EXPECT_GT(shared[0].load(), burst) << "the bucket refilled and was used";
+  EXPECT_LE(shared[2].load(), limit) << "the concurrency limit was exceeded at some instant";
+  // No slot is left held once everyone has released.
+  for (int i = 0; i < 100 && redis.command({"ZCARD", key("one-tenant", "conc")}) != "0"; i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(redis.command({"ZCARD", key("one-tenant", "conc")}), "0");
+  munmap(shared, 4096);
+}
+
+TEST(RedisStore, SlotsOfAKilledProcessHealAfterTtl) {
+  RedisServer redis;
+  std::string pol = policy(redis, R"("concurrency": {"limit": 2, "ttl_s": 1})");
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    floodwall::Client fw(pol);
+    fw_decision a = admit_raw(fw, "t"), b = admit_raw(fw, "t");
+    char ok = (a.allowed && b.allowed) ? 'y' : 'n';
+    (void)!write(ready[1], &ok, 1);
+    pause();  // holds both slots until killed
+    _exit(0);
+  }
+  char ok = 0;
+  ASSERT_EQ(read(ready[0], &ok, 1), 1);
+  ASSERT_EQ(ok, 'y');
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  floodwall::Client fw(pol);
+  EXPECT_FALSE(admit_raw(fw, "t").allowed) << "the dead process's slots still count within ttl_s";
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  fw_decision d = admit_raw(fw, "t");
+  EXPECT_TRUE(d.allowed) << "after ttl_s the slots healed";
+  fw_release(fw.get(), d.ticket);
+}
+
+TEST(RedisStore, BlackholedRedisFailsOpenWithinTheDeadlineThenTheBreakerAnswersAtOnce) {
+  RedisServer redis;
+  floodwall::Client fw(R"({"store": ")" + redis.url() +
+                       R"(", "redis": {"deadline_ms": 50, "breaker_failures": 3, "breaker_open_ms": 300},
+                           "request_rate": {"rate": 100, "burst": 100}})");
+  ASSERT_FALSE(admit_raw(fw, "t").failed_open);
+  redis.pause();
+  for (int i = 0; i < 3; i++) {
+    auto t0 = Clock::now();
+    fw_decision d = admit_raw(fw, "t");
+    double waited = seconds_since(t0);
+    EXPECT_TRUE(d.allowed);
+    EXPECT_TRUE(d.failed_open);
+    EXPECT_EQ(d.fail_reason, FW_FAIL_TIMEOUT);
+    EXPECT_LT(waited, 5.0) << "a time-out, not a hang";
+  }
+  fw_decision d = admit_raw(fw, "t");
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.fail_reason, FW_FAIL_BREAKER) << "the breaker is open: Redis is not asked";
+  std::string metrics = fw.metrics_json();
+  EXPECT_NE(metrics.find("\"breaker\":\"open\""), std::string::npos) << metrics;
+  redis.resume();
+  auto t0 = Clock::now();
+  bool decided = false;
+  while (seconds_since(t0) < 3.0 && !decided) {
+    decided = !admit_raw(fw, "t").failed_open;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(decided) << "after SIGCONT decisions come from Redis again";
+  EXPECT_NE(fw.prometheus().find("floodwall_failed_open_total{limiter=\"request_rate\",reason=\"timeout\"} 3"),
+            std::string::npos);
+}
+
+TEST(RedisStore, RestartAndScriptFlushReachNoCaller) {
+  RedisServer redis;
+  std::string pol =
+      R"({"store": ")" + redis.url() +
+      R"(", "redis": {"deadline_ms": 200, "breaker_open_ms": 100}, "request_rate": {"rate": 100, "burst": 1000}})";
+  floodwall::Client fw(pol);
+  ASSERT_FALSE(admit_raw(fw, "t").failed_open);
+  EXPECT_EQ(redis.command({"SCRIPT", "FLUSH"}), "OK");
+  fw_decision d = admit_raw(fw, "t");
+  EXPECT_FALSE(d.failed_open) << "NOSCRIPT loads the script and retries once";
+  EXPECT_NE(fw.metrics_json().find("\"noscript_reloads\":1"), std::string::npos);
+
+  redis.stop();
+  d = admit_raw(fw, "t");
+  EXPECT_TRUE(d.allowed && d.failed_open);
+  redis.start();
+  auto t0 = Clock::now();
+  bool decided = false;
+  while (seconds_since(t0) < 5.0 && !decided) {
+    fw_decision x = FW_DECISION_INIT;
+    fw_request r = FW_REQUEST_INIT;
+    r.tenant = "t";
+    r.tenant_len = 1;
+    EXPECT_EQ(fw_admit(fw.get(), &r, &x), FW_OK) << "no error reaches the caller";
+    decided = !x.failed_open;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(decided) << "the client reconnected and reloaded its scripts by itself";
+}
+
+TEST(RedisStore, WrongKeyTypeIsAConfigurationErrorNotAnOutage) {
+  RedisServer redis;
+  floodwall::Client fw(policy(redis, R"("request_rate": {"rate": 1, "burst": 1})"));
+  EXPECT_EQ(redis.command({"HSET", key("t", "rate"), "f", "v"}), "1");
+  fw_decision d = admit_raw(fw, "t");
+  EXPECT_TRUE(d.allowed);
+  EXPECT_TRUE(d.failed_open);
+  EXPECT_EQ(d.fail_reason, FW_FAIL_CONFIG);
+  EXPECT_NE(fw.prometheus().find("floodwall_config_errors_total 1"), std::string::npos);
+  EXPECT_NE(fw.metrics_json().find("\"breaker\":\"closed\""), std::string::npos) << "Redis is up";
+}
+
+TEST(RedisStore, FleetWideKillSwitchFromRedisCli) {
+  RedisServer redis;
+  floodwall::Client fw(policy(redis, R"("request_rate": {"rate": 0.0001, "burst": 1})", R"(, "flags_poll_ms": 100)"));
+  ASSERT_TRUE(admit_raw(fw, "t").allowed);
+  ASSERT_FALSE(admit_raw(fw, "t").allowed);
+  // What an operator types: redis-cli HSET floodwall:flags request_rate off
+  EXPECT_EQ(redis.command({"HSET", "floodwall:flags", "request_rate", "off"}), "1");
+  auto t0 = Clock::now();
+  bool off = false;
+  while (seconds_since(t0) < 2.0 && !off) {
+    off = admit_raw(fw, "t").allowed;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(off) << "the fleet-wide mode took effect without a restart";
+  fw_mode m;
+  ASSERT_EQ(fw_get_mode(fw.get(), FW_LIMITER_REQUEST_RATE, &m), FW_OK);
+  EXPECT_EQ(m, FW_MODE_OFF);
+  redis.command({"HSET", "floodwall:flags", "request_rate", "dark"});
+  t0 = Clock::now();
+  bool dark = false;
+  while (seconds_since(t0) < 2.0 && !dark) {
+    fw_decision d = admit_raw(fw, "t");
+    dark = d.allowed && d.dark_limiter == FW_LIMITER_REQUEST_RATE;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(dark);
+  redis.command({"HDEL", "floodwall:flags", "request_rate"});
+  t0 = Clock::now();
+  bool enforced = false;
+  while (seconds_since(t0) < 2.0 && !enforced) {
+    enforced = !admit_raw(fw, "t").allowed;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(enforced) << "without a fleet-wide flag the local mode is back";
+}
+
+TEST(RedisStore, AsyncAdmitsCompleteOnTheIoThread) {
+  RedisServer redis;
+  floodwall::Client fw(policy(redis, R"("request_rate": {"rate": 0.0001, "burst": 100})"));
+  struct State {
+    std::atomic<int> done{0}, allowed{0};
+    std::atomic<bool> other_thread{true};
+    std::thread::id caller;
+  } st;
+  st.caller = std::this_thread::get_id();
+  fw_request r = FW_REQUEST_INIT;
+  r.tenant = "async";
+  r.tenant_len = 5;
+  for (int i = 0; i < 150; i++)
+    ASSERT_EQ(fw_admit_async(
+                  fw.get(), &r,
+                  [](void *p, int status, const fw_decision *d) {
+                    auto *s = static_cast<State *>(p);
+                    if (std::this_thread::get_id() == s->caller) s->other_thread = false;
+                    if (status == FW_OK && d->allowed && !d->failed_open) s->allowed++;
+                    s->done++;
+                  },
+                  &st),
+              FW_OK);
+  auto t0 = Clock::now();
+  while (st.done.load() < 150 && seconds_since(t0) < 10) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(st.done.load(), 150);
+  EXPECT_EQ(st.allowed.load(), 100);
+  EXPECT_TRUE(st.other_thread.load());
+}
+
+TEST(RedisStore, BadUrlsAreStoreErrors) {
+  fw_client *c = nullptr;
+  for (const char *url : {"redis://host:notaport/0", "redis://host:70000", "redis://host:6379/x", "redis://[::1"}) {
+    std::string pol = std::string(R"({"store": ")") + url + "\"}";
+    EXPECT_EQ(fw_client_new(&c, pol.c_str()), FW_ESTORE) << url;
+    EXPECT_NE(std::string(fw_error_last()->message).find("store"), std::string::npos);
+  }
+}
+
+TEST(RedisStore, UnreachableRedisFailsOpenFromTheStart) {
+  int port = floodwall::testing::free_port();
+  floodwall::Client fw(R"({"store": "redis://127.0.0.1:)" + std::to_string(port) +
+                       R"(/0", "redis": {"connect_timeout_ms": 50}, "request_rate": {"rate": 1, "burst": 1}})");
+  fw_decision d = admit_raw(fw, "t");
+  EXPECT_TRUE(d.allowed);
+  EXPECT_TRUE(d.failed_open);
+}
