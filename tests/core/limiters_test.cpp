@@ -1,0 +1,256 @@
+// The concurrency limiter, the fleet shedder, the Guard's ordering, modes and no partial consumption.
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+#include "harness.hpp"
+
+using floodwall::testing::Sim;
+
+TEST(Concurrency, TwentyInFlightAndThe21stIsRejectedAtOnce) {
+  Sim s(R"({"concurrency": {"limit": 20, "ttl_s": 60}})");
+  std::vector<fw_ticket> held;
+  for (int i = 0; i < 20; i++) {
+    fw_decision d = s.admit("solver", 1, "/v1/routes", "POST");
+    ASSERT_TRUE(d.allowed);
+    EXPECT_EQ(d.concurrency_remaining, 19 - i);
+    held.push_back(d.ticket);
+  }
+  fw_decision d = s.admit("solver", 1, "/v1/routes", "POST");
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.status, 429);
+  EXPECT_EQ(d.limiter, FW_LIMITER_CONCURRENCY);
+  EXPECT_EQ(d.retry_after_s, 1);
+  EXPECT_EQ(d.ticket, 0u) << "a rejected request holds no slot";
+  s.guard->release(held.back());
+  EXPECT_TRUE(s.admit("solver", 1, "/v1/routes", "POST").allowed);
+}
+
+TEST(Concurrency, ACrashedWorkersSlotHealsAfterTtl) {
+  Sim s(R"({"concurrency": {"limit": 1, "ttl_s": 60}})");
+  ASSERT_TRUE(s.admit("t").allowed);  // never released: the worker died
+  s.clock.advance_s(59);
+  EXPECT_FALSE(s.admit("t").allowed);
+  s.clock.advance_s(1.001);
+  EXPECT_TRUE(s.admit("t").allowed);
+}
+
+TEST(Concurrency, OnlyRoutesThatOptInAreCounted) {
+  Sim s(R"({"concurrency": {"limit": 1, "routes": ["/v1/routes"]}})");
+  ASSERT_TRUE(s.admit("t", 1, "/v1/routes", "POST").allowed);
+  EXPECT_FALSE(s.admit("t", 1, "/v1/routes", "POST").allowed);
+  fw_decision read = s.admit("t", 1, "/v1/routes/:id", "GET");
+  EXPECT_TRUE(read.allowed);
+  EXPECT_EQ(read.concurrency_limit, 0) << "an uncounted route advertises no concurrency policy";
+}
+
+TEST(Concurrency, ExactWithEightThreadsOnOneTenant) {
+  Sim s(R"({"concurrency": {"limit": 7}})");
+  std::atomic<int> in_flight{0}, worst{0}, admitted{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 8; t++)
+    ts.emplace_back([&] {
+      for (int i = 0; i < 2000; i++) {
+        fw_decision d = s.admit("shared");
+        if (!d.allowed) continue;
+        admitted++;
+        int now = ++in_flight;
+        int seen = worst.load();
+        while (now > seen && !worst.compare_exchange_weak(seen, now)) {
+        }
+        in_flight--;
+        s.guard->release(d.ticket);
+      }
+    });
+  for (auto &t : ts) t.join();
+  EXPECT_LE(worst.load(), 7);
+  EXPECT_GT(admitted.load(), 0);
+  std::vector<fw_ticket> held;
+  for (int i = 0; i < 7; i++) {
+    fw_decision d = s.admit("shared");
+    EXPECT_TRUE(d.allowed) << "every slot was given back";
+    held.push_back(d.ticket);
+  }
+  EXPECT_FALSE(s.admit("shared").allowed);
+}
+
+TEST(TokenBucketThreads, EightThreadsAdmitExactlyBurstPlusRefill) {
+  Sim s(R"({"request_rate": {"rate": 100, "burst": 500}})");
+  std::atomic<int> allowed{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 8; t++)
+    ts.emplace_back([&] {
+      for (int i = 0; i < 1000; i++) {
+        allowed += s.admit("shared").allowed;
+        if (i % 100 == 0) s.clock.advance_us(10'000);  // 8 x 10 x 10 ms = 0.8 s simulated: 80 tokens
+      }
+    });
+  for (auto &t : ts) t.join();
+  EXPECT_EQ(allowed.load(), 500 + 80);
+}
+
+TEST(Fleet, NonCriticalTrafficIsHeldUnderItsShareAndCriticalPasses) {
+  Sim s(R"({"fleet": {"capacity": 8}})");
+  std::vector<fw_ticket> analytics;
+  int rejected = 0;
+  for (int i = 0; i < 20; i++) {
+    fw_decision d = s.admit("tenant-" + std::to_string(i), 1, "/v1/analytics", "GET");
+    if (d.allowed)
+      analytics.push_back(d.ticket);
+    else {
+      rejected++;
+      EXPECT_EQ(d.status, 503);
+      EXPECT_EQ(d.limiter, FW_LIMITER_FLEET);
+    }
+  }
+  EXPECT_EQ(analytics.size(), 8u);
+  EXPECT_EQ(rejected, 12);
+  for (int i = 0; i < 50; i++) {
+    fw_decision d = s.admit("dispatcher", 1, "/v1/routes", "POST", /*critical=*/true);
+    EXPECT_TRUE(d.allowed) << "critical traffic is never counted against the fleet";
+    s.guard->release(d.ticket);
+  }
+  s.guard->release(analytics[0]);
+  EXPECT_TRUE(s.admit("x", 1, "/v1/analytics", "GET").allowed);
+}
+
+TEST(Guard, NoPartialConsumptionWhenTheConcurrencyLimiterRejects) {
+  Sim s(R"({"request_rate": {"rate": 1, "burst": 10}, "concurrency": {"limit": 1}})");
+  fw_decision first = s.admit("t");
+  ASSERT_TRUE(first.allowed);
+  EXPECT_EQ(first.remaining, 9);
+  for (int i = 0; i < 5; i++) {
+    fw_decision d = s.admit("t");
+    EXPECT_EQ(d.limiter, FW_LIMITER_CONCURRENCY);
+    EXPECT_EQ(d.remaining, 9) << "the rejected request spent no token";
+  }
+  s.guard->release(first.ticket);
+  EXPECT_EQ(s.admit("t").remaining, 8);
+}
+
+TEST(Guard, NoPartialConsumptionWhenTheFleetRejects) {
+  Sim s(R"({"request_rate": {"rate": 1, "burst": 10}, "concurrency": {"limit": 5}, "fleet": {"capacity": 1}})");
+  fw_decision held = s.admit("a", 1, "", "GET");
+  ASSERT_TRUE(held.allowed);
+  fw_decision d = s.admit("b", 1, "", "GET");
+  EXPECT_EQ(d.limiter, FW_LIMITER_FLEET);
+  EXPECT_EQ(d.remaining, 10) << "b's bucket was not touched";
+  EXPECT_EQ(d.concurrency_remaining, 5) << "b holds no tenant slot";
+  s.guard->release(held.ticket);
+  fw_decision again = s.admit("b", 1, "", "GET");
+  EXPECT_TRUE(again.allowed);
+  EXPECT_EQ(again.remaining, 9);
+}
+
+TEST(Guard, NoPartialConsumptionWhenTheBucketRejects) {
+  Sim s(R"({"request_rate": {"rate": 0.001, "burst": 1}, "concurrency": {"limit": 1}, "fleet": {"capacity": 1}})");
+  fw_decision a = s.admit("t");
+  ASSERT_TRUE(a.allowed);
+  s.guard->release(a.ticket);
+  fw_decision d = s.admit("t");
+  EXPECT_EQ(d.limiter, FW_LIMITER_REQUEST_RATE);
+  EXPECT_TRUE(s.admit("other").allowed) << "the rejected request took no fleet slot";
+}
+
+TEST(Modes, DarkDecidesFullyCountsAndBlocksNothing) {
+  Sim s(R"({"request_rate": {"rate": 0.001, "burst": 2, "mode": "dark"}})");
+  int allowed = 0, would_block = 0;
+  for (int i = 0; i < 5; i++) {
+    fw_decision d = s.admit("batch");
+    allowed += d.allowed;
+    would_block += d.dark_limiter == FW_LIMITER_REQUEST_RATE;
+    EXPECT_EQ(d.limiter, FW_LIMITER_NONE);
+    EXPECT_EQ(d.status, 200);
+  }
+  EXPECT_EQ(allowed, 5);
+  EXPECT_EQ(would_block, 3);
+  std::string m = s.guard->metrics_json();
+  EXPECT_NE(m.find("\"request_rate\":{\"allowed\":2,\"rejected\":0,\"dark_rejected\":3"), std::string::npos) << m;
+}
+
+TEST(Modes, ChangeAtRunTimeWithoutARestart) {
+  Sim s(R"({"request_rate": {"rate": 0.001, "burst": 1}})");
+  ASSERT_TRUE(s.admit("t").allowed);
+  EXPECT_FALSE(s.admit("t").allowed);
+  s.guard->set_mode(floodwall::Limiter::request_rate, floodwall::Mode::off);
+  fw_decision d = s.admit("t");
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.dark_limiter, FW_LIMITER_NONE) << "off is not evaluated at all";
+  s.guard->set_mode(floodwall::Limiter::request_rate, floodwall::Mode::dark);
+  d = s.admit("t");
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.dark_limiter, FW_LIMITER_REQUEST_RATE);
+  s.guard->set_mode(floodwall::Limiter::request_rate, floodwall::Mode::enforce);
+  EXPECT_FALSE(s.admit("t").allowed);
+}
+
+TEST(Modes, ADarkLimiterDoesNotHideAnEnforcedOne) {
+  Sim s(R"({"request_rate": {"rate": 0.001, "burst": 1, "mode": "dark"}, "concurrency": {"limit": 1}})");
+  fw_decision a = s.admit("t");
+  ASSERT_TRUE(a.allowed);
+  fw_decision b = s.admit("t");
+  EXPECT_FALSE(b.allowed);
+  EXPECT_EQ(b.limiter, FW_LIMITER_CONCURRENCY);
+  EXPECT_EQ(b.dark_limiter, FW_LIMITER_REQUEST_RATE);
+}
+
+TEST(MemoryStore, TenantCountIsBoundedAndEvictionsAreCounted) {
+  Sim s(R"({"max_tenants": 100, "request_rate": {"rate": 1, "burst": 5}})");
+  for (int i = 0; i < 250; i++) s.admit("tenant-" + std::to_string(i));
+  auto st = s.guard->store().stats();
+  EXPECT_EQ(st.tenants, 100u);
+  EXPECT_EQ(st.evictions, 150u);
+  EXPECT_NE(s.guard->metrics_prometheus().find("floodwall_store_evictions_total 150"), std::string::npos);
+}
+
+TEST(MemoryStore, EvictionSparesTenantsWithRequestsInFlight) {
+  Sim s(R"({"max_tenants": 2, "concurrency": {"limit": 1}})");
+  fw_decision held = s.admit("busy");
+  ASSERT_TRUE(held.allowed);
+  for (int i = 0; i < 10; i++) s.guard->release(s.admit("idle-" + std::to_string(i)).ticket);
+  EXPECT_FALSE(s.admit("busy").allowed) << "the busy tenant kept its slot through the churn";
+}
+
+TEST(BadInput, EmptyTenantAndCostAboveTheBurstNameTheirField) {
+  Sim s(R"({"request_rate": {"rate": 1, "burst": 5, "overrides": {"big": {"rate": 1, "burst": 50}}}})");
+  EXPECT_THROW(s.admit(""), floodwall::BadRequest);
+  try {
+    s.admit("t", 6);
+    FAIL();
+  } catch (const floodwall::BadRequest &e) {
+    EXPECT_NE(std::string(e.what()).find("cost"), std::string::npos);
+  }
+  EXPECT_TRUE(s.admit("big", 6).allowed) << "the limit is the tenant's own burst";
+  EXPECT_EQ(s.admit("t", 0).remaining, 4) << "cost 0 counts as 1";
+}
+
+TEST(Metrics, TopTenantsByRejectionRateWithoutRawBytes) {
+  Sim s(R"({"request_rate": {"rate": 0.001, "burst": 1}})");
+  std::string hostile("evil\"\n\x01", 7);
+  for (int i = 0; i < 4; i++) s.admit(hostile);
+  for (int i = 0; i < 2; i++) s.admit("polite");
+  std::string json = s.guard->metrics_json();
+  EXPECT_NE(json.find(R"({"tenant":"evil\\x22\\x0a\\x01","requests":3,"rejections":3,"rejection_rate":1})"),
+            std::string::npos)
+      << json;
+  std::string prom = s.guard->metrics_prometheus();
+  EXPECT_NE(prom.find("floodwall_tenant_rejection_ratio{tenant=\"evil\\\\x22\\\\x0a\\\\x01\"} 1"), std::string::npos)
+      << prom;
+  EXPECT_EQ(prom.find('\x01'), std::string::npos);
+}
+
+TEST(Metrics, CountsByLimiterOutcomeAndRouteFamily) {
+  Sim s(R"({"request_rate": {"rate": 0.001, "burst": 1}})");
+  s.admit("t", 1, "/v1/routes");
+  s.admit("t", 1, "/v1/routes");
+  s.admit("u", 1, "/v1/analytics");
+  std::string prom = s.guard->metrics_prometheus();
+  EXPECT_NE(prom.find(R"(floodwall_decisions_total{limiter="request_rate",outcome="allowed",route="/v1/routes"} 1)"),
+            std::string::npos);
+  EXPECT_NE(prom.find(R"(floodwall_decisions_total{limiter="request_rate",outcome="rejected",route="/v1/routes"} 1)"),
+            std::string::npos);
+  EXPECT_NE(prom.find(R"(floodwall_decisions_total{limiter="request_rate",outcome="allowed",route="/v1/analytics"} 1)"),
+            std::string::npos);
+  EXPECT_NE(prom.find("# TYPE floodwall_decisions_total counter"), std::string::npos);
+}

@@ -1,0 +1,62 @@
+// Policy parsing: defaults, the schema shared by every language, and errors that name their field.
+#include "policy.hpp"
+
+#include <gtest/gtest.h>
+
+using floodwall::parse_policy;
+using floodwall::PolicyError;
+
+TEST(Policy, DefaultsAreTheSeeds) {
+  auto p = parse_policy(R"({"utilization": {}, "concurrency": {"limit": 20}, "fleet": {"capacity": 80}})");
+  EXPECT_EQ(p.store, "memory://");
+  EXPECT_EQ(p.prefix, "floodwall");
+  EXPECT_DOUBLE_EQ(p.utilization->good, 0.7);
+  EXPECT_DOUBLE_EQ(p.utilization->bad, 0.8);
+  EXPECT_DOUBLE_EQ(p.utilization->delay_s, 28);
+  EXPECT_DOUBLE_EQ(p.utilization->ramp_s, 120);
+  EXPECT_DOUBLE_EQ(p.utilization->sample_s, 8);
+  EXPECT_DOUBLE_EQ(p.concurrency->ttl_s, 60);
+  EXPECT_FALSE(p.request_rate.has_value()) << "a missing section is an unconfigured limiter";
+}
+
+TEST(Policy, RatesBecomeExactMicroTokens) {
+  auto p = parse_policy(R"({"request_rate": {"rate": 100, "burst": 500}})");
+  EXPECT_EQ(p.request_rate->limits.rate_m, 100'000'000);
+  EXPECT_EQ(p.request_rate->limits.burst_m, 500'000'000);
+}
+
+TEST(Policy, EveryBadValueNamesItsField) {
+  const std::pair<const char *, const char *> cases[] = {
+      {R"({"request_rate": {"rate": 0, "burst": 1}})", "request_rate.rate"},
+      {R"({"request_rate": {"rate": "fast", "burst": 1}})", "request_rate.rate"},
+      {R"({"request_rate": {"rate": 1e9, "burst": 1}})", "request_rate.rate"},
+      {R"({"request_rate": {"rate": 1, "burst": -3}})", "request_rate.burst"},
+      {R"({"request_rate": {"rate": 1, "burst": 1, "overrides": {"t": {"rate": -1, "burst": 1}}}})",
+       "request_rate.overrides.t.rate"},
+      {R"({"request_rate": {"rate": 1, "burst": 1, "overrides": []}})", "request_rate.overrides"},
+      {R"({"concurrency": {}})", "concurrency.limit"},
+      {R"({"concurrency": {"limit": 1, "routes": [""]}})", "concurrency.routes[0]"},
+      {R"({"fleet": {"capacity": 1.5}})", "fleet.capacity"},
+      {R"({"utilization": {"workers": 0}})", "utilization.workers"},
+      {R"({"utilization": {"sample_s": -Infinity}})", "utilization.sample_s"},
+      {R"({"utilization": {"good": NaN}})", "utilization.good"},
+      {R"({"utilization": {"bad": 1}})", "utilization.bad"},
+      {R"({"store": 5})", "store"},
+      {R"({"max_tenants": 0})", "max_tenants"},
+      {R"({"redis": {"connections": 100}})", "redis.connections"},
+      {R"({"fleet": []})", "fleet"},
+  };
+  for (const auto &[json, field] : cases) {
+    try {
+      parse_policy(json);
+      ADD_FAILURE() << "accepted: " << json;
+    } catch (const PolicyError &e) {
+      EXPECT_EQ(e.field(), field) << json << " -> " << e.what();
+    }
+  }
+}
+
+TEST(Policy, NanInsideAStringIsJustAString) {
+  auto p = parse_policy(R"({"docs_url": "https://x/NaN-Infinity", "request_rate": {"rate": 1, "burst": 1}})");
+  EXPECT_EQ(p.docs_url, "https://x/NaN-Infinity");
+}
