@@ -86,8 +86,21 @@ void need_client(const fw_client *c) {
   if (!c) throw floodwall::BadRequest("client: must not be NULL");
 }
 
-bool valid_limiter(fw_limiter l) {
+// A C caller may pass any int where an enum is declared; read it as an int so that an out-of-range
+// value is an error, not undefined behaviour.
+template <class E>
+int raw(const E &e) {
+  static_assert(sizeof(E) == sizeof(int));
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
+bool valid_limiter(int l) {
   return l >= FW_LIMITER_REQUEST_RATE && l <= FW_LIMITER_UTILIZATION;
+}
+bool valid_mode(int m) {
+  return m >= FW_MODE_ENFORCE && m <= FW_MODE_OFF;
 }
 
 }  // namespace
@@ -103,17 +116,18 @@ const fw_error *fw_error_last(void) {
 }
 
 const char *fw_limiter_name(fw_limiter l) {
-  return floodwall::limiter_name(static_cast<floodwall::Limiter>(l));
+  if (raw(l) < FW_LIMITER_NONE || raw(l) > FW_LIMITER_UTILIZATION) return "unknown";
+  return floodwall::limiter_name(static_cast<floodwall::Limiter>(raw(l)));
 }
 
 const char *fw_mode_name(fw_mode m) {
-  if (m < FW_MODE_ENFORCE || m > FW_MODE_OFF) return "unknown";
-  return floodwall::mode_name(static_cast<floodwall::Mode>(m));
+  if (!valid_mode(raw(m))) return "unknown";
+  return floodwall::mode_name(static_cast<floodwall::Mode>(raw(m)));
 }
 
 const char *fw_fail_reason_name(fw_fail_reason r) {
-  if (r < FW_FAIL_NONE || r > FW_FAIL_ERROR) return "unknown";
-  return floodwall::fail_reason_name(static_cast<floodwall::FailReason>(r));
+  if (raw(r) < FW_FAIL_NONE || raw(r) > FW_FAIL_ERROR) return "unknown";
+  return floodwall::fail_reason_name(static_cast<floodwall::FailReason>(raw(r)));
 }
 
 int fw_limiter_from_name(fw_limiter *out, const char *name) {
@@ -203,9 +217,9 @@ int fw_release(fw_client *c, fw_ticket t) {
 int fw_set_mode(fw_client *c, fw_limiter l, fw_mode m) {
   return guarded([&]() -> int {
     need_client(c);
-    if (!valid_limiter(l)) throw floodwall::BadRequest("limiter: unknown value " + std::to_string(l));
-    if (m < FW_MODE_ENFORCE || m > FW_MODE_OFF) throw floodwall::BadRequest("mode: unknown value " + std::to_string(m));
-    c->guard->set_mode(static_cast<floodwall::Limiter>(l), static_cast<floodwall::Mode>(m));
+    if (!valid_limiter(raw(l))) throw floodwall::BadRequest("limiter: unknown value " + std::to_string(raw(l)));
+    if (!valid_mode(raw(m))) throw floodwall::BadRequest("mode: unknown value " + std::to_string(raw(m)));
+    c->guard->set_mode(static_cast<floodwall::Limiter>(raw(l)), static_cast<floodwall::Mode>(raw(m)));
     return FW_OK;
   });
 }
@@ -214,8 +228,8 @@ int fw_get_mode(fw_client *c, fw_limiter l, fw_mode *out) {
   return guarded([&]() -> int {
     need_client(c);
     if (!out) throw floodwall::BadRequest("out: must not be NULL");
-    if (!valid_limiter(l)) throw floodwall::BadRequest("limiter: unknown value " + std::to_string(l));
-    *out = static_cast<fw_mode>(c->guard->mode(static_cast<floodwall::Limiter>(l)));
+    if (!valid_limiter(raw(l))) throw floodwall::BadRequest("limiter: unknown value " + std::to_string(raw(l)));
+    *out = static_cast<fw_mode>(c->guard->mode(static_cast<floodwall::Limiter>(raw(l))));
     return FW_OK;
   });
 }

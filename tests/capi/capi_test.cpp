@@ -155,6 +155,8 @@ TEST(CApi, EnumsAreCheckedAndNamed) {
   EXPECT_STREQ(fw_limiter_name(FW_LIMITER_CONCURRENCY), "concurrency");
   EXPECT_STREQ(fw_mode_name(FW_MODE_DARK), "dark");
   EXPECT_STREQ(fw_fail_reason_name(FW_FAIL_BREAKER), "breaker");
+  EXPECT_STREQ(fw_limiter_name(static_cast<fw_limiter>(42)), "unknown");
+  EXPECT_STREQ(fw_mode_name(static_cast<fw_mode>(-7)), "unknown");
   fw_mode m;
   EXPECT_EQ(fw_get_mode(fw.get(), FW_LIMITER_FLEET, &m), FW_OK);
   EXPECT_EQ(m, FW_MODE_OFF) << "an unconfigured limiter is off";
