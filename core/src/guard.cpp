@@ -17,7 +17,11 @@ Guard::Guard(Policy policy, std::unique_ptr<Store> store, const Clock &clock, Rn
   if (policy_.utilization) controller_ = std::make_unique<UtilizationController>(*policy_.utilization, clock_.now_us());
 }
 
-Guard::~Guard() = default;
+// The store goes first: its destructor fails pending async admits open through finish(), which needs
+// the metrics, tickets and meter still alive.
+Guard::~Guard() {
+  store_.reset();
+}
 
 void Guard::set_mode(Limiter l, Mode m) {
   local_modes_[idx(l)].store(static_cast<uint8_t>(m));

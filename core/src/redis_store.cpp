@@ -115,7 +115,8 @@ RedisUrl parse_redis_url(const std::string &url) {
   return u;
 }
 
-RedisStore::RedisStore(const Policy &p, RedisUrl url) : opt_(p.redis), url_(std::move(url)), prefix_(p.prefix) {
+RedisStore::RedisStore(const Policy &p, RedisUrl url)
+    : opt_(p.redis), url_(std::move(url)), prefix_(p.prefix), owner_pid_(getpid()) {
   admit_script_ = {scripts::tenant_admit, sha1_hex(scripts::tenant_admit)};
   release_script_ = {scripts::release, sha1_hex(scripts::release)};
   flags_script_ = {scripts::read_flags, sha1_hex(scripts::read_flags)};
@@ -132,6 +133,11 @@ RedisStore::RedisStore(const Policy &p, RedisUrl url) : opt_(p.redis), url_(std:
 }
 
 RedisStore::~RedisStore() {
+  if (getpid() != owner_pid_) {
+    // In a forked child the I/O thread does not exist: nothing to join (its descriptor is leaked).
+    io_.detach();
+    return;
+  }
   stop_.store(true);
   uint64_t one = 1;
   (void)!write(wake_fd_, &one, sizeof one);
@@ -208,6 +214,15 @@ AdmitResult RedisStore::admit(const AdmitOp &op) {
 
 void RedisStore::admit_async(const AdmitOp &op, AdmitCompletion *done) {
   int64_t now = now_us();
+  if (getpid() != owner_pid_) {
+    // A client made before fork() has no I/O thread in the child: fail open at once, never hang.
+    failures_[static_cast<size_t>(FailReason::error)].fetch_add(1, std::memory_order_relaxed);
+    AdmitResult r;
+    r.reason = FailReason::error;
+    r.detail = "a Redis client was used in a forked child; create the client after fork()";
+    done->complete(std::move(r));
+    return;
+  }
   if (!breaker_allows(now)) {
     failures_[static_cast<size_t>(FailReason::breaker)].fetch_add(1, std::memory_order_relaxed);
     AdmitResult r;
@@ -232,6 +247,7 @@ void RedisStore::admit_async(const AdmitOp &op, AdmitCompletion *done) {
               a6 = num(op.conc_ttl_us), a7 = num(op.fleet_cap), a8 = num(op.fleet_ttl_us);
   c->cmd = format({"EVALSHA", admit_script_.sha, "3", rate, conc, fleet, std::string_view(flags, 6), a2, a3, a4, a5, a6,
                    a7, a8, std::string_view(slot, 16)});
+  c->affinity = std::hash<std::string_view>{}(op.tenant.view());
   c->held.tenant = op.tenant;
   c->held.slot = op.slot;
   c->held.conc = op.conc;
@@ -241,6 +257,7 @@ void RedisStore::admit_async(const AdmitOp &op, AdmitCompletion *done) {
 
 void RedisStore::release(const ReleaseOp &op) {
   int64_t now = now_us();
+  if (getpid() != owner_pid_) return;  // the parent's slots: they heal after ttl_s
   auto st = static_cast<BreakerState>(breaker_.load(std::memory_order_relaxed));
   if (st != BreakerState::closed) {
     release_errors_.fetch_add(1, std::memory_order_relaxed);  // heals after ttl_s
@@ -252,6 +269,7 @@ void RedisStore::release(const ReleaseOp &op) {
   char flags[2] = {op.conc ? '1' : '0', op.fleet ? '1' : '0'};
   auto *c =
       new Call{Kind::release, {}, now + std::max<int64_t>(1000, opt_.deadline_ms) * 1000, nullptr, {}, false, false};
+  c->affinity = std::hash<std::string_view>{}(op.tenant.view());
   c->cmd = format({"EVALSHA", release_script_.sha, "2", conc_key(op.tenant), fleet_key(), std::string_view(flags, 2),
                    std::string_view(slot, 16)});
   submit(c);
@@ -378,10 +396,12 @@ void RedisStore::append(Conn &conn, Call *c) {
 }
 
 void RedisStore::dispatch(Call *c, int64_t now) {
+  // One tenant's calls always take the same connection (while it is up), so that a release followed by
+  // an admit of that tenant reaches Redis in that order.
+  size_t first = c->affinity % conns_.size();
   for (size_t i = 0; i < conns_.size(); i++) {
-    Conn &conn = conns_[(next_conn_ + i) % conns_.size()];
+    Conn &conn = conns_[(first + i) % conns_.size()];
     if (conn.state == Conn::State::ready) {
-      next_conn_ = (next_conn_ + i + 1) % conns_.size();
       append(conn, c);
       return;
     }

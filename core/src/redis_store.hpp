@@ -67,6 +67,7 @@ class RedisStore final : public Store {
     AdmitCompletion *done = nullptr;
     ReleaseOp held;  // admit: what to free if the reply comes after the caller gave up
     bool retried = false, abandoned = false;
+    size_t affinity = 0;  // which connection: a hash of the tenant
   };
   struct Conn {
     redisContext *ctx = nullptr;
@@ -101,6 +102,7 @@ class RedisStore final : public Store {
   const RedisOptions opt_;
   const RedisUrl url_;
   const std::string prefix_;
+  const int owner_pid_;  // the process whose I/O thread this is
   Script admit_script_, release_script_, flags_script_;
 
   std::mutex queue_mu_;
@@ -108,7 +110,6 @@ class RedisStore final : public Store {
   int wake_fd_ = -1;
   std::atomic<bool> stop_{false};
   std::vector<Conn> conns_;  // owned by the I/O thread
-  size_t next_conn_ = 0;
   int64_t next_flags_us_ = 0;
   std::thread io_;
 

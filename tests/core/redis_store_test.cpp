@@ -409,3 +409,17 @@ TEST(RedisStore, UnreachableRedisFailsOpenFromTheStart) {
   EXPECT_TRUE(d.allowed);
   EXPECT_TRUE(d.failed_open);
 }
+
+TEST(RedisStore, AClientUsedInAForkedChildFailsOpenInsteadOfHanging) {
+  RedisServer redis;
+  floodwall::Client fw(policy(redis, R"("request_rate": {"rate": 1, "burst": 1})"));
+  ASSERT_FALSE(admit_raw(fw, "t").failed_open);
+  pid_t pid = fork();
+  if (pid == 0) {
+    fw_decision d = admit_raw(fw, "t");
+    _exit(d.allowed && d.failed_open && d.fail_reason == FW_FAIL_ERROR ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
