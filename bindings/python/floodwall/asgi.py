@@ -1,0 +1,149 @@
+"""ASGI middleware: Starlette, FastAPI or any ASGI 3 application.
+
+    app = FastAPI()
+    app.add_middleware(FloodwallMiddleware, client=Floodwall("policy.json"))
+
+Every HTTP response gets the core's limit headers; a rejected request is answered 429 or 503 with the
+core's JSON body and Retry-After, without reaching the application. The ticket is released when the
+application returns, raises, or is cancelled (a client that disconnects mid-stream: the server or
+Starlette's StreamingResponse cancels or ends the app), exactly once. Non-HTTP scopes (lifespan,
+websocket) pass through untouched.
+
+Options are constants or callables of the ASGI scope:
+
+- ``key``: the tenant id (str or bytes). Default: the Authorization bearer token or the X-API-Key header,
+  hashed, else the client address. A callable may return None for the default.
+- ``route``: the route family (the policy's ``concurrency.routes`` and the metrics' routes use it).
+  Default: the path template of the Starlette/FastAPI route that will serve the request, e.g.
+  ``/users/{user_id}``. Starlette only sets ``scope["route"]`` after routing, which happens inside the
+  middleware stack, so this middleware matches the app's routes itself (``scope["app"].router.routes``
+  under ``app.add_middleware``, the wrapped app's router when it wraps a Starlette app; Mounts included);
+  a path that no route matches counts as the default route "". For other ASGI apps: ``scope["route"].path``
+  when a framework set it, else the raw path.
+- ``method``: default the request's method. ``cost`` (default 1), ``critical``, ``sandbox`` (default False).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable, List, MutableMapping, Optional, Tuple
+
+from . import Floodwall
+from ._middleware import Option, address_key, credential_key, resolve
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+def default_key(scope: Scope) -> str:
+    authorization = api_key = None
+    for name, value in scope.get("headers", ()):
+        if name == b"authorization":
+            authorization = value
+        elif name == b"x-api-key":
+            api_key = value
+    client = scope.get("client")
+    return credential_key(authorization, api_key) or address_key(client[0] if client else None)
+
+
+def _starlette_template(routes: Any, scope: Scope) -> Optional[str]:
+    from starlette.routing import Match, Mount
+
+    partial = None
+    for r in routes:
+        match, child = r.matches(scope)
+        if match == Match.NONE:
+            continue
+        path = getattr(r, "path", "")
+        if isinstance(r, Mount) and r.routes:
+            inner = _starlette_template(r.routes, {**scope, **child})
+            path = path + inner if inner is not None else path
+        if match == Match.FULL:
+            return path
+        if partial is None:
+            partial = path  # the path matched but not the method (a 405): still that route's family
+    return partial
+
+
+def default_route(scope: Scope) -> str:
+    router = getattr(scope.get("app"), "router", None)
+    routes = getattr(router, "routes", None)
+    if routes is not None:
+        return _starlette_template(routes, scope) or ""
+    route = scope.get("route")
+    path = getattr(route, "path", None)
+    return path if isinstance(path, str) else scope.get("path", "")
+
+
+def _method(scope: Scope) -> str:
+    return scope.get("method", "GET")
+
+
+class FloodwallMiddleware:
+    def __init__(
+        self,
+        app: ASGIApp,
+        client: Floodwall,
+        *,
+        key: Option[Any] = default_key,
+        route: Option[Optional[str]] = default_route,
+        method: Option[Optional[str]] = _method,
+        cost: Option[int] = 1,
+        critical: Option[bool] = False,
+        sandbox: Option[bool] = False,
+    ) -> None:
+        self.app = app
+        self.client = client
+        routes = getattr(getattr(app, "router", None), "routes", None)
+        if route is default_route and routes is not None:
+            # Wrapping a Starlette app from the outside: scope["app"] is not set yet, the app is known.
+            route = lambda scope: _starlette_template(routes, scope) or ""  # noqa: E731
+        self.key, self.route, self.method = key, route, method
+        self.cost, self.critical, self.sandbox = cost, critical, sandbox
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        tenant = resolve(self.key, scope)
+        if tenant is None:
+            tenant = default_key(scope)
+        decision = await self.client.admit_async(
+            tenant,
+            route=resolve(self.route, scope),
+            method=resolve(self.method, scope),
+            cost=resolve(self.cost, scope),
+            critical=resolve(self.critical, scope),
+            sandbox=resolve(self.sandbox, scope),
+        )
+        try:
+            limit_headers: List[Tuple[bytes, bytes]] = [
+                (name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in decision.headers.items()
+            ]
+            if not decision.allowed:
+                body = decision.body.encode("utf-8")
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": decision.status,
+                        "headers": limit_headers
+                        + [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+
+            async def send_with_limits(message: Message) -> None:
+                if message["type"] == "http.response.start":
+                    message = dict(message)
+                    message["headers"] = list(message.get("headers", ())) + limit_headers
+                await send(message)
+
+            await self.app(scope, receive, send_with_limits)
+        finally:
+            decision.release()  # normal end, exception, cancellation (disconnect): always, once
+
+
+__all__ = ["FloodwallMiddleware", "default_key", "default_route"]

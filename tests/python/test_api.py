@@ -1,0 +1,203 @@
+"""The Python API on both stores: decisions, headers and bodies from the core, releases, modes, metrics."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pytest
+
+import floodwall
+from conftest import admitted_soon, eventually
+
+SEED = {"request_rate": {"rate": 100, "burst": 500}, "concurrency": {"limit": 20}}
+
+
+def test_first_admit_carries_the_seed_headers_in_order(make_client):
+    fw = make_client(SEED)
+    d = fw.admit("acme")
+    assert d.allowed and d.status == 200 and d.limiter is None
+    assert list(d.headers.items()) == [
+        ("RateLimit-Policy", '"request_rate";q=500;w=5, "concurrency";q=20;qu="concurrent-requests"'),
+        ("RateLimit", '"request_rate";r=499;t=1, "concurrency";r=19'),
+        ("RateLimit-Limit", "500"),
+        ("RateLimit-Remaining", "499"),
+        ("RateLimit-Reset", "1"),
+    ]
+    assert d.body == ""
+    assert (d.limit, d.remaining, d.reset, d.retry_after) == (500, 499, 1, 0)
+    assert (d.concurrency_limit, d.concurrency_remaining) == (20, 19)
+    assert d.ticket != 0 and not d.failed_open and d.fail_reason is None and d.dark_limiter is None
+    d.release()
+
+
+def test_a_drained_bucket_answers_429_with_retry_after_and_the_core_body(make_client):
+    fw = make_client({"request_rate": {"rate": 1, "burst": 3}})
+    allowed = [fw.admit("acme").allowed for _ in range(3)]
+    d = fw.admit("acme")
+    assert allowed == [True, True, True]
+    assert (d.allowed, d.status, d.limiter, d.remaining) == (False, 429, "request_rate", 0)
+    assert d.retry_after >= 1 and d.headers["Retry-After"] == str(d.retry_after)
+    assert list(d.headers)[-1] == "Retry-After"
+    body = json.loads(d.body)
+    assert body == {
+        "error": {
+            "type": "rate_limit_error",
+            "limit_type": "request_rate",
+            "message": "Request rate limit exceeded: 1 requests/second sustained (bursts to 3). "
+            f"Retry after {d.retry_after}s.",
+            "limit": 3,
+            "rate": 1,
+            "retry_after": d.retry_after,
+        }
+    }
+    assert d.ticket == 0  # a rejection holds nothing
+
+
+def test_cost_spends_that_many_tokens(make_client):
+    fw = make_client({"request_rate": {"rate": 1, "burst": 10}})
+    assert fw.admit("acme", cost=4).remaining == 6
+    assert fw.admit("acme", cost=6).remaining == 0
+    assert fw.admit("acme", cost=1).status == 429
+
+
+def test_tenants_have_separate_buckets_and_str_is_its_utf8_bytes(make_client):
+    fw = make_client({"request_rate": {"rate": 1, "burst": 2}})
+    fw.admit("café")
+    assert fw.admit("café".encode("utf-8")).remaining == 0  # the same tenant as bytes
+    assert fw.admit("cafe").remaining == 1
+
+
+def test_overrides_give_a_tenant_its_own_limits(make_client):
+    fw = make_client({"request_rate": {"rate": 1, "burst": 2, "overrides": {"big": {"rate": 10, "burst": 50}}}})
+    assert fw.admit("big").limit == 50
+    assert fw.admit("small").limit == 2
+
+
+def test_concurrency_holds_a_slot_until_release(make_client):
+    fw = make_client({"concurrency": {"limit": 2}})
+    a, b = fw.admit("acme"), fw.admit("acme")
+    c = fw.admit("acme")
+    assert (a.allowed, b.allowed) == (True, True)
+    assert (c.allowed, c.status, c.limiter, c.retry_after) == (False, 429, "concurrency", 1)
+    assert json.loads(c.body)["error"]["limit_type"] == "concurrency"
+    fw.release(a)
+    assert admitted_soon(fw, "acme").allowed
+
+
+def test_release_is_idempotent_and_accepts_tickets(make_client):
+    fw = make_client({"concurrency": {"limit": 1}})
+    d = fw.admit("acme")
+    fw.release(d)
+    fw.release(d)
+    d.release()
+    fw.release(0)
+    e = admitted_soon(fw, "acme")
+    fw.release(e.ticket)
+    assert admitted_soon(fw, "acme").allowed
+
+
+def test_the_context_manager_releases_even_when_the_body_raises(make_client):
+    fw = make_client({"concurrency": {"limit": 1}})
+    with pytest.raises(RuntimeError):
+        with fw.admit("acme") as d:
+            assert d.allowed
+            raise RuntimeError("handler failed")
+    with admitted_soon(fw, "acme") as again:
+        assert again.allowed
+    assert admitted_soon(fw, "acme").allowed
+
+
+def test_concurrency_counts_only_the_listed_routes(make_client):
+    fw = make_client({"concurrency": {"limit": 1, "routes": ["/search"]}})
+    held = fw.admit("acme", route="/search")
+    assert not fw.admit("acme", route="/search").allowed
+    other = fw.admit("acme", route="/status")
+    assert other.allowed and other.concurrency_limit == 0
+    held.release()
+
+
+def test_the_fleet_shedder_answers_503_and_lets_critical_traffic_through(make_client):
+    fw = make_client({"fleet": {"capacity": 1}})
+    held = fw.admit("a")
+    shed = fw.admit("b")
+    assert (shed.allowed, shed.status, shed.limiter) == (False, 503, "fleet")
+    assert "Retry-After" in shed.headers and json.loads(shed.body)["error"]["limit_type"] == "fleet"
+    assert fw.admit("b", critical=True).allowed
+    held.release()
+    assert admitted_soon(fw, "b").allowed
+
+
+def test_the_utilization_shedder_sheds_gets_after_its_ramp(make_client):
+    fw = make_client(
+        {"utilization": {"workers": 4, "sample_s": 0.01, "ramp_s": 0.05, "delay_s": 0}}
+    )
+    fw.report_utilization(1.0)
+    eventually(lambda: fw.admit("acme", method="GET").status == 503, what="utilization shedding")
+    d = fw.admit("acme", sandbox=True)
+    assert (d.status, d.limiter) == (503, "utilization")
+    assert fw.shedding_amount() > 0
+
+
+def test_dark_mode_allows_and_names_who_would_have_blocked(make_client):
+    fw = make_client({"request_rate": {"rate": 1, "burst": 1}})
+    fw.admit("acme")
+    fw.set_mode("request_rate", "dark")
+    assert fw.get_mode("request_rate") == "dark"
+    d = fw.admit("acme")
+    assert (d.allowed, d.status, d.limiter, d.dark_limiter) == (True, 200, None, "request_rate")
+    assert fw.metrics()["decisions"]["request_rate"]["dark_rejected"] == 1
+    fw.set_mode("request_rate", "enforce")
+    assert fw.admit("acme").status == 429
+
+
+def test_off_mode_skips_the_limiter(make_client):
+    fw = make_client({"concurrency": {"limit": 1}})
+    fw.admit("acme")
+    fw.set_mode("concurrency", "off")
+    assert fw.get_mode("concurrency") == "off"
+    assert fw.admit("acme").allowed
+
+
+def test_every_limiter_and_mode_name_is_accepted(make_client):
+    fw = make_client({})
+    for limiter in floodwall.LIMITERS:
+        for mode in floodwall.MODES:
+            fw.set_mode(limiter, mode)
+
+
+def test_metrics_count_decisions_and_prometheus_exposes_them(make_client):
+    fw = make_client({"request_rate": {"rate": 1, "burst": 2}})
+    for _ in range(3):
+        fw.admit("acme", route="/a")
+    counts = fw.metrics()["decisions"]["request_rate"]
+    assert (counts["allowed"], counts["rejected"]) == (2, 1)
+    assert fw.metrics()["routes"]["/a"]["request_rate"]["rejected"] == 1
+    text = fw.prometheus()
+    assert "# TYPE" in text and "request_rate" in text
+
+
+def test_a_policy_can_be_json_text_a_path_or_a_pathlib_path(tmp_path: pathlib.Path):
+    policy = {"request_rate": {"rate": 1, "burst": 7}}
+    path = tmp_path / "policy.json"
+    path.write_text(json.dumps(policy))
+    for source in (policy, json.dumps(policy), "  " + json.dumps(policy), str(path), path, json.dumps(policy).encode()):
+        with floodwall.Floodwall(source) as fw:
+            assert fw.admit("acme").limit == 7
+
+
+def test_a_closed_client_refuses_further_calls():
+    fw = floodwall.Floodwall({"request_rate": {"rate": 1, "burst": 2}})
+    d = fw.admit("acme")
+    fw.close()
+    assert fw.closed
+    with pytest.raises(floodwall.ClosedError):
+        fw.admit("acme")
+    with pytest.raises(floodwall.ClosedError):
+        d.headers
+    d.release()  # releasing after close is harmless: the client holds nothing any more
+    fw.close()  # idempotent
+
+
+def test_versions_agree():
+    assert floodwall.__version__ == "0.1.0"

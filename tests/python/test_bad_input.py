@@ -1,0 +1,215 @@
+"""Bad input gets a clear error naming the field, or a documented decision; never a crash, a hang, a
+leaked slot or a header carrying the caller's bytes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import floodwall
+
+BAD_POLICIES = [
+    ({"request_rate": {"rate": -1, "burst": 10}}, "request_rate.rate"),
+    ({"request_rate": {"rate": float("nan"), "burst": 10}}, "request_rate.rate"),
+    ({"request_rate": {"rate": float("inf"), "burst": 10}}, "request_rate.rate"),
+    ({"request_rate": {"rate": 1, "burst": 0}}, "request_rate.burst"),
+    ({"request_rate": {"rate": 1, "burst": 1.5}}, "request_rate.burst"),
+    ({"request_rate": {"rate": "fast", "burst": 10}}, "request_rate.rate"),
+    ({"request_rate": {"burst": 10}}, "request_rate.rate"),
+    ({"request_rate": {"rate": 1, "burst": 10, "mode": "loud"}}, "request_rate.mode"),
+    ({"request_rate": {"rate": 1, "burst": 10, "overrides": {"a": {"rate": 1, "burst": -2}}}}, "request_rate.overrides.a.burst"),
+    ({"request_rate": []}, "request_rate"),
+    ({"concurrency": {"limit": 0}}, "concurrency.limit"),
+    ({"concurrency": {"limit": 2, "routes": [""]}}, "concurrency.routes[0]"),
+    ({"concurrency": {"limit": 2, "routes": "/a"}}, "concurrency.routes"),
+    ({"fleet": {"capacity": -5}}, "fleet.capacity"),
+    ({"utilization": {"good": 0.9, "bad": 0.8}}, "utilization.bad"),
+    ({"utilization": {"workers": 0}}, "utilization.workers"),
+    ({"redis": {"deadline_ms": 0}}, "redis.deadline_ms"),
+    ({"prefix": "has space"}, "prefix"),
+    ({"max_tenants": 0}, "max_tenants"),
+    ({"rate_limit": {"rate": 1}}, "rate_limit"),  # an unknown key is an error, not ignored
+]
+
+
+@pytest.mark.parametrize("policy,field", BAD_POLICIES, ids=[f for _, f in BAD_POLICIES])
+def test_a_bad_policy_raises_policy_error_naming_the_field(policy, field):
+    with pytest.raises(floodwall.PolicyError) as info:
+        floodwall.Floodwall(policy)
+    assert isinstance(info.value, ValueError) and isinstance(info.value, floodwall.Error)
+    assert str(info.value).startswith(field + ":"), str(info.value)
+
+
+@pytest.mark.parametrize("text", ["{", '{"request_rate": ', "{} trailing", "{'single': 'quotes'}"])
+def test_text_that_is_not_json_raises_policy_error(text):
+    with pytest.raises(floodwall.PolicyError, match="^policy: "):
+        floodwall.Floodwall(text)
+
+
+def test_a_json_document_that_is_not_an_object_raises_policy_error(tmp_path):
+    path = tmp_path / "policy.json"
+    path.write_text("[1, 2]")
+    with pytest.raises(floodwall.PolicyError, match="^policy: "):
+        floodwall.Floodwall(str(path))
+
+
+def test_a_missing_policy_file_raises_file_not_found(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        floodwall.Floodwall(str(tmp_path / "missing.json"))
+
+
+def test_a_policy_of_the_wrong_type_raises_type_error():
+    with pytest.raises(TypeError, match="policy"):
+        floodwall.Floodwall(42)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("url", ["redis://host:notaport/0", "redis://127.0.0.1:99999/0", "mongodb://localhost", "memory://x/y"])
+def test_a_bad_store_url_raises_a_value_error_naming_store(url):
+    with pytest.raises(ValueError, match="store"):
+        floodwall.Floodwall({"store": url})
+
+
+HOSTILE_TENANTS = {
+    "nul": b"a\x00b",
+    "braces": "{acme}:rate",
+    "crlf": "acme\r\nX-Injected: yes",
+    "one_megabyte": b"x" * (1 << 20),
+    "invalid_utf8": b"\xff\xfe\xc3",
+    "redis_protocol": "*3\r\n$3\r\nDEL\r\n",
+    "emoji": "🦀" * 100,
+}
+
+
+@pytest.mark.parametrize("name", HOSTILE_TENANTS)
+def test_a_hostile_tenant_is_a_tenant_like_any_other(make_client, name):
+    tenant = HOSTILE_TENANTS[name]
+    fw = make_client({"request_rate": {"rate": 1, "burst": 2}, "concurrency": {"limit": 1}})
+    first = fw.admit(tenant)
+    second = fw.admit(tenant)
+    assert first.allowed and not second.allowed and second.limiter == "concurrency"
+    first.release()
+    # No caller byte in any header or body: values are ASCII built from numbers and the policy.
+    for d in (first, second):
+        text = "".join(f"{k}: {v}\r\n" for k, v in d.headers.items()) + d.body
+        assert text.isascii() and "acme" not in text and "Injected" not in text and "\x00" not in text
+        for value in d.headers.values():
+            assert "\r" not in value and "\n" not in value
+    # A different tenant that shares a prefix is not the same bucket.
+    assert fw.admit(tenant + (b"!" if isinstance(tenant, bytes) else "!")).remaining == 1
+
+
+def test_tenants_that_differ_only_after_a_nul_are_different(make_client):
+    fw = make_client({"request_rate": {"rate": 1, "burst": 1}})
+    assert fw.admit(b"a\x00one").allowed
+    assert fw.admit(b"a\x00two").allowed
+    assert not fw.admit(b"a\x00one").allowed
+
+
+@pytest.mark.parametrize("tenant", ["", b""])
+def test_an_empty_tenant_is_an_invalid_argument_naming_tenant(make_client, tenant):
+    fw = make_client({"request_rate": {"rate": 1, "burst": 1}})
+    with pytest.raises(floodwall.InvalidArgumentError, match="^tenant: "):
+        fw.admit(tenant)
+
+
+@pytest.mark.parametrize("tenant", [None, 42, ["acme"], bytearray(b"acme")])
+def test_a_tenant_that_is_neither_str_nor_bytes_is_a_type_error(tenant):
+    fw = floodwall.Floodwall({})
+    with pytest.raises(TypeError, match="tenant"):
+        fw.admit(tenant)  # type: ignore[arg-type]
+
+
+def test_a_str_tenant_that_is_not_encodable_raises_unicode_error():
+    fw = floodwall.Floodwall({})
+    with pytest.raises(UnicodeEncodeError):
+        fw.admit("lone \udc80 surrogate")
+
+
+def test_cost_zero_counts_as_one(make_client):
+    fw = make_client({"request_rate": {"rate": 1, "burst": 5}})
+    assert fw.admit("acme", cost=0).remaining == 4
+    assert fw.admit("acme", cost=0).remaining == 3
+
+
+def test_cost_equal_to_the_burst_is_admitted_once(make_client):
+    fw = make_client({"request_rate": {"rate": 1, "burst": 5}})
+    assert fw.admit("acme", cost=5).allowed
+    assert not fw.admit("acme", cost=5).allowed
+
+
+@pytest.mark.parametrize("cost", [6, 10**6, 2**64 - 1])
+def test_cost_above_the_burst_is_an_invalid_argument_and_spends_nothing(make_client, cost):
+    fw = make_client({"request_rate": {"rate": 1, "burst": 5}, "concurrency": {"limit": 1}})
+    with pytest.raises(floodwall.InvalidArgumentError, match="^cost: ") as info:
+        fw.admit("acme", cost=cost)
+    assert isinstance(info.value, ValueError)
+    d = fw.admit("acme")  # nothing was consumed: a full bucket and a free slot
+    assert d.allowed and d.remaining == 4
+    d.release()
+
+
+def test_the_burst_of_an_override_bounds_the_cost_of_that_tenant(make_client):
+    fw = make_client({"request_rate": {"rate": 1, "burst": 5, "overrides": {"big": {"rate": 1, "burst": 50}}}})
+    assert fw.admit("big", cost=40).allowed
+    with pytest.raises(floodwall.InvalidArgumentError, match="^cost: "):
+        fw.admit("small", cost=40)
+
+
+@pytest.mark.parametrize("cost", [-1, 2**64, -(2**70)])
+def test_a_cost_outside_uint64_is_an_invalid_argument_naming_cost(cost):
+    fw = floodwall.Floodwall({"request_rate": {"rate": 1, "burst": 5}})
+    with pytest.raises(floodwall.InvalidArgumentError, match="^cost: "):
+        fw.admit("acme", cost=cost)
+
+
+@pytest.mark.parametrize("cost", [1.5, "1", None])
+def test_a_cost_that_is_not_an_int_is_a_type_error(cost):
+    fw = floodwall.Floodwall({"request_rate": {"rate": 1, "burst": 5}})
+    with pytest.raises(TypeError, match="cost"):
+        fw.admit("acme", cost=cost)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("field", ["route", "method"])
+def test_a_nul_inside_route_or_method_is_an_invalid_argument(field):
+    fw = floodwall.Floodwall({"request_rate": {"rate": 1, "burst": 5}})
+    with pytest.raises(floodwall.InvalidArgumentError, match=f"^{field}: "):
+        fw.admit("acme", **{field: "GE\x00T"})
+
+
+def test_hostile_routes_are_escaped_in_the_metrics():
+    fw = floodwall.Floodwall({"request_rate": {"rate": 1, "burst": 5}})
+    fw.admit("acme", route='/"}\r\n# TYPE evil counter')
+    json.dumps(fw.metrics())  # the JSON parsed, so the route was escaped
+    for line in fw.prometheus().splitlines():
+        assert not line.startswith("# TYPE evil")
+
+
+@pytest.mark.parametrize("limiter,mode,field", [("rate", "dark", "limiter"), ("request_rate", "loud", "mode"),
+                                                ("", "off", "limiter"), ("request_rate\x00x", "off", "limiter")])
+def test_unknown_limiter_or_mode_names_are_invalid_arguments(limiter, mode, field):
+    fw = floodwall.Floodwall({"request_rate": {"rate": 1, "burst": 5}})
+    with pytest.raises(floodwall.InvalidArgumentError, match=f"^{field}: "):
+        fw.set_mode(limiter, mode)
+
+
+@pytest.mark.parametrize("u", [float("nan"), -0.1, 1.5, float("inf")])
+def test_utilization_outside_zero_one_is_an_invalid_argument(u):
+    fw = floodwall.Floodwall({"utilization": {"workers": 2}})
+    with pytest.raises(floodwall.InvalidArgumentError, match="^utilization: "):
+        fw.report_utilization(u)
+
+
+async def _admit_async(fw, **kw):
+    return await fw.admit_async(**kw)
+
+
+def test_bad_input_raises_from_admit_async_too(make_client):
+    import asyncio
+
+    fw = make_client({"request_rate": {"rate": 1, "burst": 5}})
+    with pytest.raises(floodwall.InvalidArgumentError, match="^cost: "):
+        asyncio.run(_admit_async(fw, tenant="acme", cost=6))
+    with pytest.raises(floodwall.InvalidArgumentError, match="^tenant: "):
+        asyncio.run(_admit_async(fw, tenant=""))
+    assert fw.admit("acme").remaining == 4

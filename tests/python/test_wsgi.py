@@ -1,0 +1,227 @@
+"""floodwall.wsgi.FloodwallMiddleware in a Flask app served by the standard library's WSGI server (one
+thread per request) over real HTTP, driven by httpx."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+import pytest
+from flask import Flask, Response, stream_with_context
+
+from conftest import CountingClient, eventually, serve_wsgi
+from floodwall.wsgi import FloodwallMiddleware
+from test_asgi import FLEET_503_BODY, limit_headers
+
+
+def build_app(client, propagate=False, **options) -> Flask:
+    app = Flask(__name__)
+    app.config["PROPAGATE_EXCEPTIONS"] = propagate
+    app.wsgi_app = FloodwallMiddleware(app.wsgi_app, client, **options)
+    app.entered = threading.Event()
+
+    @app.get("/hello")
+    def hello():
+        return {"hello": "world"}
+
+    @app.get("/users/<int:user_id>")
+    def user(user_id):
+        return {"user": user_id}
+
+    @app.post("/orders")
+    def order():
+        return {"ok": True}
+
+    @app.get("/boom")
+    def boom():
+        raise RuntimeError("handler failed")
+
+    @app.get("/slow")
+    def slow():
+        app.entered.set()
+        time.sleep(0.5)
+        return {"slow": True}
+
+    @app.get("/stream")
+    def stream():
+        def chunks():
+            while True:
+                yield b"x" * 16384
+                time.sleep(0.01)
+
+        return Response(stream_with_context(chunks()), mimetype="application/octet-stream")
+
+    return app
+
+
+@pytest.fixture
+def serve():
+    servers = []
+
+    def start(client, **options):
+        app = build_app(client, **options)
+        server = serve_wsgi(app)
+        servers.append(server)
+        return server, app
+
+    yield start
+    for s in servers:
+        s.stop()
+
+
+def test_a_200_carries_the_limit_headers(make_client, serve):
+    server, _ = serve(make_client({"request_rate": {"rate": 100, "burst": 500}, "concurrency": {"limit": 20}}))
+    r = httpx.get(server.url + "/hello")
+    assert r.status_code == 200 and r.json() == {"hello": "world"}
+    assert limit_headers(r) == [
+        ("ratelimit-policy", '"request_rate";q=500;w=5, "concurrency";q=20;qu="concurrent-requests"'),
+        ("ratelimit", '"request_rate";r=499;t=1, "concurrency";r=19'),
+        ("ratelimit-limit", "500"),
+        ("ratelimit-remaining", "499"),
+        ("ratelimit-reset", "1"),
+    ]
+
+
+def test_a_429_has_the_exact_headers_and_the_core_body(make_client, serve):
+    server, _ = serve(make_client({"request_rate": {"rate": 1, "burst": 2}}))
+    assert [httpx.get(server.url + "/hello").status_code for _ in range(2)] == [200, 200]
+    r = httpx.get(server.url + "/hello")
+    assert r.status_code == 429 and r.reason_phrase == "Too Many Requests"
+    assert r.headers["content-type"] == "application/json"
+    assert limit_headers(r) == [
+        ("ratelimit-policy", '"request_rate";q=2;w=2'),
+        ("ratelimit", '"request_rate";r=0;t=2'),
+        ("ratelimit-limit", "2"),
+        ("ratelimit-remaining", "0"),
+        ("ratelimit-reset", "2"),
+        ("retry-after", "1"),
+    ]
+    assert r.content == (
+        b'{"error":{"type":"rate_limit_error","limit_type":"request_rate","message":"Request rate limit exceeded: '
+        b'1 requests/second sustained (bursts to 2). Retry after 1s.","limit":2,"rate":1,"retry_after":1}}'
+    )
+    assert r.headers["content-length"] == str(len(r.content))
+
+
+def test_a_503_from_the_fleet_shedder_has_the_exact_headers_and_the_core_body(make_client, serve):
+    server, app = serve(make_client({"request_rate": {"rate": 10, "burst": 20}, "fleet": {"capacity": 1}}))
+    holder = threading.Thread(target=httpx.get, args=(server.url + "/slow",), kwargs={"headers": {"X-API-Key": "h"}})
+    holder.start()
+    assert app.entered.wait(5)
+    r = httpx.get(server.url + "/hello")
+    holder.join()
+    assert r.status_code == 503 and r.reason_phrase == "Service Unavailable"
+    assert r.headers["content-type"] == "application/json"
+    assert limit_headers(r) == [
+        ("ratelimit-policy", '"request_rate";q=20;w=2'),
+        ("ratelimit", '"request_rate";r=20;t=0'),
+        ("ratelimit-limit", "20"),
+        ("ratelimit-remaining", "20"),
+        ("ratelimit-reset", "0"),
+        ("retry-after", "1"),
+    ]
+    assert r.content == FLEET_503_BODY
+
+
+def test_an_error_flask_handles_releases_the_slot(make_client, serve):
+    client = CountingClient(make_client({"concurrency": {"limit": 1}}))
+    server, _ = serve(client)
+    r = httpx.get(server.url + "/boom")
+    assert r.status_code == 500 and '"concurrency";r=0' == r.headers["ratelimit"]
+    eventually(lambda: httpx.get(server.url + "/hello").status_code == 200, what="the slot coming back")
+    eventually(client.balanced, what="every ticket released once")
+
+
+def test_an_exception_that_reaches_the_middleware_releases_the_slot(make_client, serve):
+    client = CountingClient(make_client({"concurrency": {"limit": 1}}))
+    server, _ = serve(client, propagate=True)
+    assert httpx.get(server.url + "/boom").status_code == 500  # wsgiref's own error page
+    eventually(lambda: httpx.get(server.url + "/hello").status_code == 200, what="the slot coming back")
+    eventually(client.balanced, what="every ticket released once")
+
+
+def test_a_client_disconnect_mid_stream_releases_the_slot(make_client, serve):
+    client = CountingClient(make_client({"concurrency": {"limit": 1}}))
+    server, _ = serve(client)
+    with httpx.stream("GET", server.url + "/stream") as r:
+        assert r.status_code == 200 and r.headers["ratelimit"] == '"concurrency";r=0'
+        assert httpx.get(server.url + "/hello").status_code == 429  # the stream holds the only slot
+        next(r.iter_bytes())
+    # The server's next writes fail; it closes the response iterable, which releases.
+    eventually(lambda: httpx.get(server.url + "/hello").status_code == 200, what="the slot coming back")
+    eventually(client.balanced, what="every ticket released once")
+
+
+def test_the_iterable_closed_early_releases_exactly_once(make_client):
+    """PEP 3333 directly: a server that stops iterating early and calls close()."""
+    client = CountingClient(make_client({"concurrency": {"limit": 1}}))
+    app = build_app(client)
+    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/stream", "SERVER_NAME": "test", "SERVER_PORT": "80",
+               "wsgi.url_scheme": "http", "REMOTE_ADDR": "127.0.0.1", "wsgi.input": None}
+    seen = {}
+    body = app.wsgi_app(environ, lambda status, headers, exc_info=None: seen.update(status=status, headers=headers))
+    it = iter(body)
+    next(it)
+    assert seen["status"].startswith("200") and dict(seen["headers"])["RateLimit"] == '"concurrency";r=0'
+    assert not client.fw.admit("ip:127.0.0.1").allowed
+    body.close()
+    body.close()  # a second close is harmless
+    assert client.released == client.admitted
+    assert client.fw.admit("ip:127.0.0.1").allowed
+
+
+def test_the_default_key_is_the_bearer_token_else_the_client_address(make_client, serve):
+    server, _ = serve(make_client({"request_rate": {"rate": 0.001, "burst": 1}}))
+    get = lambda **h: httpx.get(server.url + "/hello", headers=h).status_code  # noqa: E731
+    assert get(Authorization="Bearer token-a") == 200
+    assert get(Authorization="Bearer token-a") == 429
+    assert get(Authorization="Bearer token-b") == 200
+    assert get(**{"X-API-Key": "key-c"}) == 200
+    assert get() == 200
+    assert get() == 429
+
+
+def test_the_default_route_is_the_flask_rule(make_client, serve):
+    fw = make_client({"request_rate": {"rate": 100, "burst": 100}})
+    server, _ = serve(fw)
+    for path in ("/users/1", "/users/2", "/nowhere"):
+        httpx.get(server.url + path)
+    routes = fw.metrics()["routes"]
+    assert routes["/users/<int:user_id>"]["request_rate"]["allowed"] == 2
+    assert "/users/1" not in routes and "/nowhere" not in routes
+    assert routes["default"]["request_rate"]["allowed"] == 1
+
+
+def test_options_may_be_callables_of_the_environ_or_constants(make_client, serve):
+    fw = make_client({"request_rate": {"rate": 0.001, "burst": 10}})
+    server, _ = serve(
+        fw,
+        key=lambda environ: environ.get("HTTP_X_TENANT", "anonymous"),
+        cost=lambda environ: 3 if environ["REQUEST_METHOD"] == "POST" else 1,
+        route="api",
+    )
+    post = httpx.post(server.url + "/orders", headers={"X-Tenant": "acme"})
+    assert post.headers["ratelimit-remaining"] == "7"
+    assert httpx.get(server.url + "/hello", headers={"X-Tenant": "acme"}).headers["ratelimit-remaining"] == "6"
+    assert httpx.get(server.url + "/hello", headers={"X-Tenant": "other"}).headers["ratelimit-remaining"] == "9"
+    assert fw.metrics()["routes"]["api"]["request_rate"]["allowed"] == 3
+
+
+def test_threads_of_the_server_share_the_bucket_exactly(make_client, serve):
+    server, _ = serve(make_client({"request_rate": {"rate": 0.001, "burst": 15}}))
+    statuses = []
+    lock = threading.Lock()
+
+    def worker():
+        for _ in range(5):
+            code = httpx.get(server.url + "/hello").status_code
+            with lock:
+                statuses.append(code)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert statuses.count(200) == 15 and statuses.count(429) == 25
