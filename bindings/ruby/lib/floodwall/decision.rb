@@ -1,0 +1,77 @@
+# frozen_string_literal: true
+
+module Floodwall
+  # The answer to one admit: the core's fw_decision itself (Native::Decision, made by Native.admit), with
+  # Ruby names on top. Its headers and body come from the core's formatter, so that every language
+  # answers with the same bytes.
+  Decision = Native::Decision
+
+  class Decision
+    # Limiter names by enum value, from the core (fw_limiter_name); nil for FW_LIMITER_NONE.
+    LIMITERS = Array.new(Native::LIMITER_COUNT) { |i| i.zero? ? nil : Native.limiter_name(i).freeze }.freeze
+    private_constant :LIMITERS
+
+    # Also inherited from the native struct: status (200, 429 or 503), limit (the bucket's capacity),
+    # remaining (whole tokens left), rate (tokens/s), concurrency_limit, concurrency_remaining, and
+    # ticket (what Client#release gives back; 0 when nothing is held).
+
+    def allowed?
+      allowed != 0
+    end
+
+    # The enforcing limiter that rejected: "request_rate", "concurrency", "fleet", "utilization", or nil.
+    def limiter
+      LIMITERS[limiter_value]
+    end
+
+    # The first limiter in dark mode that would have rejected, or nil.
+    def dark_limiter
+      LIMITERS[dark_limiter_value]
+    end
+
+    # True when the store could not decide (outage, time-out, breaker open) and the request was let in.
+    def failed_open?
+      failed_open != 0
+    end
+
+    # Why it failed open ("timeout", "connection", "breaker", "config", "error"), or nil.
+    def fail_reason
+      reason = fail_reason_value
+      reason.zero? ? nil : Native.fail_reason_name(reason)
+    end
+
+    # Whole seconds until the bucket is full again.
+    def reset
+      reset_s
+    end
+
+    # Whole seconds until a retry can pass (at least 1 on a rejection, else 0).
+    def retry_after
+      retry_after_s
+    end
+
+    # The response headers, in the core's order: {"RateLimit-Policy" => ..., ..., "Retry-After" => ...}.
+    def headers
+      @headers ||= Native.format_headers(self).split("\r\n").to_h { |line| line.split(": ", 2) }.freeze
+    end
+
+    # The JSON body of a rejection (429 or 503); nil for an allowed decision.
+    def body
+      return @body if defined?(@body)
+
+      text = Native.format_body(self)
+      @body = text.empty? ? nil : text.freeze
+    end
+
+    def to_h
+      { allowed: allowed?, status: status, limiter: limiter, dark_limiter: dark_limiter,
+        failed_open: failed_open?, fail_reason: fail_reason, limit: limit, remaining: remaining, reset: reset,
+        retry_after: retry_after, rate: rate, concurrency_limit: concurrency_limit,
+        concurrency_remaining: concurrency_remaining, ticket: ticket }
+    end
+
+    def inspect
+      "#<Floodwall::Decision #{to_h.map { |k, v| "#{k}=#{v.inspect}" }.join(" ")}>"
+    end
+  end
+end

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The Ruby suite, as a new user meets the gem: build floodwall-*.gem from bindings/ruby, `gem install`
+# it offline into a throwaway GEM_HOME (the extension builds the core from the sources the gem carries,
+# with warnings as errors), then run the minitest suites in tests/ruby against the installed gem. Rack,
+# rack-test, minitest, Puma, WEBrick and Sinatra come from Debian; the suites start their own redis-server.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/floodwall-ruby.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+echo "test-ruby: gem build"
+(cd bindings/ruby && gem build floodwall.gemspec --output "$work/floodwall.gem")
+
+echo "test-ruby: gem install into $work/gems"
+export GEM_HOME="$work/gems"
+if ! FLOODWALL_WERROR=1 FLOODWALL_JOBS="${FLOODWALL_JOBS:-2}" \
+    gem install --local --no-document "$work/floodwall.gem" >"$work/install.log" 2>&1; then
+  cat "$work/install.log"
+  find "$GEM_HOME" -name gem_make.out -exec tail -n 60 {} \;
+  echo "test-ruby: gem install failed" >&2
+  exit 1
+fi
+tail -n 2 "$work/install.log"
+
+echo "test-ruby: minitest"
+ruby -e 'ARGV.each { |f| require File.expand_path(f) }' tests/ruby/test_*.rb

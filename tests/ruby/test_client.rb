@@ -1,0 +1,234 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+require "pathname"
+require "tempfile"
+
+# Floodwall::Client and Floodwall::Decision on the embedded memory store.
+class TestClient < Minitest::Test
+  SEED = { request_rate: { rate: 100, burst: 500 }, concurrency: { limit: 20 } }.freeze
+
+  def setup
+    @fw = Floodwall::Client.new(SEED)
+  end
+
+  def teardown
+    @fw.close
+  end
+
+  def test_the_gem_under_test_is_the_installed_one_over_the_core_of_the_same_version
+    assert_equal Floodwall::VERSION, Floodwall::Native.version
+    if ENV["GEM_HOME"]
+      assert Gem.loaded_specs.fetch("floodwall").full_gem_path.start_with?(ENV["GEM_HOME"]),
+             "floodwall should be loaded from GEM_HOME, not from the source tree"
+    end
+  end
+
+  def test_an_allowed_request_carries_the_seed_headers
+    d = @fw.admit(tenant: "acme")
+    assert d.allowed?
+    assert_equal 200, d.status
+    assert_nil d.limiter
+    assert_equal [500, 499, 1, 0], [d.limit, d.remaining, d.reset, d.retry_after]
+    assert_equal({ "RateLimit-Policy" => '"request_rate";q=500;w=5, "concurrency";q=20;qu="concurrent-requests"',
+                   "RateLimit" => '"request_rate";r=499;t=1, "concurrency";r=19',
+                   "RateLimit-Limit" => "500", "RateLimit-Remaining" => "499", "RateLimit-Reset" => "1" }, d.headers)
+    assert_equal %w[RateLimit-Policy RateLimit RateLimit-Limit RateLimit-Remaining RateLimit-Reset], d.headers.keys
+    assert_nil d.body
+    refute d.failed_open?
+    assert_nil d.fail_reason
+    assert_operator d.ticket, :>, 0
+    @fw.release(d)
+  end
+
+  def test_a_request_rate_rejection_is_a_429_with_the_seed_body
+    assert @fw.admit(tenant: "acme", cost: 500).allowed?
+    d = @fw.admit(tenant: "acme", cost: 300)
+    refute d.allowed?
+    assert_equal 429, d.status
+    assert_equal "request_rate", d.limiter
+    assert_equal 3, d.retry_after
+    assert_equal 0, d.ticket
+    assert_equal "3", d.headers["Retry-After"]
+    assert_equal "Retry-After", d.headers.keys.last
+    assert_equal '{"error":{"type":"rate_limit_error","limit_type":"request_rate","message":"Request rate limit ' \
+                 'exceeded: 100 requests/second sustained (bursts to 500). Retry after 3s.","limit":500,' \
+                 '"rate":100,"retry_after":3}}', d.body
+  end
+
+  def test_a_rejected_request_spends_no_tokens
+    fw = Floodwall::Client.new(request_rate: { rate: 0.001, burst: 500 })
+    fw.admit(tenant: "acme", cost: 499)
+    refute fw.admit(tenant: "acme", cost: 2).allowed?
+    assert_equal 0, fw.admit(tenant: "acme", cost: 1).remaining
+  ensure
+    fw&.close
+  end
+
+  def test_cost_zero_costs_one_token
+    assert_equal 499, @fw.admit(tenant: "acme", cost: 0).remaining
+  end
+
+  def test_tenants_have_their_own_buckets_and_overrides_apply
+    fw = Floodwall::Client.new(request_rate: { rate: 1, burst: 2, overrides: { vip: { rate: 10, burst: 50 } } })
+    2.times { fw.admit(tenant: "small") }
+    refute fw.admit(tenant: "small").allowed?
+    assert_equal 49, fw.admit(tenant: "vip").remaining
+  ensure
+    fw&.close
+  end
+
+  def test_concurrency_caps_in_flight_requests_until_released
+    fw = Floodwall::Client.new(concurrency: { limit: 2 })
+    held = Array.new(2) { fw.admit(tenant: "acme") }
+    assert(held.all?(&:allowed?))
+    d = fw.admit(tenant: "acme")
+    refute d.allowed?
+    assert_equal [429, "concurrency"], [d.status, d.limiter]
+    assert_equal "concurrency", JSON.parse(d.body).dig("error", "limit_type")
+    assert d.headers.key?("Retry-After")
+    fw.release(held.shift)
+    assert fw.admit(tenant: "acme").allowed?
+  ensure
+    fw&.close
+  end
+
+  def test_concurrency_counts_only_the_listed_routes
+    fw = Floodwall::Client.new(concurrency: { limit: 1, routes: ["/reports"] })
+    fw.admit(tenant: "acme", route: "/reports")
+    refute fw.admit(tenant: "acme", route: "/reports").allowed?
+    assert fw.admit(tenant: "acme", route: "/stops").allowed?
+    assert fw.admit(tenant: "acme").allowed?
+  ensure
+    fw&.close
+  end
+
+  def test_the_fleet_shedder_answers_503_to_non_critical_traffic_only
+    fw = Floodwall::Client.new(fleet: { capacity: 1 })
+    assert fw.admit(tenant: "a").allowed?
+    d = fw.admit(tenant: "b")
+    assert_equal [false, 503, "fleet"], [d.allowed?, d.status, d.limiter]
+    assert_equal "fleet", JSON.parse(d.body).dig("error", "limit_type")
+    assert fw.admit(tenant: "b", critical: true).allowed?
+  ensure
+    fw&.close
+  end
+
+  def test_the_utilization_shedder_answers_503_once_it_has_ramped_up
+    fw = Floodwall::Client.new(utilization: { delay_s: 0, ramp_s: 0.001, sample_s: 0.001 })
+    fw.report_utilization(1.0)
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 5
+    d = fw.admit(tenant: "acme", sandbox: true)
+    while d.allowed? && Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
+      sleep 0.005
+      d = fw.admit(tenant: "acme", sandbox: true)
+    end
+    assert_equal [503, "utilization"], [d.status, d.limiter]
+    assert_operator fw.shedding_amount, :>, 0
+  ensure
+    fw&.close
+  end
+
+  def test_dark_mode_lets_everything_through_and_names_who_would_have_blocked
+    fw = Floodwall::Client.new(request_rate: { rate: 1, burst: 1 })
+    fw.set_mode("request_rate", "dark")
+    assert_equal "dark", fw.mode(:request_rate)
+    fw.admit(tenant: "acme")
+    d = fw.admit(tenant: "acme")
+    assert d.allowed?
+    assert_nil d.limiter
+    assert_equal "request_rate", d.dark_limiter
+    fw.set_mode(:request_rate, :enforce)
+    refute fw.admit(tenant: "acme").allowed?
+    fw.set_mode(:request_rate, :off)
+    assert fw.admit(tenant: "acme").allowed?
+  ensure
+    fw&.close
+  end
+
+  def test_the_block_form_releases_and_returns_the_blocks_value
+    fw = Floodwall::Client.new(concurrency: { limit: 1 })
+    assert_equal :served, fw.admit(tenant: "acme") { |d| d.allowed? ? :served : :rejected }
+    assert_raises(RuntimeError) { fw.admit(tenant: "acme") { raise "boom" } }
+    assert fw.admit(tenant: "acme").allowed?, "both block forms should have released their slot"
+  ensure
+    fw&.close
+  end
+
+  def test_release_is_idempotent_and_takes_a_decision_or_a_ticket
+    fw = Floodwall::Client.new(concurrency: { limit: 1 })
+    d = fw.admit(tenant: "acme")
+    3.times { fw.release(d) }
+    fw.release(0)
+    d = fw.admit(tenant: "acme")
+    fw.release(d.ticket)
+    assert fw.admit(tenant: "acme").allowed?
+    refute fw.admit(tenant: "acme").allowed?
+  ensure
+    fw&.close
+  end
+
+  def test_threads_sharing_a_client_get_exactly_the_burst
+    fw = Floodwall::Client.new(request_rate: { rate: 0.001, burst: 300 })
+    counts = Array.new(8) { Thread.new { 100.times.count { fw.admit(tenant: "hot").allowed? } } }.map(&:value)
+    assert_equal 300, counts.sum
+  ensure
+    fw&.close
+  end
+
+  def test_tenants_are_binary_safe
+    fw = Floodwall::Client.new(request_rate: { rate: 1, burst: 1 })
+    tenants = ["a", "a\0b", "a\0c", "{a}", "a\r\nX-Evil: 1", "\xff\xfe".b, "é", "x" * 1_000_000]
+    tenants.each { |t| assert fw.admit(tenant: t).allowed?, "#{t[0, 10].inspect} should have its own bucket" }
+    tenants.each do |t|
+      d = fw.admit(tenant: t)
+      refute d.allowed?
+      refute_match(/Evil/, d.headers.to_a.join)
+      refute_match(/Evil/, d.body)
+    end
+  ensure
+    fw&.close
+  end
+
+  def test_a_policy_can_be_a_hash_a_json_string_a_path_or_a_pathname
+    json = JSON.generate(request_rate: { rate: 5, burst: 7 })
+    Tempfile.create(["policy", ".json"]) do |f|
+      f.write(json)
+      f.flush
+      [{ "request_rate" => { "rate" => 5, "burst" => 7 } }, json, f.path, Pathname(f.path)].each do |policy|
+        Floodwall::Client.open(policy) { |fw| assert_equal 7, fw.admit(tenant: "t").limit }
+      end
+    end
+  end
+
+  def test_metrics_count_decisions_and_prometheus_exposes_them
+    @fw.admit(tenant: "acme", cost: 500)
+    @fw.admit(tenant: "acme")
+    m = @fw.metrics
+    assert_kind_of Hash, m["decisions"]
+    assert_equal 1, m.dig("decisions", "request_rate", "rejected")
+    assert_includes %w[closed open half_open], m["breaker"]
+    text = @fw.prometheus
+    assert_match(/^# TYPE \S+ counter$/, text)
+    assert_match(/request_rate/, text)
+  end
+
+  def test_a_closed_client_refuses_every_call_and_close_is_idempotent
+    fw = Floodwall::Client.new(SEED)
+    d = fw.admit(tenant: "acme")
+    fw.close
+    fw.close
+    assert fw.closed?
+    [-> { fw.admit(tenant: "acme") }, -> { fw.release(d) }, -> { fw.metrics }, -> { fw.prometheus },
+     -> { fw.set_mode(:fleet, :off) }, -> { fw.report_utilization(0.5) }, -> { d.headers }].each do |call|
+      error = assert_raises(Floodwall::ClosedError) { call.call }
+      assert_kind_of Floodwall::Error, error
+      assert_equal Floodwall::Native::ECLOSED, error.code
+    end
+  end
+
+  def test_client_open_closes_after_the_block
+    client = Floodwall::Client.open(SEED) { |fw| fw }
+    assert client.closed?
+  end
+end

@@ -1,0 +1,147 @@
+# frozen_string_literal: true
+
+# Shared by every suite: loads the installed gem (packaging/test-ruby.sh installs it into a throwaway
+# GEM_HOME), starts one throwaway redis-server for the run, and serves Rack apps over real sockets.
+require "minitest/autorun"
+require "floodwall"
+require "json"
+require "net/http"
+require "socket"
+require "timeout"
+
+module FloodwallTest
+  ROOT = File.expand_path("../..", __dir__)
+
+  module_function
+
+  def free_port
+    server = TCPServer.new("127.0.0.1", 0)
+    server.addr[1]
+  ensure
+    server&.close
+  end
+
+  def wait_for_port(port, pid: nil, timeout: 30)
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
+    loop do
+      TCPSocket.new("127.0.0.1", port).close
+      return
+    rescue SystemCallError
+      raise "process #{pid} exited before listening on #{port}" if pid && Process.waitpid(pid, Process::WNOHANG)
+      raise "nothing listens on #{port} after #{timeout}s" if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+
+      sleep 0.05
+    end
+  end
+
+  # One redis-server on a free port for the whole run; a missing redis-server fails the tests using it.
+  class Redis
+    def self.instance
+      @instance ||= new.tap { |redis| Minitest.after_run { redis.stop } }
+    end
+
+    attr_reader :port
+
+    def initialize
+      @port = FloodwallTest.free_port
+      @pid = Process.spawn(ENV.fetch("REDIS_SERVER", "redis-server"), "--port", @port.to_s, "--bind", "127.0.0.1",
+                           "--save", "", "--appendonly", "no", out: File::NULL, err: File::NULL)
+      deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 20
+      until (command("PING") rescue nil) == "PONG"
+        raise "redis-server exited" if Process.waitpid(@pid, Process::WNOHANG)
+        raise "redis-server did not answer PING" if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+
+        sleep 0.05
+      end
+    end
+
+    def url(db = 0)
+      "redis://127.0.0.1:#{@port}/#{db}"
+    end
+
+    # One command over a fresh connection (RESP), for test set-up: FLUSHALL, CLIENT PAUSE, KEYS.
+    def command(*args)
+      TCPSocket.open("127.0.0.1", @port) do |s|
+        s.write("*#{args.size}\r\n" + args.map { |a| "$#{a.to_s.bytesize}\r\n#{a}\r\n" }.join)
+        read_reply(s)
+      end
+    end
+
+    def stop
+      return unless @pid
+
+      Process.kill("TERM", @pid)
+      Process.wait(@pid)
+      @pid = nil
+    end
+
+    private
+
+    def read_reply(s)
+      line = s.gets("\r\n").chomp("\r\n")
+      case line[0]
+      when "+" then line[1..]
+      when "-" then raise "redis: #{line[1..]}"
+      when ":" then line[1..].to_i
+      when "$" then line[1..].to_i.negative? ? nil : s.read(line[1..].to_i + 2).chomp("\r\n")
+      when "*" then Array.new(line[1..].to_i) { read_reply(s) }
+      end
+    end
+  end
+
+  # Serves a Rack app over a real socket on 127.0.0.1 with Puma or WEBrick (both from Debian), in this
+  # process, so that a test can look at the client's state after each HTTP exchange.
+  class Server
+    attr_reader :port
+
+    def self.open(app, kind)
+      server = new(app, kind)
+      yield server
+    ensure
+      server&.stop
+    end
+
+    def initialize(app, kind)
+      @port = FloodwallTest.free_port
+      @kind = kind
+      case kind
+      when :puma
+        require "puma"
+        require "puma/server"
+        @puma = Puma::Server.new(app, Puma::Events.null, min_threads: 1, max_threads: 8)
+        @puma.add_tcp_listener("127.0.0.1", @port)
+        @thread = @puma.run
+      when :webrick
+        require "webrick"
+        require "rack/handler/webrick"
+        @webrick = WEBrick::HTTPServer.new(BindAddress: "127.0.0.1", Port: @port, AccessLog: [],
+                                           Logger: WEBrick::Log.new(File::NULL))
+        @webrick.mount("/", ::Rack::Handler::WEBrick, app)
+        @thread = Thread.new { @webrick.start }
+      else raise ArgumentError, kind.to_s
+      end
+      FloodwallTest.wait_for_port(@port)
+    end
+
+    def get(path, headers = {})
+      Net::HTTP.start("127.0.0.1", @port, read_timeout: 10) { |http| http.get(path, headers) }
+    end
+
+    def stop
+      @puma&.stop(true)
+      @webrick&.shutdown
+      @thread&.join(10)
+    end
+  end
+
+  # Waits (boundedly) until the block is true: the server closes a body after the client has its bytes.
+  def eventually(timeout: 5)
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
+    until (result = yield)
+      return result if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+
+      sleep 0.01
+    end
+    result
+  end
+end

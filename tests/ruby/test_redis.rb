@@ -1,0 +1,196 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+
+# The same API against a real redis-server: the same decisions as the memory store, one bucket shared
+# by clients, threads and processes, failing open, and admits that wait on Redis without the GVL.
+class TestRedis < Minitest::Test
+  include FloodwallTest
+
+  def setup
+    @redis = FloodwallTest::Redis.instance
+    @redis.command("FLUSHALL")
+  end
+
+  def client(policy)
+    Floodwall::Client.new({ store: @redis.url, redis: { deadline_ms: 5000 } }.merge(policy)).tap { |c| (@clients ||= []) << c }
+  end
+
+  def teardown
+    (@clients || []).each(&:close)
+  end
+
+  def test_the_seed_decision_and_headers_are_the_same_as_on_the_memory_store
+    d = client(request_rate: { rate: 100, burst: 500 }, concurrency: { limit: 20 }).admit(tenant: "acme")
+    assert d.allowed?
+    refute d.failed_open?, "redis-server on #{@redis.port} should have answered (#{d.fail_reason})"
+    assert_equal({ "RateLimit-Policy" => '"request_rate";q=500;w=5, "concurrency";q=20;qu="concurrent-requests"',
+                   "RateLimit" => '"request_rate";r=499;t=1, "concurrency";r=19',
+                   "RateLimit-Limit" => "500", "RateLimit-Remaining" => "499", "RateLimit-Reset" => "1" }, d.headers)
+  end
+
+  def test_a_request_rate_rejection_has_the_seed_body
+    fw = client(request_rate: { rate: 100, burst: 500 })
+    assert fw.admit(tenant: "acme", cost: 500).allowed?
+    d = fw.admit(tenant: "acme", cost: 300)
+    assert_equal [false, 429, "request_rate", 3], [d.allowed?, d.status, d.limiter, d.retry_after]
+    assert_equal '{"error":{"type":"rate_limit_error","limit_type":"request_rate","message":"Request rate limit ' \
+                 'exceeded: 100 requests/second sustained (bursts to 500). Retry after 3s.","limit":500,' \
+                 '"rate":100,"retry_after":3}}', d.body
+  end
+
+  def test_concurrency_and_fleet_hold_slots_in_redis_until_released
+    fw = client(concurrency: { limit: 1 }, fleet: { capacity: 2 })
+    a = fw.admit(tenant: "a")
+    d = fw.admit(tenant: "a")
+    assert_equal [false, 429, "concurrency"], [d.allowed?, d.status, d.limiter]
+    b = fw.admit(tenant: "b")
+    d = fw.admit(tenant: "c")
+    assert_equal [false, 503, "fleet"], [d.allowed?, d.status, d.limiter]
+    assert fw.admit(tenant: "c", critical: true).allowed?
+    [a, b].each { |x| fw.release(x) }
+    assert fw.admit(tenant: "a").allowed?
+  end
+
+  def test_two_clients_share_one_bucket_through_redis
+    one = client(request_rate: { rate: 0.001, burst: 10 })
+    two = client(request_rate: { rate: 0.001, burst: 10 })
+    allowed = 20.times.count { |i| (i.even? ? one : two).admit(tenant: "shared").allowed? }
+    assert_equal 10, allowed
+  end
+
+  def test_binary_tenants_stay_apart_in_redis
+    fw = client(request_rate: { rate: 0.001, burst: 1 })
+    ["a", "a\0", "{a}", "a\r\nb", "\xff".b, "x" * 100_000].each do |t|
+      assert fw.admit(tenant: t).allowed?, t[0, 8].inspect
+      refute fw.admit(tenant: t).allowed?, t[0, 8].inspect
+    end
+  end
+
+  def test_threads_on_one_tenant_get_exactly_the_burst
+    fw = client(request_rate: { rate: 0.001, burst: 50 })
+    counts = Array.new(8) { Thread.new { 25.times.count { fw.admit(tenant: "hot").allowed? } } }.map(&:value)
+    assert_equal 50, counts.sum
+  end
+
+  def test_processes_on_one_tenant_get_exactly_the_burst
+    policy = { store: @redis.url, request_rate: { rate: 0.001, burst: 40 }, redis: { deadline_ms: 5000 } }
+    readers = Array.new(4) do
+      reader, writer = IO.pipe
+      pid = fork do
+        reader.close
+        fw = Floodwall::Client.new(policy)
+        decisions = Array.new(30) { fw.admit(tenant: "hot") }
+        # A decision that failed open (Redis slower than the deadline) was not counted by Redis.
+        writer.puts(decisions.count { |d| d.allowed? && !d.failed_open? })
+        fw.close
+        exit!(0)
+      end
+      writer.close
+      [pid, reader]
+    end
+    total = readers.sum do |pid, reader|
+      n = Integer(reader.read)
+      Process.wait(pid)
+      n
+    end
+    assert_equal 40, total
+  end
+
+  # Puma's cluster mode with preload_app! forks workers after the app (and its client) was made.
+  def test_a_client_made_before_fork_decides_in_the_child_on_the_same_bucket
+    fw = client(request_rate: { rate: 0.001, burst: 5 }, redis: { deadline_ms: 2000 })
+    assert_equal 4, fw.admit(tenant: "acme").remaining
+    reader, writer = IO.pipe
+    pid = fork do
+      reader.close
+      d = fw.admit(tenant: "acme")
+      writer.puts(JSON.generate([d.remaining, d.failed_open?]))
+      exit!(0)
+    end
+    writer.close
+    child = Timeout.timeout(20) { reader.read }
+    assert_equal [3, false], JSON.parse(child), "the child's admit should reach Redis, not hang or fail open"
+    assert_equal 2, fw.admit(tenant: "acme").remaining
+  ensure
+    if pid
+      Process.kill("KILL", pid) rescue nil
+      Process.wait(pid) rescue nil
+    end
+  end
+
+  def test_in_flight_requests_across_threads_never_exceed_the_concurrency_limit
+    fw = client(concurrency: { limit: 3 })
+    lock = Mutex.new
+    in_flight = 0
+    peak = 0
+    served = Array.new(6) do
+      Thread.new do
+        20.times.count do
+          fw.admit(tenant: "acme") do |d|
+            next false unless d.allowed?
+
+            lock.synchronize { peak = [peak, in_flight += 1].max }
+            sleep 0.001
+            lock.synchronize { in_flight -= 1 }
+            true
+          end
+        end
+      end
+    end.sum(&:value)
+    assert_operator peak, :<=, 3
+    assert_operator served, :>, 0
+    assert fw.admit(tenant: "acme").allowed?, "every slot should have been released"
+  end
+
+  def test_an_unreachable_redis_fails_open_and_says_so
+    fw = Floodwall::Client.new(store: "redis://127.0.0.1:#{FloodwallTest.free_port}/0",
+                               request_rate: { rate: 1, burst: 1 }, redis: { deadline_ms: 200, connect_timeout_ms: 200 })
+    d = 3.times.map { fw.admit(tenant: "acme") }.last
+    assert d.allowed?
+    assert d.failed_open?
+    assert_includes %w[timeout connection breaker], d.fail_reason
+    assert_equal 3, fw.metrics.dig("decisions", "request_rate", "failed_open")
+  ensure
+    fw&.close
+  end
+
+  # While Redis holds every reply back (CLIENT PAUSE), four threads admit: each admit waits on Redis
+  # without the GVL, so all four are in flight together and a fifth thread keeps running meanwhile.
+  def test_admits_waiting_on_redis_release_the_gvl
+    fw = client(request_rate: { rate: 100, burst: 100 })
+    fw.admit(tenant: "warm-up") # connected, scripts loaded
+    ticks = 0
+    ticker = Thread.new { loop { ticks += 1; sleep 0.001 } }
+    @redis.command("CLIENT", "PAUSE", "600", "ALL")
+    t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    spans = Array.new(4) do
+      Thread.new do
+        started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+        ticks_before = ticks
+        d = fw.admit(tenant: "paused")
+        [started, Process.clock_gettime(Process::CLOCK_MONOTONIC), ticks - ticks_before, d]
+      end
+    end.map(&:value)
+    ticker.kill
+    puts format("\n  4 admits during CLIENT PAUSE: %.0f ms in all, %d ticks of the other thread meanwhile",
+                (spans.map { |s| s[1] }.max - t0) * 1000, spans.map { |s| s[2] }.min)
+    assert spans.all? { |s| s[3].allowed? }
+    assert_operator spans.map(&:first).max, :<, spans.map { |s| s[1] }.min,
+                    "every admit should have started before the first one returned"
+    assert_operator spans.map { |s| s[2] }.min, :>, 0, "the ticker thread should have run while the admits waited"
+  end
+
+  def test_closing_a_client_while_another_thread_waits_on_redis_is_safe
+    fw = Floodwall::Client.new(store: @redis.url, request_rate: { rate: 100, burst: 100 }, redis: { deadline_ms: 5000 })
+    fw.admit(tenant: "warm-up")
+    @redis.command("CLIENT", "PAUSE", "300", "ALL")
+    calling = Queue.new
+    waiter = Thread.new { calling << true; fw.admit(tenant: "paused") }
+    calling.pop
+    sleep 0.05 # the waiter is now inside the admit, without the GVL
+    fw.close
+    assert waiter.value.allowed?
+    assert_raises(Floodwall::ClosedError) { fw.admit(tenant: "acme") }
+  end
+end
