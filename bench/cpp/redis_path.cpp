@@ -1,0 +1,1182 @@
+// redis_path - the first figures of floodwall's Redis path, side by side with the seed's reference
+// design, in one run:
+//   redis     floodwall admits/s and p50/p99 through the C ABI (fw_admit, one shared client) against the
+//             seed's design (a blocking hiredis connection per caller thread, EVAL of the seed script with
+//             two keys on every request), at several caller counts, alternating contenders, in rounds
+//   ceiling   redis-benchmark -P 16 EVAL "return 1" 0 at the same concurrency: what Redis itself allows
+//   embedded  ns per decision on the memory store, one and two threads
+//   memory    Redis bytes per tenant after N tenants: floodwall's layout against the seed's two keys
+//   failopen  admit latency with Redis blackholed (SIGSTOP), before the breaker opens and after
+//
+// Figures are printed, written as JSON (--json) and as a Markdown fragment (--markdown). bench/run.sh
+// starts the throwaway redis-server and passes --port and --redis-pid.
+#include <floodwall.h>
+#include <hiredis/hiredis.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#ifndef FW_BENCH_LUA_DIR
+#define FW_BENCH_LUA_DIR "lua"
+#endif
+#ifndef FW_BENCH_SEED_LUA
+#define FW_BENCH_SEED_LUA "bench/seed/request_rate_limiter.lua"
+#endif
+
+namespace {
+
+// ------------------------------------------------------------------------------------------ options
+
+struct Options {
+  int port = 0;
+  pid_t redis_pid = 0;
+  std::vector<int> callers = {1, 16, 64, 256};
+  double seconds = 2;
+  int rounds = 5;
+  int tenants = 1000;  // the pool every caller rotates over (both contenders)
+  int memory_tenants = 100000;
+  std::vector<std::string> sections = {"redis", "ceiling", "embedded", "memory", "failopen"};
+  std::vector<std::string> contenders = {"floodwall", "seed"};  // of the redis section (one alone, to profile it)
+  std::string seed_script = FW_BENCH_SEED_LUA;
+  std::string json_path, markdown_path;
+};
+
+std::vector<std::string> split(const std::string &s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+[[noreturn]] void usage(const char *why) {
+  std::fprintf(stderr,
+               "redis_path: %s\n"
+               "usage: redis_path --port P [--redis-pid PID] [--callers 1,16,64,256] [--seconds 2] [--rounds 3]\n"
+               "                  [--tenants 1000] [--memory-tenants 100000] [--sections redis,ceiling,embedded,"
+               "memory,failopen]\n"
+               "                  [--contenders floodwall,seed] [--seed-script FILE] [--json FILE] [--markdown FILE]\n",
+               why);
+  std::exit(2);
+}
+
+Options parse_options(int argc, char **argv) {
+  Options o;
+  for (int i = 1; i < argc; i++) {
+    std::string flag = argv[i];
+    if (i + 1 >= argc) usage(("missing value after " + flag).c_str());
+    std::string v = argv[++i];
+    try {
+      if (flag == "--port") o.port = std::stoi(v);
+      else if (flag == "--redis-pid") o.redis_pid = static_cast<pid_t>(std::stol(v));
+      else if (flag == "--seconds") o.seconds = std::stod(v);
+      else if (flag == "--rounds") o.rounds = std::stoi(v);
+      else if (flag == "--tenants") o.tenants = std::stoi(v);
+      else if (flag == "--memory-tenants") o.memory_tenants = std::stoi(v);
+      else if (flag == "--seed-script") o.seed_script = v;
+      else if (flag == "--json") o.json_path = v;
+      else if (flag == "--markdown") o.markdown_path = v;
+      else if (flag == "--sections") o.sections = split(v);
+      else if (flag == "--contenders") o.contenders = split(v);
+      else if (flag == "--callers") {
+        o.callers.clear();
+        for (const auto &c : split(v)) o.callers.push_back(std::stoi(c));
+      } else usage(("unknown flag " + flag).c_str());
+    } catch (const std::logic_error &) {
+      usage(("bad value for " + flag).c_str());
+    }
+  }
+  if (o.rounds < 1 || o.seconds <= 0 || o.tenants < 1 || o.memory_tenants < 1) usage("bad numbers");
+  return o;
+}
+
+bool wants(const Options &o, const std::string &section) {
+  return std::find(o.sections.begin(), o.sections.end(), section) != o.sections.end();
+}
+
+// --------------------------------------------------------------------------------------- helpers
+
+int64_t now_ns() {
+  using namespace std::chrono;
+  return duration_cast<nanoseconds>(steady_clock::now().time_since_epoch()).count();
+}
+
+// CPU time (user + system) of this process, all threads (the callers and floodwall's I/O thread), in us.
+double process_cpu_us() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e6 +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+// CPU time of another process (the redis-server), from /proc/<pid>/stat; -1 when unknown.
+double other_cpu_us(pid_t pid) {
+  if (pid <= 0) return -1;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto close = stat.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream fields(stat.substr(close + 2));
+  std::string f;
+  double utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && fields >> f; i++) {  // field 3 is the state; 14 utime, 15 stime (clock ticks)
+    if (i == 14) utime = std::stod(f);
+    if (i == 15) stime = std::stod(f);
+  }
+  return (utime + stime) * 1e6 / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// CPU time of the calling thread, in ns.
+int64_t thread_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+pid_t g_redis_pid = 0;  // for the CPU accounting of the Redis runs
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// The q-quantile of sorted samples (nearest rank).
+double quantile(const std::vector<int64_t> &sorted, double q) {
+  if (sorted.empty()) return 0;
+  size_t i = static_cast<size_t>(std::ceil(q * static_cast<double>(sorted.size())));
+  return static_cast<double>(sorted[std::min(sorted.size() - 1, i == 0 ? 0 : i - 1)]);
+}
+
+std::string num(double v, int decimals = 1) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+// Thousands separators for a Markdown reader: 123456 -> 123,456.
+std::string grouped(double v) {
+  std::string digits = std::to_string(std::llabs(std::llround(v))), out = v < 0 ? "-" : "";
+  for (size_t i = 0; i < digits.size(); i++) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string base64url(std::string_view bytes) {
+  static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  std::string out;
+  uint32_t acc = 0;
+  int bits = 0;
+  for (unsigned char c : bytes) {
+    acc = (acc << 8) | c;
+    for (bits += 8; bits >= 6; bits -= 6) out += alphabet[(acc >> (bits - 6)) & 63];
+  }
+  if (bits > 0) out += alphabet[(acc << (6 - bits)) & 63];
+  return out;
+}
+
+std::string tenant_name(int i) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "tenant-%06d", i);
+  return buf;
+}
+
+std::string read_text(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+fw_client *new_client(const std::string &policy) {
+  fw_client *c = nullptr;
+  if (fw_client_new(&c, policy.c_str()) != FW_OK) {
+    const fw_error *e = fw_error_last();
+    throw std::runtime_error("fw_client_new: " + std::string(e ? e->message : "?") + "\npolicy: " + policy);
+  }
+  return c;
+}
+
+std::string redis_url(const Options &o) {
+  return "redis://127.0.0.1:" + std::to_string(o.port) + "/0";
+}
+
+// A blocking hiredis connection for the seed's callers and for the harness's own commands.
+redisContext *connect(const Options &o) {
+  redisContext *ctx = redisConnect("127.0.0.1", o.port);
+  if (!ctx || ctx->err)
+    throw std::runtime_error("cannot connect to redis on port " + std::to_string(o.port) + ": " +
+                             (ctx ? ctx->errstr : "out of memory"));
+  return ctx;
+}
+
+struct Conn {
+  redisContext *ctx;
+  explicit Conn(const Options &o) : ctx(connect(o)) {}
+  ~Conn() { redisFree(ctx); }
+  Conn(const Conn &) = delete;
+  Conn &operator=(const Conn &) = delete;
+
+  // Runs a command given as separate arguments; throws on a transport or Redis error.
+  std::string run(std::initializer_list<std::string> args) {
+    std::vector<const char *> argv;
+    std::vector<size_t> lens;
+    for (const auto &a : args) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    auto *r = static_cast<redisReply *>(redisCommandArgv(ctx, static_cast<int>(argv.size()), argv.data(), lens.data()));
+    if (!r) throw std::runtime_error(std::string("redis: ") + ctx->errstr);
+    std::string out;
+    if (r->type == REDIS_REPLY_ERROR) {
+      std::string e(r->str, r->len);
+      freeReplyObject(r);
+      throw std::runtime_error("redis: " + e);
+    }
+    if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS)
+      out.assign(r->str, r->len);
+    else if (r->type == REDIS_REPLY_INTEGER)
+      out = std::to_string(r->integer);
+    freeReplyObject(r);
+    return out;
+  }
+
+  long long used_memory() {
+    std::string info = run({"INFO", "memory"});
+    auto at = info.find("used_memory:");
+    if (at == std::string::npos) throw std::runtime_error("INFO memory has no used_memory");
+    return std::stoll(info.substr(at + 12));
+  }
+  long long dbsize() { return std::stoll(run({"DBSIZE"})); }
+};
+
+// ------------------------------------------------------------------------------ the caller harness
+
+// What one caller saw during a run. Latencies are kept whole (a run is a few hundred thousand calls)
+// so that the percentiles are exact.
+struct Tally {
+  uint64_t ops = 0, failed_open = 0, rejected = 0, errors = 0;
+  std::vector<int64_t> lat_ns;
+};
+
+enum Outcome { ok, failed_open, rejected, error };
+
+struct RunStats {
+  double ops_per_s = 0, p50_us = 0, p99_us = 0;
+  // CPU per call: the benchmark process (callers + floodwall's I/O thread) and the redis-server. On a
+  // shared 2-core box they say what each call costs even when the wall clock is disturbed.
+  double client_cpu_us = 0, redis_cpu_us = -1;
+  uint64_t ops = 0, failed_open = 0, rejected = 0, errors = 0;
+};
+
+// Runs `callers` threads for `seconds`; each calls make(thread)(i) in a loop, which does one request
+// and says how it went. Thread setup (connections) happens before the clock starts.
+RunStats drive(int callers, double seconds, const std::function<std::function<Outcome(uint64_t)>(int)> &make) {
+  std::vector<Tally> tallies(static_cast<size_t>(callers));
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false}, stop{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < callers; t++) {
+    threads.emplace_back([&, t] {
+      auto call = make(t);
+      Tally &tally = tallies[static_cast<size_t>(t)];
+      tally.lat_ns.reserve(1 << 15);
+      ready.fetch_add(1);
+      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+      for (uint64_t i = 0; !stop.load(std::memory_order_relaxed); i++) {
+        int64_t t0 = now_ns();
+        Outcome o = call(i);
+        tally.lat_ns.push_back(now_ns() - t0);
+        tally.ops++;
+        if (o == failed_open) tally.failed_open++;
+        if (o == rejected) tally.rejected++;
+        if (o == error) tally.errors++;
+      }
+    });
+  }
+  while (ready.load() < callers) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  double cpu0 = process_cpu_us(), redis0 = other_cpu_us(g_redis_pid);
+  int64_t t0 = now_ns();
+  go.store(true, std::memory_order_release);
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  stop.store(true);
+  for (auto &th : threads) th.join();
+  int64_t elapsed = now_ns() - t0;
+  double cpu1 = process_cpu_us(), redis1 = other_cpu_us(g_redis_pid);
+
+  RunStats s;
+  std::vector<int64_t> all;
+  for (auto &t : tallies) {
+    s.ops += t.ops;
+    s.failed_open += t.failed_open;
+    s.rejected += t.rejected;
+    s.errors += t.errors;
+    all.insert(all.end(), t.lat_ns.begin(), t.lat_ns.end());
+  }
+  std::sort(all.begin(), all.end());
+  s.ops_per_s = static_cast<double>(s.ops) * 1e9 / static_cast<double>(elapsed);
+  s.p50_us = quantile(all, 0.50) / 1e3;
+  s.p99_us = quantile(all, 0.99) / 1e3;
+  if (s.ops) {
+    s.client_cpu_us = (cpu1 - cpu0) / static_cast<double>(s.ops);
+    if (redis0 >= 0 && redis1 >= 0) s.redis_cpu_us = (redis1 - redis0) / static_cast<double>(s.ops);
+  }
+  return s;
+}
+
+// --------------------------------------------------------------------------------- the contenders
+
+std::string fw_redis_policy(const Options &o) {
+  // A bucket that never rejects: every admit is one full round trip of the real script.
+  return R"({"store": ")" + redis_url(o) +
+         R"(", "redis": {"deadline_ms": 1000}, "request_rate": {"rate": 1000000, "burst": 1000000}})";
+}
+
+// One request through floodwall's C ABI, on a client shared by every caller.
+std::function<Outcome(uint64_t)> floodwall_caller(fw_client *client, const std::vector<std::string> &tenants, int t) {
+  return [client, &tenants, t](uint64_t i) {
+    const std::string &tenant = tenants[(static_cast<size_t>(t) * 131 + i) % tenants.size()];
+    fw_request rq = FW_REQUEST_INIT;
+    rq.tenant = tenant.data();
+    rq.tenant_len = tenant.size();
+    fw_decision d = FW_DECISION_INIT;
+    if (fw_admit(client, &rq, &d) != FW_OK) return error;
+    if (d.failed_open) return failed_open;
+    return d.allowed ? ok : rejected;
+  };
+}
+
+// The seed's reference design: this caller's own blocking connection, EVAL of the script text with the
+// tenant's two keys, `now` from this machine's clock in whole seconds.
+struct SeedCaller {
+  const Options &o;
+  const std::string &script;
+  const std::vector<std::string> &tenants;
+  std::string rate, capacity;
+  std::vector<std::string> tokens_keys, timestamp_keys;
+  redisContext *ctx = nullptr;
+
+  SeedCaller(const Options &opt, const std::string &s, const std::vector<std::string> &ts, int64_t r, int64_t cap)
+      : o(opt), script(s), tenants(ts), rate(std::to_string(r)), capacity(std::to_string(cap)) {
+    for (const auto &user : tenants) {
+      tokens_keys.push_back("request_rate_limiter." + user + ".tokens");
+      timestamp_keys.push_back("request_rate_limiter." + user + ".timestamp");
+    }
+    ctx = connect(o);
+  }
+  ~SeedCaller() { redisFree(ctx); }
+  SeedCaller(const SeedCaller &) = delete;
+  SeedCaller &operator=(const SeedCaller &) = delete;
+
+  Outcome call(size_t k) {
+    char now[24];
+    auto end = std::to_chars(now, now + sizeof now, static_cast<long long>(std::time(nullptr))).ptr;
+    const char *argv[] = {"EVAL",
+                          script.data(),
+                          "2",
+                          tokens_keys[k].data(),
+                          timestamp_keys[k].data(),
+                          rate.data(),
+                          capacity.data(),
+                          now,
+                          "1"};
+    size_t lens[] = {4,           script.size(), 1, tokens_keys[k].size(), timestamp_keys[k].size(), rate.size(),
+                     capacity.size(), static_cast<size_t>(end - now), 1};
+    auto *r = static_cast<redisReply *>(redisCommandArgv(ctx, 9, argv, lens));
+    if (!r) return error;
+    Outcome out = error;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements >= 1)
+      out = r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == 1 ? ok : rejected;
+    freeReplyObject(r);
+    return out;
+  }
+};
+
+// ------------------------------------------------------------------------------------ the results
+
+struct RedisRow {
+  int callers = 0;
+  std::vector<RunStats> fw, seed;
+  // redis-benchmark, one per round: EVAL "return 1" 0, and the two scripts alone, pipelined.
+  std::vector<double> ceiling, fw_script_ceiling, seed_script_ceiling;
+  std::vector<double> ceiling_cpu, fw_script_cpu, seed_script_cpu;  // redis-server CPU per call, us
+  RunStats fw_median() const { return med(fw); }
+  // floodwall / seed, the median of the rounds' own ratios: the two runs of a round are seconds apart,
+  // so drift in what else the box is doing cancels out better than in a ratio of medians.
+  double ratio() const {
+    std::vector<double> r;
+    for (size_t i = 0; i < fw.size() && i < seed.size(); i++)
+      if (seed[i].ops_per_s > 0) r.push_back(fw[i].ops_per_s / seed[i].ops_per_s);
+    return median(r);
+  }
+  RunStats seed_median() const { return med(seed); }
+  static RunStats med(const std::vector<RunStats> &v) {
+    RunStats m;
+    std::vector<double> a, b, c, d, e;
+    for (const auto &s : v) {
+      a.push_back(s.ops_per_s);
+      b.push_back(s.p50_us);
+      c.push_back(s.p99_us);
+      d.push_back(s.client_cpu_us);
+      e.push_back(s.redis_cpu_us);
+      m.ops += s.ops;
+      m.failed_open += s.failed_open;
+      m.rejected += s.rejected;
+      m.errors += s.errors;
+    }
+    m.ops_per_s = median(a);
+    m.p50_us = median(b);
+    m.p99_us = median(c);
+    m.client_cpu_us = median(d);
+    m.redis_cpu_us = median(e);
+    return m;
+  }
+};
+
+struct EmbeddedResult {
+  double ns_one = 0, ns_two_per_thread = 0, decisions_per_s_two = 0;  // wall clock
+  double cpu_ns_one = 0, cpu_ns_two_per_thread = 0;                  // the threads' own CPU time
+};
+
+struct MemoryResult {
+  int tenants = 0;
+  long long fw_bytes = 0, seed_bytes = 0, fw_keys = 0, seed_keys = 0;
+  long long fw_key_usage = 0, seed_key_usage = 0;  // MEMORY USAGE of one tenant's keys
+  std::string fw_sample_key;
+};
+
+struct FailOpenResult {
+  int deadline_ms = 5, breaker_failures = 5;
+  uint64_t before_n = 0, after_n = 0, undecided_other = 0;
+  double before_p50_us = 0, before_max_us = 0, after_p50_us = 0, after_p99_us = 0, after_max_us = 0;
+  bool recovered = false;
+};
+
+struct Results {
+  std::vector<RedisRow> redis;
+  bool have_embedded = false, have_memory = false, have_failopen = false, have_ceiling = false;
+  EmbeddedResult embedded;
+  MemoryResult memory;
+  FailOpenResult failopen;
+};
+
+// ---------------------------------------------------------------------------- 1. the Redis path
+
+struct Ceiling {
+  double ops_per_s = 0;
+  double redis_cpu_us = -1;  // the redis-server's CPU per call during the run
+};
+
+// Runs redis-benchmark with `command` (arguments passed as they are, no shell): requests per second,
+// pipelined 16 deep over `callers` connections, what Redis itself allows with no client work.
+
+Ceiling redis_benchmark(const Options &o, int callers, int requests, const std::vector<std::string> &command) {
+  std::vector<std::string> args = {"redis-benchmark", "-h", "127.0.0.1", "-p", std::to_string(o.port), "-c",
+                                   std::to_string(callers), "-n", std::to_string(requests), "-P", "16", "-r",
+                                   std::to_string(o.tenants), "--csv"};
+  args.insert(args.end(), command.begin(), command.end());
+  std::vector<char *> argv;
+  for (auto &a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int fds[2];
+  if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
+  double cpu0 = other_cpu_us(g_redis_pid);
+  pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    close(fds[0]);
+    close(fds[1]);
+    execvp(argv[0], argv.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  double cpu1 = other_cpu_us(g_redis_pid);
+  // A result line: "<command>","<requests/s>","<avg>","<min>","<p50>","<p95>","<p99>","<max>". The
+  // command may itself hold quotes and commas, so requests/s is found from the right.
+  double rps = 0;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("\"test\"", 0) == 0) continue;
+    std::vector<size_t> seps;  // positions of "," from the right
+    for (size_t at = line.size(); seps.size() < 7;) {
+      at = at == 0 ? std::string::npos : line.rfind("\",\"", at - 1);
+      if (at == std::string::npos) break;
+      seps.push_back(at);
+    }
+    if (seps.size() == 7) rps = std::atof(line.c_str() + seps[6] + 3);
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || rps <= 0)
+    throw std::runtime_error("redis-benchmark failed (exit " + std::to_string(status) + "): " + out.substr(0, 300));
+  Ceiling c;
+  c.ops_per_s = rps;
+  if (cpu0 >= 0 && cpu1 >= 0) c.redis_cpu_us = (cpu1 - cpu0) / requests;
+  return c;
+}
+
+// The redis-benchmark commands of the ceilings: the trivial script, floodwall's own tenant_admit.lua
+// (by SHA, the arguments of a request-rate-only admit, as RedisStore sends them) and the seed's script
+// (by text). __rand_int__ picks one of --tenants tenants per call.
+struct Ceilings {
+  std::vector<std::string> trivial = {"EVAL", "return 1", "0"};
+  std::vector<std::string> floodwall, seed;
+};
+
+Ceilings ceiling_commands(const Options &o, const std::string &seed_script) {
+  Ceilings c;
+  Conn conn(o);
+  std::string sha = conn.run({"SCRIPT", "LOAD", read_text(FW_BENCH_LUA_DIR "/tenant_admit.lua")});
+  c.floodwall = {"EVALSHA",       sha,     "3",       "floodwall:{__rand_int__}:rate", "floodwall:{__rand_int__}:conc",
+                 "floodwall:fleet", "100000", "1000000000000", "1000000000000", "1000000", "0", "0", "0", "0",
+                 "0123456789abcdef"};
+  // A check that these are still the script's arguments (the reply of a committed admit has 7 fields).
+  std::vector<std::string> probe = c.floodwall;
+  probe[3] = "floodwall:{probe}:rate";
+  probe[4] = "floodwall:{probe}:conc";
+  std::vector<const char *> argv;
+  std::vector<size_t> lens;
+  for (auto &a : probe) {
+    argv.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  auto *r = static_cast<redisReply *>(redisCommandArgv(conn.ctx, static_cast<int>(argv.size()), argv.data(), lens.data()));
+  bool fits = r && r->type == REDIS_REPLY_ARRAY && r->elements == 7 && r->element[3]->type == REDIS_REPLY_INTEGER &&
+              r->element[3]->integer == 1;
+  if (r) freeReplyObject(r);
+  if (!fits) {
+    std::fprintf(stderr, "ceiling: lua/tenant_admit.lua no longer takes the arguments this benchmark sends; its ceiling is left out\n");
+    c.floodwall.clear();
+  }
+  c.seed = {"EVAL",      seed_script, "2", "request_rate_limiter.__rand_int__.tokens",
+            "request_rate_limiter.__rand_int__.timestamp", "1000000", "1000000",
+            std::to_string(static_cast<long long>(std::time(nullptr))), "1"};
+  return c;
+}
+
+void bench_redis(const Options &o, Results &res) {
+  std::string script = read_text(o.seed_script);
+  std::vector<std::string> tenants;
+  for (int i = 0; i < o.tenants; i++) tenants.push_back(tenant_name(i));
+  fw_client *client = new_client(fw_redis_policy(o));
+  {
+    Conn c(o);
+    c.run({"FLUSHALL"});
+  }
+  Ceilings ceilings;
+  if (wants(o, "ceiling")) ceilings = ceiling_commands(o, script);
+  for (int callers : o.callers) {
+    RedisRow row;
+    row.callers = callers;
+    for (int round = 0; round < o.rounds; round++) {
+      // Alternate who goes first, so neither contender always runs on a warmer (or more fragmented) Redis.
+      for (int turn = 0; turn < 2; turn++) {
+        bool fw_turn = (turn == 0) == (round % 2 == 0);
+        if (std::find(o.contenders.begin(), o.contenders.end(), fw_turn ? "floodwall" : "seed") == o.contenders.end())
+          continue;
+        if (fw_turn) {
+          row.fw.push_back(drive(callers, o.seconds, [&](int t) { return floodwall_caller(client, tenants, t); }));
+        } else {
+          row.seed.push_back(drive(callers, o.seconds, [&](int t) {
+            auto seed = std::make_shared<SeedCaller>(o, script, tenants, 1000000, 1000000);
+            return [seed, t, n = tenants.size()](uint64_t i) {
+              return seed->call((static_cast<size_t>(t) * 131 + i) % n);  // the same rotation as floodwall's
+            };
+          }));
+        }
+        const RunStats &s = fw_turn ? row.fw.back() : row.seed.back();
+        std::printf("redis  callers=%-4d round=%d %-9s %10.0f admits/s  p50 %8.1f us  p99 %8.1f us  cpu/admit: "
+                    "client %5.1f us, redis %5.1f us%s\n",
+                    callers, round + 1, fw_turn ? "floodwall" : "seed", s.ops_per_s, s.p50_us, s.p99_us,
+                    s.client_cpu_us, s.redis_cpu_us,
+                    s.failed_open || s.errors || s.rejected ? "  (NOT ALL DECIDED/ALLOWED)" : "");
+        std::fflush(stdout);
+      }
+      if (wants(o, "ceiling")) {
+        Ceiling c = redis_benchmark(o, callers, 300000, ceilings.trivial);
+        row.ceiling.push_back(c.ops_per_s);
+        row.ceiling_cpu.push_back(c.redis_cpu_us);
+        if (!ceilings.floodwall.empty()) {
+          c = redis_benchmark(o, callers, 60000, ceilings.floodwall);
+          row.fw_script_ceiling.push_back(c.ops_per_s);
+          row.fw_script_cpu.push_back(c.redis_cpu_us);
+        }
+        c = redis_benchmark(o, callers, 60000, ceilings.seed);
+        row.seed_script_ceiling.push_back(c.ops_per_s);
+        row.seed_script_cpu.push_back(c.redis_cpu_us);
+        std::printf("redis  callers=%-4d round=%d ceilings (redis-benchmark -P 16): EVAL \"return 1\" %.0f/s, "
+                    "tenant_admit.lua %.0f/s, seed script %.0f/s\n",
+                    callers, round + 1, row.ceiling.back(),
+                    row.fw_script_ceiling.empty() ? 0.0 : row.fw_script_ceiling.back(), row.seed_script_ceiling.back());
+        std::fflush(stdout);
+        res.have_ceiling = true;
+      }
+    }
+    res.redis.push_back(std::move(row));
+  }
+  fw_client_free(client);
+}
+
+// ------------------------------------------------------------------------------ 2. embedded store
+
+struct EmbeddedRun {
+  double wall_ns = 0, cpu_ns = 0;  // per decision, mean over the threads
+  double decisions_per_s = 0;      // all threads together
+};
+
+// `threads` threads deciding for `seconds`, each rotating over the tenants. Wall time and the thread's
+// own CPU time are both kept: on a box shared with other work a thread can be descheduled mid-run,
+// which lengthens the wall figure but not the CPU one.
+EmbeddedRun embedded_run(fw_client *client, const std::vector<std::string> &tenants, int threads, double seconds) {
+  std::vector<double> wall(static_cast<size_t>(threads)), cpu(static_cast<size_t>(threads));
+  std::vector<uint64_t> counts(static_cast<size_t>(threads));
+  std::atomic<bool> go{false};
+  std::atomic<int> ready{0};
+  std::vector<std::thread> ts;
+  int64_t budget = static_cast<int64_t>(seconds * 1e9);
+  for (int t = 0; t < threads; t++) {
+    ts.emplace_back([&, t] {
+      ready.fetch_add(1);
+      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+      fw_request rq = FW_REQUEST_INIT;
+      fw_decision d = FW_DECISION_INIT;
+      uint64_t n = 0, bad = 0;
+      size_t k = static_cast<size_t>(t) * 500;
+      int64_t c0 = thread_cpu_ns(), t0 = now_ns(), t1 = t0;
+      while (t1 - t0 < budget) {
+        for (int j = 0; j < 1024; j++) {  // read the clock once per 1024 decisions
+          const std::string &tenant = tenants[k];
+          if (++k == tenants.size()) k = 0;
+          rq.tenant = tenant.data();
+          rq.tenant_len = tenant.size();
+          if (fw_admit(client, &rq, &d) != FW_OK || !d.allowed) bad++;
+        }
+        n += 1024;
+        t1 = now_ns();
+      }
+      int64_t c1 = thread_cpu_ns();
+      if (bad) std::fprintf(stderr, "embedded: %" PRIu64 " decisions were not allowed\n", bad);
+      wall[static_cast<size_t>(t)] = static_cast<double>(t1 - t0) / static_cast<double>(n);
+      cpu[static_cast<size_t>(t)] = static_cast<double>(c1 - c0) / static_cast<double>(n);
+      counts[static_cast<size_t>(t)] = n;
+    });
+  }
+  while (ready.load() < threads) std::this_thread::yield();
+  int64_t t0 = now_ns();
+  go.store(true, std::memory_order_release);
+  for (auto &th : ts) th.join();
+  double elapsed = static_cast<double>(now_ns() - t0);
+  EmbeddedRun r;
+  uint64_t total = 0;
+  for (int t = 0; t < threads; t++) {
+    total += counts[static_cast<size_t>(t)];
+    r.wall_ns += wall[static_cast<size_t>(t)] / threads;
+    r.cpu_ns += cpu[static_cast<size_t>(t)] / threads;
+  }
+  r.decisions_per_s = static_cast<double>(total) * 1e9 / elapsed;
+  return r;
+}
+
+void bench_embedded(const Options &o, Results &res) {
+  fw_client *client = new_client(R"({"request_rate": {"rate": 1000000, "burst": 1000000000}})");
+  std::vector<std::string> tenants;
+  for (int i = 0; i < 1000; i++) tenants.push_back(tenant_name(i));
+  embedded_run(client, tenants, 1, 0.3);  // warm the tables
+  std::vector<double> one_wall, one_cpu, two_wall, two_cpu, two_rate;
+  for (int round = 0; round < o.rounds; round++) {
+    EmbeddedRun one = embedded_run(client, tenants, 1, o.seconds / 2);
+    EmbeddedRun two = embedded_run(client, tenants, 2, o.seconds / 2);
+    one_wall.push_back(one.wall_ns);
+    one_cpu.push_back(one.cpu_ns);
+    two_wall.push_back(two.wall_ns);
+    two_cpu.push_back(two.cpu_ns);
+    two_rate.push_back(two.decisions_per_s);
+    std::printf("embedded round=%d  1 thread %6.1f ns/decision (cpu %6.1f)   2 threads %6.1f ns/decision each "
+                "(cpu %6.1f), %.0f decisions/s\n",
+                round + 1, one.wall_ns, one.cpu_ns, two.wall_ns, two.cpu_ns, two.decisions_per_s);
+    std::fflush(stdout);
+  }
+  EmbeddedResult &e = res.embedded;
+  e.ns_one = median(one_wall);
+  e.cpu_ns_one = median(one_cpu);
+  e.ns_two_per_thread = median(two_wall);
+  e.cpu_ns_two_per_thread = median(two_cpu);
+  e.decisions_per_s_two = median(two_rate);
+  res.have_embedded = true;
+  fw_client_free(client);
+}
+
+// ------------------------------------------------------------------------------- 3. memory/tenant
+
+// Runs fn(i) for i in [0, n) on `threads` threads.
+void parallel_for(int n, int threads, const std::function<void(int thread, int i)> &fn) {
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; t++)
+    ts.emplace_back([&, t] {
+      for (int i = t; i < n; i += threads) fn(t, i);
+    });
+  for (auto &th : ts) th.join();
+}
+
+void bench_memory(const Options &o, Results &res) {
+  MemoryResult &m = res.memory;
+  m.tenants = o.memory_tenants;
+  const int threads = 8;
+  Conn admin(o);
+  // A slow bucket (a full refill takes 10,000 s), so that no key expires while we count; the same
+  // numbers for both layouts.
+  const std::string rate = "0.01", burst = "100";
+
+  // floodwall: one admit per tenant.
+  admin.run({"FLUSHALL"});
+  fw_client *client = new_client(R"({"store": ")" + redis_url(o) + R"(", "redis": {"deadline_ms": 1000}, )" +
+                                 R"("request_rate": {"rate": )" + rate + R"(, "burst": )" + burst + "}}");
+  auto fw_admit_one = [&](const std::string &tenant) {
+    fw_request rq = FW_REQUEST_INIT;
+    rq.tenant = tenant.data();
+    rq.tenant_len = tenant.size();
+    fw_decision d = FW_DECISION_INIT;
+    if (fw_admit(client, &rq, &d) != FW_OK || d.failed_open || !d.allowed)
+      throw std::runtime_error("memory: an admit was not decided by Redis");
+  };
+  fw_admit_one("warm-up");  // the scripts are loaded and the connections set up before we measure
+  long long before = admin.used_memory(), keys_before = admin.dbsize();
+  std::atomic<int> failures{0};
+  parallel_for(m.tenants, threads, [&](int, int i) {
+    try {
+      fw_admit_one(tenant_name(i));
+    } catch (const std::exception &) {
+      failures++;
+    }
+  });
+  if (failures) throw std::runtime_error("memory: " + std::to_string(failures.load()) + " admits failed");
+  long long after = admin.used_memory();
+  m.fw_keys = admin.dbsize() - keys_before;
+  m.fw_bytes = after - before;
+  // One tenant's key, named as ARCHITECTURE.md section 4 says (<prefix>:{<base64url tenant>}:rate).
+  m.fw_sample_key = "floodwall:{" + base64url(tenant_name(0)) + "}:rate";
+  std::string usage = admin.run({"MEMORY", "USAGE", m.fw_sample_key});
+  m.fw_key_usage = usage.empty() ? -1 : std::stoll(usage);  // -1: the layout changed, the key is not there
+  fw_client_free(client);
+
+  // The seed: its script once for each tenant, on its two keys.
+  admin.run({"FLUSHALL"});
+  std::string script = read_text(o.seed_script);
+  auto seed_one = [&](redisContext *ctx, const std::string &user) {
+    std::string k1 = "request_rate_limiter." + user + ".tokens", k2 = "request_rate_limiter." + user + ".timestamp";
+    std::string now = std::to_string(static_cast<long long>(std::time(nullptr)));
+    const char *argv[] = {"EVAL", script.data(), "2", k1.data(), k2.data(), rate.data(), burst.data(), now.data(), "1"};
+    size_t lens[] = {4, script.size(), 1, k1.size(), k2.size(), rate.size(), burst.size(), now.size(), 1};
+    auto *r = static_cast<redisReply *>(redisCommandArgv(ctx, 9, argv, lens));
+    bool good = r && r->type == REDIS_REPLY_ARRAY;
+    if (r) freeReplyObject(r);
+    return good;
+  };
+  if (!seed_one(admin.ctx, "warm-up")) throw std::runtime_error("memory: the seed script failed");
+  // The seed's callers hold one connection each; open them before measuring, as floodwall's are.
+  std::vector<std::unique_ptr<Conn>> conns;
+  for (int t = 0; t < threads; t++) conns.push_back(std::make_unique<Conn>(o));
+  before = admin.used_memory();
+  keys_before = admin.dbsize();
+  parallel_for(m.tenants, threads, [&](int t, int i) {
+    if (!seed_one(conns[static_cast<size_t>(t)]->ctx, tenant_name(i))) failures++;
+  });
+  if (failures) throw std::runtime_error("memory: " + std::to_string(failures.load()) + " seed calls failed");
+  after = admin.used_memory();
+  m.seed_keys = admin.dbsize() - keys_before;
+  m.seed_bytes = after - before;
+  for (const char *suffix : {".tokens", ".timestamp"})
+    m.seed_key_usage += std::stoll(admin.run({"MEMORY", "USAGE", std::string("request_rate_limiter.tenant-000000") + suffix}));
+  conns.clear();
+  admin.run({"FLUSHALL"});
+  res.have_memory = true;
+  std::printf("memory %d tenants: floodwall %.1f bytes/tenant (%lld keys), seed %.1f bytes/tenant (%lld keys)\n",
+              m.tenants, static_cast<double>(m.fw_bytes) / m.tenants, m.fw_keys,
+              static_cast<double>(m.seed_bytes) / m.tenants, m.seed_keys);
+  std::fflush(stdout);
+}
+
+// ------------------------------------------------------------------------------- 4. fail-open
+
+// SIGCONT on every way out, so a failing benchmark never leaves the server frozen.
+struct Frozen {
+  pid_t pid;
+  explicit Frozen(pid_t p) : pid(p) {
+    if (kill(pid, SIGSTOP) != 0) throw std::runtime_error("cannot SIGSTOP redis-server pid " + std::to_string(pid));
+  }
+  ~Frozen() { kill(pid, SIGCONT); }
+  Frozen(const Frozen &) = delete;
+  Frozen &operator=(const Frozen &) = delete;
+};
+
+void bench_failopen(const Options &o, Results &res) {
+  if (o.redis_pid <= 0) throw std::runtime_error("failopen needs --redis-pid");
+  FailOpenResult &f = res.failopen;
+  const int breaker_open_ms = 3000;
+  fw_client *client = new_client(R"({"store": ")" + redis_url(o) + R"(", "redis": {"deadline_ms": )" +
+                                 std::to_string(f.deadline_ms) + R"(, "breaker_failures": )" +
+                                 std::to_string(f.breaker_failures) + R"(, "breaker_open_ms": )" +
+                                 std::to_string(breaker_open_ms) +
+                                 R"(}, "request_rate": {"rate": 1000000, "burst": 1000000}})");
+  auto admit = [&](fw_decision &d) {
+    fw_request rq = FW_REQUEST_INIT;
+    rq.tenant = "blackhole";
+    rq.tenant_len = 9;
+    d = fw_decision FW_DECISION_INIT;
+    int64_t t0 = now_ns();
+    if (fw_admit(client, &rq, &d) != FW_OK) throw std::runtime_error("failopen: fw_admit failed");
+    return now_ns() - t0;
+  };
+  fw_decision d;
+  for (int i = 0; i < 100; i++) admit(d);
+  if (d.failed_open) throw std::runtime_error("failopen: Redis did not decide before the blackhole");
+
+  std::vector<int64_t> before, after;
+  {
+    Frozen frozen(o.redis_pid);
+    int64_t start = now_ns();
+    // Well inside breaker_open_ms: every admit after the breaker opens is answered without Redis.
+    while (now_ns() - start < static_cast<int64_t>(breaker_open_ms) * 1'000'000 / 3) {
+      int64_t ns = admit(d);
+      if (d.fail_reason == FW_FAIL_TIMEOUT) before.push_back(ns);
+      else if (d.fail_reason == FW_FAIL_BREAKER) after.push_back(ns);
+      else f.undecided_other++;
+    }
+  }  // SIGCONT
+  std::sort(before.begin(), before.end());
+  std::sort(after.begin(), after.end());
+  f.before_n = before.size();
+  f.after_n = after.size();
+  f.before_p50_us = quantile(before, 0.5) / 1e3;
+  f.before_max_us = before.empty() ? 0 : static_cast<double>(before.back()) / 1e3;
+  f.after_p50_us = quantile(after, 0.5) / 1e3;
+  f.after_p99_us = quantile(after, 0.99) / 1e3;
+  f.after_max_us = after.empty() ? 0 : static_cast<double>(after.back()) / 1e3;
+
+  // After the open period the probe goes through and Redis decides again.
+  std::this_thread::sleep_for(std::chrono::milliseconds(breaker_open_ms + 200));
+  for (int i = 0; i < 50 && !f.recovered; i++) {
+    admit(d);
+    f.recovered = !d.failed_open;
+    if (!f.recovered) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  fw_client_free(client);
+  res.have_failopen = true;
+  std::printf("failopen deadline %d ms: %" PRIu64 " timed-out admits p50 %.0f us max %.0f us; %" PRIu64
+              " breaker admits p50 %.2f us p99 %.2f us max %.1f us; recovered=%s\n",
+              f.deadline_ms, f.before_n, f.before_p50_us, f.before_max_us, f.after_n, f.after_p50_us, f.after_p99_us,
+              f.after_max_us, f.recovered ? "yes" : "NO");
+  std::fflush(stdout);
+}
+
+// ---------------------------------------------------------------------------------- the report
+
+struct Goals {
+  // Each: evaluated?, met?, what was measured.
+  struct Goal {
+    bool evaluated = false, met = false, partly = false;  // partly: some of its conditions hold
+    std::string text;
+  } g1, g2, g3, g4;
+};
+
+Goals evaluate(const Results &r) {
+  Goals g;
+  for (const auto &row : r.redis) {
+    if (row.callers != 64) continue;
+    RunStats fw = row.fw_median(), seed = row.seed_median();
+    double ratio = row.ratio();
+    bool lower_p99 = fw.p99_us < seed.p99_us;
+    double ceil = median(row.ceiling);
+    bool near_ceiling = ceil > 0 && fw.ops_per_s * 2 >= ceil;
+    g.g1.evaluated = true;
+    g.g1.met = ratio >= 2 && lower_p99 && (ceil == 0 || near_ceiling);
+    g.g1.partly = !g.g1.met && (ratio >= 2 || lower_p99 || near_ceiling);
+    g.g1.text = "64 callers: " + num(ratio, 2) + "x the seed (goal >= 2x); p99 " + num(fw.p99_us) + " us vs " +
+                num(seed.p99_us) + " us (goal: lower)";
+    if (ceil > 0) g.g1.text += "; " + num(ceil / fw.ops_per_s, 2) + "x below the ceiling (goal <= 2x)";
+    double fw_total = fw.client_cpu_us + fw.redis_cpu_us, seed_total = seed.client_cpu_us + seed.redis_cpu_us;
+    if (fw.redis_cpu_us >= 0 && fw_total > 0)
+      g.g1.text += "; CPU per admit (client + Redis) " + num(fw_total) + " us vs " + num(seed_total) + " us = " +
+                   num(seed_total / fw_total, 2) + "x";
+    double fwc = median(row.fw_script_ceiling);
+    if (fwc > 0) g.g1.text += "; " + num(fw.ops_per_s / fwc, 2) + " of tenant_admit.lua's own ceiling";
+  }
+  if (r.have_embedded) {
+    g.g2.evaluated = true;
+    // Judged on the thread's CPU time, the cost of a decision; the wall figure is shown beside it (it
+    // also counts the time the thread was descheduled by other work on the box).
+    g.g2.met = r.embedded.cpu_ns_one < 150;
+    g.g2.text = num(r.embedded.cpu_ns_one) + " ns of CPU (" + num(r.embedded.ns_one) +
+                " ns wall) per decision on one thread (goal < 150 ns)";
+  }
+  if (r.have_memory) {
+    double fw = static_cast<double>(r.memory.fw_bytes) / r.memory.tenants;
+    double seed = static_cast<double>(r.memory.seed_bytes) / r.memory.tenants;
+    g.g3.evaluated = true;
+    g.g3.met = fw * 2 <= seed;
+    g.g3.text = num(fw) + " vs " + num(seed) + " bytes per tenant = " + num(fw / seed, 2) + " of the seed (goal <= 0.5)";
+  }
+  if (r.have_failopen) {
+    const auto &f = r.failopen;
+    g.g4.evaluated = true;
+    bool before = f.before_n > 0 && f.before_max_us < f.deadline_ms * 1000.0;
+    bool after = f.after_n > 0 && f.after_p99_us < 5;
+    g.g4.met = before && after;
+    g.g4.partly = !g.g4.met && (before || after);
+    g.g4.text = "before the breaker opens: max " + num(f.before_max_us / 1000, 2) + " ms (p50 " +
+                num(f.before_p50_us / 1000, 2) + " ms) vs a " + std::to_string(f.deadline_ms) +
+                " ms deadline; after: p99 " + num(f.after_p99_us, 2) + " us (goal < 5 us)";
+  }
+  return g;
+}
+
+std::string stats_json(const RunStats &s) {
+  std::ostringstream j;
+  j << "{\"admits_per_s\": " << num(s.ops_per_s) << ", \"p50_us\": " << num(s.p50_us, 2)
+    << ", \"p99_us\": " << num(s.p99_us, 2) << ", \"client_cpu_us_per_call\": " << num(s.client_cpu_us, 2)
+    << ", \"redis_cpu_us_per_call\": " << num(s.redis_cpu_us, 2) << ", \"ops\": " << s.ops << ", \"failed_open\": " << s.failed_open
+    << ", \"rejected\": " << s.rejected << ", \"errors\": " << s.errors << "}";
+  return j.str();
+}
+
+std::string goal_json(const Goals::Goal &g) {
+  if (!g.evaluated) return "null";
+  std::string text;
+  for (char c : g.text) {
+    if (c == '"' || c == '\\') text += '\\';
+    text += c;
+  }
+  return std::string("{\"met\": ") + (g.met ? "true" : g.partly ? "\"partly\"" : "false") + ", \"measured\": \"" +
+         text + "\"}";
+}
+
+std::string to_json(const Options &o, const Results &r, const Goals &g) {
+  std::ostringstream j;
+  j << "{\n  \"floodwall_version\": \"" << fw_version() << "\",\n  \"settings\": {\"seconds\": " << o.seconds << ", \"rounds\": " << o.rounds
+    << ", \"tenants\": " << o.tenants << ", \"memory_tenants\": " << o.memory_tenants << "},\n";
+  j << "  \"redis_path\": [";
+  for (size_t i = 0; i < r.redis.size(); i++) {
+    const auto &row = r.redis[i];
+    RunStats fw = row.fw_median(), seed = row.seed_median();
+    j << (i ? "," : "") << "\n    {\"callers\": " << row.callers << ", \"floodwall\": " << stats_json(fw)
+      << ", \"seed\": " << stats_json(seed) << ", \"ratio_floodwall_over_seed\": " << num(row.ratio(), 3);
+    if (!row.ceiling.empty())
+      j << ", \"ceiling_ops_per_s\": " << num(median(row.ceiling)) << ", \"floodwall_over_ceiling\": "
+        << num(fw.ops_per_s / median(row.ceiling), 3);
+    if (!row.ceiling.empty()) j << ", \"ceiling_redis_cpu_us_per_call\": " << num(median(row.ceiling_cpu), 2);
+    if (!row.fw_script_ceiling.empty())
+      j << ", \"tenant_admit_script_ceiling_ops_per_s\": " << num(median(row.fw_script_ceiling))
+        << ", \"tenant_admit_script_redis_cpu_us_per_call\": " << num(median(row.fw_script_cpu), 2);
+    if (!row.seed_script_ceiling.empty())
+      j << ", \"seed_script_ceiling_ops_per_s\": " << num(median(row.seed_script_ceiling))
+        << ", \"seed_script_redis_cpu_us_per_call\": " << num(median(row.seed_script_cpu), 2);
+    j << ", \"rounds\": {\"floodwall\": [";
+    for (size_t k = 0; k < row.fw.size(); k++) j << (k ? ", " : "") << stats_json(row.fw[k]);
+    j << "], \"seed\": [";
+    for (size_t k = 0; k < row.seed.size(); k++) j << (k ? ", " : "") << stats_json(row.seed[k]);
+    j << "], \"ceiling\": [";
+    for (size_t k = 0; k < row.ceiling.size(); k++) j << (k ? ", " : "") << num(row.ceiling[k]);
+    j << "]}}";
+  }
+  j << "\n  ],\n";
+  if (r.have_embedded)
+    j << "  \"embedded\": {\"ns_per_decision_1_thread\": " << num(r.embedded.ns_one, 2)
+      << ", \"cpu_ns_per_decision_1_thread\": " << num(r.embedded.cpu_ns_one, 2)
+      << ", \"ns_per_decision_per_thread_2_threads\": " << num(r.embedded.ns_two_per_thread, 2)
+      << ", \"cpu_ns_per_decision_per_thread_2_threads\": " << num(r.embedded.cpu_ns_two_per_thread, 2)
+      << ", \"decisions_per_s_2_threads\": " << num(r.embedded.decisions_per_s_two, 0) << "},\n";
+  if (r.have_memory) {
+    const auto &m = r.memory;
+    j << "  \"memory\": {\"tenants\": " << m.tenants << ", \"floodwall_bytes_per_tenant\": "
+      << num(static_cast<double>(m.fw_bytes) / m.tenants) << ", \"seed_bytes_per_tenant\": "
+      << num(static_cast<double>(m.seed_bytes) / m.tenants) << ", \"floodwall_keys\": " << m.fw_keys
+      << ", \"seed_keys\": " << m.seed_keys << ", \"floodwall_memory_usage_one_tenant\": " << m.fw_key_usage
+      << ", \"seed_memory_usage_one_tenant\": " << m.seed_key_usage << ", \"floodwall_sample_key\": \""
+      << m.fw_sample_key << "\"},\n";
+  }
+  if (r.have_failopen) {
+    const auto &f = r.failopen;
+    j << "  \"fail_open\": {\"deadline_ms\": " << f.deadline_ms << ", \"breaker_failures\": " << f.breaker_failures
+      << ", \"timed_out_admits\": " << f.before_n << ", \"before_open_p50_us\": " << num(f.before_p50_us)
+      << ", \"before_open_max_us\": " << num(f.before_max_us) << ", \"breaker_admits\": " << f.after_n
+      << ", \"after_open_p50_us\": " << num(f.after_p50_us, 3) << ", \"after_open_p99_us\": " << num(f.after_p99_us, 3)
+      << ", \"after_open_max_us\": " << num(f.after_max_us, 1) << ", \"other_outcomes\": " << f.undecided_other
+      << ", \"recovered_after_sigcont\": " << (f.recovered ? "true" : "false") << "},\n";
+  }
+  j << "  \"goals\": {\"1_redis_throughput\": " << goal_json(g.g1) << ", \"2_embedded_ns\": " << goal_json(g.g2)
+    << ", \"3_memory_per_tenant\": " << goal_json(g.g3) << ", \"4_fail_open\": " << goal_json(g.g4) << "}\n}\n";
+  return j.str();
+}
+
+std::string to_markdown(const Options &o, const Results &r, const Goals &g) {
+  std::ostringstream md;
+  if (!r.redis.empty()) {
+    md << "### 1. Redis path: floodwall against the seed's reference design\n\n"
+       << "Each figure is the median over " << o.rounds << " rounds of " << num(o.seconds, 1)
+       << " s per contender, contenders alternating (floodwall / seed: the median of the rounds' own ratios). Every caller is a thread; callers rotate over " << o.tenants
+       << " tenants of a bucket that never rejects (rate 1,000,000/s, burst 1,000,000), so every admit is one full "
+          "decision by the Redis script. floodwall: one shared `fw_client`, `fw_admit` (blocking) through the C ABI. "
+          "Seed: each caller thread its own blocking hiredis connection, `EVAL` of the seed script text with 2 keys. "
+          "Ceiling: `redis-benchmark -c N -P 16 EVAL \"return 1\" 0` (the cost of a script that does nothing, "
+          "pipelined).\n\n"
+       << "| callers | floodwall admits/s | p50 µs | p99 µs | seed admits/s | p50 µs | p99 µs | floodwall / seed | "
+          "ceiling ops/s | floodwall / ceiling |\n"
+       << "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+    std::ostringstream cpu;
+    cpu << "CPU per admit (µs), medians: the benchmark process (callers, plus floodwall's I/O thread) and the "
+           "redis-server (from /proc/PID/stat, 10 ms ticks). When the box is shared these are steadier than the "
+           "wall-clock figures: the last column is how many admits floodwall makes of the CPU one seed admit "
+           "takes.\n\n"
+        << "| callers | floodwall client | floodwall redis-server | seed client | seed redis-server | "
+           "seed total / floodwall total |\n"
+        << "|---:|---:|---:|---:|---:|---:|\n";
+    for (const auto &row : r.redis) {
+      RunStats fw = row.fw_median(), seed = row.seed_median();
+      double ceil = median(row.ceiling);
+      md << "| " << row.callers << " | " << grouped(fw.ops_per_s) << " | " << num(fw.p50_us) << " | " << num(fw.p99_us)
+         << " | " << grouped(seed.ops_per_s) << " | " << num(seed.p50_us) << " | " << num(seed.p99_us) << " | **"
+         << num(row.ratio(), 2) << "x** | " << (ceil > 0 ? grouped(ceil) : "-") << " | "
+         << (ceil > 0 ? num(fw.ops_per_s / ceil, 2) : "-") << " |\n";
+      double fw_total = fw.client_cpu_us + fw.redis_cpu_us, seed_total = seed.client_cpu_us + seed.redis_cpu_us;
+      cpu << "| " << row.callers << " | " << num(fw.client_cpu_us, 1) << " | " << num(fw.redis_cpu_us, 1) << " | "
+          << num(seed.client_cpu_us, 1) << " | " << num(seed.redis_cpu_us, 1) << " | "
+          << (fw_total > 0 ? num(seed_total / fw_total, 2) + "x" : "-") << " |\n";
+    }
+    md << "\n" << cpu.str();
+    if (r.have_ceiling) {
+      md << "\nCeilings, `redis-benchmark -c N -P 16 -r " << o.tenants
+         << "` (no client work, 16 commands per round trip): the trivial script, floodwall's own "
+            "`lua/tenant_admit.lua` by SHA with a request-rate-only admit's arguments, and the seed script by text. "
+            "Ops/s, with the redis-server's CPU per call in parentheses (µs). The last column is how much of its "
+            "own script's ceiling floodwall's client reaches.\n\n"
+         << "| callers | EVAL \"return 1\" 0 | tenant_admit.lua (EVALSHA) | seed script (EVAL) | floodwall admits / "
+            "tenant_admit.lua ceiling |\n|---:|---:|---:|---:|---:|\n";
+      for (const auto &row : r.redis) {
+        double fwc = median(row.fw_script_ceiling);
+        md << "| " << row.callers << " | " << grouped(median(row.ceiling)) << " (" << num(median(row.ceiling_cpu))
+           << ") | " << (fwc > 0 ? grouped(fwc) + " (" + num(median(row.fw_script_cpu)) + ")" : "-") << " | "
+           << grouped(median(row.seed_script_ceiling)) << " (" << num(median(row.seed_script_cpu)) << ") | "
+           << (fwc > 0 ? num(row.fw_median().ops_per_s / fwc, 2) : "-") << " |\n";
+      }
+    }
+    uint64_t undecided = 0;
+    for (const auto &row : r.redis) {
+      RunStats fw = row.fw_median(), seed = row.seed_median();
+      undecided += fw.failed_open + fw.errors + fw.rejected + seed.errors + seed.rejected;
+    }
+    md << "\n" << (undecided ? "**Warning: " + std::to_string(undecided) + " calls failed open, errored or were rejected.**"
+                             : "Every call of every round was decided by Redis and allowed (no fail-open, no error).")
+       << "\n\n";
+  }
+  if (r.have_embedded)
+    md << "### 2. Embedded store (`memory://`), through the C ABI\n\n"
+       << "`fw_admit` on `{\"request_rate\": {\"rate\": 1000000, \"burst\": 1000000000}}`, rotating over 1000 "
+          "tenants; medians of "
+       << o.rounds << " rounds. Wall time per decision and the calling thread's own CPU time per decision "
+          "(CLOCK_THREAD_CPUTIME_ID; it does not count the time the thread was descheduled).\n\n"
+       << "| threads | ns per decision, wall (per thread) | ns per decision, CPU (per thread) | decisions/s |\n"
+       << "|---:|---:|---:|---:|\n"
+       << "| 1 | " << num(r.embedded.ns_one) << " | " << num(r.embedded.cpu_ns_one) << " | "
+       << grouped(1e9 / r.embedded.ns_one) << " |\n"
+       << "| 2 | " << num(r.embedded.ns_two_per_thread) << " | " << num(r.embedded.cpu_ns_two_per_thread) << " | "
+       << grouped(r.embedded.decisions_per_s_two) << " |\n\n";
+  if (r.have_memory) {
+    const auto &m = r.memory;
+    md << "### 3. Redis memory per tenant\n\n"
+       << "`INFO memory` used_memory after minus before, on a FLUSHALL'd server, divided by " << grouped(m.tenants)
+       << " tenants (`tenant-000000` ...), bucket rate 0.01/s burst 100 for both (no key expires during the count).\n\n"
+       << "| layout | keys | bytes per tenant | MEMORY USAGE of one tenant's keys |\n|---|---:|---:|---:|\n"
+       << "| floodwall (`" << m.fw_sample_key << "`: one string) | " << grouped(static_cast<double>(m.fw_keys)) << " | "
+       << num(static_cast<double>(m.fw_bytes) / m.tenants) << " | " << m.fw_key_usage << " |\n"
+       << "| seed (`request_rate_limiter.<user>.tokens` + `.timestamp`) | " << grouped(static_cast<double>(m.seed_keys))
+       << " | " << num(static_cast<double>(m.seed_bytes) / m.tenants) << " | " << m.seed_key_usage << " |\n\n";
+  }
+  if (r.have_failopen) {
+    const auto &f = r.failopen;
+    md << "### 4. Fail-open cost (Redis blackholed with SIGSTOP)\n\n"
+       << "One caller, `deadline_ms` " << f.deadline_ms << ", `breaker_failures` " << f.breaker_failures
+       << ". Before the breaker opens each admit waits for its deadline and fails open (reason `timeout`); after, "
+          "it fails open at once (reason `breaker`).\n\n"
+       << "| phase | admits | p50 | p99 | max |\n|---|---:|---:|---:|---:|\n"
+       << "| before the breaker opens (timeout) | " << f.before_n << " | " << num(f.before_p50_us / 1000, 2)
+       << " ms | - | " << num(f.before_max_us / 1000, 2) << " ms |\n"
+       << "| after (breaker) | " << grouped(static_cast<double>(f.after_n)) << " | " << num(f.after_p50_us, 2) << " µs | "
+       << num(f.after_p99_us, 2) << " µs | " << num(f.after_max_us, 1) << " µs |\n\n"
+       << "After SIGCONT and the open period, the probe closed the breaker and Redis decided again: "
+       << (f.recovered ? "yes" : "**no**") << ".\n\n";
+  }
+  md << "### Goals\n\n| goal | met | measured |\n|---|---|---|\n";
+  const char *names[] = {"1. >= 2x the seed at 64 callers, lower p99, within 2x of the ceiling",
+                         "2. < 150 ns per decision, one thread, C ABI", "3. <= half the seed's bytes per tenant",
+                         "4. fail-open: under the deadline before the breaker opens, < 5 µs after"};
+  const Goals::Goal *gs[] = {&g.g1, &g.g2, &g.g3, &g.g4};
+  for (int i = 0; i < 4; i++)
+    if (gs[i]->evaluated) md << "| " << names[i] << " | " << (gs[i]->met ? "yes" : gs[i]->partly ? "**partly**" : "**no**") << " | " << gs[i]->text << " |\n";
+  md << "\n";
+  return md.str();
+}
+
+void write_file(const std::string &path, const std::string &text) {
+  if (path.empty()) return;
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  Options o = parse_options(argc, argv);
+  g_redis_pid = o.redis_pid;
+  bool needs_redis = wants(o, "redis") || wants(o, "memory") || wants(o, "failopen");
+  if (needs_redis && o.port <= 0) usage("--port is required for the redis, memory and failopen sections");
+  try {
+    Results r;
+    if (wants(o, "redis")) bench_redis(o, r);
+    if (wants(o, "embedded")) bench_embedded(o, r);
+    if (wants(o, "memory")) bench_memory(o, r);
+    if (wants(o, "failopen")) bench_failopen(o, r);
+    Goals g = evaluate(r);
+    std::string md = to_markdown(o, r, g);
+    std::cout << "\n" << md;
+    write_file(o.json_path, to_json(o, r, g));
+    write_file(o.markdown_path, md);
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "redis_path: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

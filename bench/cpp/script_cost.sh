@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# bench/cpp/script_cost.sh PORT REDIS_PID - where the redis-server's time goes in lua/tenant_admit.lua.
+#
+# Runs variants of the script (each a subset of what tenant_admit.lua does for a request-rate-only
+# admit) through redis-benchmark, pipelined 16 deep over 64 connections, and prints the redis-server's
+# CPU time per call (from /proc/PID/stat), the lowest of REPS runs: CPU time is what a call costs even
+# when the box is shared. It FLUSHALLs: use a throwaway server, never one that holds data.
+set -euo pipefail
+PORT=${1:?usage: script_cost.sh PORT REDIS_PID}
+PID=${2:?usage: script_cost.sh PORT REDIS_PID}
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+N=${N:-100000}
+REPS=${REPS:-3}
+ticks=$(getconf CLK_TCK)
+cpu() { awk '{print $14 + $15}' "/proc/$PID/stat"; }
+
+# The arguments RedisStore sends for a request-rate-only admit (bucket 1,000,000/s, burst 1,000,000).
+ARGS=(3 'floodwall:{__rand_int__}:rate' 'floodwall:{__rand_int__}:conc' floodwall:fleet 100000 1000000000000
+      1000000000000 1000000 0 0 0 0 0123456789abcdef)
+names=(trivial reply7 time get set_px get_set time_get_set parse_format gcra_int tenant_admit.lua)
+bodies=(
+  'return 1'
+  'return {1, 1, 1, 1, 0, 0, 0}'
+  "local t = redis.call('TIME') return 1"
+  "local s = redis.call('GET', KEYS[1]) return 1"
+  "redis.call('SET', KEYS[1], '999999000000:1764693137000000', 'PX', '2000') return 1"
+  "local s = redis.call('GET', KEYS[1]) redis.call('SET', KEYS[1], '999999000000:1764693137000000', 'PX', '2000') return 1"
+  "local t = redis.call('TIME') local s = redis.call('GET', KEYS[1]) redis.call('SET', KEYS[1], '999999000000:1764693137000000', 'PX', '2000') return 1"
+  "local st = '999999000000:1764693137000000' local sep = string.find(st, ':', 1, true) local a = tonumber(string.sub(st, 1, sep - 1)) local b = tonumber(string.sub(st, sep + 1)) local c = tonumber(ARGV[2]) + tonumber(ARGV[3]) + tonumber(ARGV[4]) local x = string.format('%d:%d', a, b) local y = string.format('%d', 2000) return 1"
+  # One integer of state (GCRA's theoretical arrival time, us): TIME, GET, compare, SET PX, the same reply.
+  "local t = redis.call('TIME') local now = t[1] * 1000000 + t[2] local tat = tonumber(redis.call('GET', KEYS[1]) or now) redis.call('SET', KEYS[1], string.format('%d', math.max(tat, now) + 1), 'PX', '2000') return {1, 1, 1, 1, 0, 0, 0}"
+  "$(cat "$ROOT/lua/tenant_admit.lua")"
+)
+printf '%-18s %s\n' variant "redis-server CPU per call (us), best of $REPS"
+for i in "${!names[@]}"; do
+  redis-cli -p "$PORT" FLUSHALL >/dev/null  # each variant starts from no keys (their values differ)
+  sha=$(redis-cli -p "$PORT" SCRIPT LOAD "${bodies[$i]}")
+  best=""
+  for _ in $(seq "$REPS"); do
+    c0=$(cpu)
+    redis-benchmark -p "$PORT" -c 64 -n "$N" -P 16 -r 1000 --csv EVALSHA "$sha" "${ARGS[@]}" >/dev/null
+    c1=$(cpu)
+    us=$(awk -v a="$c0" -v b="$c1" -v n="$N" -v t="$ticks" 'BEGIN { printf "%.2f", (b - a) * 1e6 / t / n }')
+    if [[ -z $best ]] || awk -v x="$us" -v y="$best" 'BEGIN { exit !(x < y) }'; then best=$us; fi
+  done
+  printf '%-18s %s\n' "${names[$i]}" "$best"
+done
+redis-cli -p "$PORT" FLUSHALL >/dev/null
+seed=$(cat "$ROOT/bench/seed/request_rate_limiter.lua")
+best=""
+for _ in $(seq "$REPS"); do
+  c0=$(cpu)
+  redis-benchmark -p "$PORT" -c 64 -n "$N" -P 16 -r 1000 --csv EVAL "$seed" 2 'request_rate_limiter.__rand_int__.tokens' \
+    'request_rate_limiter.__rand_int__.timestamp' 1000000 1000000 "$(date +%s)" 1 >/dev/null
+  c1=$(cpu)
+  us=$(awk -v a="$c0" -v b="$c1" -v n="$N" -v t="$ticks" 'BEGIN { printf "%.2f", (b - a) * 1e6 / t / n }')
+  if [[ -z $best ]] || awk -v x="$us" -v y="$best" 'BEGIN { exit !(x < y) }'; then best=$us; fi
+done
+printf '%-18s %s\n' "seed (EVAL text)" "$best"

@@ -1,0 +1,155 @@
+# frozen_string_literal: true
+
+# floodwall from Ruby, in one run:
+#   1. the per-call cost of Client#admit on the memory store (the binding's overhead over the core);
+#   2. admits/s on Redis, floodwall against rack-attack's throttle on the same throwaway redis-server,
+#      as raw calls and as Rack middleware around the same empty app, with 1 and 4 threads.
+#
+#   ruby bench/ruby/run.rb            (QUICK=1 for a shorter run)
+#
+# It starts its own throwaway redis-server, or uses FW_BENCH_REDIS=redis://127.0.0.1:PORT/0 (bench/run.sh).
+# floodwall is loaded as an installed gem; when it is not installed, the gem is built and installed into
+# build-ruby/bench-gems first, as packaging/test-ruby.sh does. rack-attack (ruby-rack-attack) needs a
+# Redis client for a Redis store: Debian's ruby-redis.
+require "etc"
+require "fileutils"
+require "rbconfig"
+require "socket"
+
+ROOT = File.expand_path("../..", __dir__)
+QUICK = ENV["QUICK"] == "1"
+
+def load_floodwall
+  require "floodwall" # an installed gem wins
+rescue LoadError
+  gems = File.join(ROOT, "build-ruby/bench-gems")
+  gem = File.join(gems, "floodwall.gem")
+  sources = Dir[File.join(ROOT, "{core,capi,lua,bindings/ruby/lib,bindings/ruby/ext}/**/*"), File.join(ROOT, "CMakeLists.txt")]
+            .reject { |f| f.include?("/vendor/") || File.directory?(f) }
+  unless File.exist?(gem) && sources.all? { |f| File.mtime(f) <= File.mtime(gem) }
+    warn "bench: building and installing the floodwall gem into #{gems}"
+    FileUtils.mkdir_p(gems)
+    Dir.chdir(File.join(ROOT, "bindings/ruby")) do
+      system("gem", "build", "floodwall.gemspec", "--output", gem, out: File::NULL, err: File::NULL) or
+        abort "gem build failed"
+    end
+    system({ "GEM_HOME" => gems }, "gem", "install", "--local", "--no-document", gem, out: File::NULL) or
+      abort "gem install failed"
+  end
+  Gem.paths = { "GEM_HOME" => gems, "GEM_PATH" => [gems, *Gem.path].join(File::PATH_SEPARATOR) }
+  require "floodwall"
+end
+
+load_floodwall
+require "floodwall/rack"
+require "rack/mock"
+begin
+  require "redis"
+  require "rack/attack"
+rescue LoadError => e
+  abort "rack-attack with a Redis store needs Debian's ruby-rack-attack and ruby-redis (#{e.message})"
+end
+
+def now
+  Process.clock_gettime(Process::CLOCK_MONOTONIC)
+end
+
+# Runs `calls` calls split over `threads` threads, `rounds` times; returns the best round's seconds.
+def measure(calls, threads: 1, rounds: 5)
+  per_thread = calls / threads
+  Array.new(rounds) do
+    t0 = now
+    Array.new(threads) { |t| Thread.new { per_thread.times { |i| yield t, i } } }.each(&:join)
+    now - t0
+  end.min
+end
+
+ROWS = []
+def row(store, name, calls, seconds)
+  ROWS << [store, name, calls, seconds]
+  printf("  %-7s %-48s %9d  %9.2f us  %11.0f/s\n", store, name, calls, seconds / calls * 1e6, calls / seconds)
+end
+
+def start_redis
+  port = TCPServer.new("127.0.0.1", 0).then { |s| s.addr[1].tap { s.close } }
+  pid = Process.spawn("redis-server", "--port", port.to_s, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                      out: File::NULL, err: File::NULL)
+  redis = Redis.new(host: "127.0.0.1", port: port)
+  100.times do
+    break if (redis.ping rescue nil) == "PONG"
+
+    sleep 0.05
+  end
+  [pid, port, redis]
+end
+
+if ENV["FW_BENCH_REDIS"] # bench/run.sh's redis-server
+  port = Integer(ENV["FW_BENCH_REDIS"][%r{\Aredis://127\.0\.0\.1:(\d+)(/0)?\z}, 1] ||
+                 abort("FW_BENCH_REDIS: expected redis://127.0.0.1:PORT/0"))
+  redis = Redis.new(host: "127.0.0.1", port: port)
+else
+  redis_pid, port, redis = start_redis
+  at_exit do
+    Process.kill("TERM", redis_pid)
+    Process.wait(redis_pid)
+  end
+end
+
+puts "floodwall #{Floodwall::VERSION} (core #{Floodwall::Native.version}), ruby #{RUBY_VERSION}, " \
+     "rack #{Rack.release}, rack-attack #{Gem.loaded_specs["rack-attack"]&.version || "?"}, redis-rb #{Redis::VERSION}, " \
+     "redis-server #{redis.info["redis_version"]} on 127.0.0.1:#{port}, #{Etc.nprocessors rescue "?"} cores"
+printf("  %-7s %-48s %9s  %12s  %13s\n", "store", "what", "calls", "per call", "rate")
+
+# 1. Memory store: best of several rounds, one tenant of a set of 64, nothing rejected.
+memory = Floodwall::Client.new(request_rate: { rate: 1e6, burst: 1_000_000_000 })
+tenants = Array.new(64) { |i| "tenant-#{i}" }
+n = QUICK ? 100_000 : 500_000
+measure(n / 10) { |_t, i| memory.admit(tenant: tenants[i & 63]) } # warm-up
+row("memory", "Client#admit", n, measure(n) { |_t, i| memory.admit(tenant: tenants[i & 63]) })
+row("memory", "Client#admit + #release", n,
+    measure(n) { |_t, i| memory.release(memory.admit(tenant: tenants[i & 63])) })
+row("memory", "Client#admit { } (block form, releases)", n,
+    measure(n) { |_t, i| memory.admit(tenant: tenants[i & 63]) { nil } })
+handle = memory.instance_variable_get(:@handle)
+row("memory", "Native.admit (the generated layer alone)", n,
+    measure(n) { |_t, i| Floodwall::Native.admit(handle, tenants[i & 63], nil, "GET", 1, false, false) })
+row("memory", "empty loop (the measuring loop itself)", n, measure(n) { |_t, _i| nil })
+
+# 2. Redis: the same empty app behind each limiter; every request allowed (the limits are far away).
+fw = Floodwall::Client.new(store: "redis://127.0.0.1:#{port}/0", request_rate: { rate: 1e6, burst: 1_000_000_000 })
+Rack::Attack.cache.store = Redis.new(host: "127.0.0.1", port: port)
+Rack::Attack.throttle("req/tenant", limit: 1_000_000_000, period: 60) { |req| req.get_header("HTTP_X_API_KEY") }
+app = ->(_env) { [200, { "Content-Type" => "text/plain" }, ["ok"]] }
+floodwall_app = Floodwall::Rack.new(app, client: fw, key: ->(env) { env["HTTP_X_API_KEY"] })
+attack_app = Rack::Attack.new(app)
+env = Rack::MockRequest.env_for("/stops", "HTTP_X_API_KEY" => "tenant-0")
+envs = tenants.map { |t| env.merge("HTTP_X_API_KEY" => t) }
+serve = ->(rack_app, i) { rack_app.call(envs[i & 63].dup)[2].tap { |body| body.close if body.respond_to?(:close) } }
+
+r = QUICK ? 5_000 : 20_000
+serve.call(floodwall_app, 0) && serve.call(attack_app, 0) # connected, scripts loaded
+results = {}
+[1, 4].each do |threads|
+  results[[:fw_raw, threads]] = measure(r, threads: threads, rounds: 3) { |t, i| fw.admit(tenant: tenants[(i + t) & 63]) }
+  row("redis", "floodwall Client#admit, #{threads} thread#{"s" if threads > 1}", r, results[[:fw_raw, threads]])
+  results[[:attack_raw, threads]] = measure(r, threads: threads, rounds: 3) do |t, i|
+    Rack::Attack.cache.count("req/tenant:#{tenants[(i + t) & 63]}", 60)
+  end
+  row("redis", "rack-attack cache.count, #{threads} thread#{"s" if threads > 1}", r, results[[:attack_raw, threads]])
+  results[[:fw_mw, threads]] = measure(r, threads: threads, rounds: 3) { |t, i| serve.call(floodwall_app, i + t) }
+  row("redis", "Floodwall::Rack middleware, #{threads} thread#{"s" if threads > 1}", r, results[[:fw_mw, threads]])
+  results[[:attack_mw, threads]] = measure(r, threads: threads, rounds: 3) { |t, i| serve.call(attack_app, i + t) }
+  row("redis", "Rack::Attack throttle middleware, #{threads} thread#{"s" if threads > 1}", r,
+      results[[:attack_mw, threads]])
+end
+
+puts
+[1, 4].each do |threads|
+  printf("  floodwall / rack-attack on Redis, %d thread%s: %.2fx raw, %.2fx as middleware (higher is better)\n",
+         threads, threads > 1 ? "s" : "", results[[:attack_raw, threads]] / results[[:fw_raw, threads]],
+         results[[:attack_mw, threads]] / results[[:fw_mw, threads]])
+end
+memory_admit = ROWS.find { |row| row[0] == "memory" && row[1] == "Client#admit" }
+printf("  memory Client#admit: %.2f us per call (goal: under 2 us)\n", memory_admit[3] / memory_admit[2] * 1e6)
+fw.close
+memory.close
