@@ -7,7 +7,7 @@ TSAN_BUILD ?= build-tsan
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test test-core test-sanitizers test-python test-node test-ruby test-e2e bench install format clean
+.PHONY: all deps build demo story test test-core test-sanitizers test-python test-node test-ruby test-e2e bench install format clean
 
 all: build
 
@@ -22,6 +22,10 @@ build: deps $(BUILD)/build.ninja
 
 demo: build
 	@bash examples/demo.sh "$(BUILD)" "$(REDIS)"
+
+# The seed's stories through the core alone, in simulated time (no HTTP, no Python).
+story: build
+	@$(BUILD)/examples/floodwall_story
 
 test: build
 	@bash packaging/test-all.sh "$(BUILD)"
