@@ -1,0 +1,180 @@
+// Type declarations of the floodwall package (bindings/node/lib/*.js).
+
+export type LimiterName = 'request_rate' | 'concurrency' | 'fleet' | 'utilization';
+export type Mode = 'enforce' | 'dark' | 'off';
+export type FailReason = 'timeout' | 'connection' | 'breaker' | 'config' | 'error';
+export type Ticket = number | bigint;
+
+/** The policy document: the same JSON schema in every floodwall language. */
+export interface Policy {
+  /** "memory://" (the default) or "redis://host:port/db". */
+  store?: string;
+  prefix?: string;
+  docs_url?: string;
+  max_tenants?: number;
+  description?: string;
+  request_rate?: {
+    rate: number;
+    burst: number;
+    overrides?: Record<string, { rate: number; burst: number }>;
+    mode?: Mode;
+  };
+  concurrency?: { limit: number; ttl_s?: number; routes?: string[]; mode?: Mode };
+  fleet?: { capacity: number; ttl_s?: number; mode?: Mode };
+  utilization?: {
+    workers?: number;
+    good?: number;
+    bad?: number;
+    delay_s?: number;
+    ramp_s?: number;
+    sample_s?: number;
+    mode?: Mode;
+  };
+  redis?: {
+    deadline_ms?: number;
+    connect_timeout_ms?: number;
+    connections?: number;
+    breaker_failures?: number;
+    breaker_open_ms?: number;
+    flags_poll_ms?: number;
+  };
+}
+
+export interface AdmitRequest {
+  /** The tenant id: any bytes, at least one. */
+  tenant: string | Uint8Array;
+  /** The route family ('' or absent: the default route). */
+  route?: string | null;
+  /** The HTTP method (absent: GET). */
+  method?: string | null;
+  /** Tokens this request costs (default 1; 0 counts as 1; above the tenant's burst is an error). */
+  cost?: number;
+  /** Never counted by the fleet shedder, shed last by the utilization shedder. */
+  critical?: boolean;
+  /** Sandbox traffic: shed first by the utilization shedder. */
+  sandbox?: boolean;
+}
+
+export class Decision {
+  private constructor();
+  readonly allowed: boolean;
+  /** 200, 429 (request_rate, concurrency) or 503 (fleet, utilization). */
+  readonly status: 200 | 429 | 503;
+  readonly limiter: LimiterName | null;
+  readonly darkLimiter: LimiterName | null;
+  readonly failedOpen: boolean;
+  readonly failReason: FailReason | null;
+  readonly limit: number;
+  readonly remaining: number;
+  readonly reset: number;
+  readonly retryAfter: number;
+  readonly rate: number;
+  readonly concurrencyLimit: number;
+  readonly concurrencyRemaining: number;
+  readonly ticket: Ticket;
+  /** The core's response headers, in order: RateLimit-Policy, RateLimit, RateLimit-Limit, -Remaining, -Reset, Retry-After. */
+  readonly headers: Record<string, string>;
+  /** The JSON body of a rejection, or null when allowed. */
+  readonly body: string | null;
+  toJSON(): object;
+}
+
+export class Floodwall {
+  /** @param policy an object, a JSON document or the path of a JSON file. @throws PolicyError, StoreError */
+  constructor(policy?: Policy | string | URL);
+  admit(request: AdmitRequest): Promise<Decision>;
+  release(decision: Decision | Ticket | null | undefined): void;
+  setMode(limiter: LimiterName, mode: Mode): void;
+  getMode(limiter: LimiterName): Mode;
+  reportUtilization(u: number): void;
+  sheddingAmount(): number;
+  metrics(): Record<string, any>;
+  prometheus(): string;
+  close(): void;
+  readonly closed: boolean;
+}
+
+export type FloodwallErrorCode = 'FW_ERROR' | 'FW_ENOMEM' | 'FW_EINVAL' | 'FW_EPOLICY' | 'FW_ESTORE' | 'FW_ECLOSED';
+export class FloodwallError extends Error {
+  readonly code: FloodwallErrorCode;
+  /** The field the message names ('request_rate.burst', 'tenant', 'cost'), or null. */
+  readonly field: string | null;
+}
+export class PolicyError extends FloodwallError {}
+export class StoreError extends FloodwallError {}
+export class InvalidArgumentError extends FloodwallError {}
+export class ClosedError extends FloodwallError {}
+
+/** The runtime version of the core. */
+export const version: string;
+
+// ---------------------------------------------------------------------------------------- Express
+
+/** The parts of Express's request and response that the middleware uses (no dependency on @types/express). */
+export interface MiddlewareRequest {
+  method: string;
+  ip?: string;
+  baseUrl?: string;
+  route?: { path?: unknown };
+  floodwall?: Decision;
+  [key: string]: any;
+}
+export interface MiddlewareResponse {
+  statusCode: number;
+  headersSent: boolean;
+  setHeader(name: string, value: string | number): unknown;
+  end(body?: string): unknown;
+  on(event: string, listener: () => void): unknown;
+  off(event: string, listener: () => void): unknown;
+  [key: string]: any;
+}
+export type NextFunction = (err?: unknown) => void;
+type PerRequest<T, Req, Res> = T | ((req: Req, res: Res) => T | Promise<T>);
+
+export interface ExpressOptions<Req extends MiddlewareRequest = MiddlewareRequest, Res extends MiddlewareResponse = MiddlewareResponse> {
+  /** The tenant of a request (default: req.ip). */
+  keyGenerator?: (req: Req, res: Res) => string | Uint8Array | Promise<string | Uint8Array>;
+  /** The route family (default: req.baseUrl + req.route.path, the pattern). */
+  route?: PerRequest<string, Req, Res>;
+  cost?: PerRequest<number, Req, Res>;
+  critical?: PerRequest<boolean, Req, Res>;
+  sandbox?: PerRequest<boolean, Req, Res>;
+  /** Requests for which it answers true are not limited at all. */
+  skip?: (req: Req, res: Res) => boolean | Promise<boolean>;
+  /** Sends a rejection (default: the decision's status and JSON body; the headers are already set). */
+  handler?: (req: Req, res: Res, next: NextFunction, decision: Decision) => unknown;
+}
+
+export function express<Req extends MiddlewareRequest = MiddlewareRequest, Res extends MiddlewareResponse = MiddlewareResponse>(
+  fw: Floodwall,
+  options?: ExpressOptions<Req, Res>,
+): (req: Req, res: Res, next: NextFunction) => void;
+
+// ------------------------------------------------------------------------------------ client side
+
+export interface BackoffOptions {
+  /** Milliseconds of the first retry's range (default 100). */
+  base?: number;
+  /** The largest range in milliseconds (default 20000). */
+  cap?: number;
+  /** The server's Retry-After (seconds or an HTTP-date): the wait starts there. */
+  retryAfter?: string | number | null;
+  random?: () => number;
+}
+/** Milliseconds to wait before retry `attempt` (0-based): Retry-After plus full jitter. */
+export function backoff(attempt: number, options?: BackoffOptions): number;
+/** Retry-After in milliseconds, or null. */
+export function parseRetryAfter(value: string | number | null | undefined, now?: number): number | null;
+
+export interface RetryOptions extends Omit<BackoffOptions, 'retryAfter'> {
+  /** Retries after the first call (default 4). */
+  retries?: number;
+  /** Statuses that are retried (default [429, 503]). */
+  statuses?: number[];
+  signal?: AbortSignal;
+  onRetry?: (info: { attempt: number; status: number; wait: number }) => void;
+}
+export function retry<R extends { status?: number; statusCode?: number; headers?: any }>(
+  fn: (attempt: number) => R | Promise<R>,
+  options?: RetryOptions,
+): Promise<R>;

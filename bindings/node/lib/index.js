@@ -1,0 +1,157 @@
+'use strict';
+// floodwall for Node: the idiomatic layer over the addon (src/addon.cc), which maps the C ABI one to one.
+const fs = require('node:fs');
+const path = require('node:path');
+const errors = require('./errors');
+const { Decision } = require('./decision');
+
+const native = require(path.join(__dirname, '..', '..', '..', 'build-node', 'floodwall.node'));
+native.setErrorFactory(errors.fromStatus);
+
+const { CODES, fromStatus } = errors;
+const invalid = (message) => fromStatus(CODES.FW_EINVAL, message);
+
+// The policy crosses the ABI as JSON. NaN and Infinity would silently become null in JSON.stringify;
+// as strings they reach the core, which names the field that holds them.
+function policyJson(policy) {
+  if (policy === undefined) return '{}';
+  if (typeof policy === 'string' && /^\s*[{[]/.test(policy)) return policy;
+  if (typeof policy === 'string' || policy instanceof URL) {
+    try {
+      return fs.readFileSync(policy, 'utf8');
+    } catch (err) {
+      throw fromStatus(CODES.FW_EPOLICY, `policy: cannot read the file ${policy} (${err.code || err.message})`);
+    }
+  }
+  if (typeof policy !== 'object' || policy === null || Array.isArray(policy)) {
+    throw fromStatus(CODES.FW_EPOLICY, 'policy: must be an object, a JSON string or a file path');
+  }
+  try {
+    return JSON.stringify(policy, (key, v) => (typeof v === 'number' && !Number.isFinite(v) ? String(v) : v));
+  } catch (err) {
+    throw fromStatus(CODES.FW_EPOLICY, `policy: cannot be written as JSON (${err.message})`);
+  }
+}
+
+function optionalString(value, field) {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'string') throw invalid(`${field}: must be a string`);
+  // The C ABI takes route and method as NUL-terminated strings: a NUL would silently cut them short.
+  if (value.includes('\0')) throw invalid(`${field}: must not contain NUL characters`);
+  return value;
+}
+
+function optionalBoolean(value, field) {
+  if (value === undefined) return false;
+  if (typeof value !== 'boolean') throw invalid(`${field}: must be a boolean`);
+  return value;
+}
+
+class Floodwall {
+  #core; // { native, handle, scratch }: shared with the decisions, which format themselves through it
+  #closed = false;
+
+  /**
+   * @param {object|string|URL} [policy] the policy: an object, a JSON document or the path of a JSON file.
+   * @throws {PolicyError} naming the field, for an invalid policy; {StoreError} for a bad store URL.
+   */
+  constructor(policy) {
+    const scratch = new Float64Array(native.rawSize);
+    this.#core = { native, handle: native.create(policyJson(policy), scratch), scratch };
+  }
+
+  /**
+   * Decides one request. Never blocks the event loop: on Redis it resolves from the core's I/O thread.
+   * Rejects with InvalidArgumentError (naming the field) for a request that cannot be decided.
+   */
+  admit(request) {
+    try {
+      if (typeof request !== 'object' || request === null) throw invalid('request: must be an object');
+      const { tenant, cost = 1 } = request;
+      if (typeof tenant !== 'string' && !(tenant instanceof Uint8Array)) {
+        throw invalid('tenant: must be a string or a Buffer');
+      }
+      if (!Number.isSafeInteger(cost) || cost < 0) throw invalid('cost: must be a non-negative integer');
+      const core = this.#core;
+      const pending = native.admit(core.handle, tenant, optionalString(request.route, 'route'),
+        optionalString(request.method, 'method'), cost, optionalBoolean(request.critical, 'critical'),
+        optionalBoolean(request.sandbox, 'sandbox'));
+      // Decided inline (the memory store): the numbers are in the scratch array, read them right away.
+      if (pending === undefined) return Promise.resolve(new Decision(core, core.scratch));
+      return pending.then((raw) => new Decision(core, raw));
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  /** Frees what a decision holds. Idempotent; never throws; accepts a decision or its ticket. */
+  release(decision) {
+    const ticket = typeof decision === 'object' && decision !== null ? decision.ticket : decision;
+    if (ticket) native.release(this.#core.handle, ticket);
+  }
+
+  /** Sets a limiter's mode at run time: limiter 'request_rate' | 'concurrency' | 'fleet' | 'utilization',
+   * mode 'enforce' | 'dark' | 'off'. */
+  setMode(limiter, mode) {
+    native.setMode(this.#core.handle, limiter, mode);
+  }
+
+  /** The limiter's mode in force now (the fleet-wide one from Redis when set). */
+  getMode(limiter) {
+    return native.getMode(this.#core.handle, limiter);
+  }
+
+  /** Reports this box's worker utilization in [0, 1] to the utilization shedder. */
+  reportUtilization(u) {
+    if (typeof u !== 'number') throw invalid('utilization: must be a number in [0, 1]');
+    native.reportUtilization(this.#core.handle, u);
+  }
+
+  /** The utilization shedder's current shedding amount (0 when not configured). */
+  sheddingAmount() {
+    return native.sheddingAmount(this.#core.handle);
+  }
+
+  /** The counters: {decisions, routes, top_tenants, breaker, store, shedding_amount, utilization}. */
+  metrics() {
+    return JSON.parse(native.metricsJson(this.#core.handle));
+  }
+
+  /** The same counters as Prometheus text exposition format. */
+  prometheus() {
+    return native.metricsPrometheus(this.#core.handle);
+  }
+
+  /** Stops the client; admits still waiting on the store resolve failed open. Idempotent. */
+  close() {
+    this.#closed = true;
+    native.close(this.#core.handle);
+  }
+
+  get closed() {
+    return this.#closed;
+  }
+
+  /** For bench/node: seconds that n blocking admits take inside the core, without the binding. */
+  _coreAdmitLoop(n, tenant) {
+    return native.coreAdmitLoop(this.#core.handle, n, tenant);
+  }
+}
+
+const { express } = require('./express');
+const { backoff, retry, parseRetryAfter } = require('./retry');
+
+module.exports = {
+  Floodwall,
+  Decision,
+  express,
+  backoff,
+  retry,
+  parseRetryAfter,
+  version: native.version,
+  FloodwallError: errors.FloodwallError,
+  PolicyError: errors.PolicyError,
+  StoreError: errors.StoreError,
+  InvalidArgumentError: errors.InvalidArgumentError,
+  ClosedError: errors.ClosedError,
+};

@@ -1,0 +1,58 @@
+#!/usr/bin/env node
+'use strict';
+// The package's install script: builds the core (CMake target floodwall_static, which embeds lua/*.lua at
+// build time) and then the Node-API addon that links it, into <package>/build-node/.
+//
+// Why not node-gyp: it downloads Node's headers unless told --nodedir, and the core needs CMake anyway.
+// The headers of the Node that runs this script are found from process.execPath (<prefix>/bin/node ->
+// <prefix>/include/node), so nothing is downloaded, in the repository and in a tarball installed as a
+// dependency alike. Override with FLOODWALL_NODE_INCLUDE (a directory holding node_api.h) or npm's nodedir.
+const { spawnSync } = require('node:child_process');
+const fs = require('node:fs');
+const path = require('node:path');
+
+const root = path.resolve(__dirname, '..', '..', '..');
+const out = path.join(root, 'build-node');
+const jobs = String(process.env.FLOODWALL_JOBS || 2);
+const buildType = process.env.FLOODWALL_BUILD_TYPE || 'Release';
+
+function fail(message) {
+  console.error(`floodwall: ${message}`);
+  process.exit(1);
+}
+
+function nodeInclude() {
+  const candidates = [];
+  if (process.env.FLOODWALL_NODE_INCLUDE) candidates.push(process.env.FLOODWALL_NODE_INCLUDE);
+  if (process.env.npm_config_nodedir) candidates.push(path.join(process.env.npm_config_nodedir, 'include', 'node'));
+  // Resolve symlinks: /usr/local/bin/node may point into a versioned prefix (nvm, n, Homebrew).
+  const prefix = path.resolve(path.dirname(fs.realpathSync(process.execPath)), '..');
+  candidates.push(path.join(prefix, 'include', 'node'));
+  const found = candidates.find((dir) => fs.existsSync(path.join(dir, 'node_api.h')));
+  if (!found) fail(`no Node headers (node_api.h) in ${candidates.join(', ')}; set FLOODWALL_NODE_INCLUDE`);
+  return found;
+}
+
+function run(args) {
+  const r = spawnSync('cmake', args, { stdio: 'inherit' });
+  if (r.error) fail(`cannot run cmake (${r.error.message}); floodwall needs CMake >= 3.20, a C++20 compiler, hiredis and nlohmann-json`);
+  if (r.status !== 0) fail(`cmake ${args.join(' ')} failed`);
+}
+
+// Ninja when there is one; the generator of an existing build directory cannot change, so ask only once.
+function generator(dir) {
+  if (fs.existsSync(path.join(dir, 'CMakeCache.txt'))) return [];
+  const ninja = spawnSync('ninja', ['--version'], { stdio: 'ignore' });
+  return ninja.status === 0 ? ['-G', 'Ninja'] : [];
+}
+
+const coreDir = path.join(out, 'core');
+run(['-S', root, '-B', coreDir, ...generator(coreDir), `-DCMAKE_BUILD_TYPE=${buildType}`, '-DFW_BUILD_TESTS=OFF',
+  '-DFW_BUILD_BENCH=OFF', '-DFW_BUILD_EXAMPLES=OFF', '-DFW_BUILD_PYTHON=OFF']);
+run(['--build', coreDir, '--target', 'floodwall_static', '--parallel', jobs]);
+
+const addonDir = path.join(out, 'addon');
+run(['-S', path.join(root, 'bindings', 'node'), '-B', addonDir, ...generator(addonDir),
+  `-DCMAKE_BUILD_TYPE=${buildType}`, `-DFW_CORE_BUILD_DIR=${coreDir}`, `-DFW_NODE_INCLUDE_DIR=${nodeInclude()}`,
+  `-DFW_NODE_ADDON_API_DIR=${require('node-addon-api').include_dir}`, `-DFW_ADDON_OUTPUT_DIR=${out}`]);
+run(['--build', addonDir, '--parallel', jobs]);

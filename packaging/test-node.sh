@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The Node suite (make test-node, and part of make test). `npm install` installs the package's
+# dependencies and runs its install script, which builds the core (CMake, floodwall_static) and the
+# Node-API addon against this Node's own headers; then node's test runner runs tests/node/, whose Redis
+# tests start their own redis-server on a free port.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+for tool in node npm cmake redis-server; do
+  command -v "$tool" >/dev/null || { echo "test-node: $tool is missing (run packaging/install-deps.sh)" >&2; exit 1; }
+done
+npm install --no-audit --no-fund --no-package-lock --no-update-notifier --loglevel=error
+# A hung test fails after ten minutes instead of holding CI; the packed-tarball test builds the core anew.
+node --test --test-timeout=600000 tests/node/

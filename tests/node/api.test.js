@@ -1,0 +1,303 @@
+'use strict';
+// The Floodwall API on the memory store: decisions, the core's headers and bodies, tickets, modes, metrics.
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { pathToFileURL } = require('node:url');
+const { test, describe } = require('node:test');
+const floodwall = require('../..');
+const { Floodwall, Decision, FloodwallError, ClosedError } = floodwall;
+const { eventually } = require('./helpers');
+
+const SEED = { request_rate: { rate: 100, burst: 500 }, concurrency: { limit: 20 } };
+
+function withClient(policy, fn) {
+  const fw = new Floodwall(policy);
+  return Promise.resolve(fn(fw)).finally(() => fw.close());
+}
+
+async function admitMany(fw, n, request) {
+  const out = [];
+  for (let i = 0; i < n; i++) out.push(await fw.admit(request));
+  return out;
+}
+
+describe('construction', () => {
+  test('takes the policy as an object, a JSON string, a file path or a file URL', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fw-policy-'));
+    const file = path.join(dir, 'policy.json');
+    fs.writeFileSync(file, JSON.stringify(SEED));
+    try {
+      for (const policy of [SEED, JSON.stringify(SEED), `  \n${JSON.stringify(SEED)}`, file, pathToFileURL(file)]) {
+        await withClient(policy, async (fw) => {
+          const d = await fw.admit({ tenant: 'acme' });
+          assert.equal(d.limit, 500);
+          assert.equal(d.concurrencyLimit, 20);
+        });
+      }
+    } finally {
+      fs.rmSync(dir, { recursive: true });
+    }
+  });
+
+  test('an empty policy configures no limiter and allows everything', async () => {
+    await withClient(undefined, async (fw) => {
+      const d = await fw.admit({ tenant: 'acme' });
+      assert.equal(d.allowed, true);
+      assert.equal(d.status, 200);
+      assert.equal(d.limit, 0);
+      assert.deepEqual(d.headers, {});
+      assert.equal(fw.getMode('request_rate'), 'off');
+    });
+  });
+
+  test('exposes the core version and the error classes', () => {
+    assert.match(floodwall.version, /^\d+\.\d+\.\d+$/);
+    for (const name of ['PolicyError', 'StoreError', 'InvalidArgumentError', 'ClosedError']) {
+      assert.ok(new floodwall[name]('x: y') instanceof FloodwallError, name);
+      assert.equal(new floodwall[name]('x: y').field, 'x');
+    }
+  });
+
+  test('the JS error codes are the C ABI codes', () => {
+    const addon = require('../../build-node/floodwall.node');
+    assert.deepEqual(require('../../bindings/node/lib/errors').CODES, addon.codes);
+  });
+});
+
+describe('admit on the memory store', () => {
+  test('an allowed request carries the seed example headers and no body', async () => {
+    await withClient(SEED, async (fw) => {
+      const d = await fw.admit({ tenant: 'acme', route: '/v1/routes', method: 'POST' });
+      assert.ok(d instanceof Decision);
+      assert.equal(d.allowed, true);
+      assert.equal(d.status, 200);
+      assert.equal(d.limiter, null);
+      assert.equal(d.darkLimiter, null);
+      assert.equal(d.failedOpen, false);
+      assert.equal(d.failReason, null);
+      assert.equal(d.limit, 500);
+      assert.equal(d.remaining, 499);
+      assert.equal(d.reset, 1);
+      assert.equal(d.retryAfter, 0);
+      assert.equal(d.rate, 100);
+      assert.equal(d.concurrencyLimit, 20);
+      assert.equal(d.concurrencyRemaining, 19);
+      assert.equal(typeof d.ticket, 'number');
+      assert.notEqual(d.ticket, 0);
+      assert.deepEqual(Object.entries(d.headers), [
+        ['RateLimit-Policy', '"request_rate";q=500;w=5, "concurrency";q=20;qu="concurrent-requests"'],
+        ['RateLimit', '"request_rate";r=499;t=1, "concurrency";r=19'],
+        ['RateLimit-Limit', '500'],
+        ['RateLimit-Remaining', '499'],
+        ['RateLimit-Reset', '1'],
+      ]);
+      assert.equal(d.body, null);
+      fw.release(d);
+    });
+  });
+
+  test('the request-rate bucket rejects with 429, Retry-After and the core body', async () => {
+    await withClient({ request_rate: { rate: 1, burst: 3 } }, async (fw) => {
+      const allowed = await admitMany(fw, 3, { tenant: 'acme' });
+      assert.deepEqual(allowed.map((d) => d.remaining), [2, 1, 0]);
+      const d = await fw.admit({ tenant: 'acme' });
+      assert.equal(d.allowed, false);
+      assert.equal(d.status, 429);
+      assert.equal(d.limiter, 'request_rate');
+      assert.ok(d.retryAfter >= 1);
+      assert.equal(d.ticket, 0);
+      assert.equal(d.headers['Retry-After'], String(d.retryAfter));
+      assert.equal(d.headers['RateLimit-Remaining'], '0');
+      assert.deepEqual(JSON.parse(d.body), {
+        error: {
+          type: 'rate_limit_error',
+          limit_type: 'request_rate',
+          message: `Request rate limit exceeded: 1 requests/second sustained (bursts to 3). Retry after ${d.retryAfter}s.`,
+          limit: 3,
+          rate: 1,
+          retry_after: d.retryAfter,
+        },
+      });
+      // Another tenant has its own bucket.
+      assert.equal((await fw.admit({ tenant: 'globex' })).allowed, true);
+    });
+  });
+
+  test('cost spends that many tokens; cost 0 counts as 1', async () => {
+    await withClient({ request_rate: { rate: 0.001, burst: 10 } }, async (fw) => {
+      assert.equal((await fw.admit({ tenant: 'a', cost: 5 })).remaining, 5);
+      assert.equal((await fw.admit({ tenant: 'a', cost: 0 })).remaining, 4);
+      assert.equal((await fw.admit({ tenant: 'a' })).remaining, 3);
+      const d = await fw.admit({ tenant: 'a', cost: 4 });
+      assert.equal(d.status, 429);
+      assert.equal((await fw.admit({ tenant: 'a', cost: 3 })).remaining, 0, 'a rejection spends nothing');
+    });
+  });
+
+  test('per-tenant overrides get their own bucket size', async () => {
+    const policy = { request_rate: { rate: 1, burst: 2, overrides: { vip: { rate: 1, burst: 50 } } } };
+    await withClient(policy, async (fw) => {
+      assert.equal((await fw.admit({ tenant: 'vip' })).limit, 50);
+      assert.equal((await fw.admit({ tenant: 'other' })).limit, 2);
+    });
+  });
+
+  test('concurrency counts in-flight requests until release; release is idempotent', async () => {
+    await withClient({ concurrency: { limit: 2 } }, async (fw) => {
+      const [a, b] = await admitMany(fw, 2, { tenant: 't' });
+      const rejected = await fw.admit({ tenant: 't' });
+      assert.equal(rejected.status, 429);
+      assert.equal(rejected.limiter, 'concurrency');
+      assert.equal(rejected.retryAfter, 1);
+      assert.equal(JSON.parse(rejected.body).error.limit_type, 'concurrency');
+      assert.equal(rejected.headers.RateLimit, '"concurrency";r=0');
+      fw.release(a);
+      fw.release(a);
+      fw.release(a.ticket);
+      const c = await fw.admit({ tenant: 't' });
+      assert.equal(c.allowed, true);
+      assert.equal(c.concurrencyRemaining, 0, 'releasing one ticket three times freed one slot');
+      assert.equal((await fw.admit({ tenant: 't' })).status, 429);
+      for (const nothing of [undefined, null, 0, {}, rejected]) fw.release(nothing);
+      fw.release(b);
+      fw.release(c);
+      assert.equal((await fw.admit({ tenant: 't' })).concurrencyRemaining, 1);
+    });
+  });
+
+  test('concurrency counts only the routes it lists', async () => {
+    await withClient({ concurrency: { limit: 1, routes: ['/search'] } }, async (fw) => {
+      const other = await admitMany(fw, 3, { tenant: 't', route: '/browse' });
+      assert.ok(other.every((d) => d.allowed && d.concurrencyLimit === 0));
+      assert.equal((await fw.admit({ tenant: 't', route: '/search' })).allowed, true);
+      assert.equal((await fw.admit({ tenant: 't', route: '/search' })).status, 429);
+    });
+  });
+
+  test('the fleet shedder answers 503 to non-critical traffic and never counts critical requests', async () => {
+    await withClient({ fleet: { capacity: 1 } }, async (fw) => {
+      const first = await fw.admit({ tenant: 'a' });
+      const shed = await fw.admit({ tenant: 'b' });
+      assert.equal(shed.status, 503);
+      assert.equal(shed.limiter, 'fleet');
+      assert.equal(JSON.parse(shed.body).error.type, 'service_unavailable');
+      assert.equal(shed.headers['Retry-After'], '1');
+      const critical = await admitMany(fw, 5, { tenant: 'c', critical: true });
+      assert.ok(critical.every((d) => d.allowed));
+      fw.release(first);
+      assert.equal((await fw.admit({ tenant: 'b' })).allowed, true);
+    });
+  });
+
+  test('the utilization shedder sheds sandbox traffic first and critical traffic last (503)', async () => {
+    const policy = { utilization: { workers: 1, sample_s: 0.02, ramp_s: 2, delay_s: 0 } };
+    await withClient(policy, async (fw) => {
+      fw.reportUtilization(1);
+      await eventually(() => fw.sheddingAmount() >= 0.25); // tier 0 (sandbox) now drops with probability 1
+      const sandbox = await fw.admit({ tenant: 't', sandbox: true });
+      const critical = await fw.admit({ tenant: 't', critical: true, method: 'POST' });
+      assert.equal(sandbox.status, 503);
+      assert.equal(sandbox.limiter, 'utilization');
+      assert.equal(JSON.parse(sandbox.body).error.limit_type, 'utilization');
+      assert.ok(sandbox.retryAfter >= 1);
+      assert.equal(critical.allowed, true, `critical shed at amount ${fw.sheddingAmount()}`);
+      fw.release(critical);
+    });
+  });
+
+  test('dark mode allows and names the limiter that would have blocked; off skips it', async () => {
+    await withClient({ request_rate: { rate: 0.001, burst: 1 } }, async (fw) => {
+      await fw.admit({ tenant: 't' });
+      fw.setMode('request_rate', 'dark');
+      assert.equal(fw.getMode('request_rate'), 'dark');
+      const d = await fw.admit({ tenant: 't' });
+      assert.equal(d.allowed, true);
+      assert.equal(d.status, 200);
+      assert.equal(d.limiter, null);
+      assert.equal(d.darkLimiter, 'request_rate');
+      assert.equal(fw.metrics().decisions.request_rate.dark_rejected, 1);
+      fw.setMode('request_rate', 'off');
+      const off = await fw.admit({ tenant: 't' });
+      assert.equal(off.allowed, true);
+      assert.equal(off.darkLimiter, null);
+      fw.setMode('request_rate', 'enforce');
+      assert.equal((await fw.admit({ tenant: 't' })).status, 429);
+    });
+  });
+
+  test('any bytes are a tenant: Buffers, NUL, braces, CR/LF, 1 MB; none reaches a header', async () => {
+    await withClient({ request_rate: { rate: 0.001, burst: 5 } }, async (fw) => {
+      const huge = 'x'.repeat(1 << 20);
+      for (const tenant of ['a\0b', '{a}', '}{', 'a\r\nSet-Cookie: x=1', huge, Buffer.from([0, 255, 1]), 'é']) {
+        const d = await fw.admit({ tenant });
+        assert.equal(d.allowed, true);
+        assert.equal(d.remaining, 4, 'a fresh bucket for every distinct tenant');
+        for (const [name, value] of Object.entries(d.headers)) {
+          assert.match(name + value, /^[\x20-\x7e]*$/);
+          assert.ok(!value.includes('Set-Cookie') && !value.includes('{a}'));
+        }
+      }
+      // A string and a Buffer of the same UTF-8 bytes are the same tenant; NUL does not truncate.
+      assert.equal((await fw.admit({ tenant: Buffer.from('é') })).remaining, 3);
+      assert.equal((await fw.admit({ tenant: 'a\0c' })).remaining, 4);
+      assert.equal((await fw.admit({ tenant: new Uint8Array([0, 255, 1]) })).remaining, 3);
+    });
+  });
+
+  test('a decision serialises with its headers and body', async () => {
+    await withClient({ request_rate: { rate: 1, burst: 1 } }, async (fw) => {
+      await fw.admit({ tenant: 't' });
+      const d = await fw.admit({ tenant: 't' });
+      const json = JSON.parse(JSON.stringify(d));
+      assert.equal(json.status, 429);
+      assert.equal(json.limiter, 'request_rate');
+      assert.deepEqual(json.headers, d.headers);
+      assert.equal(json.body, d.body);
+    });
+  });
+
+  test('many admits in one tick all resolve, each with its own decision', async () => {
+    await withClient({ request_rate: { rate: 0.001, burst: 1000 } }, async (fw) => {
+      const decisions = await Promise.all(Array.from({ length: 1000 }, () => fw.admit({ tenant: 't' })));
+      const remaining = decisions.map((d) => d.remaining).sort((a, b) => a - b);
+      assert.deepEqual(remaining, Array.from({ length: 1000 }, (_, i) => i));
+    });
+  });
+});
+
+describe('metrics, modes and close', () => {
+  test('metrics() and prometheus() are the core counters', async () => {
+    await withClient(SEED, async (fw) => {
+      fw.release(await fw.admit({ tenant: 'acme', route: '/v1/routes' }));
+      const m = fw.metrics();
+      assert.equal(m.decisions.request_rate.allowed, 1);
+      assert.equal(m.decisions.concurrency.allowed, 1);
+      assert.equal(m.routes['/v1/routes'].request_rate.allowed, 1);
+      assert.equal(m.breaker, 'closed');
+      assert.match(fw.prometheus(), /^floodwall_decisions_total\{limiter="request_rate",outcome="allowed",route="\/v1\/routes"\} 1$/m);
+    });
+  });
+
+  test('reportUtilization feeds the shedder; sheddingAmount reads it', async () => {
+    await withClient({ utilization: { workers: 4 } }, async (fw) => {
+      fw.reportUtilization(0.5);
+      assert.equal(typeof fw.sheddingAmount(), 'number');
+      assert.ok(fw.sheddingAmount() <= 0);
+    });
+  });
+
+  test('close is idempotent; afterwards admits reject with ClosedError and release is a no-op', async () => {
+    const fw = new Floodwall(SEED);
+    const d = await fw.admit({ tenant: 't' });
+    fw.close();
+    fw.close();
+    assert.equal(fw.closed, true);
+    fw.release(d);
+    await assert.rejects(fw.admit({ tenant: 't' }), ClosedError);
+    assert.throws(() => fw.metrics(), ClosedError);
+    assert.throws(() => fw.setMode('request_rate', 'dark'), ClosedError);
+    assert.throws(() => d.headers, ClosedError, 'formatting needs the client');
+  });
+});

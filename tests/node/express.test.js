@@ -1,0 +1,269 @@
+'use strict';
+// The Express middleware over real HTTP, on Express 4 and Express 5: headers on every response, the core's
+// 429 and 503 bodies, req.floodwall, and a ticket released exactly once on every path.
+const assert = require('node:assert/strict');
+const http = require('node:http');
+const { test, describe } = require('node:test');
+const floodwall = require('../..');
+const { Floodwall } = floodwall;
+const { request, eventually } = require('./helpers');
+
+const EXPRESSES = [
+  ['Express 4', require('express4')],
+  ['Express 5', require('express')],
+];
+
+// A Floodwall whose release() counts the calls per ticket, to prove "exactly once".
+function counted(fw) {
+  const releases = new Map();
+  return {
+    releases,
+    admit: (r) => fw.admit(r),
+    release(decision) {
+      releases.set(decision.ticket, (releases.get(decision.ticket) || 0) + 1);
+      fw.release(decision);
+    },
+  };
+}
+
+async function serve(expressLib, fw, options = {}) {
+  const app = expressLib();
+  app.set('env', 'test'); // the default error handler stays quiet
+  const held = [];
+  app.use(floodwall.express(fw, { keyGenerator: (req) => req.get('x-tenant') || req.ip, ...options }));
+  app.get('/ok', (req, res) => res.json({ decided: Boolean(req.floodwall), remaining: req.floodwall?.remaining }));
+  app.get('/held', (req, res) => held.push(res)); // answers only when the test says so
+  app.get('/boom', () => {
+    throw new Error('boom');
+  });
+  app.get('/next-error', (req, res, next) => next(new Error('passed on')));
+  app.get('/stream-abort', (req, res) => {
+    res.write('partial');
+    held.push(res);
+  });
+  const server = http.createServer(app);
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: server.address().port,
+    held,
+    app,
+    close: () => new Promise((resolve) => {
+      for (const res of held) res.destroy();
+      server.closeAllConnections();
+      server.close(resolve);
+    }),
+  };
+}
+
+function headerNames(rawHeaders) {
+  return rawHeaders.filter((_, i) => i % 2 === 0);
+}
+
+for (const [name, expressLib] of EXPRESSES) {
+  describe(name, () => {
+    test('a 200 carries the core headers and the decision is on req.floodwall', async () => {
+      const fw = new Floodwall({ request_rate: { rate: 100, burst: 500 }, concurrency: { limit: 20 } });
+      const srv = await serve(expressLib, fw);
+      try {
+        const res = await request(srv.port, '/ok', { headers: { 'x-tenant': 'acme' } });
+        assert.equal(res.status, 200);
+        assert.equal(res.headers['ratelimit-policy'], '"request_rate";q=500;w=5, "concurrency";q=20;qu="concurrent-requests"');
+        assert.equal(res.headers.ratelimit, '"request_rate";r=499;t=1, "concurrency";r=19');
+        assert.equal(res.headers['ratelimit-limit'], '500');
+        assert.equal(res.headers['ratelimit-remaining'], '499');
+        assert.equal(res.headers['ratelimit-reset'], '1');
+        assert.equal(res.headers['retry-after'], undefined);
+        assert.equal(JSON.parse(res.body).remaining, 499);
+      } finally {
+        await srv.close();
+        fw.close();
+      }
+    });
+
+    test('a 429 has the exact headers, in order, and the core body', async () => {
+      const fw = new Floodwall({ request_rate: { rate: 0.5, burst: 2 } });
+      const srv = await serve(expressLib, fw);
+      try {
+        for (let i = 0; i < 2; i++) assert.equal((await request(srv.port, '/ok', { headers: { 'x-tenant': 't' } })).status, 200);
+        const res = await request(srv.port, '/ok', { headers: { 'x-tenant': 't' } });
+        assert.equal(res.status, 429);
+        const retry = Number(res.headers['retry-after']);
+        assert.ok(Number.isInteger(retry) && retry >= 1, res.headers['retry-after']);
+        assert.deepEqual(headerNames(res.rawHeaders).filter((h) => /^(ratelimit|retry-after|content-)/i.test(h)), [
+          'RateLimit-Policy', 'RateLimit', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'Retry-After',
+          'Content-Type', 'Content-Length',
+        ]);
+        assert.equal(res.headers['content-type'], 'application/json');
+        assert.equal(res.headers['ratelimit-policy'], '"request_rate";q=2;w=4');
+        assert.equal(res.headers['ratelimit-remaining'], '0');
+        assert.equal(res.body, JSON.stringify({
+          error: {
+            type: 'rate_limit_error',
+            limit_type: 'request_rate',
+            message: `Request rate limit exceeded: 0.5 requests/second sustained (bursts to 2). Retry after ${retry}s.`,
+            limit: 2,
+            rate: 0.5,
+            retry_after: retry,
+          },
+        }));
+        assert.equal(Number(res.headers['content-length']), Buffer.byteLength(res.body));
+      } finally {
+        await srv.close();
+        fw.close();
+      }
+    });
+
+    test('a 503 from the fleet shedder has Retry-After and the core body; critical traffic passes', async () => {
+      const fw = new Floodwall({ fleet: { capacity: 1 } });
+      const srv = await serve(expressLib, fw, { critical: (req) => req.get('x-critical') === '1' });
+      try {
+        const first = request(srv.port, '/held', { headers: { 'x-tenant': 'a' } });
+        await eventually(() => srv.held.length === 1);
+        const shed = await request(srv.port, '/ok', { headers: { 'x-tenant': 'b' } });
+        assert.equal(shed.status, 503);
+        assert.equal(shed.headers['retry-after'], '1');
+        assert.equal(shed.headers['content-type'], 'application/json');
+        assert.deepEqual(JSON.parse(shed.body).error, {
+          type: 'service_unavailable',
+          limit_type: 'fleet',
+          message: 'Service degraded: non-critical traffic is being shed to keep capacity for critical requests. Retry with backoff after 1s.',
+          retry_after: 1,
+        });
+        const critical = await request(srv.port, '/ok', { headers: { 'x-tenant': 'b', 'x-critical': '1' } });
+        assert.equal(critical.status, 200);
+        srv.held.shift().end('done');
+        assert.equal((await first).status, 200);
+        assert.equal((await request(srv.port, '/ok', { headers: { 'x-tenant': 'b' } })).status, 200, 'the slot came back');
+      } finally {
+        await srv.close();
+        fw.close();
+      }
+    });
+
+    test('a client that aborts mid-request frees its slot, released exactly once', async () => {
+      const fw = new Floodwall({ concurrency: { limit: 1 } });
+      const spy = counted(fw);
+      const srv = await serve(expressLib, spy);
+      try {
+        const aborted = request(srv.port, '/held', { headers: { 'x-tenant': 't' }, abortAfterMs: 100 });
+        await eventually(() => srv.held.length === 1);
+        assert.equal((await request(srv.port, '/ok', { headers: { 'x-tenant': 't' } })).status, 429, 'the slot is held');
+        assert.deepEqual(await aborted, { aborted: true });
+        await eventually(() => spy.releases.size === 1);
+        const ok = await request(srv.port, '/ok', { headers: { 'x-tenant': 't' } });
+        assert.equal(ok.status, 200);
+        assert.equal(ok.headers.ratelimit, '"concurrency";r=0');
+        await eventually(() => spy.releases.size === 2);
+        assert.deepEqual([...spy.releases.values()], [1, 1]);
+      } finally {
+        await srv.close();
+        fw.close();
+      }
+    });
+
+    test('a streamed response whose client leaves half-way frees its slot', async () => {
+      const fw = new Floodwall({ concurrency: { limit: 1 } });
+      const srv = await serve(expressLib, fw);
+      try {
+        const aborted = request(srv.port, '/stream-abort', { headers: { 'x-tenant': 't' }, abortAfterMs: 100 });
+        await eventually(() => srv.held.length === 1);
+        await aborted;
+        await eventually(async () => (await request(srv.port, '/ok', { headers: { 'x-tenant': 't' } })).status === 200);
+      } finally {
+        await srv.close();
+        fw.close();
+      }
+    });
+
+    test('a route that throws answers 500 and frees its slot', async () => {
+      const fw = new Floodwall({ concurrency: { limit: 1 } });
+      const spy = counted(fw);
+      const srv = await serve(expressLib, spy);
+      try {
+        for (const path of ['/boom', '/next-error', '/boom']) {
+          const res = await request(srv.port, path, { headers: { 'x-tenant': 't' } });
+          assert.equal(res.status, 500);
+          assert.equal(res.headers.ratelimit, '"concurrency";r=0', 'headers even on errors');
+        }
+        assert.equal((await request(srv.port, '/ok', { headers: { 'x-tenant': 't' } })).status, 200);
+        await eventually(() => spy.releases.size === 4);
+        assert.ok([...spy.releases.values()].every((n) => n === 1));
+      } finally {
+        await srv.close();
+        fw.close();
+      }
+    });
+
+    test('skip, keyGenerator, route and cost options', async () => {
+      const fw = new Floodwall({ request_rate: { rate: 0.001, burst: 10 }, concurrency: { limit: 5, routes: ['/ok'] } });
+      const srv = await serve(expressLib, fw, {
+        skip: async (req) => req.get('x-skip') === '1',
+        cost: (req) => Number(req.get('x-cost') || 1),
+        route: (req) => req.path,
+      });
+      try {
+        const skipped = await request(srv.port, '/ok', { headers: { 'x-tenant': 't', 'x-skip': '1' } });
+        assert.equal(skipped.status, 200);
+        assert.deepEqual(JSON.parse(skipped.body), { decided: false }, 'no decision on req.floodwall when skipped');
+        assert.equal(skipped.headers['ratelimit-limit'], undefined);
+        const heavy = await request(srv.port, '/ok', { headers: { 'x-tenant': 't', 'x-cost': '4' } });
+        assert.equal(heavy.headers['ratelimit-remaining'], '6');
+        assert.equal(heavy.headers.ratelimit, '"request_rate";r=6;t=4000, "concurrency";r=4');
+        const other = await request(srv.port, '/boom', { headers: { 'x-tenant': 't' } });
+        assert.equal(other.headers['ratelimit-policy'], '"request_rate";q=10;w=10000', 'concurrency counts /ok only');
+        const tooHeavy = await request(srv.port, '/ok', { headers: { 'x-tenant': 't', 'x-cost': '11' } });
+        assert.equal(tooHeavy.status, 500, 'a cost above the burst is an error passed to next()');
+        const other2 = await request(srv.port, '/ok', { headers: { 'x-tenant': 'u' } });
+        assert.equal(other2.headers['ratelimit-remaining'], '9', 'keyGenerator separates tenants');
+      } finally {
+        await srv.close();
+        fw.close();
+      }
+    });
+
+    test('a custom handler sends the rejection and gets the decision', async () => {
+      const fw = new Floodwall({ request_rate: { rate: 0.001, burst: 1 } });
+      const srv = await serve(expressLib, fw, {
+        handler: (req, res, next, decision) => {
+          res.status(418).send(`slow down: ${decision.limiter} ${req.floodwall === decision}`);
+        },
+      });
+      try {
+        await request(srv.port, '/ok', { headers: { 'x-tenant': 't' } });
+        const res = await request(srv.port, '/ok', { headers: { 'x-tenant': 't' } });
+        assert.equal(res.status, 418);
+        assert.equal(res.body, 'slow down: request_rate true');
+        assert.ok(Number(res.headers['retry-after']) >= 1, 'the headers are set before the handler runs');
+      } finally {
+        await srv.close();
+        fw.close();
+      }
+    });
+  });
+}
+
+describe('Express 5 only', () => {
+  test('an async route that rejects answers 500 and frees its slot', async () => {
+    const fw = new Floodwall({ concurrency: { limit: 1 } });
+    const expressLib = require('express');
+    const app = expressLib();
+    app.set('env', 'test');
+    app.use(floodwall.express(fw));
+    app.get('/async-boom', async () => {
+      await new Promise((r) => setTimeout(r, 5));
+      throw new Error('async boom');
+    });
+    const server = http.createServer(app);
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      for (let i = 0; i < 3; i++) assert.equal((await request(server.address().port, '/async-boom')).status, 500);
+      const d = await fw.admit({ tenant: '127.0.0.1' });
+      assert.equal(d.allowed, true, 'no slot was leaked');
+      fw.release(d);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+      fw.close();
+    }
+  });
+});

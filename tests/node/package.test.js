@@ -1,0 +1,70 @@
+'use strict';
+// A new user's path: `npm pack`, `npm install` of the tarball into an empty project (which builds the core
+// and the addon from the shipped sources, downloading no headers), then the README's Express example runs
+// as written and answers over HTTP.
+const assert = require('node:assert/strict');
+const { execFileSync, spawn } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { test, after } = require('node:test');
+const { request } = require('./helpers');
+
+const ROOT = path.resolve(__dirname, '..', '..');
+const work = fs.mkdtempSync(path.join(os.tmpdir(), 'floodwall-pack-'));
+after(() => fs.rmSync(work, { recursive: true, force: true }));
+
+function npm(args, cwd, env = process.env) {
+  return execFileSync('npm', args, { cwd, env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+}
+
+let tarball;
+
+test('npm pack ships the core sources and the binding, not builds or other languages', () => {
+  const [info] = JSON.parse(npm(['pack', '--json', '--pack-destination', work], ROOT));
+  tarball = path.join(work, info.filename);
+  const files = info.files.map((f) => f.path);
+  for (const needed of ['package.json', 'CMakeLists.txt', 'core/embed_scripts.cmake', 'core/src/guard.cpp',
+    'capi/include/floodwall.h', 'capi/src/floodwall.cpp', 'capi/floodwall.map', 'lua/tenant_admit.lua',
+    'bindings/node/CMakeLists.txt', 'bindings/node/src/addon.cc', 'bindings/node/lib/index.js',
+    'bindings/node/index.d.ts', 'bindings/node/scripts/build.js', 'bindings/node/examples/express_app.js']) {
+    assert.ok(files.includes(needed), `${needed} is missing from the tarball`);
+  }
+  const unwanted = files.filter((f) => /^(build|build-[^/]*|tests|bench|node_modules|bindings\/(python|ruby))\//.test(f) || f.endsWith('.node'));
+  assert.deepEqual(unwanted, []);
+});
+
+test('the tarball installs into an empty project and the README example serves requests', async (t) => {
+  assert.ok(tarball, 'the pack step ran');
+  const project = path.join(work, 'app');
+  fs.mkdirSync(project);
+  fs.writeFileSync(path.join(project, 'package.json'), JSON.stringify({ name: 'app', version: '1.0.0', private: true }));
+  // An empty user config: no nodedir from this machine's ~/.npmrc; the build finds the headers by itself.
+  const userconfig = path.join(work, 'npmrc');
+  fs.writeFileSync(userconfig, '');
+  const env = { ...process.env, FLOODWALL_JOBS: '2' };
+  for (const key of Object.keys(env)) if (/^npm_config_/i.test(key)) delete env[key];
+  npm(['install', '--no-audit', '--no-fund', '--no-package-lock', '--prefer-offline', '--loglevel=error', '--no-update-notifier',
+    '--userconfig', userconfig, tarball, 'express@^5'], project, env);
+  assert.ok(fs.existsSync(path.join(project, 'node_modules', 'floodwall', 'build-node', 'floodwall.node')));
+
+  fs.copyFileSync(path.join(ROOT, 'bindings', 'node', 'examples', 'express_app.js'), path.join(project, 'app.js'));
+  const server = spawn(process.execPath, ['app.js'], { cwd: project, env: { ...env, PORT: '0' }, stdio: ['ignore', 'pipe', 'inherit'] });
+  t.after(() => server.kill());
+  const port = await new Promise((resolve, reject) => {
+    let out = '';
+    server.stdout.on('data', (d) => {
+      out += d;
+      const m = /listening on (\d+)/.exec(out);
+      if (m) resolve(Number(m[1]));
+    });
+    server.once('exit', (code) => reject(new Error(`the example exited with ${code}: ${out}`)));
+  });
+  const res = await request(port, '/', { headers: { 'x-api-key': 'acme' } });
+  assert.equal(res.status, 200);
+  assert.deepEqual(JSON.parse(res.body), { remaining: 499 });
+  assert.equal(res.headers['ratelimit-policy'], '"request_rate";q=500;w=5, "concurrency";q=20;qu="concurrent-requests"');
+  assert.equal(res.headers.ratelimit, '"request_rate";r=499;t=1, "concurrency";r=19');
+  const other = await request(port, '/', { headers: { 'x-api-key': 'globex' } });
+  assert.equal(other.headers['ratelimit-remaining'], '499', 'each API key is its own tenant');
+});

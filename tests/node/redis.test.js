@@ -1,0 +1,255 @@
+'use strict';
+// The Redis store from Node, against a real redis-server started for this file: the same decisions as the
+// memory store, one bucket shared by several clients and processes, admits that resolve from the core's
+// I/O thread without blocking the event loop, and fail-open when Redis goes away.
+const assert = require('node:assert/strict');
+const { execFile } = require('node:child_process');
+const path = require('node:path');
+const { monitorEventLoopDelay } = require('node:perf_hooks');
+const { test, describe, before, after } = require('node:test');
+const { Floodwall, InvalidArgumentError } = require('../..');
+const { startRedis, eventually } = require('./helpers');
+
+const ROOT = path.resolve(__dirname, '..', '..');
+let redis;
+let prefixes = 0;
+
+// The default 5 ms deadline fails a decision open when this 2-core machine is busy (other builds, the
+// test's own 20000 admits): these tests are about decisions, so they give Redis time. Fail-open has its own.
+const PATIENT = { deadline_ms: 2000 };
+
+// Each test gets its own key prefix, so that tests never see each other's buckets.
+function client(policy) {
+  return new Floodwall({ store: redis.url, prefix: `t${process.pid}x${prefixes++}`, redis: PATIENT, ...policy });
+}
+
+before(async () => {
+  redis = await startRedis();
+});
+after(async () => {
+  await redis.stop();
+});
+
+// The in-flight slots that Redis holds under a prefix, read with a plain Redis client.
+async function inFlightSlots(prefix) {
+  const Redis = require('ioredis');
+  const r = new Redis({ port: redis.port, lazyConnect: true });
+  try {
+    await r.connect();
+    const keys = await r.keys(`${prefix}:*conc*`);
+    const counts = await Promise.all(keys.map((k) => r.zcard(k)));
+    return counts.reduce((a, b) => a + b, 0);
+  } finally {
+    r.disconnect();
+  }
+}
+
+function plain(d) {
+  const { ticket, ...fields } = d.toJSON();
+  return { ...fields, holds: ticket !== 0 };
+}
+
+describe('Redis store', () => {
+  test('decides exactly like the memory store, headers and bodies included', async () => {
+    const policy = { request_rate: { rate: 0.001, burst: 3 }, concurrency: { limit: 2 }, docs_url: 'https://example.test/limits' };
+    const script = async (fw) => {
+      const out = [];
+      const held = [];
+      for (let i = 0; i < 4; i++) {
+        const d = await fw.admit({ tenant: 'acme', route: '/v1', method: 'POST' });
+        out.push(plain(d));
+        held.push(d);
+      }
+      held.forEach((d) => fw.release(d));
+      out.push(plain(await fw.admit({ tenant: 'acme', cost: 2 })));
+      out.push(plain(await fw.admit({ tenant: 'acme' })));
+      return out;
+    };
+    const memory = new Floodwall(policy);
+    // One connection: a release is fire-and-forget, and on a second connection the next admit may reach
+    // Redis before it (see the report); on one pipelined connection they arrive in order.
+    const shared = client({ ...policy, redis: { ...PATIENT, connections: 1 } });
+    try {
+      const [m, r] = [await script(memory), await script(shared)];
+      assert.deepEqual(r, m);
+      assert.deepEqual(r.map((d) => d.status), [200, 200, 429, 429, 429, 200]);
+      assert.equal(r[2].limiter, 'concurrency');
+      assert.equal(r[4].limiter, 'request_rate');
+      assert.ok(r.every((d) => !d.failedOpen));
+    } finally {
+      memory.close();
+      shared.close();
+    }
+  });
+
+  test('the seed example headers come back through Redis', async () => {
+    const fw = client({ request_rate: { rate: 100, burst: 500 }, concurrency: { limit: 20 } });
+    try {
+      const d = await fw.admit({ tenant: 'acme' });
+      assert.equal(d.failedOpen, false);
+      assert.deepEqual(d.headers, {
+        'RateLimit-Policy': '"request_rate";q=500;w=5, "concurrency";q=20;qu="concurrent-requests"',
+        RateLimit: '"request_rate";r=499;t=1, "concurrency";r=19',
+        'RateLimit-Limit': '500',
+        'RateLimit-Remaining': '499',
+        'RateLimit-Reset': '1',
+      });
+      fw.release(d);
+    } finally {
+      fw.close();
+    }
+  });
+
+  test('several clients in one process share one bucket: exactly burst admits pass', async () => {
+    const policy = { request_rate: { rate: 0.001, burst: 50 }, prefix: `shared${process.pid}`, redis: PATIENT };
+    const clients = [0, 1, 2].map(() => new Floodwall({ store: redis.url, ...policy }));
+    try {
+      const all = await Promise.all(clients.flatMap((fw) => Array.from({ length: 60 }, () => fw.admit({ tenant: 'one' }))));
+      assert.equal(all.filter((d) => d.failedOpen).length, 0);
+      assert.equal(all.filter((d) => d.allowed).length, 50);
+      assert.equal(all.filter((d) => d.status === 429).length, 130);
+    } finally {
+      clients.forEach((fw) => fw.close());
+    }
+  });
+
+  test('several processes share one bucket and one concurrency cap', async () => {
+    const prefix = `procs${process.pid}`;
+    const policy = JSON.stringify({ store: redis.url, prefix, redis: PATIENT, request_rate: { rate: 0.001, burst: 40 }, concurrency: { limit: 1000 } });
+    const child = `
+      const { Floodwall } = require(${JSON.stringify(ROOT)});
+      const fw = new Floodwall(${JSON.stringify(policy)});
+      Promise.all(Array.from({ length: 30 }, () => fw.admit({ tenant: Buffer.from([0, 123, 10]) }))).then((ds) => {
+        process.stdout.write(JSON.stringify({ allowed: ds.filter((d) => d.allowed).length, failed: ds.filter((d) => d.failedOpen).length }));
+        fw.close();
+      });`;
+    const run = () => new Promise((resolve, reject) => {
+      execFile(process.execPath, ['-e', child], { timeout: 30_000 }, (err, stdout) => (err ? reject(err) : resolve(JSON.parse(stdout))));
+    });
+    const results = await Promise.all([run(), run(), run()]);
+    assert.deepEqual(results.map((r) => r.failed), [0, 0, 0]);
+    assert.equal(results.reduce((n, r) => n + r.allowed, 0), 40, JSON.stringify(results));
+    // Nothing was released: 40 slots are held fleet-wide in Redis; a fourth client sees them.
+    const fw = new Floodwall(policy);
+    try {
+      const d = await fw.admit({ tenant: Buffer.from([0, 123, 10]) });
+      assert.equal(d.status, 429);
+      assert.equal(d.concurrencyRemaining, 1000 - 40);
+    } finally {
+      fw.close();
+    }
+  });
+
+  test('a concurrency cap holds across clients and frees on release', async () => {
+    const policy = { concurrency: { limit: 5 }, prefix: `conc${process.pid}`, redis: PATIENT };
+    const a = new Floodwall({ store: redis.url, ...policy });
+    const b = new Floodwall({ store: redis.url, ...policy });
+    try {
+      const round = () => Promise.all([a, b].flatMap((fw) => Array.from({ length: 10 }, async () => [fw, await fw.admit({ tenant: 't' })])));
+      const first = await round();
+      assert.equal(first.filter(([, d]) => d.allowed).length, 5);
+      for (const [fw, d] of first) fw.release(d);
+      // A release is fire-and-forget: wait until Redis holds no slot, then ask again.
+      await eventually(async () => (await inFlightSlots(policy.prefix)) === 0);
+      const second = await round();
+      assert.equal(second.filter(([, d]) => d.allowed).length, 5, 'every released slot came back');
+    } finally {
+      a.close();
+      b.close();
+    }
+  });
+
+  test('bad requests reject the same way as on the memory store', async () => {
+    const fw = client({ request_rate: { rate: 1, burst: 5 } });
+    try {
+      await assert.rejects(fw.admit({ tenant: '' }), (e) => e instanceof InvalidArgumentError && e.field === 'tenant');
+      await assert.rejects(fw.admit({ tenant: 't', cost: 6 }), (e) => e instanceof InvalidArgumentError && e.field === 'cost');
+      assert.equal((await fw.admit({ tenant: 't' })).remaining, 4);
+    } finally {
+      fw.close();
+    }
+  });
+
+  test('many concurrent admits keep the event loop responsive', async () => {
+    const fw = client({ request_rate: { rate: 1000, burst: 1000000 }, concurrency: { limit: 100000 }, redis: { deadline_ms: 10000 } });
+    const total = 20000;
+    const window = 2000; // like a server, a bounded number of requests in flight
+    const histogram = monitorEventLoopDelay({ resolution: 1 });
+    let ticks = 0;
+    let inFlight = 0;
+    let ticksWhileInFlight = 0;
+    const ticker = setInterval(() => {
+      ticks++;
+      if (inFlight > 0) ticksWhileInFlight++;
+    }, 1);
+    try {
+      histogram.enable();
+      const start = process.hrtime.bigint();
+      const pending = [];
+      // Issue in batches, as a server would receive them, so that the loop turns between them.
+      for (let sent = 0; sent < total; sent += 500) {
+        while (inFlight > window) await new Promise((r) => setTimeout(r, 1));
+        for (let i = 0; i < 500; i++) {
+          inFlight++;
+          pending.push(fw.admit({ tenant: `tenant-${i % 50}` }).then((d) => {
+            inFlight--;
+            fw.release(d);
+            return d;
+          }));
+        }
+        await new Promise((r) => setImmediate(r));
+      }
+      const decisions = await Promise.all(pending);
+      const tookMs = Number(process.hrtime.bigint() - start) / 1e6;
+      histogram.disable();
+      const maxMs = histogram.max / 1e6;
+      console.log(`# ${total} Redis admits in ${tookMs.toFixed(0)} ms (${Math.round(total / (tookMs / 1000))}/s); ` +
+        `event loop delay p50 ${(histogram.percentile(50) / 1e6).toFixed(2)} ms, p99 ${(histogram.percentile(99) / 1e6).toFixed(2)} ms, ` +
+        `max ${maxMs.toFixed(2)} ms; ${ticksWhileInFlight} timer ticks while admits were in flight`);
+      assert.equal(decisions.filter((d) => d.allowed && !d.failedOpen).length, total);
+      assert.ok(ticksWhileInFlight > 0, 'timers ran while admits were waiting on Redis');
+      assert.ok(maxMs < tookMs, 'the event loop was never blocked for the whole run');
+    } finally {
+      clearInterval(ticker);
+      fw.close();
+    }
+  });
+
+  test('close() with admits in flight settles every one of them', async () => {
+    const fw = client({ request_rate: { rate: 1000, burst: 100000 } });
+    const pending = Array.from({ length: 2000 }, (_, i) => fw.admit({ tenant: `t${i % 10}` }));
+    fw.close();
+    const settled = await Promise.allSettled(pending);
+    assert.equal(settled.length, 2000);
+    assert.ok(settled.every((s) => s.status === 'fulfilled' && s.value.allowed), 'pending admits resolve (failed open if undecided)');
+  });
+
+  test('an idle client does not keep the process alive', async () => {
+    const code = `
+      const { Floodwall } = require(${JSON.stringify(ROOT)});
+      const fw = new Floodwall({ store: ${JSON.stringify(redis.url)}, request_rate: { rate: 1, burst: 5 } });
+      fw.admit({ tenant: 't' }).then((d) => console.log(d.allowed));`;
+    const out = await new Promise((resolve, reject) => {
+      execFile(process.execPath, ['-e', code], { timeout: 30_000 }, (err, stdout) => (err ? reject(err) : resolve(stdout)));
+    });
+    assert.equal(out.trim(), 'true');
+  });
+
+  test('when Redis goes away, admits fail open and say why', async () => {
+    const own = await startRedis();
+    const fw = new Floodwall({ store: own.url, request_rate: { rate: 1, burst: 5 }, redis: { deadline_ms: 50 } });
+    try {
+      assert.equal((await fw.admit({ tenant: 't' })).failedOpen, false);
+      await own.stop();
+      const d = await fw.admit({ tenant: 't' });
+      assert.equal(d.allowed, true);
+      assert.equal(d.failedOpen, true);
+      assert.ok(['connection', 'timeout', 'breaker', 'error'].includes(d.failReason), d.failReason);
+      assert.equal(d.headers['RateLimit-Remaining'], undefined, 'a failed-open decision knows no bucket state');
+      assert.equal(d.headers['RateLimit-Policy'], '"request_rate";q=5;w=5');
+      assert.ok(fw.metrics().decisions.request_rate.failed_open >= 1);
+    } finally {
+      fw.close();
+    }
+  });
+});

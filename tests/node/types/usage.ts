@@ -1,0 +1,59 @@
+// Compiled by types.test.js with tsc --strict --noEmit: the declarations describe the API as it is used.
+import express = require('express');
+import {
+  Floodwall, Decision, PolicyError, InvalidArgumentError, express as floodwall, backoff, retry, parseRetryAfter,
+  type Policy, type LimiterName,
+} from 'floodwall';
+
+const policy: Policy = { request_rate: { rate: 100, burst: 500 }, concurrency: { limit: 20, routes: ['/search'] } };
+const fw = new Floodwall(policy);
+new Floodwall('{"fleet":{"capacity":10}}');
+new Floodwall(new URL('file:///etc/floodwall.json'));
+
+async function main(): Promise<void> {
+  const d: Decision = await fw.admit({ tenant: Buffer.from('acme'), route: '/search', method: 'GET', cost: 2, critical: false, sandbox: true });
+  const allowed: boolean = d.allowed;
+  const status: 200 | 429 | 503 = d.status;
+  const limiter: LimiterName | null = d.limiter ?? d.darkLimiter;
+  const numbers: number[] = [d.limit, d.remaining, d.reset, d.retryAfter, d.rate, d.concurrencyLimit, d.concurrencyRemaining];
+  const headers: Record<string, string> = d.headers;
+  const body: string | null = d.body;
+  console.log(allowed, status, limiter, numbers, headers, body, d.failedOpen, d.failReason);
+  fw.release(d);
+  fw.release(d.ticket);
+  fw.setMode('request_rate', 'dark');
+  const mode: 'enforce' | 'dark' | 'off' = fw.getMode('fleet');
+  fw.reportUtilization(0.5);
+  console.log(mode, fw.sheddingAmount(), fw.metrics().decisions, fw.prometheus().length);
+  try {
+    new Floodwall({ request_rate: { rate: -1, burst: 0 } });
+  } catch (e) {
+    if (e instanceof PolicyError) console.log(e.field, e.code);
+    if (e instanceof InvalidArgumentError) console.log(e.field);
+  }
+  // @ts-expect-error: an unknown limiter name
+  fw.setMode('requests', 'dark');
+  // @ts-expect-error: the tenant is required
+  await fw.admit({ route: '/' });
+  // @ts-expect-error: cost is a number
+  await fw.admit({ tenant: 't', cost: '1' });
+
+  const app = express();
+  app.use(floodwall(fw, {
+    keyGenerator: (req) => req.get('x-api-key') ?? req.ip ?? '',
+    cost: (req) => (req.method === 'POST' ? 5 : 1),
+    critical: false,
+    skip: (req) => req.path === '/health',
+    handler: (req, res, next, decision) => {
+      res.status(decision.status).json({ retryAfter: decision.retryAfter });
+    },
+  }));
+  app.get('/', (req, res) => res.json({ remaining: (req as { floodwall?: Decision }).floodwall?.remaining }));
+
+  const wait: number = backoff(3, { base: 50, cap: 5000, retryAfter: '2' });
+  const ms: number | null = parseRetryAfter('Wed, 21 Oct 2015 07:28:00 GMT');
+  const res = await retry(() => fetch('http://127.0.0.1:1/'), { retries: 2, onRetry: ({ wait: w }) => console.log(w) });
+  console.log(wait, ms, res.status);
+  fw.close();
+}
+void main;
