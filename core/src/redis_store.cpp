@@ -545,8 +545,22 @@ void RedisStore::expire(int64_t now) {
 void RedisStore::run() {
   std::vector<Call *> batch;
   std::vector<pollfd> fds;
-  while (!stop_.load()) {
+  int64_t drain_until = 0;
+  for (;;) {
     int64_t now = now_us();
+    if (stop_.load()) {
+      // Closing: send what callers already queued (releases above all) and wait briefly for the
+      // replies, so that a process that exits cleanly leaves no slot held.
+      if (drain_until == 0) drain_until = now + std::max<int64_t>(200, opt_.deadline_ms) * 1000;
+      bool pending;
+      {
+        std::lock_guard lock(queue_mu_);
+        pending = !queue_.empty();
+      }
+      for (Conn &conn : conns_)
+        for (Call *c : conn.inflight) pending = pending || (!c->abandoned && c->kind != Kind::flags);
+      if (!pending || now >= drain_until) break;
+    }
     for (Conn &conn : conns_)
       if (conn.state == Conn::State::down && now >= conn.reconnect_at_us) start_connect(conn, now);
     {

@@ -184,25 +184,27 @@ TEST(RedisStore, ExactUnderContentionFromThreadsAndProcesses) {
   for (int p = 0; p < processes; p++) {
     pid_t pid = fork();
     if (pid == 0) {
-      floodwall::Client fw(pol);
-      std::vector<std::thread> ts;
-      for (int t = 0; t < threads; t++)
-        ts.emplace_back([&] {
-          while (seconds_since(start) < 2.0) {
-            fw_decision d = admit_raw(fw, "one-tenant");
-            if (d.failed_open) shared[3]++;
-            if (!d.allowed) continue;
-            shared[0]++;
-            int64_t now = ++shared[1];
-            int64_t seen = shared[2].load();
-            while (now > seen && !shared[2].compare_exchange_weak(seen, now)) {
+      {
+        floodwall::Client fw(pol);
+        std::vector<std::thread> ts;
+        for (int t = 0; t < threads; t++)
+          ts.emplace_back([&] {
+            while (seconds_since(start) < 2.0) {
+              fw_decision d = admit_raw(fw, "one-tenant");
+              if (d.failed_open) shared[3]++;
+              if (!d.allowed) continue;
+              shared[0]++;
+              int64_t now = ++shared[1];
+              int64_t seen = shared[2].load();
+              while (now > seen && !shared[2].compare_exchange_weak(seen, now)) {
+              }
+              std::this_thread::sleep_for(std::chrono::microseconds(200));
+              shared[1]--;
+              fw_release(fw.get(), d.ticket);
             }
-            std::this_thread::sleep_for(std::chrono::microseconds(200));
-            shared[1]--;
-            fw_release(fw.get(), d.ticket);
-          }
-        });
-      for (auto &t : ts) t.join();
+          });
+        for (auto &t : ts) t.join();
+      }  // the client closes (and sends its last releases) before the process exits
       _exit(0);
     }
     kids.push_back(pid);
