@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# tests/e2e: one fleet of three languages on one Redis. Builds what each service needs the way its own
+# suite does (the Python venv of test-python.sh, the Node addon by `npm install`, the gem installed into
+# build/e2e-gems), then pytest drives the three services over HTTP. Redis is started by the test itself.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+venv=build-python/venv
+[ -x "$venv/bin/python" ] || "${PYTHON:-python3}" -m venv "$venv"
+py="$root/$venv/bin/python"
+"$py" -m pip --disable-pip-version-check -q install "scikit-build-core>=0.10" "pybind11>=2.12" pytest fastapi uvicorn httpx
+"$py" -m pip --disable-pip-version-check -q install --no-build-isolation .  # incremental
+
+npm install --no-audit --no-fund --no-package-lock --no-update-notifier --loglevel=error
+
+export GEM_HOME="$root/build/e2e-gems"
+# Reinstall the gem when the sources it is built from changed.
+stamp=$(cat $(git ls-files core capi lua bindings/ruby CMakeLists.txt 2>/dev/null || find core capi lua bindings/ruby -type f) | sha1sum)
+if [ "$(cat "$GEM_HOME/.floodwall-stamp" 2>/dev/null)" != "$stamp" ] || ! ruby -e 'require "floodwall"' 2>/dev/null; then
+  work=$(mktemp -d)
+  (cd bindings/ruby && gem build floodwall.gemspec --output "$work/floodwall.gem" >/dev/null)
+  gem install --local --no-document "$work/floodwall.gem" >"$work/install.log" 2>&1 || { cat "$work/install.log"; exit 1; }
+  rm -rf "$work"
+  echo "$stamp" > "$GEM_HOME/.floodwall-stamp"
+fi
+
+cd tests/e2e
+FW_E2E_PYTHON="$py" exec "$py" -m pytest -q -p no:cacheprovider -s "$@"

@@ -1,0 +1,29 @@
+# The Ruby member of the e2e fleet: a Rack app behind Floodwall::Rack, on Puma.
+require "floodwall"
+require "json"
+require "puma"
+require "puma/configuration"
+require "puma/launcher"
+require "rack"
+
+fw = Floodwall::Client.new(ENV.fetch("FW_POLICY"))
+work = lambda do |env|
+  hold = Rack::Utils.parse_query(env["QUERY_STRING"]).fetch("hold_s", "0").to_f
+  sleep hold if hold.positive?
+  [200, { "Content-Type" => "application/json" }, [JSON.generate(lang: "ruby")]]
+end
+limited = Floodwall::Rack.new(work, client: fw, key: ->(env) { env["HTTP_X_API_KEY"] }, route: "/work")
+app = lambda do |env|
+  return [200, { "Content-Type" => "text/plain" }, [fw.prometheus]] if env["PATH_INFO"] == "/metrics"
+
+  limited.call(env)
+end
+
+config = Puma::Configuration.new do |c|
+  c.bind "tcp://127.0.0.1:#{ARGV.fetch(0)}"
+  c.threads 16, 16
+  c.workers 0
+  c.app app
+  c.quiet
+end
+Puma::Launcher.new(config).run

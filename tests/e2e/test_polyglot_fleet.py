@@ -1,0 +1,213 @@
+"""One fleet, three languages: a Python (ASGI), a Node (Express) and a Ruby (Rack) service, each in its own
+process, on one Redis and one policy file, driven together over HTTP for one tenant."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RATE, BURST, LIMIT = 50, 60, 6
+LIMIT_HEADERS = ("ratelimit-policy", "ratelimit", "ratelimit-limit", "ratelimit-remaining", "ratelimit-reset",
+                 "retry-after", "content-type")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url: str, proc: subprocess.Popen, what: str) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}")
+        try:
+            httpx.get(url, timeout=1)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{what} did not answer on {url}")
+
+
+class Redis:
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.proc = subprocess.Popen(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                                      "--appendonly", "no", "--loglevel", "warning"], stdout=subprocess.DEVNULL)
+        for _ in range(200):
+            if self.cli("PING") == "PONG":
+                return
+            time.sleep(0.025)
+        raise RuntimeError("redis-server did not start (is Debian's redis-server installed?)")
+
+    def cli(self, *args: str) -> str:
+        return subprocess.run(["redis-cli", "-p", str(self.port), *args], capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+
+    def stop(self) -> None:
+        os.kill(self.proc.pid, signal.SIGCONT)
+        self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    redis = Redis()
+    policy = {
+        "store": f"redis://127.0.0.1:{redis.port}/0",
+        "redis": {"deadline_ms": 100, "breaker_failures": 3, "breaker_open_ms": 300, "flags_poll_ms": 200},
+        "request_rate": {"rate": RATE, "burst": BURST, "overrides": {
+            **{f"same-{lang}": {"rate": 0.001, "burst": 3} for lang in ("python", "node", "ruby")},
+            "switch-tenant": {"rate": 0.001, "burst": 3}}},
+        "concurrency": {"limit": LIMIT, "ttl_s": 30, "routes": ["/work"]},
+    }
+    path = tmp_path_factory.mktemp("fleet") / "policy.json"
+    path.write_text(json.dumps(policy))
+    env = dict(os.environ, FW_POLICY=str(path))
+    commands = {
+        "python": [os.environ.get("FW_E2E_PYTHON", sys.executable), os.path.join(HERE, "services", "py_service.py")],
+        "node": ["node", os.path.join(HERE, "services", "node_service.js")],
+        "ruby": ["ruby", os.path.join(HERE, "services", "ruby_service.rb")],
+    }
+    procs, urls = {}, {}
+    try:
+        for lang, cmd in commands.items():
+            port = free_port()
+            procs[lang] = subprocess.Popen(cmd + [str(port)], env=env)
+            urls[lang] = f"http://127.0.0.1:{port}"
+        for lang in commands:
+            wait_http(urls[lang] + "/metrics", procs[lang], f"the {lang} service")
+        yield redis, urls
+    finally:
+        for p in procs.values():
+            p.terminate()
+        for p in procs.values():
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        redis.stop()
+
+
+def get(url: str, tenant: str, hold_s: float = 0) -> httpx.Response:
+    return httpx.get(f"{url}/work", params={"hold_s": hold_s} if hold_s else None, headers={"X-API-Key": tenant},
+                     timeout=30)
+
+
+def test_combined_admissions_stay_within_one_bucket(fleet):
+    redis, urls = fleet
+    start = time.monotonic()
+    duration = 3.0
+
+    def hammer(url: str) -> list[int]:
+        statuses = []
+        with httpx.Client(timeout=30) as c:
+            while time.monotonic() - start < duration:
+                statuses.append(c.get(f"{url}/work", headers={"X-API-Key": "shared-tenant"}).status_code)
+        return statuses
+
+    with concurrent.futures.ThreadPoolExecutor(12) as pool:
+        results = list(pool.map(hammer, [u for u in urls.values() for _ in range(4)]))
+    elapsed = time.monotonic() - start
+    statuses = [s for r in results for s in r]
+    allowed = statuses.count(200)
+    print(f"sent {len(statuses)}, allowed {allowed} in {elapsed:.2f}s across python, node and ruby")
+    assert set(statuses) <= {200, 429}
+    assert allowed <= BURST + RATE * elapsed + 1
+    assert allowed > BURST, "the bucket refilled and all three services drew from it"
+    per_lang = [sum(s == 200 for s in r) for r in results]
+    assert all(n > 0 for n in per_lang), "every service admitted some of the shared tenant's requests"
+
+
+def test_concurrency_limit_holds_across_languages(fleet):
+    redis, urls = fleet
+    with concurrent.futures.ThreadPoolExecutor(30) as pool:
+        futures = [pool.submit(get, url, "holding-tenant", 1.5) for url in urls.values() for _ in range(10)]
+        statuses = [f.result().status_code for f in futures]
+    assert statuses.count(200) <= LIMIT
+    assert statuses.count(200) >= 1
+    assert statuses.count(429) == len(statuses) - statuses.count(200)
+    # Every slot was given back: a new round gets the full limit again.
+    with concurrent.futures.ThreadPoolExecutor(LIMIT) as pool:
+        again = list(pool.map(lambda url: get(url, "holding-tenant", 0.2).status_code,
+                              [list(urls.values())[i % 3] for i in range(LIMIT)]))
+    assert again.count(200) == LIMIT
+
+
+def test_same_decision_same_bytes_in_every_language(fleet):
+    redis, urls = fleet
+    seen = {}
+    for lang, url in urls.items():
+        # Each language gets its own tenant with the same override: the same sequence of decisions.
+        responses = [get(url, f"same-{lang}") for _ in range(4)]
+        assert [r.status_code for r in responses] == [200, 200, 200, 429]
+        seen[lang] = [(tuple((h, r.headers.get(h)) for h in LIMIT_HEADERS if h != "content-type" or r.status_code != 200),
+                       r.content if r.status_code != 200 else b"") for r in responses]
+    assert seen["python"] == seen["node"] == seen["ruby"]
+    rejected_headers = dict(seen["python"][3][0])
+    assert rejected_headers["retry-after"] is not None and int(rejected_headers["retry-after"]) >= 1
+    assert rejected_headers["ratelimit-remaining"] == "0"
+    body = json.loads(seen["python"][3][1])
+    assert body["error"]["limit_type"] == "request_rate"
+    assert seen["python"][0][0][0] == ("ratelimit-policy",
+                                       '"request_rate";q=3;w=3000, "concurrency";q=6;qu="concurrent-requests"')
+
+
+def wait_until(predicate, seconds: float) -> float:
+    start = time.monotonic()
+    while time.monotonic() - start < seconds:
+        if predicate():
+            return time.monotonic() - start
+        time.sleep(0.05)
+    raise AssertionError(f"not within {seconds}s")
+
+
+def test_fleet_wide_switch_reaches_all_three(fleet):
+    redis, urls = fleet
+    drained = [get(url, "switch-tenant").status_code for url in urls.values() for _ in range(2)]
+    assert drained.count(200) == 3, "three services drew the 3 tokens of one shared bucket"
+    redis.cli("HSET", "floodwall:flags", "request_rate", "off")
+    try:
+        for lang, url in urls.items():
+            took = wait_until(lambda: get(url, "switch-tenant").status_code == 200, 2.5)
+            print(f"{lang}: off after {took:.2f}s")
+        redis.cli("HSET", "floodwall:flags", "request_rate", "dark")
+        for url in urls.values():
+            wait_until(lambda: get(url, "switch-tenant").status_code == 200, 2.5)
+    finally:
+        redis.cli("HDEL", "floodwall:flags", "request_rate")
+    for url in urls.values():
+        wait_until(lambda: get(url, "switch-tenant").status_code == 429, 2.5)
+
+
+def failed_open_total(url: str) -> float:
+    text = httpx.get(url + "/metrics", timeout=10).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("floodwall_failed_open_total{"))
+
+
+def test_redis_stopped_all_three_keep_serving_and_count_it(fleet):
+    redis, urls = fleet
+    before = {lang: failed_open_total(url) for lang, url in urls.items()}
+    os.kill(redis.proc.pid, signal.SIGSTOP)
+    try:
+        for lang, url in urls.items():
+            statuses = [get(url, f"outage-{lang}").status_code for _ in range(8)]
+            assert statuses == [200] * 8, f"{lang} failed closed: {statuses}"
+    finally:
+        os.kill(redis.proc.pid, signal.SIGCONT)
+    for lang, url in urls.items():
+        assert failed_open_total(url) > before[lang], f"{lang} did not count its fail-open decisions"
+    for url in urls.values():  # and decisions come from Redis again
+        wait_until(lambda: "ratelimit" in get(url, "after-outage").headers, 5)
