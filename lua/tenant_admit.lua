@@ -41,16 +41,15 @@ if rate_on then
   end
   if tokens < cost_m then rate_ok = 0 end
 end
-local conc_ttl, fleet_ttl
+-- Slots older than ttl belong to requests whose worker died: they no longer count.
+local function live(key, ttl) return rcall('ZCOUNT', key, string.format('(%d', now - ttl), '+inf') end
+local conc_ttl, fleet_ttl = tonumber(ARGV[6]), tonumber(ARGV[8])
 if conc_on then
-  conc_ttl = tonumber(ARGV[6])
-  -- Slots older than ttl belong to requests whose worker died: they no longer count.
-  in_flight = rcall('ZCOUNT', KEYS[2], string.format('(%d', now - conc_ttl), '+inf')
+  in_flight = live(KEYS[2], conc_ttl)
   if in_flight >= tonumber(ARGV[5]) then conc_ok = 0 end
 end
 if fleet_on then
-  fleet_ttl = tonumber(ARGV[8])
-  fleet_count = rcall('ZCOUNT', KEYS[3], string.format('(%d', now - fleet_ttl), '+inf')
+  fleet_count = live(KEYS[3], fleet_ttl)
   if fleet_count >= tonumber(ARGV[7]) then fleet_ok = 0 end
 end
 
@@ -65,16 +64,18 @@ if rate_on and rate_ok == 1 then
   local ttl_ms = math.ceil((burst_m - tokens) * 1000 / rate_m) + 1000
   rcall('SET', KEYS[1], string.format('%d:%d', tokens, now), 'PX', string.format('%d', ttl_ms))
 end
+-- Sweep the dead slots, add this request's, and let the set expire a second after its last slot would.
+local function take_slot(key, ttl)
+  rcall('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - ttl))
+  rcall('ZADD', key, string.format('%d', now), ARGV[9])
+  rcall('PEXPIRE', key, string.format('%d', math.ceil(ttl / 1000) + 1000))
+end
 if conc_on and conc_ok == 1 then
-  rcall('ZREMRANGEBYSCORE', KEYS[2], '-inf', string.format('%d', now - conc_ttl))
-  rcall('ZADD', KEYS[2], string.format('%d', now), ARGV[9])
-  rcall('PEXPIRE', KEYS[2], string.format('%d', math.ceil(conc_ttl / 1000) + 1000))
+  take_slot(KEYS[2], conc_ttl)
   in_flight = in_flight + 1
 end
 if fleet_on and fleet_ok == 1 then
-  rcall('ZREMRANGEBYSCORE', KEYS[3], '-inf', string.format('%d', now - fleet_ttl))
-  rcall('ZADD', KEYS[3], string.format('%d', now), ARGV[9])
-  rcall('PEXPIRE', KEYS[3], string.format('%d', math.ceil(fleet_ttl / 1000) + 1000))
+  take_slot(KEYS[3], fleet_ttl)
   fleet_count = fleet_count + 1
 end
 return {rate_ok, conc_ok, fleet_ok, 1, tokens, in_flight, fleet_count}
