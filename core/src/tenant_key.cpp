@@ -135,8 +135,35 @@ TenantKey TenantKey::from_canonical(std::string_view canonical) {
   return k;
 }
 
+namespace {
+// Bytes an id may have and still appear in a Redis key as it is: never a brace, a space, a control byte
+// or '~' (which starts an encoded id, so the two forms cannot collide). ASCII by hand, not isalnum():
+// a process's locale must never change which key a tenant has.
+bool key_safe(std::string_view id) {
+  if (id.empty()) return false;
+  for (char c : id) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+              c == '.' || c == ':' || c == '@';
+    if (!ok) return false;
+  }
+  return true;
+}
+}  // namespace
+
+void TenantKey::append_encoded(std::string &out) const {
+  std::string_view id = view();
+  if (key_safe(id)) {
+    out.append(id);
+  } else {
+    out.push_back('~');
+    out.append(base64url(id));
+  }
+}
+
 std::string TenantKey::encoded() const {
-  return base64url(view());
+  std::string out;
+  append_encoded(out);
+  return out;
 }
 
 std::string TenantKey::printable() const {

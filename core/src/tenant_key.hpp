@@ -3,7 +3,8 @@
 // Ids of up to 64 bytes are kept as they are (any bytes: NUL, braces, CR/LF). Longer ids (a 1 MB header
 // value, say) become "H" + the hex SHA-256 of the id: exactly 65 bytes, so no short id can equal a
 // hashed one, and memory per tenant stays bounded whatever a caller sends. The Redis store then writes
-// the canonical form in base64url inside the hash tag, so no id can move a key to another slot, collide
+// the canonical form inside the hash tag: as it is when it has only [A-Za-z0-9._:@-] (an operator can
+// read `floodwall:{acme}:rate`), otherwise as '~' + base64url, so no id can move a key to another slot, collide
 // with another tenant or put a byte of its own into a key.
 #pragma once
 
@@ -26,8 +27,10 @@ class TenantKey {
 
   std::string_view view() const { return {buf_.data(), len_}; }
   bool hashed() const { return len_ == kSize; }
-  // base64url without padding: only [A-Za-z0-9_-], never a brace.
+  // The id as it appears in a Redis key: itself when it has only [A-Za-z0-9._:@-], else '~' and its
+  // base64url (no padding). Never a brace, a space or a control byte.
   std::string encoded() const;
+  void append_encoded(std::string &out) const;
   // For metrics and logs: printable ASCII kept, everything else as \xNN (never raw caller bytes).
   std::string printable() const;
 

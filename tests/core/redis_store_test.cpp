@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <floodwall.hpp>
 #include <thread>
 #include <vector>
@@ -128,7 +129,7 @@ TEST(RedisStore, KeysAreHashTaggedAndTtlsOnlyCollectGarbage) {
   floodwall::Client fw(policy(redis, R"("request_rate": {"rate": 100, "burst": 500})"));
   admit_raw(fw, "acme");
   std::string k = key("acme", "rate");
-  EXPECT_EQ(k, "floodwall:{YWNtZQ}:rate");
+  EXPECT_EQ(k, "floodwall:{acme}:rate") << "a plain id is readable in its key";
   int64_t ttl = std::stoll(redis.command({"PTTL", k}));
   EXPECT_GT(ttl, 1000);  // one token to refill (10 ms) plus the second of margin
   EXPECT_LE(ttl, 1011);
@@ -147,7 +148,9 @@ TEST(RedisStore, HostileTenantIdsStayIsolated) {
                                       std::string(1 << 20, 'y'),
                                       "\xff\xfe",
                                       "a",
-                                      "A"};
+                                      "A",
+                                      "~YQ",  // what "a" would be if it were encoded
+                                      "a.b:c@d-e_f"};
   std::vector<fw_ticket> tickets;
   for (const auto &t : tenants) {
     fw_decision d = admit_raw(fw, t);
@@ -160,9 +163,10 @@ TEST(RedisStore, HostileTenantIdsStayIsolated) {
   for (const auto &t : tenants) {
     std::string k = key(t, "rate");
     EXPECT_EQ(redis.command({"EXISTS", k}), "1");
-    // Only [A-Za-z0-9_-] inside the braces: no id can move its key to another slot.
+    // Only [A-Za-z0-9._:@~-] inside the braces: no id can move its key to another slot.
     std::string tag = k.substr(k.find('{') + 1, k.find('}') - k.find('{') - 1);
-    for (char c : tag) EXPECT_TRUE(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_');
+    EXPECT_FALSE(tag.empty());
+    for (char c : tag) EXPECT_TRUE(std::isalnum(static_cast<unsigned char>(c)) || std::strchr("-_.:@~", c)) << k;
     EXPECT_LE(k.size(), 120u) << "a 1 MB id is hashed, not copied into the key";
   }
   for (auto t : tickets) fw_release(fw.get(), t);
