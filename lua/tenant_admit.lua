@@ -2,80 +2,91 @@
 -- the fleet set, decided atomically. Every check happens before the first write, and a request that
 -- an enforcing limiter rejects writes nothing at all (no partial consumption).
 --
--- KEYS[1]  <prefix>:{<tenant>}:rate   string "<micro-tokens>:<last refill, us>"
+-- KEYS[1]  <prefix>:{<tenant>}:rate   the bucket: one integer, when it is full again (ns since the epoch)
 -- KEYS[2]  <prefix>:{<tenant>}:conc   sorted set of in-flight slot ids scored by start time (us)
 -- KEYS[3]  <prefix>:fleet             sorted set of non-critical in-flight slot ids fleet-wide
--- ARGV[1]  six flags, '1' or '0': rate on, rate enforced, conc on, conc enforced, fleet on, fleet enforced
+-- ARGV[1]  limiters, three characters: request rate, concurrency, fleet; each 'E' (enforce),
+--          'D' (dark: decide, never reject) or '-' (not asked)
 -- ARGV[2]  rate, micro-tokens per second      ARGV[3]  burst, micro-tokens     ARGV[4]  cost, micro-tokens
 -- ARGV[5]  concurrency limit                  ARGV[6]  concurrency ttl, us
 -- ARGV[7]  fleet capacity                     ARGV[8]  fleet ttl, us
 -- ARGV[9]  the request's slot id (16 random bytes)
--- Reply:   {rate_ok, conc_ok, fleet_ok, committed, micro-tokens left, tenant in-flight, fleet in-flight}
+-- A request-rate-only admit sends KEYS[1] and ARGV[1..4]; one with a slot sends all three keys and all
+-- nine arguments.
+-- Reply:   {committed, rate_ok, micro-tokens left} for a request-rate-only admit, else
+--          {committed, rate_ok, micro-tokens left, conc_ok, tenant in-flight, fleet_ok, fleet in-flight}
 --
 -- The clock is Redis' TIME, so every app server of a fleet shares one clock. Numbers are integers
--- below 2^53 (micro-tokens, microseconds), which Lua's doubles hold exactly; numbers sent back to
--- Redis are formatted with %d, never with Lua's default %.14g.
+-- below 2^53 (micro-tokens, microseconds, a bucket's debt in ns: a policy rule keeps refills under 90
+-- days), which Lua's doubles hold exactly; numbers sent back to Redis are formatted with %d, never with
+-- Lua's default %.14g. core/src/token_bucket.hpp is the same arithmetic for the memory store.
 local rcall = redis.call
-local flags = ARGV[1]
-local function on(i) return string.byte(flags, i) == 49 end
-local rate_on, conc_on, fleet_on = on(1), on(3), on(5)
+local r, c, f = string.byte(ARGV[1], 1, 3)
+local rate_on, conc_on, fleet_on = r ~= 45, c ~= 45, f ~= 45 -- 45 is '-'
 
 local t = rcall('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local sec, usec = tonumber(t[1]), tonumber(t[2])
 
 local rate_ok, conc_ok, fleet_ok = 1, 1, 1
-local tokens, in_flight, fleet_count = 0, 0, 0
-local rate_m, burst_m, cost_m
+local tokens, debt, rate_m, cost_m = 0, 0, 0, 0
 if rate_on then
+  local burst_m
   rate_m, burst_m, cost_m = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-  tokens = burst_m -- an unknown tenant (or one whose key was collected) starts full
-  local state = rcall('GET', KEYS[1])
-  if state then
-    local sep = string.find(state, ':', 1, true)
-    tokens = math.min(tonumber(string.sub(state, 1, sep - 1)), burst_m)
-    local elapsed = now - tonumber(string.sub(state, sep + 1))
-    if elapsed > 0 then
-      local gained = math.floor(elapsed * rate_m / 1000000)
-      if gained >= burst_m - tokens then tokens = burst_m else tokens = tokens + gained end
+  local full_at = rcall('GET', KEYS[1]) -- "<seconds><9 digits of ns>"; an unknown tenant starts full
+  if full_at then
+    local s = tonumber(string.sub(full_at, 1, -10))
+    if s then
+      debt = (s - sec) * 1e9 + tonumber(string.sub(full_at, -9)) - usec * 1000
+      if debt < 0 then debt = 0 end
     end
   end
+  local lack = math.floor(debt * rate_m / 1e9)
+  if lack < burst_m then tokens = burst_m - lack end
   if tokens < cost_m then rate_ok = 0 end
 end
+
+local now, in_flight, fleet_count, conc_ttl, fleet_ttl = sec * 1000000 + usec, 0, 0, 0, 0
 -- Slots older than ttl belong to requests whose worker died: they no longer count.
 local function live(key, ttl) return rcall('ZCOUNT', key, string.format('(%d', now - ttl), '+inf') end
-local conc_ttl, fleet_ttl = tonumber(ARGV[6]), tonumber(ARGV[8])
 if conc_on then
+  conc_ttl = tonumber(ARGV[6])
   in_flight = live(KEYS[2], conc_ttl)
   if in_flight >= tonumber(ARGV[5]) then conc_ok = 0 end
 end
 if fleet_on then
+  fleet_ttl = tonumber(ARGV[8])
   fleet_count = live(KEYS[3], fleet_ttl)
   if fleet_count >= tonumber(ARGV[7]) then fleet_ok = 0 end
 end
 
-if (rate_on and on(2) and rate_ok == 0) or (conc_on and on(4) and conc_ok == 0) or
-   (fleet_on and on(6) and fleet_ok == 0) then
-  return {rate_ok, conc_ok, fleet_ok, 0, tokens, in_flight, fleet_count}
+local committed = 1
+if (r == 69 and rate_ok == 0) or (c == 69 and conc_ok == 0) or (f == 69 and fleet_ok == 0) then -- 69 is 'E'
+  committed = 0
+else
+  -- Writes from here on. TTLs only collect garbage: a bucket key outlives its refill to full.
+  if rate_on and rate_ok == 1 then
+    tokens = tokens - cost_m
+    debt = debt + math.ceil(cost_m * 1e9 / rate_m)
+    local ns = usec * 1000 + debt
+    local s = math.floor(ns / 1e9)
+    ns = ns - s * 1e9
+    if ns < 0 then s, ns = s - 1, ns + 1e9 elseif ns >= 1e9 then s, ns = s + 1, ns - 1e9 end
+    rcall('SET', KEYS[1], string.format('%d%09d', sec + s, ns), 'PX', string.format('%d', math.ceil(debt / 1e6) + 1000))
+  end
+  -- Sweep the dead slots, add this request's, and let the set expire a second after its last slot would.
+  local function take_slot(key, ttl)
+    rcall('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - ttl))
+    rcall('ZADD', key, string.format('%d', now), ARGV[9])
+    rcall('PEXPIRE', key, string.format('%d', math.ceil(ttl / 1000) + 1000))
+  end
+  if conc_on and conc_ok == 1 then
+    take_slot(KEYS[2], conc_ttl)
+    in_flight = in_flight + 1
+  end
+  if fleet_on and fleet_ok == 1 then
+    take_slot(KEYS[3], fleet_ttl)
+    fleet_count = fleet_count + 1
+  end
 end
-
--- Writes from here on. TTLs only collect garbage: a bucket key outlives its refill to full.
-if rate_on and rate_ok == 1 then
-  tokens = tokens - cost_m
-  local ttl_ms = math.ceil((burst_m - tokens) * 1000 / rate_m) + 1000
-  rcall('SET', KEYS[1], string.format('%d:%d', tokens, now), 'PX', string.format('%d', ttl_ms))
-end
--- Sweep the dead slots, add this request's, and let the set expire a second after its last slot would.
-local function take_slot(key, ttl)
-  rcall('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - ttl))
-  rcall('ZADD', key, string.format('%d', now), ARGV[9])
-  rcall('PEXPIRE', key, string.format('%d', math.ceil(ttl / 1000) + 1000))
-end
-if conc_on and conc_ok == 1 then
-  take_slot(KEYS[2], conc_ttl)
-  in_flight = in_flight + 1
-end
-if fleet_on and fleet_ok == 1 then
-  take_slot(KEYS[3], fleet_ttl)
-  fleet_count = fleet_count + 1
-end
-return {rate_ok, conc_ok, fleet_ok, 1, tokens, in_flight, fleet_count}
+if not (conc_on or fleet_on) then return {committed, rate_ok, tokens} end
+return {committed, rate_ok, tokens, conc_ok, in_flight, fleet_ok, fleet_count}

@@ -189,19 +189,6 @@ std::string grouped(double v) {
   return out;
 }
 
-std::string base64url(std::string_view bytes) {
-  static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-  std::string out;
-  uint32_t acc = 0;
-  int bits = 0;
-  for (unsigned char c : bytes) {
-    acc = (acc << 8) | c;
-    for (bits += 8; bits >= 6; bits -= 6) out += alphabet[(acc >> (bits - 6)) & 63];
-  }
-  if (bits > 0) out += alphabet[(acc << (6 - bits)) & 63];
-  return out;
-}
-
 std::string tenant_name(int i) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "tenant-%06d", i);
@@ -560,13 +547,11 @@ Ceilings ceiling_commands(const Options &o, const std::string &seed_script) {
   Ceilings c;
   Conn conn(o);
   std::string sha = conn.run({"SCRIPT", "LOAD", read_text(FW_BENCH_LUA_DIR "/tenant_admit.lua")});
-  c.floodwall = {"EVALSHA",       sha,     "3",       "floodwall:{__rand_int__}:rate", "floodwall:{__rand_int__}:conc",
-                 "floodwall:fleet", "100000", "1000000000000", "1000000000000", "1000000", "0", "0", "0", "0",
-                 "0123456789abcdef"};
-  // A check that these are still the script's arguments (the reply of a committed admit has 7 fields).
+  c.floodwall = {"EVALSHA",       sha,      "1", "floodwall:{__rand_int__}:rate", "E--", "1000000000000",
+                 "1000000000000", "1000000"};
+  // A check that these are still the script's arguments (a committed rate-only admit replies 3 fields).
   std::vector<std::string> probe = c.floodwall;
   probe[3] = "floodwall:{probe}:rate";
-  probe[4] = "floodwall:{probe}:conc";
   std::vector<const char *> argv;
   std::vector<size_t> lens;
   for (auto &a : probe) {
@@ -574,8 +559,8 @@ Ceilings ceiling_commands(const Options &o, const std::string &seed_script) {
     lens.push_back(a.size());
   }
   auto *r = static_cast<redisReply *>(redisCommandArgv(conn.ctx, static_cast<int>(argv.size()), argv.data(), lens.data()));
-  bool fits = r && r->type == REDIS_REPLY_ARRAY && r->elements == 7 && r->element[3]->type == REDIS_REPLY_INTEGER &&
-              r->element[3]->integer == 1;
+  bool fits = r && r->type == REDIS_REPLY_ARRAY && r->elements == 3 && r->element[0]->type == REDIS_REPLY_INTEGER &&
+              r->element[0]->integer == 1;
   if (r) freeReplyObject(r);
   if (!fits) {
     std::fprintf(stderr, "ceiling: lua/tenant_admit.lua no longer takes the arguments this benchmark sends; its ceiling is left out\n");
@@ -786,8 +771,9 @@ void bench_memory(const Options &o, Results &res) {
   long long after = admin.used_memory();
   m.fw_keys = admin.dbsize() - keys_before;
   m.fw_bytes = after - before;
-  // One tenant's key, named as ARCHITECTURE.md section 4 says (<prefix>:{<base64url tenant>}:rate).
-  m.fw_sample_key = "floodwall:{" + base64url(tenant_name(0)) + "}:rate";
+  // One tenant's key, named as ARCHITECTURE.md section 4 says (<prefix>:{<tenant>}:rate; an id of
+  // [A-Za-z0-9._:@-] only is written as it is).
+  m.fw_sample_key = "floodwall:{" + tenant_name(0) + "}:rate";
   std::string usage = admin.run({"MEMORY", "USAGE", m.fw_sample_key});
   m.fw_key_usage = usage.empty() ? -1 : std::stoll(usage);  // -1: the layout changed, the key is not there
   fw_client_free(client);

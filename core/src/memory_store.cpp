@@ -61,9 +61,10 @@ AdmitResult MemoryStore::admit(const AdmitOp &op) {
   auto it = s.map.find(key);
   Entry *e = it == s.map.end() ? nullptr : &it->second;
 
-  int64_t tokens = 0;
+  int64_t tokens = 0, debt_ns = 0;
   if (op.rate) {
-    tokens = refill(op.rate_m, op.burst_m, e && e->has_bucket ? &e->bucket : nullptr, now);
+    debt_ns = bucket_debt_ns(e && e->has_bucket ? &e->bucket : nullptr, now);
+    tokens = bucket_tokens(op.rate_m, op.burst_m, debt_ns);
     r.rate_ok = tokens >= op.cost_m;
   }
   int64_t in_flight = 0;
@@ -90,7 +91,7 @@ AdmitResult MemoryStore::admit(const AdmitOp &op) {
     if (spend) {
       tokens -= op.cost_m;
       e->has_bucket = true;
-      e->bucket = {tokens, now};
+      e->bucket.full_at_ns = now * 1000 + debt_ns + bucket_cost_ns(op.rate_m, op.cost_m);
     }
     if (take_slot) {
       e->slots.push_back({op.slot, now});

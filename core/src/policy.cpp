@@ -6,6 +6,8 @@
 #include <set>
 #include <sstream>
 
+#include "token_bucket.hpp"
+
 namespace floodwall {
 
 using nlohmann::json;
@@ -200,6 +202,10 @@ BucketLimits bucket(const Section &s) {
   b.rate_m = static_cast<int64_t>(std::llround(b.rate * 1e6));
   if (b.rate_m < 1) throw PolicyError(s.field("rate"), "must be at least 0.000001");
   b.burst_m = b.burst * 1'000'000;
+  // The bucket's state is the instant it is full again, in ns; a refill from empty must stay below
+  // 2^53 ns so that Lua's doubles hold every debt exactly (token_bucket.hpp).
+  if (bucket_cost_ns(b.rate_m, b.burst_m) > kMaxRefillNs)
+    throw PolicyError(s.field("burst"), "takes more than 90 days to refill at this rate (burst / rate)");
   return b;
 }
 

@@ -2,9 +2,12 @@
 
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
+#include <linux/futex.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -51,6 +54,42 @@ std::string num(int64_t v) {
   char buf[24];
   auto r = std::to_chars(buf, buf + sizeof buf, v);
   return std::string(buf, r.ptr);
+}
+
+// RESP written straight into a call's buffer: no sprintf, no temporary strings.
+void resp_len(std::string &out, char kind, size_t n) {
+  char buf[24];
+  buf[0] = kind;
+  auto r = std::to_chars(buf + 1, buf + sizeof buf - 2, n);
+  *r.ptr++ = '\r';
+  *r.ptr++ = '\n';
+  out.append(buf, r.ptr);
+}
+
+void resp_bulk(std::string &out, std::string_view a) {
+  resp_len(out, '$', a.size());
+  out.append(a);
+  out.append("\r\n", 2);
+}
+
+void resp_int(std::string &out, int64_t v) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  resp_bulk(out, std::string_view(buf, static_cast<size_t>(r.ptr - buf)));
+}
+
+// The start of an EVALSHA of `nargs` arguments after the key count.
+std::string evalsha_head(const std::string &sha, int nkeys, int nargs) {
+  std::string h;
+  resp_len(h, '*', static_cast<size_t>(3 + nkeys + nargs));
+  resp_bulk(h, "EVALSHA");
+  resp_bulk(h, sha);
+  resp_bulk(h, num(nkeys));
+  return h;
+}
+
+long futex(std::atomic<uint32_t> *word, int op, uint32_t val) {
+  return syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), op | FUTEX_PRIVATE_FLAG, val, nullptr, nullptr, 0);
 }
 
 // WRONGTYPE, CROSSSLOT, MOVED/ASK (a cluster behind a plain redis:// URL), NOPERM: the deployment is
@@ -120,6 +159,13 @@ RedisStore::RedisStore(const Policy &p, RedisUrl url)
   admit_script_ = {scripts::tenant_admit, sha1_hex(scripts::tenant_admit)};
   release_script_ = {scripts::release, sha1_hex(scripts::release)};
   flags_script_ = {scripts::read_flags, sha1_hex(scripts::read_flags)};
+  admit_head_rate_ = evalsha_head(admit_script_.sha, 1, 4);
+  admit_head_full_ = evalsha_head(admit_script_.sha, 3, 9);
+  release_head_ = evalsha_head(release_script_.sha, 2, 2);
+  // The I/O thread gives up a little before the deadline (a tenth of it, 200 us to 1 ms), so that the
+  // woken caller has its answer within it, wake-up latency included.
+  int64_t deadline = opt_.deadline_ms * 1000;
+  deadline_us_ = deadline - std::clamp<int64_t>(deadline / 10, 200, 1000);
   for (auto &m : fleet_modes_) m.store(-1);
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) throw StoreError("store: eventfd failed");
@@ -143,13 +189,14 @@ RedisStore::~RedisStore() {
   (void)!write(wake_fd_, &one, sizeof one);
   if (io_.joinable()) io_.join();
   close(wake_fd_);
+  for (Call *c : pool_) delete c;
 }
 
 std::string RedisStore::rate_key(const TenantKey &t) const {
-  return prefix_ + ":{" + t.encoded() + "}:rate";
+  return std::string(tenant_key(t, "rate"));
 }
 std::string RedisStore::conc_key(const TenantKey &t) const {
-  return prefix_ + ":{" + t.encoded() + "}:conc";
+  return std::string(tenant_key(t, "conc"));
 }
 
 // ------------------------------------------------------------------------------------ breaker
@@ -183,33 +230,72 @@ void RedisStore::breaker_failure(int64_t now) {
 
 namespace {
 
-class SyncCompletion final : public AdmitCompletion {
+// What a blocking admit waits on: one per caller thread, so that it outlives every call it waits for
+// and the I/O thread can wake it with no lock held (a mutex and condition variable here cost two wakes:
+// the notify, then the unlock that the woken caller blocks on at once).
+class SyncWaiter final : public AdmitCompletion {
  public:
   void complete(AdmitResult &&r) override {
-    std::lock_guard lock(mu_);  // notify under the lock: the waiter cannot return before we let go
     result_ = std::move(r);
-    done_ = true;
-    cv_.notify_one();
+    // Release: the caller reads result_ after it sees kDone. Wake it only if it went to sleep.
+    if (state_.exchange(kDone, std::memory_order_acq_rel) == kSleeping) futex(&state_, FUTEX_WAKE, 1);
   }
   AdmitResult wait() {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [this] { return done_; });
+    uint32_t s = state_.load(std::memory_order_acquire);
+    while (s != kDone) {
+      if (s == kWaiting && !state_.compare_exchange_strong(s, kSleeping, std::memory_order_acquire)) continue;
+      futex(&state_, FUTEX_WAIT, kSleeping);  // returns at once if the word is no longer kSleeping
+      s = state_.load(std::memory_order_acquire);
+    }
+    state_.store(kWaiting, std::memory_order_relaxed);
     return std::move(result_);
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
+  static constexpr uint32_t kWaiting = 0, kSleeping = 1, kDone = 2;
+  std::atomic<uint32_t> state_{kWaiting};
   AdmitResult result_;
 };
+
+// A call's command is formatted here first, then swapped into a pooled call's buffer: neither side
+// allocates once both have grown to a command's size.
+thread_local std::string tl_cmd;
 
 }  // namespace
 
 AdmitResult RedisStore::admit(const AdmitOp &op) {
-  SyncCompletion sync;
-  admit_async(op, &sync);
-  return sync.wait();
+  thread_local SyncWaiter waiter;
+  admit_async(op, &waiter);
+  return waiter.wait();
+}
+
+std::string_view RedisStore::tenant_key(const TenantKey &t, std::string_view limiter) const {
+  thread_local std::string key;
+  key.assign(prefix_);
+  key.append(":{", 2);
+  t.append_encoded(key);
+  key.append("}:", 2);
+  key.append(limiter);
+  return key;
+}
+
+RedisStore::Call *RedisStore::take_call(Kind kind, int64_t deadline_us) {
+  Call *c = nullptr;
+  {
+    std::lock_guard lock(pool_mu_);
+    if (!pool_.empty()) {
+      c = pool_.back();
+      pool_.pop_back();
+    }
+  }
+  if (!c) c = new Call;
+  c->kind = kind;
+  c->slot = c->retried = c->abandoned = false;
+  c->deadline_us = deadline_us;
+  c->done = nullptr;
+  c->held = ReleaseOp{};
+  c->cmd.swap(tl_cmd);
+  return c;
 }
 
 void RedisStore::admit_async(const AdmitOp &op, AdmitCompletion *done) {
@@ -230,23 +316,35 @@ void RedisStore::admit_async(const AdmitOp &op, AdmitCompletion *done) {
     done->complete(std::move(r));
     return;
   }
-  auto *c = new Call{Kind::admit, {}, now + opt_.deadline_ms * 1000, done, {}, false, false};
-  char flags[7] = {op.rate ? '1' : '0',
-                   op.rate_enforce ? '1' : '0',
-                   op.conc ? '1' : '0',
-                   op.conc_enforce ? '1' : '0',
-                   op.fleet ? '1' : '0',
-                   op.fleet_enforce ? '1' : '0',
-                   0};
-  char slot[16];
-  std::memcpy(slot, &op.slot.hi, 8);
-  std::memcpy(slot + 8, &op.slot.lo, 8);
-  std::string tag = prefix_ + ":{" + op.tenant.encoded() + "}:";
-  std::string rate = tag + "rate", conc = tag + "conc", fleet = fleet_key();
-  std::string a2 = num(op.rate_m), a3 = num(op.burst_m), a4 = num(op.cost_m), a5 = num(op.conc_limit),
-              a6 = num(op.conc_ttl_us), a7 = num(op.fleet_cap), a8 = num(op.fleet_ttl_us);
-  c->cmd = format({"EVALSHA", admit_script_.sha, "3", rate, conc, fleet, std::string_view(flags, 6), a2, a3, a4, a5, a6,
-                   a7, a8, std::string_view(slot, 16)});
+  // A request-rate-only admit sends one key and four arguments; one with a slot sends everything.
+  auto mode = [](bool on, bool enforce) { return !on ? '-' : enforce ? 'E' : 'D'; };
+  const char limiters[3] = {mode(op.rate, op.rate_enforce), mode(op.conc, op.conc_enforce),
+                            mode(op.fleet, op.fleet_enforce)};
+  bool slot = op.conc || op.fleet;
+  std::string &cmd = tl_cmd;
+  cmd.assign(slot ? admit_head_full_ : admit_head_rate_);
+  resp_bulk(cmd, tenant_key(op.tenant, "rate"));
+  if (slot) {
+    resp_bulk(cmd, tenant_key(op.tenant, "conc"));
+    resp_bulk(cmd, fleet_key_);
+  }
+  resp_bulk(cmd, std::string_view(limiters, 3));
+  resp_int(cmd, op.rate_m);
+  resp_int(cmd, op.burst_m);
+  resp_int(cmd, op.cost_m);
+  if (slot) {
+    resp_int(cmd, op.conc_limit);
+    resp_int(cmd, op.conc_ttl_us);
+    resp_int(cmd, op.fleet_cap);
+    resp_int(cmd, op.fleet_ttl_us);
+    char id[16];
+    std::memcpy(id, &op.slot.hi, 8);
+    std::memcpy(id + 8, &op.slot.lo, 8);
+    resp_bulk(cmd, std::string_view(id, 16));
+  }
+  Call *c = take_call(Kind::admit, now + deadline_us_);
+  c->done = done;
+  c->slot = slot;
   c->affinity = std::hash<std::string_view>{}(op.tenant.view());
   c->held.tenant = op.tenant;
   c->held.slot = op.slot;
@@ -263,15 +361,18 @@ void RedisStore::release(const ReleaseOp &op) {
     release_errors_.fetch_add(1, std::memory_order_relaxed);  // heals after ttl_s
     return;
   }
-  char slot[16];
-  std::memcpy(slot, &op.slot.hi, 8);
-  std::memcpy(slot + 8, &op.slot.lo, 8);
-  char flags[2] = {op.conc ? '1' : '0', op.fleet ? '1' : '0'};
-  auto *c =
-      new Call{Kind::release, {}, now + std::max<int64_t>(1000, opt_.deadline_ms) * 1000, nullptr, {}, false, false};
+  char id[16];
+  std::memcpy(id, &op.slot.hi, 8);
+  std::memcpy(id + 8, &op.slot.lo, 8);
+  const char flags[2] = {op.conc ? '1' : '0', op.fleet ? '1' : '0'};
+  std::string &cmd = tl_cmd;
+  cmd.assign(release_head_);
+  resp_bulk(cmd, tenant_key(op.tenant, "conc"));
+  resp_bulk(cmd, fleet_key_);
+  resp_bulk(cmd, std::string_view(flags, 2));
+  resp_bulk(cmd, std::string_view(id, 16));
+  Call *c = take_call(Kind::release, now + std::max<int64_t>(1000, opt_.deadline_ms) * 1000);
   c->affinity = std::hash<std::string_view>{}(op.tenant.view());
-  c->cmd = format({"EVALSHA", release_script_.sha, "2", conc_key(op.tenant), fleet_key(), std::string_view(flags, 2),
-                   std::string_view(slot, 16)});
   submit(c);
 }
 
@@ -321,14 +422,8 @@ void RedisStore::fail_call(Call *c, FailReason why, const std::string &detail) {
 }
 
 RedisStore::Call *RedisStore::setup_call(std::initializer_list<std::string_view> args, int64_t now) {
-  auto *c = new Call{Kind::setup,
-                     format(std::vector<std::string_view>(args)),
-                     now + opt_.connect_timeout_ms * 1000,
-                     nullptr,
-                     {},
-                     false,
-                     false};
-  return c;
+  tl_cmd = format(std::vector<std::string_view>(args));
+  return take_call(Kind::setup, now + opt_.connect_timeout_ms * 1000);
 }
 
 void RedisStore::start_connect(Conn &conn, int64_t now) {
@@ -379,7 +474,7 @@ void RedisStore::fail_conn(Conn &conn, FailReason why, int64_t now) {
         }
         fail_call(c, why, err);
       }
-      delete c;
+      recycle(c);
     }
   }
   conn.inflight.clear();
@@ -408,7 +503,7 @@ void RedisStore::dispatch(Call *c, int64_t now) {
   }
   if (c->kind == Kind::admit) breaker_failure(now);
   fail_call(c, FailReason::connection, "no connection to Redis");
-  delete c;
+  recycle(c);
 }
 
 void RedisStore::flush(Conn &conn, int64_t now) {
@@ -446,33 +541,52 @@ void RedisStore::read(Conn &conn, int64_t now) {
 }
 
 void RedisStore::finish_admit(Call *c, redisReply *r) {
-  AdmitResult res;
-  if (r->type != REDIS_REPLY_ARRAY || r->elements != 7) {
-    fail_call(c, FailReason::error, "unexpected reply to tenant_admit");
+  // {committed, rate_ok, tokens} for a request-rate-only admit; with a slot, also
+  // {conc_ok, tenant in-flight, fleet_ok, fleet in-flight}.
+  size_t want = c->slot ? 7 : 3;
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != want) {
+    if (!c->abandoned) fail_call(c, FailReason::error, "unexpected reply to tenant_admit");
     return;
   }
-  long long v[7];
-  for (size_t i = 0; i < 7; i++) v[i] = r->element[i]->type == REDIS_REPLY_INTEGER ? r->element[i]->integer : 0;
+  long long v[7] = {0, 1, 0, 1, 0, 1, 0};
+  for (size_t i = 0; i < want; i++) v[i] = r->element[i]->type == REDIS_REPLY_INTEGER ? r->element[i]->integer : 0;
+  bool committed = v[0] == 1, conc_ok = v[3] == 1, fleet_ok = v[5] == 1;
   if (c->abandoned) {
     // The caller failed open long ago; if the late command took slots after all, give them back now.
-    bool committed = v[3] == 1;
     ReleaseOp back = c->held;
-    back.conc = back.conc && committed && v[1] == 1;
-    back.fleet = back.fleet && committed && v[2] == 1;
+    back.conc = back.conc && committed && conc_ok;
+    back.fleet = back.fleet && committed && fleet_ok;
     if (back.conc || back.fleet) release(back);
     return;
   }
+  AdmitResult res;
   res.decided = true;
-  res.rate_ok = v[0] == 1;
-  res.conc_ok = v[1] == 1;
-  res.fleet_ok = v[2] == 1;
-  res.committed = v[3] == 1;
-  res.tokens_m = v[4];
-  res.conc_count = v[5];
+  res.committed = committed;
+  res.rate_ok = v[1] == 1;
+  res.tokens_m = v[2];
+  res.conc_ok = conc_ok;
+  res.conc_count = v[4];
+  res.fleet_ok = fleet_ok;
   res.fleet_count = v[6];
   AdmitCompletion *done = c->done;
   c->done = nullptr;
   done->complete(std::move(res));
+}
+
+void RedisStore::recycle(Call *c) {
+  spent_.push_back(c);
+}
+
+void RedisStore::return_spent() {
+  if (spent_.empty()) return;
+  std::lock_guard lock(pool_mu_);
+  for (Call *c : spent_) {
+    if (pool_.size() < kPoolMax)
+      pool_.push_back(c);
+    else
+      delete c;
+  }
+  spent_.clear();
 }
 
 void RedisStore::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
@@ -495,7 +609,7 @@ void RedisStore::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
         breaker_success();  // Redis answered: it is up, the deployment is wrong
       fail_call(c, config ? FailReason::config : FailReason::error, std::string(err));
     }
-    delete c;
+    recycle(c);
     return;
   }
   if (!c->abandoned || c->kind == Kind::admit) breaker_success();
@@ -520,7 +634,7 @@ void RedisStore::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
     case Kind::release:
     case Kind::setup: break;
   }
-  delete c;
+  recycle(c);
 }
 
 void RedisStore::expire(int64_t now) {
@@ -543,6 +657,8 @@ void RedisStore::expire(int64_t now) {
 }
 
 void RedisStore::run() {
+  // Wake at the deadline itself, not up to the default 50 us timer slack after it.
+  prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
   std::vector<Call *> batch;
   std::vector<pollfd> fds;
   int64_t drain_until = 0;
@@ -563,6 +679,7 @@ void RedisStore::run() {
     }
     for (Conn &conn : conns_)
       if (conn.state == Conn::State::down && now >= conn.reconnect_at_us) start_connect(conn, now);
+    return_spent();
     {
       std::lock_guard lock(queue_mu_);
       batch.swap(queue_);
@@ -571,17 +688,10 @@ void RedisStore::run() {
     batch.clear();
     if (now >= next_flags_us_) {
       next_flags_us_ = now + opt_.flags_poll_ms * 1000;
-      auto *c = new Call{Kind::flags,
-                         format({"EVALSHA", flags_script_.sha, "1", flags_key()}),
-                         now + std::max<int64_t>(1000, opt_.deadline_ms) * 1000,
-                         nullptr,
-                         {},
-                         false,
-                         false};
-      if (static_cast<BreakerState>(breaker_.load()) == BreakerState::closed)
-        dispatch(c, now);
-      else
-        delete c;
+      if (static_cast<BreakerState>(breaker_.load()) == BreakerState::closed) {
+        tl_cmd = format({"EVALSHA", flags_script_.sha, "1", flags_key()});
+        dispatch(take_call(Kind::flags, now + std::max<int64_t>(1000, opt_.deadline_ms) * 1000), now);
+      }
     }
     for (Conn &conn : conns_)
       if (conn.state == Conn::State::ready && conn.want_write) flush(conn, now);
@@ -603,8 +713,9 @@ void RedisStore::run() {
       for (Call *c : conn.inflight)
         if (!c->abandoned) wake_at = std::min(wake_at, c->deadline_us);
     }
-    int timeout_ms = static_cast<int>(std::max<int64_t>(0, (wake_at - now + 999) / 1000));
-    poll(fds.data(), fds.size(), timeout_ms);
+    int64_t wait_us = std::max<int64_t>(0, wake_at - now);
+    timespec timeout{static_cast<time_t>(wait_us / 1'000'000), static_cast<long>(wait_us % 1'000'000) * 1000};
+    ppoll(fds.data(), fds.size(), &timeout, nullptr);
     now = now_us();
     if (fds[0].revents & POLLIN) {
       uint64_t n;
@@ -636,17 +747,18 @@ void RedisStore::run() {
   }
   for (Call *c : batch) {
     fail_call(c, FailReason::connection, "client closed");
-    delete c;
+    recycle(c);
   }
   for (Conn &conn : conns_) {
     for (Call *c : conn.inflight) {
       if (!c->abandoned) fail_call(c, FailReason::connection, "client closed");
-      delete c;
+      recycle(c);
     }
     conn.inflight.clear();
     if (conn.ctx) redisFree(conn.ctx);
     conn.ctx = nullptr;
   }
+  return_spent();
 }
 
 }  // namespace floodwall

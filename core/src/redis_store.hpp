@@ -13,6 +13,7 @@
 // asking Redis, for `breaker_open_ms`; then one probe goes through and closes it on success.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -52,21 +53,25 @@ class RedisStore final : public Store {
   FleetModes fleet_modes() const override;
   const char *kind() const override { return "redis"; }
 
-  // Key names, for tests and operators: <prefix>:{<base64url tenant>}:rate, ...:conc, <prefix>:fleet.
+  // Key names, for tests and operators: <prefix>:{<tenant>}:rate, ...:conc, <prefix>:fleet, where
+  // <tenant> is the id itself when it is made of [A-Za-z0-9._:@-] only, else '~' and its base64url.
   std::string rate_key(const TenantKey &t) const;
   std::string conc_key(const TenantKey &t) const;
-  std::string fleet_key() const { return prefix_ + ":fleet"; }
+  std::string fleet_key() const { return fleet_key_; }
   std::string flags_key() const { return prefix_ + ":flags"; }
 
  private:
   enum class Kind : uint8_t { admit, release, flags, setup };
+  // Calls are pooled: a caller takes one (and its grown command buffer) from pool_, the I/O thread
+  // gathers the spent ones in spent_ and gives them back once per loop.
   struct Call {
-    Kind kind;
+    Kind kind = Kind::setup;
+    bool slot = false;  // admit: the 7-element reply (a concurrency or fleet slot was asked for)
+    bool retried = false, abandoned = false;
     std::string cmd;  // the RESP command
     int64_t deadline_us = 0;
     AdmitCompletion *done = nullptr;
-    ReleaseOp held;  // admit: what to free if the reply comes after the caller gave up
-    bool retried = false, abandoned = false;
+    ReleaseOp held;       // admit: what to free if the reply comes after the caller gave up
     size_t affinity = 0;  // which connection: a hash of the tenant
   };
   struct Conn {
@@ -98,12 +103,27 @@ class RedisStore final : public Store {
   void breaker_success();
   void breaker_failure(int64_t now);
   Call *setup_call(std::initializer_list<std::string_view> args, int64_t now);
+  // A view of <prefix>:{<tenant>}:<limiter> in a thread-local buffer, valid until the next call.
+  std::string_view tenant_key(const TenantKey &t, std::string_view limiter) const;
+  Call *take_call(Kind kind, int64_t deadline_us);
+  void recycle(Call *c);  // I/O thread only
+  void return_spent();    // I/O thread only
+
+  static constexpr size_t kPoolMax = 4096;
 
   const RedisOptions opt_;
   const RedisUrl url_;
   const std::string prefix_;
   const int owner_pid_;  // the process whose I/O thread this is
   Script admit_script_, release_script_, flags_script_;
+  const std::string fleet_key_ = prefix_ + ":fleet";
+  // The fixed start of each command: EVALSHA, the script's SHA and the key count.
+  std::string admit_head_rate_, admit_head_full_, release_head_;
+  int64_t deadline_us_ = 0;  // how long the I/O thread waits for an admit's reply
+
+  std::mutex pool_mu_;
+  std::vector<Call *> pool_;
+  std::vector<Call *> spent_;  // owned by the I/O thread
 
   std::mutex queue_mu_;
   std::vector<Call *> queue_;

@@ -1,7 +1,15 @@
-// Token bucket arithmetic: pure functions on integers (micro-tokens, microseconds).
+// Token bucket arithmetic: pure functions on integers (micro-tokens, nanoseconds).
 //
-// The Redis script lua/tenant_admit.lua performs the same operations in the same order on Lua's
-// doubles; refill() is written with the same double expression so that both stores agree exactly.
+// A bucket's whole state is one integer: full_at_ns, the instant at which it would be full again. Tokens
+// and last-refill time are both derived from it: at `now` the bucket lacks (full_at - now) ns of refill,
+// that is (full_at - now) x rate micro-tokens. One integer is what lets Redis store a tenant's bucket as
+// an int-encoded string with no allocation (half the memory of a "tokens:time" pair), and it keeps the
+// refill exact: nothing is rounded away between requests, only each request's cost is rounded up to
+// whole nanoseconds (never in the tenant's favour).
+//
+// lua/tenant_admit.lua performs the same operations in the same order on Lua's doubles. Every value
+// stays below 2^53 (a bucket refills from empty in at most kMaxRefillNs, a policy rule), so the doubles
+// hold them exactly and both stores take the same decisions.
 #pragma once
 
 #include <algorithm>
@@ -10,24 +18,34 @@
 
 namespace floodwall {
 
+// The longest a bucket may take to refill from empty: 90 days, which keeps every debt below 2^53 ns.
+inline constexpr int64_t kMaxRefillNs = 90LL * 86'400 * 1'000'000'000;
+
 struct BucketState {
-  int64_t tokens_m = 0;  // micro-tokens
-  int64_t last_us = 0;   // when tokens_m was last computed
+  int64_t full_at_ns = 0;  // when the bucket is full again; a bucket never seen before is full
 };
 
 inline int64_t ceil_div(int64_t a, int64_t b) {
   return a <= 0 ? 0 : (a + b - 1) / b;
 }
 
-// Tokens in the bucket at now_us. A bucket never seen before (or collected by its TTL) is full.
-inline int64_t refill(int64_t rate_m, int64_t burst_m, const BucketState *s, int64_t now_us) {
-  if (!s) return burst_m;
-  int64_t tokens = std::min(s->tokens_m, burst_m);  // a lowered burst takes effect at once
-  int64_t elapsed = now_us - s->last_us;
-  if (elapsed <= 0) return tokens;
-  double gained = std::floor(static_cast<double>(elapsed) * static_cast<double>(rate_m) / 1e6);
-  if (gained >= static_cast<double>(burst_m - tokens)) return burst_m;
-  return tokens + static_cast<int64_t>(gained);
+// Nanoseconds of refill the bucket lacks at now_us (0 when full). A bucket never seen (or collected by
+// its TTL) lacks nothing.
+inline int64_t bucket_debt_ns(const BucketState *s, int64_t now_us) {
+  return s ? std::max<int64_t>(0, s->full_at_ns - now_us * 1000) : 0;
+}
+
+// Micro-tokens in a bucket that lacks debt_ns of refill. A lowered burst takes effect at once. The
+// lack is rounded down, so that the nanosecond each cost was rounded up by does not show as a missing
+// micro-token (and a remaining whole token) after a few requests.
+inline int64_t bucket_tokens(int64_t rate_m, int64_t burst_m, int64_t debt_ns) {
+  double lack = std::floor(static_cast<double>(debt_ns) * static_cast<double>(rate_m) / 1e9);
+  return lack >= static_cast<double>(burst_m) ? 0 : burst_m - static_cast<int64_t>(lack);
+}
+
+// Nanoseconds of refill that cost_m micro-tokens take, rounded up.
+inline int64_t bucket_cost_ns(int64_t rate_m, int64_t cost_m) {
+  return static_cast<int64_t>(std::ceil(static_cast<double>(cost_m) * 1e9 / static_cast<double>(rate_m)));
 }
 
 // Whole seconds (rounded up) until the bucket holds `want_m` micro-tokens; 0 when it already does.
@@ -35,9 +53,9 @@ inline int64_t seconds_until(int64_t rate_m, int64_t tokens_m, int64_t want_m) {
   return ceil_div(want_m - tokens_m, rate_m);
 }
 
-// The key's time to live: garbage collection once the bucket would be full again, never a limit.
-inline int64_t bucket_ttl_ms(int64_t rate_m, int64_t burst_m, int64_t tokens_m) {
-  return ceil_div((burst_m - tokens_m) * 1000, rate_m) + 1000;
+// The key's time to live: garbage collection a second after the bucket would be full again, never a limit.
+inline int64_t bucket_ttl_ms(int64_t debt_ns) {
+  return ceil_div(debt_ns, 1'000'000) + 1000;
 }
 
 }  // namespace floodwall

@@ -203,7 +203,7 @@ TEST(CApi, AsyncAdmitCallsBackExactlyOnceEvenForBadInput) {
 }
 
 TEST(CApi, ManyThreadsOnOneTenantAdmitExactlyTheBurst) {
-  floodwall::Client fw(R"({"request_rate": {"rate": 0.000001, "burst": 1000}})");
+  floodwall::Client fw(R"({"request_rate": {"rate": 0.001, "burst": 1000}})");
   std::atomic<int> allowed{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; t++)

@@ -31,6 +31,7 @@ TEST(Policy, EveryBadValueNamesItsField) {
       {R"({"request_rate": {"rate": "fast", "burst": 1}})", "request_rate.rate"},
       {R"({"request_rate": {"rate": 1e9, "burst": 1}})", "request_rate.rate"},
       {R"({"request_rate": {"rate": 1, "burst": -3}})", "request_rate.burst"},
+      {R"({"request_rate": {"rate": 0.000001, "burst": 1000}})", "request_rate.burst"},  // 31,000 years to refill
       {R"({"request_rate": {"rate": 1, "burst": 1, "overrides": {"t": {"rate": -1, "burst": 1}}}})",
        "request_rate.overrides.t.rate"},
       {R"({"request_rate": {"rate": 1, "burst": 1, "overrides": []}})", "request_rate.overrides"},

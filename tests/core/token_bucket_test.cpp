@@ -107,16 +107,31 @@ TEST(TokenBucket, TenantsAreIsolated) {
   EXPECT_EQ(s.burst("b", 500), 500);
 }
 
-TEST(TokenBucketMath, RefillIsPureAndCapped) {
-  floodwall::BucketState st{0, 0};
-  EXPECT_EQ(floodwall::refill(100'000'000, 500'000'000, &st, 500'000), 50'000'000);
-  EXPECT_EQ(floodwall::refill(100'000'000, 500'000'000, &st, 10'000'000), 500'000'000);
-  EXPECT_EQ(floodwall::refill(100'000'000, 500'000'000, nullptr, 0), 500'000'000);
-  EXPECT_EQ(floodwall::refill(100'000'000, 500'000'000, &st, -5), 0);  // a clock step back adds nothing
+TEST(TokenBucketMath, OneIntegerOfState) {
+  using namespace floodwall;
+  // Empty at t=0 (full again after 5 s at 100/s), then half a second of refill: 50 tokens.
+  BucketState st{5'000'000'000};
+  EXPECT_EQ(bucket_debt_ns(&st, 500'000), 4'500'000'000);
+  EXPECT_EQ(bucket_tokens(100'000'000, 500'000'000, bucket_debt_ns(&st, 500'000)), 50'000'000);
+  EXPECT_EQ(bucket_tokens(100'000'000, 500'000'000, bucket_debt_ns(&st, 10'000'000)), 500'000'000);
+  EXPECT_EQ(bucket_tokens(100'000'000, 500'000'000, bucket_debt_ns(nullptr, 0)), 500'000'000);
+  EXPECT_EQ(bucket_tokens(100'000'000, 500'000'000, bucket_debt_ns(&st, -5)), 0);  // a clock step back adds nothing
+  // A lowered burst takes effect at once; a debt beyond the burst leaves nothing, never less than nothing.
+  EXPECT_EQ(bucket_tokens(100'000'000, 100'000'000, bucket_debt_ns(&st, 0)), 0);
+}
+
+TEST(TokenBucketMath, CostsRoundUpToWholeNanoseconds) {
+  using namespace floodwall;
+  EXPECT_EQ(bucket_cost_ns(100'000'000, 1'000'000), 10'000'000);   // 1 token at 100/s: 10 ms
+  EXPECT_EQ(bucket_cost_ns(3'000'000, 1'000'000), 333'333'334);    // 1 token at 3/s, never in the tenant's favour
+  EXPECT_EQ(bucket_cost_ns(1'000'000'000'000, 1'000'000), 1'000);  // the top rate, 1e6/s: 1 us per token
+  // Three tokens' worth of debt at 3/s leaves the bucket exactly three tokens short, not a micro-token more.
+  int64_t debt = 3 * bucket_cost_ns(3'000'000, 1'000'000);
+  EXPECT_EQ(bucket_tokens(3'000'000, 10'000'000, debt), 7'000'000);
 }
 
 TEST(TokenBucketMath, TtlOutlivesTheRefill) {
   // TTL is garbage collection: the key must outlive the time the bucket takes to be full again.
-  EXPECT_GE(floodwall::bucket_ttl_ms(100'000'000, 500'000'000, 0), 5000);
-  EXPECT_GE(floodwall::bucket_ttl_ms(1'000'000, 500'000'000, 499'000'000), 1000);
+  EXPECT_GE(floodwall::bucket_ttl_ms(5'000'000'000), 5000);
+  EXPECT_EQ(floodwall::bucket_ttl_ms(0), 1000);
 }
