@@ -15,8 +15,7 @@ ticks=$(getconf CLK_TCK)
 cpu() { awk '{print $14 + $15}' "/proc/$PID/stat"; }
 
 # The arguments RedisStore sends for a request-rate-only admit (bucket 1,000,000/s, burst 1,000,000).
-ARGS=(3 'floodwall:{__rand_int__}:rate' 'floodwall:{__rand_int__}:conc' floodwall:fleet 100000 1000000000000
-      1000000000000 1000000 0 0 0 0 0123456789abcdef)
+ARGS=(1 'floodwall:{__rand_int__}:rate' E-- 1000000000000 1000000000000 1000000)
 names=(trivial reply7 time get set_px get_set time_get_set parse_format gcra_int tenant_admit.lua)
 bodies=(
   'return 1'
