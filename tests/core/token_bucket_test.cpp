@@ -130,6 +130,28 @@ TEST(TokenBucketMath, CostsRoundUpToWholeNanoseconds) {
   EXPECT_EQ(bucket_tokens(3'000'000, 10'000'000, debt), 7'000'000);
 }
 
+// Spends one token at a time at one instant until the bucket refuses; returns how many it took.
+static int64_t drain(int64_t rate_m, int64_t burst_m) {
+  using namespace floodwall;
+  int64_t debt = 0, n = 0;
+  while (bucket_tokens(rate_m, burst_m, debt) >= 1'000'000) {
+    debt += bucket_cost_ns(rate_m, 1'000'000);
+    n++;
+  }
+  return n;
+}
+
+TEST(TokenBucketMath, AWholeBurstIsAdmittedWhereTheRoundingAllows) {
+  // Exact costs, or a rounding too small to add up to a token: the whole burst.
+  EXPECT_EQ(drain(3'000'000, 3'000'000), 3);
+  EXPECT_EQ(drain(100'000'000, 500'000'000), 500);
+  EXPECT_EQ(drain(1'000'000'000'000, 1'000'000'000'000), 1'000'000);  // 1e6/s: 1 us per token, exact
+  EXPECT_EQ(drain(7'000'000, 1'000'000'000), 1000);                   // 7/s, burst 1000: B*R = 7000 < 1e9
+  // The documented cost of one integer of state: 1 token at 700,000/s is 1428.57 ns, charged 1429; over a
+  // burst of 1000 the excess adds up to 0.3 of a token, and the last one is refused (B*R/1e9 = 0.7).
+  EXPECT_EQ(drain(700'000'000'000, 1'000'000'000), 999);
+}
+
 TEST(TokenBucketMath, TtlOutlivesTheRefill) {
   // TTL is garbage collection: the key must outlive the time the bucket takes to be full again.
   EXPECT_GE(floodwall::bucket_ttl_ms(5'000'000'000), 5000);
