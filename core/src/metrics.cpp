@@ -32,25 +32,24 @@ Metrics::Metrics() {
   for (size_t i = 0; i < kMaxRoutes + 1; i++) routes_.push_back(std::make_unique<Route>());
   routes_[0]->name = "default";
   routes_[kMaxRoutes]->name = "other";
-  route_ids_.emplace("", 0);
   route_count_ = 1;
 }
 
+// Lock-free for the routes already known: names are written before the count that publishes them,
+// and never change. Only a new route family takes the lock.
 int Metrics::route_index(std::string_view route) {
-  {
-    std::shared_lock lock(routes_mu_);
-    auto it = route_ids_.find(route);
-    if (it != route_ids_.end()) return it->second;
-    if (route_count_.load() >= kMaxRoutes) return static_cast<int>(kMaxRoutes);
-  }
-  std::unique_lock lock(routes_mu_);
-  auto it = route_ids_.find(route);
-  if (it != route_ids_.end()) return it->second;
-  size_t n = route_count_.load();
+  if (route.empty()) return 0;
+  size_t n = route_count_.load(std::memory_order_acquire);
+  for (size_t i = 1; i < n; i++)
+    if (routes_[i]->name == route) return static_cast<int>(i);
+  if (n >= kMaxRoutes) return static_cast<int>(kMaxRoutes);
+  std::lock_guard lock(routes_mu_);
+  n = route_count_.load(std::memory_order_relaxed);
+  for (size_t i = 1; i < n; i++)
+    if (routes_[i]->name == route) return static_cast<int>(i);
   if (n >= kMaxRoutes) return static_cast<int>(kMaxRoutes);
   routes_[n]->name = std::string(route);
-  route_ids_.emplace(std::string(route), static_cast<int>(n));
-  route_count_.store(n + 1);
+  route_count_.store(n + 1, std::memory_order_release);
   return static_cast<int>(n);
 }
 

@@ -6,7 +6,6 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
-#include <shared_mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -71,13 +70,12 @@ class Metrics {
   }
 
   std::vector<std::unique_ptr<Route>> routes_;  // fixed size kMaxRoutes + 1, filled lazily
-  std::atomic<size_t> route_count_{0};
-  mutable std::shared_mutex routes_mu_;
+  std::atomic<size_t> route_count_{0};          // routes_[0, count) are named; the names never change
+  std::mutex routes_mu_;                        // adding a route
   struct Hash {
     using is_transparent = void;
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
-  std::unordered_map<std::string, int, Hash, std::equal_to<>> route_ids_;
   std::array<std::atomic<uint64_t>, kLimiterCount * kFailReasonCount> failures_{};
   mutable std::mutex tenants_mu_;
   std::unordered_map<std::string, Tally, Hash, std::equal_to<>> tenants_;
