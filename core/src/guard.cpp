@@ -195,16 +195,17 @@ void Guard::finish(const Prepared &p, const AdmitResult &r, fw_decision &d) {
     if (op.rate || op.conc) metrics_.tenant_seen(op.tenant, !d.allowed);
   }
   if (!d.allowed) return;
+  bool conc = op.conc && r.decided && r.committed && r.conc_ok;
+  bool fleet = op.fleet && r.decided && r.committed && r.fleet_ok;
+  if (!(conc || fleet || p.util_counted)) return;  // nothing to give back: no ticket
   Held h;
   h.tenant = op.tenant;
   h.slot = op.slot;
-  h.conc = op.conc && r.decided && r.committed && r.conc_ok;
-  h.fleet = op.fleet && r.decided && r.committed && r.fleet_ok;
+  h.conc = conc;
+  h.fleet = fleet;
   h.in_flight = p.util_counted;
-  if (h.conc || h.fleet || h.in_flight) {
-    if (h.in_flight) meter_.change(+1, clock_.now_us());
-    d.ticket = hold(h);
-  }
+  if (h.in_flight) meter_.change(+1, clock_.now_us());
+  d.ticket = hold(h);
 }
 
 void Guard::admit(const Request &rq, fw_decision &out) {
