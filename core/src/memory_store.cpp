@@ -1,21 +1,56 @@
 #include "memory_store.hpp"
 
 #include <algorithm>
+#include <cstring>
+#include <random>
 
 #include "token_bucket.hpp"
 
 namespace floodwall {
 
-MemoryStore::MemoryStore(const Clock &clock, int64_t max_tenants) : clock_(clock) {
+namespace {
+
+uint64_t load_le(const char *p, size_t n) {
+  uint64_t v = 0;
+  std::memcpy(&v, p, n);
+  return v;
+}
+
+uint64_t mix(uint64_t h) {
+  h ^= h >> 32;
+  h *= 0xd6e8feb86659fd93ULL;
+  h ^= h >> 32;
+  return h;
+}
+
+size_t pow2_at_least(size_t n) {
+  size_t p = 16;
+  while (p < n) p *= 2;
+  return p;
+}
+
+}  // namespace
+
+MemoryStore::MemoryStore(const Clock &clock, int64_t max_tenants)
+    : clock_(clock), seed_((static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}()) {
   // Small bounds get one shard so that the bound is exact; large ones spread the lock.
   size_t n = max_tenants >= 4096 ? 64 : 1;
   per_shard_ = static_cast<size_t>((max_tenants + static_cast<int64_t>(n) - 1) / static_cast<int64_t>(n));
-  for (size_t i = 0; i < n; i++) shards_.push_back(std::make_unique<Shard>());
+  max_table_ = pow2_at_least(per_shard_ * 2);
+  for (size_t i = 0; i < n; i++) {
+    shards_.push_back(std::make_unique<Shard>());
+    shards_.back()->table.resize(std::min<size_t>(16, max_table_));
+  }
 }
 
-MemoryStore::Shard &MemoryStore::shard_for(std::string_view key) {
-  size_t h = Hash{}(key);
-  return *shards_[(h >> 7) % shards_.size()];
+// A seeded multiply-xorshift hash, 8 bytes at a time: ids are at most 65 bytes. The seed is drawn per
+// process, so that a caller cannot choose ids that pile up in one probe chain.
+uint64_t MemoryStore::hash(std::string_view key) const {
+  uint64_t h = seed_ ^ (key.size() * 0x9e3779b97f4a7c15ULL);
+  size_t i = 0;
+  for (; i + 8 <= key.size(); i += 8) h = mix(h ^ load_le(key.data() + i, 8)) * 0x9e3779b97f4a7c15ULL;
+  if (i < key.size()) h = mix(h ^ load_le(key.data() + i, key.size() - i)) * 0x9e3779b97f4a7c15ULL;
+  return mix(h);
 }
 
 // Drops the slots older than ttl (a crashed worker's slot heals itself) and counts the rest.
@@ -25,41 +60,93 @@ int64_t MemoryStore::live(std::vector<Slot> &slots, int64_t now_us, int64_t ttl_
   return static_cast<int64_t>(slots.size());
 }
 
-MemoryStore::Entry &MemoryStore::insert(Shard &s, std::string_view key) {
-  if (s.map.size() >= per_shard_) {
-    // Evict the least recently used tenant, preferring one that holds no slot: evicting a tenant
-    // with requests in flight would hand it fresh capacity.
-    auto victim = std::prev(s.lru.end());
-    auto candidate = victim;
-    for (int tries = 0; tries < 8; tries++) {
-      auto &e = s.map.find(*candidate)->second;
-      if (e.slots.empty()) {
-        victim = candidate;
-        break;
-      }
-      if (candidate == s.lru.begin()) break;
-      --candidate;
+MemoryStore::Entry *MemoryStore::find(Shard &s, uint64_t h, std::string_view key) {
+  size_t mask = s.table.size() - 1;
+  for (size_t i = h & mask;; i = (i + 1) & mask) {
+    Entry &e = s.table[i];
+    if (e.free()) return nullptr;
+    if (e.hash == h && e.key.view() == key) return &e;
+  }
+}
+
+void MemoryStore::place(std::vector<Entry> &table, Entry &&e) {
+  size_t mask = table.size() - 1;
+  size_t i = e.hash & mask;
+  while (!table[i].free()) i = (i + 1) & mask;
+  table[i] = std::move(e);
+}
+
+// Removes the entry at i and closes the gap (Knuth's algorithm R for linear probing): every entry after
+// it in the run moves back unless that would put it before its home position. No tombstones.
+void MemoryStore::erase_at(Shard &s, size_t i) {
+  size_t mask = s.table.size() - 1;
+  size_t hole = i;
+  for (size_t j = (hole + 1) & mask; !s.table[j].free(); j = (j + 1) & mask) {
+    size_t home = s.table[j].hash & mask;
+    if (((j - home) & mask) >= ((j - hole) & mask)) {
+      s.table[hole] = std::move(s.table[j]);
+      hole = j;
     }
-    s.map.erase(s.map.find(*victim));
-    s.lru.erase(victim);
+  }
+  s.table[hole] = Entry{};
+  s.count--;
+}
+
+void MemoryStore::evict_one(Shard &s) {
+  // Two turns of the hand find an entry that is not recently used and holds no slot, if there is one;
+  // if every tenant has requests in flight, the one under the hand goes.
+  size_t mask = s.table.size() - 1, fallback = SIZE_MAX;
+  for (size_t step = 0; step < 2 * s.table.size(); step++) {
+    size_t i = s.hand;
+    s.hand = (s.hand + 1) & mask;
+    Entry &e = s.table[i];
+    if (e.free()) continue;
+    if (!e.slots.empty()) {
+      if (fallback == SIZE_MAX) fallback = i;
+      continue;
+    }
+    if (e.used_recently) {
+      e.used_recently = false;
+      continue;
+    }
+    erase_at(s, i);
+    evictions_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  if (fallback != SIZE_MAX) {
+    erase_at(s, fallback);
     evictions_.fetch_add(1, std::memory_order_relaxed);
   }
-  s.lru.emplace_front(key);
-  auto [it, inserted] = s.map.try_emplace(s.lru.front());
-  (void)inserted;
-  it->second.lru = s.lru.begin();
-  return it->second;
+}
+
+MemoryStore::Entry &MemoryStore::insert(Shard &s, uint64_t h, const TenantKey &key) {
+  if (s.count >= per_shard_) evict_one(s);
+  if ((s.count + 1) * 2 > s.table.size() && s.table.size() < max_table_) {
+    std::vector<Entry> bigger(s.table.size() * 2);
+    for (Entry &e : s.table)
+      if (!e.free()) place(bigger, std::move(e));
+    s.table.swap(bigger);
+    s.hand = 0;
+  }
+  size_t mask = s.table.size() - 1;
+  size_t i = h & mask;
+  while (!s.table[i].free()) i = (i + 1) & mask;
+  Entry &e = s.table[i];
+  e.hash = h;
+  e.key = key;
+  s.count++;
+  return e;
 }
 
 AdmitResult MemoryStore::admit(const AdmitOp &op) {
   AdmitResult r;
   r.decided = true;
   std::string_view key = op.tenant.view();
-  Shard &s = shard_for(key);
+  uint64_t h = hash(key);
+  Shard &s = shard_for(h);
   std::unique_lock lock(s.mu);
   int64_t now = clock_.now_us();
-  auto it = s.map.find(key);
-  Entry *e = it == s.map.end() ? nullptr : &it->second;
+  Entry *e = find(s, h, key);
 
   int64_t tokens = 0, debt_ns = 0;
   if (op.rate) {
@@ -84,10 +171,8 @@ AdmitResult MemoryStore::admit(const AdmitOp &op) {
   bool spend = r.committed && op.rate && r.rate_ok;
   bool take_slot = r.committed && op.conc && r.conc_ok;
   if (spend || take_slot) {
-    if (!e)
-      e = &insert(s, key);
-    else
-      s.lru.splice(s.lru.begin(), s.lru, e->lru);
+    if (!e) e = &insert(s, h, op.tenant);
+    e->used_recently = true;
     if (spend) {
       tokens -= op.cost_m;
       e->has_bucket = true;
@@ -114,10 +199,11 @@ void MemoryStore::admit_async(const AdmitOp &op, AdmitCompletion *done) {
 
 void MemoryStore::release(const ReleaseOp &op) {
   if (op.conc) {
-    Shard &s = shard_for(op.tenant.view());
+    std::string_view key = op.tenant.view();
+    uint64_t h = hash(key);
+    Shard &s = shard_for(h);
     std::lock_guard lock(s.mu);
-    auto it = s.map.find(op.tenant.view());
-    if (it != s.map.end()) std::erase_if(it->second.slots, [&](const Slot &x) { return x.id == op.slot; });
+    if (Entry *e = find(s, h, key)) std::erase_if(e->slots, [&](const Slot &x) { return x.id == op.slot; });
   }
   if (op.fleet) {
     std::lock_guard lock(fleet_mu_);
@@ -130,7 +216,7 @@ StoreStats MemoryStore::stats() const {
   st.evictions = evictions_.load(std::memory_order_relaxed);
   for (const auto &s : shards_) {
     std::lock_guard lock(s->mu);
-    st.tenants += s->map.size();
+    st.tenants += s->count;
   }
   return st;
 }

@@ -1,14 +1,18 @@
 // memory:// - the embedded default. The same state and semantics as the Redis scripts, in process:
-// sharded maps under one mutex per shard, a bounded number of tenants (least recently used evicted,
-// counted), and TTL-style collection of idle tenants whose bucket is full again.
+// 64 shards (one for small bounds, so that the bound is exact), each an open-addressing table under
+// its own mutex, and a bounded number of tenants: beyond max_tenants a tenant is evicted, counted, and
+// starts again with a full bucket.
+//
+// The tables hold the tenant key inline (at most 65 bytes) and probe linearly, so that a decision
+// touches one or two cache lines and hashes the tenant once, for both the shard and the slot. Eviction
+// is CLOCK (a second-chance approximation of least recently used): a hand sweeps the table, clearing
+// each entry's recently-used bit, and takes the first entry that is neither recently used nor holding
+// a slot; evicting a tenant with requests in flight would hand it fresh capacity.
 #pragma once
 
 #include <atomic>
-#include <list>
 #include <memory>
 #include <mutex>
-#include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "clock.hpp"
@@ -33,27 +37,31 @@ class MemoryStore final : public Store {
     int64_t start_us;
   };
   struct Entry {
-    bool has_bucket = false;
+    uint64_t hash = 0;
+    TenantKey key;  // an empty key marks a free entry (tenant ids are never empty)
+    bool used_recently = false, has_bucket = false;
     BucketState bucket;
     std::vector<Slot> slots;
-    std::list<std::string>::iterator lru;
-  };
-  struct Hash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+    bool free() const { return key.view().empty(); }
   };
   struct Shard {
     std::mutex mu;
-    std::unordered_map<std::string, Entry, Hash, std::equal_to<>> map;
-    std::list<std::string> lru;  // front: most recently used
+    std::vector<Entry> table;  // a power of two, at most half full
+    size_t count = 0, hand = 0;
   };
 
   static int64_t live(std::vector<Slot> &slots, int64_t now_us, int64_t ttl_us);
-  Entry &insert(Shard &s, std::string_view key);
-  Shard &shard_for(std::string_view key);
+  uint64_t hash(std::string_view key) const;
+  Shard &shard_for(uint64_t h) { return *shards_[(h >> 48) % shards_.size()]; }
+  static Entry *find(Shard &s, uint64_t h, std::string_view key);
+  Entry &insert(Shard &s, uint64_t h, const TenantKey &key);
+  static void place(std::vector<Entry> &table, Entry &&e);
+  void evict_one(Shard &s);
+  static void erase_at(Shard &s, size_t i);
 
   const Clock &clock_;
-  size_t per_shard_;
+  const uint64_t seed_;
+  size_t per_shard_, max_table_;
   std::vector<std::unique_ptr<Shard>> shards_;
   std::mutex fleet_mu_;
   std::vector<Slot> fleet_;

@@ -1,10 +1,12 @@
 // The concurrency limiter, the fleet shedder, the Guard's ordering, modes and no partial consumption.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <thread>
 #include <vector>
 
 #include "harness.hpp"
+#include "metrics.hpp"
 
 using floodwall::testing::Sim;
 
@@ -212,6 +214,27 @@ TEST(MemoryStore, EvictionSparesTenantsWithRequestsInFlight) {
   EXPECT_FALSE(s.admit("busy").allowed) << "the busy tenant kept its slot through the churn";
 }
 
+TEST(MemoryStore, TenantsHoldingSlotsStayFindableThroughHeavyChurn) {
+  // Every eviction closes its gap in the open-addressing table by moving entries back; a tenant that
+  // moved must still be found, with its slot and its bucket.
+  Sim s(R"({"max_tenants": 64, "request_rate": {"rate": 0.001, "burst": 3}, "concurrency": {"limit": 1}})");
+  std::vector<std::string> busy;
+  for (int i = 0; i < 40; i++) {
+    busy.push_back("busy-" + std::to_string(i));
+    ASSERT_TRUE(s.admit(busy.back()).allowed);
+  }
+  for (int i = 0; i < 5000; i++) s.guard->release(s.admit("idle-" + std::to_string(i)).ticket);
+  auto st = s.guard->store().stats();
+  EXPECT_EQ(st.tenants, 64u);
+  EXPECT_EQ(st.evictions, 5000u - 24u);
+  for (const auto &t : busy) {
+    fw_decision d = s.admit(t);
+    EXPECT_FALSE(d.allowed) << t << " kept its slot";
+    EXPECT_EQ(d.limiter, FW_LIMITER_CONCURRENCY) << t;
+    EXPECT_EQ(d.remaining, 2) << t << " kept its bucket: one token spent, the rejection spent none";
+  }
+}
+
 TEST(BadInput, EmptyTenantAndCostAboveTheBurstNameTheirField) {
   Sim s(R"({"request_rate": {"rate": 1, "burst": 5, "overrides": {"big": {"rate": 1, "burst": 50}}}})");
   EXPECT_THROW(s.admit(""), floodwall::BadRequest);
@@ -253,4 +276,33 @@ TEST(Metrics, CountsByLimiterOutcomeAndRouteFamily) {
   EXPECT_NE(prom.find(R"(floodwall_decisions_total{limiter="request_rate",outcome="allowed",route="/v1/analytics"} 1)"),
             std::string::npos);
   EXPECT_NE(prom.find("# TYPE floodwall_decisions_total counter"), std::string::npos);
+}
+
+TEST(Metrics, RouteFamiliesFromManyThreadsGetOneIndexEach) {
+  // Known routes are looked up without a lock while other threads add new ones.
+  floodwall::Metrics m;
+  constexpr int kThreads = 4, kRoutes = 100;
+  std::vector<std::vector<int>> seen(kThreads, std::vector<int>(kRoutes));
+  std::vector<std::thread> ts;
+  for (int t = 0; t < kThreads; t++)
+    ts.emplace_back([&, t] {
+      for (int round = 0; round < 50; round++)
+        for (int r = 0; r < kRoutes; r++) {
+          int i = m.route_index("/r" + std::to_string((r + t * 7) % kRoutes));
+          int &first = seen[static_cast<size_t>(t)][static_cast<size_t>((r + t * 7) % kRoutes)];
+          if (round == 0) first = i;
+          EXPECT_EQ(i, first) << "a route's index never changes";
+        }
+    });
+  for (auto &th : ts) th.join();
+  EXPECT_EQ(m.route_index(""), 0);
+  std::vector<int> named;
+  for (int r = 0; r < kRoutes; r++) {
+    int i = seen[0][static_cast<size_t>(r)];
+    for (int t = 1; t < kThreads; t++) EXPECT_EQ(seen[static_cast<size_t>(t)][static_cast<size_t>(r)], i);
+    if (i != static_cast<int>(floodwall::Metrics::kMaxRoutes)) named.push_back(i);
+  }
+  std::sort(named.begin(), named.end());
+  EXPECT_EQ(named.size(), floodwall::Metrics::kMaxRoutes - 1) << "63 named families, the rest counted as other";
+  EXPECT_EQ(std::adjacent_find(named.begin(), named.end()), named.end()) << "no two routes share an index";
 }
