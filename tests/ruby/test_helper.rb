@@ -67,6 +67,16 @@ module FloodwallTest
       end
     end
 
+    # Holds every reply back (SIGSTOP) while the block runs, then lets Redis go on (SIGCONT), whatever
+    # the block raised. Unlike CLIENT PAUSE it has no fixed length: a test waits for what it wants to see
+    # (every thread inside its admit, say) instead of racing a timer on a busy machine.
+    def stopped
+      Process.kill("STOP", @pid)
+      yield
+    ensure
+      Process.kill("CONT", @pid)
+    end
+
     def stop
       return unless @pid
 
@@ -132,6 +142,12 @@ module FloodwallTest
       @webrick&.shutdown
       @thread&.join(10)
     end
+  end
+
+  # True once every thread of +threads+ sleeps (a Ruby thread inside a call that released the GVL and
+  # waits, or one blocked on I/O), false if that has not happened within +timeout+ seconds.
+  def all_waiting?(threads, timeout: 10)
+    eventually(timeout: timeout) { threads.all? { |t| t.status == "sleep" } }
   end
 
   # Waits (boundedly) until the block is true: the server closes a body after the client has its bytes.

@@ -98,13 +98,14 @@ class TestHTTPPuma < Minitest::Test
   end
 end
 
-# Puma's threads admit on Redis in parallel: while Redis holds every reply back (CLIENT PAUSE), four
-# requests are all past the middleware's entry and waiting in their admits at the same time.
+# Puma's threads admit on Redis in parallel: while Redis holds every reply back (SIGSTOP), four requests
+# are all past the middleware's entry and waiting in their admits at the same time.
 class TestHTTPPumaRedis < Minitest::Test
   include FloodwallTest
 
   def test_pumas_threads_do_not_serialise_behind_one_admit
     redis = FloodwallTest::Redis.instance
+    redis.command("FLUSHALL") # the Redis suite's tests share this server and may have left "acme" drained
     fw = Floodwall::Client.new(store: redis.url, request_rate: { rate: 100, burst: 100 }, redis: { deadline_ms: 5000 })
     lock = Mutex.new
     entered = []
@@ -123,9 +124,15 @@ class TestHTTPPumaRedis < Minitest::Test
     end
     FloodwallTest::Server.open(app, :puma) do |server|
       assert_equal "200", server.get("/warm").code
-      redis.command("CLIENT", "PAUSE", "1000", "ALL") # long enough for four connections on a busy machine
-      codes = Array.new(4) { Thread.new { server.get("/").code } }.map(&:value)
-      assert_equal %w[200 200 200 200], codes
+      requests = nil
+      redis.stopped do
+        requests = Array.new(4) { Thread.new { server.get("/").code } }
+        all_in = eventually(timeout: 10) { lock.synchronize { entered.size } == 4 }
+        assert all_in, "four requests should all be in the middleware while Redis holds their admits back " \
+                       "(#{lock.synchronize { entered.size }} are)"
+        assert_empty lock.synchronize { admitted.dup }, "no request should pass its admit while Redis is stopped"
+      end
+      assert_equal %w[200 200 200 200], requests.map(&:value)
       t0 = entered.min
       puts format("\n  Puma on Redis: entered the middleware at %s ms, admitted at %s ms",
                   entered.map { |t| ((t - t0) * 1000).round }, admitted.map { |t| ((t - t0) * 1000).round })
