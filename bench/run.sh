@@ -29,6 +29,24 @@ else
 fi
 cmake --build "$BUILD" --target redis_path floodwall -j "$JOBS"
 
+# The language benchmarks' peers, installed here so that `make bench` works from a clean clone. Python:
+# the venv packaging/test-python.sh uses, plus `limits` with redis-py, and floodwall built from this
+# checkout (FW_BENCH_PYTHON names another interpreter that has both). Node: `npm install` of the
+# package, whose devDependencies hold rate-limiter-flexible and ioredis. Ruby: rack-attack and
+# redis-rb come from Debian (packaging/install-deps.sh).
+PYTHON=${FW_BENCH_PYTHON:-}
+if [[ -z $PYTHON ]]; then
+  venv=$ROOT/build-python/venv
+  [[ -x $venv/bin/python ]] || python3 -m venv "$venv"
+  PYTHON=$venv/bin/python
+  pip() { "$PYTHON" -m pip --disable-pip-version-check -q "$@"; }
+  pip install "scikit-build-core>=0.10" "pybind11>=2.12" "limits[redis]>=3.10"
+  (cd "$ROOT" && pip install --no-build-isolation .)
+fi
+if [[ ! -d $ROOT/node_modules/rate-limiter-flexible || ! -d $ROOT/node_modules/ioredis ]]; then
+  (cd "$ROOT" && npm install --no-audit --no-fund --no-package-lock --no-update-notifier --loglevel=error)
+fi
+
 # ------------------------------------------------------------------------------- throwaway Redis
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/floodwall-bench.XXXXXX")
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
@@ -64,9 +82,6 @@ status=0
 # Where the redis-server's time goes inside the script (bench/cpp/PROFILE.md, section 1).
 bash "$ROOT/bench/cpp/script_cost.sh" "$PORT" "$REDIS_PID" | tee "$WORK/script_cost.txt" || status=1
 
-# The Python benchmark runs in the venv packaging/test-python.sh makes (it has floodwall and its peers).
-PYTHON=${FW_BENCH_PYTHON:-python3}
-[[ -z ${FW_BENCH_PYTHON:-} && -x $ROOT/build-python/venv/bin/python ]] && PYTHON=$ROOT/build-python/venv/bin/python
 declare -A RUNNERS=([python]="$PYTHON bench/python/run.py" [node]="node bench/node/run.js" [ruby]="ruby bench/ruby/run.rb")
 declare -A FILES=([python]=bench/python/run.py [node]=bench/node/run.js [ruby]=bench/ruby/run.rb)
 for lang in python node ruby; do

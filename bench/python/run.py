@@ -6,8 +6,8 @@
    admit_async from one event loop) against the `limits` library (pip) on the same Redis, with its
    fixed-window (the cheapest) and moving-window strategies, from 1 and 4 threads.
 
-Run:  build-python/venv/bin/python bench/python/run.py   (packaging/test-python.sh makes that venv;
-      `pip install limits redis` there). It starts its own redis-server on a free port.
+Run:  build-python/venv/bin/python bench/python/run.py   (`make bench` makes that venv with floodwall and
+      `limits[redis]` in it). It starts its own redis-server on a free port.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import os
 import pathlib
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import threading
@@ -143,6 +144,7 @@ def floodwall_async_per_second(fw: floodwall.Floodwall, seconds: float, concurre
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=2.0, help="per Redis measurement")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of the Redis contenders")
     parser.add_argument("-n", type=int, default=300_000, help="admits per memory measurement")
     args = parser.parse_args()
 
@@ -183,22 +185,26 @@ def main() -> None:
         for f in (fw_admit, fixed_hit, moving_hit):  # connections, scripts, keys
             for i in range(2000):
                 f(i)
-        results = []
-        for threads in (1, 4):
-            results.append((f"floodwall admit, {threads} thread(s)", per_second(fw_admit, args.seconds, threads)))
-            results.append((f"limits fixed window, {threads} thread(s)", per_second(fixed_hit, args.seconds, threads)))
-            results.append((f"limits moving window, {threads} thread(s)", per_second(moving_hit, args.seconds, threads)))
-        results.append(("floodwall admit_async, 1 loop, 64 in flight", floodwall_async_per_second(fw_redis, args.seconds, 64)))
+        # Rounds alternate the contenders, so that a noisy machine shows as spread, not as a ratio.
+        rounds: dict[str, list[float]] = {}
+        for _ in range(args.rounds):
+            for threads in (1, 4):
+                for name, f in ((f"floodwall admit, {threads} thread(s)", fw_admit),
+                                (f"limits fixed window, {threads} thread(s)", fixed_hit),
+                                (f"limits moving window, {threads} thread(s)", moving_hit)):
+                    rounds.setdefault(name, []).append(per_second(f, args.seconds, threads))
+            rounds.setdefault("floodwall admit_async, 1 loop, 64 in flight", []).append(
+                floodwall_async_per_second(fw_redis, args.seconds, 64))
+        results = [(name, statistics.median(v), min(v), max(v)) for name, v in rounds.items()]
         fw_redis.close()
     finally:
         redis.stop()
-    base = {t: v for name, v in results for t in ("1", "4") if name.startswith("limits fixed") and f"{t} thread" in name}
-    print("Redis (same redis-server, 1000 tenants, every request allowed)")
-    print(f"  {'':44} {'admits/s':>9} {'vs limits fixed':>16}")
-    for name, v in results:
+    base = {t: v for name, v, _, _ in results for t in ("1", "4") if name.startswith("limits fixed") and f"{t} thread" in name}
+    print(f"Redis (same redis-server, 1000 tenants, every request allowed; median of {args.rounds} alternating rounds)")
+    print(f"  {'':44} {'admits/s':>9} {'min-max':>15} {'vs limits fixed':>16}")
+    for name, v, lo, hi in results:
         ref = base["4" if "4 thread" in name else "1"]
-        print(f"  {name:44} {v:9.0f} {v / ref:15.2f}x")
-
+        print(f"  {name:44} {v:9.0f} {f'{lo:.0f}-{hi:.0f}':>15} {v / ref:15.2f}x")
 
 if __name__ == "__main__":
     main()
