@@ -30,19 +30,11 @@ fi
 cmake --build "$BUILD" --target redis_path floodwall -j "$JOBS"
 
 # The language benchmarks' peers, installed here so that `make bench` works from a clean clone. Python:
-# the venv packaging/test-python.sh uses, plus `limits` with redis-py, and floodwall built from this
-# checkout (FW_BENCH_PYTHON names another interpreter that has both). Node: `npm install` of the
+# the shared venv (packaging/python-venv.sh) with floodwall from this checkout and `limits` with
+# redis-py (FW_BENCH_PYTHON names another interpreter that has both). Node: `npm install` of the
 # package, whose devDependencies hold rate-limiter-flexible and ioredis. Ruby: rack-attack and
 # redis-rb come from Debian (packaging/install-deps.sh).
-PYTHON=${FW_BENCH_PYTHON:-}
-if [[ -z $PYTHON ]]; then
-  venv=$ROOT/build-python/venv
-  [[ -x $venv/bin/python ]] || python3 -m venv "$venv"
-  PYTHON=$venv/bin/python
-  pip() { "$PYTHON" -m pip --disable-pip-version-check -q "$@"; }
-  pip install "scikit-build-core>=0.10" "pybind11>=2.12" "limits[redis]>=3.10"
-  (cd "$ROOT" && pip install --no-build-isolation .)
-fi
+PYTHON=${FW_BENCH_PYTHON:-$(bash "$ROOT/packaging/python-venv.sh" "limits[redis]>=3.10" | tail -n 1)}
 if [[ ! -d $ROOT/node_modules/rate-limiter-flexible || ! -d $ROOT/node_modules/ioredis ]]; then
   (cd "$ROOT" && npm install --no-audit --no-fund --no-package-lock --no-update-notifier --loglevel=error)
 fi

@@ -1,16 +1,13 @@
 #!/usr/bin/env bash
 # tests/e2e: one fleet of three languages on one Redis. Builds what each service needs the way its own
-# suite does (the Python venv of test-python.sh, the Node addon by `npm install`, the gem installed into
-# build/e2e-gems), then pytest drives the three services over HTTP. Redis is started by the test itself.
+# suite does (the Python venv of packaging/python-venv.sh, the Node addon by `npm install`, the gem
+# installed into build/e2e-gems), then pytest drives the three services over HTTP. Redis is started by
+# the test itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
-venv=build-python/venv
-[ -x "$venv/bin/python" ] || "${PYTHON:-python3}" -m venv "$venv"
-py="$root/$venv/bin/python"
-"$py" -m pip --disable-pip-version-check -q install "scikit-build-core>=0.10" "pybind11>=2.12" pytest fastapi uvicorn httpx
-"$py" -m pip --disable-pip-version-check -q install --no-build-isolation .  # incremental
+py=$(bash packaging/python-venv.sh pytest fastapi uvicorn httpx | tail -n 1)
 
 npm install --no-audit --no-fund --no-package-lock --no-update-notifier --loglevel=error
 

@@ -206,5 +206,6 @@ def main() -> None:
         ref = base["4" if "4 thread" in name else "1"]
         print(f"  {name:44} {v:9.0f} {f'{lo:.0f}-{hi:.0f}':>15} {v / ref:15.2f}x")
 
+
 if __name__ == "__main__":
     main()

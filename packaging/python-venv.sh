@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# packaging/python-venv.sh [PACKAGE...] - the Python environment the suites and the benchmark share:
+# build-python/venv (made once, reused), the build dependencies, the PACKAGEs asked for (pip, quietly;
+# already-satisfied ones cost nothing), then `pip install .` of floodwall from this checkout without
+# build isolation (incremental: scikit-build-core keeps its CMake tree in build-python/). Prints the
+# venv's python, by absolute path, as its last line. PYTHON names the interpreter that makes the venv.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv=$(pwd)/build-python/venv
+[ -x "$venv/bin/python" ] || "${PYTHON:-python3}" -m venv "$venv"
+pip() { "$venv/bin/python" -m pip --disable-pip-version-check -q "$@"; }
+pip install "scikit-build-core>=0.10" "pybind11>=2.12" "$@" >&2
+pip install --no-build-isolation . >&2
+echo "$venv/bin/python"
