@@ -13,13 +13,22 @@
 -- ARGV[9]  the request's slot id (16 random bytes)
 -- A request-rate-only admit sends KEYS[1] and ARGV[1..4]; one with a slot sends all three keys and all
 -- nine arguments.
--- Reply:   {committed, rate_ok, micro-tokens left} for a request-rate-only admit, else
---          {committed, rate_ok, micro-tokens left, conc_ok, tenant in-flight, fleet_ok, fleet in-flight}
+-- Reply:   for a request-rate-only admit one integer, the micro-tokens left when the bucket had enough
+--          and -1 - (the micro-tokens it has) when it had not (an array costs Redis a table and more
+--          reply to write); the client knows the mode it sent, so whether the admit committed follows.
+--          With a slot: {committed, rate_ok, micro-tokens left, conc_ok, tenant in-flight, fleet_ok,
+--          fleet in-flight}.
 --
 -- The clock is Redis' TIME, so every app server of a fleet shares one clock. Numbers are integers
 -- below 2^53 (micro-tokens, microseconds, a bucket's debt in ns: a policy rule keeps refills under 90
 -- days), which Lua's doubles hold exactly; numbers sent back to Redis are formatted with %d, never with
 -- Lua's default %.14g. core/src/token_bucket.hpp is the same arithmetic for the memory store.
+--
+-- The bucket key expires at the start of the second after the one in which it is full again, plus a
+-- second (2 s after the whole second of full_at). That instant only changes when full_at moves into
+-- another second, so most writes keep the TTL (SET KEEPTTL) instead of setting a new one, which costs
+-- Redis a third of the SET. A key the script did not write with this rule (an older floodwall wrote
+-- full_at + 1 s) is safe too: a full_at in the same second is never later than that.
 local rcall = redis.call
 local r, c, f = string.byte(ARGV[1], 1, 3)
 local rate_on, conc_on, fleet_on = r ~= 45, c ~= 45, f ~= 45 -- 45 is '-'
@@ -28,7 +37,7 @@ local t = rcall('TIME')
 local sec, usec = tonumber(t[1]), tonumber(t[2])
 
 local rate_ok, conc_ok, fleet_ok = 1, 1, 1
-local tokens, debt, rate_m, cost_m = 0, 0, 0, 0
+local tokens, debt, rate_m, cost_m, full_s = 0, 0, 0, 0, -1
 if rate_on then
   local burst_m
   rate_m, burst_m, cost_m = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -36,6 +45,7 @@ if rate_on then
   if full_at then
     local s = tonumber(string.sub(full_at, 1, -10))
     if s then
+      full_s = s
       debt = (s - sec) * 1e9 + tonumber(string.sub(full_at, -9)) - usec * 1000
       if debt < 0 then debt = 0 end
     end
@@ -71,7 +81,12 @@ else
     local s = math.floor(ns / 1e9)
     ns = ns - s * 1e9
     if ns < 0 then s, ns = s - 1, ns + 1e9 elseif ns >= 1e9 then s, ns = s + 1, ns - 1e9 end
-    rcall('SET', KEYS[1], string.format('%d%09d', sec + s, ns), 'PX', string.format('%d', math.ceil(debt / 1e6) + 1000))
+    s = sec + s
+    if s == full_s then
+      rcall('SET', KEYS[1], string.format('%d%09d', s, ns), 'KEEPTTL')
+    else
+      rcall('SET', KEYS[1], string.format('%d%09d', s, ns), 'PXAT', string.format('%d', (s + 2) * 1000))
+    end
   end
   -- Sweep the dead slots, add this request's, and let the set expire a second after its last slot would.
   local function take_slot(key, ttl)
@@ -88,5 +103,8 @@ else
     fleet_count = fleet_count + 1
   end
 end
-if not (conc_on or fleet_on) then return {committed, rate_ok, tokens} end
+if not (conc_on or fleet_on) then
+  if rate_ok == 1 then return tokens end
+  return -1 - tokens
+end
 return {committed, rate_ok, tokens, conc_ok, in_flight, fleet_ok, fleet_count}

@@ -290,7 +290,7 @@ RedisStore::Call *RedisStore::take_call(Kind kind, int64_t deadline_us) {
   }
   if (!c) c = new Call;
   c->kind = kind;
-  c->slot = c->retried = c->abandoned = false;
+  c->slot = c->rate_enforce = c->retried = c->abandoned = false;
   c->deadline_us = deadline_us;
   c->done = nullptr;
   c->held = ReleaseOp{};
@@ -345,6 +345,7 @@ void RedisStore::admit_async(const AdmitOp &op, AdmitCompletion *done) {
   Call *c = take_call(Kind::admit, now + deadline_us_);
   c->done = done;
   c->slot = slot;
+  c->rate_enforce = op.rate && op.rate_enforce;
   c->affinity = std::hash<std::string_view>{}(op.tenant.view());
   c->held.tenant = op.tenant;
   c->held.slot = op.slot;
@@ -541,15 +542,21 @@ void RedisStore::read(Conn &conn, int64_t now) {
 }
 
 void RedisStore::finish_admit(Call *c, redisReply *r) {
-  // {committed, rate_ok, tokens} for a request-rate-only admit; with a slot, also
-  // {conc_ok, tenant in-flight, fleet_ok, fleet in-flight}.
-  size_t want = c->slot ? 7 : 3;
-  if (r->type != REDIS_REPLY_ARRAY || r->elements != want) {
+  // A request-rate-only admit: one integer, the micro-tokens left (>= 0) or -1 - the micro-tokens the
+  // bucket had when it had too few; it committed unless an enforced bucket said no. With a slot:
+  // {committed, rate_ok, tokens, conc_ok, tenant in-flight, fleet_ok, fleet in-flight}.
+  long long v[7] = {0, 1, 0, 1, 0, 1, 0};
+  if (!c->slot && r->type == REDIS_REPLY_INTEGER) {
+    bool rate_ok = r->integer >= 0;
+    v[0] = rate_ok || !c->rate_enforce;
+    v[1] = rate_ok;
+    v[2] = rate_ok ? r->integer : -1 - r->integer;
+  } else if (c->slot && r->type == REDIS_REPLY_ARRAY && r->elements == 7) {
+    for (size_t i = 0; i < 7; i++) v[i] = r->element[i]->type == REDIS_REPLY_INTEGER ? r->element[i]->integer : 0;
+  } else {
     if (!c->abandoned) fail_call(c, FailReason::error, "unexpected reply to tenant_admit");
     return;
   }
-  long long v[7] = {0, 1, 0, 1, 0, 1, 0};
-  for (size_t i = 0; i < want; i++) v[i] = r->element[i]->type == REDIS_REPLY_INTEGER ? r->element[i]->integer : 0;
   bool committed = v[0] == 1, conc_ok = v[3] == 1, fleet_ok = v[5] == 1;
   if (c->abandoned) {
     // The caller failed open long ago; if the late command took slots after all, give them back now.

@@ -67,6 +67,7 @@ class RedisStore final : public Store {
   struct Call {
     Kind kind = Kind::setup;
     bool slot = false;  // admit: the 7-element reply (a concurrency or fleet slot was asked for)
+    bool rate_enforce = false;  // admit: an enforced bucket (its rejection is the call's)
     bool retried = false, abandoned = false;
     std::string cmd;  // the RESP command
     int64_t deadline_us = 0;

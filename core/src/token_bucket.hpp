@@ -53,7 +53,8 @@ inline int64_t seconds_until(int64_t rate_m, int64_t tokens_m, int64_t want_m) {
   return ceil_div(want_m - tokens_m, rate_m);
 }
 
-// The key's time to live: garbage collection a second after the bucket would be full again, never a limit.
+// The least time to live of a bucket's Redis key: garbage collection a second after the bucket would be
+// full again, never a limit (lua/tenant_admit.lua gives it up to a second more, see there).
 inline int64_t bucket_ttl_ms(int64_t debt_ns) {
   return ceil_div(debt_ns, 1'000'000) + 1000;
 }

@@ -131,8 +131,28 @@ TEST(RedisStore, KeysAreHashTaggedAndTtlsOnlyCollectGarbage) {
   std::string k = key("acme", "rate");
   EXPECT_EQ(k, "floodwall:{acme}:rate") << "a plain id is readable in its key";
   int64_t ttl = std::stoll(redis.command({"PTTL", k}));
-  EXPECT_GT(ttl, 1000);  // one token to refill (10 ms) plus the second of margin
-  EXPECT_LE(ttl, 1011);
+  // One token to refill (10 ms), then until the end of that second, plus a second.
+  EXPECT_GT(ttl, 1000);
+  EXPECT_LE(ttl, 2011);
+}
+
+TEST(RedisStore, BucketKeyOutlivesItsRefillThroughKeptTtls) {
+  // Most writes keep the key's TTL (SET KEEPTTL) and only a write that moves the instant the bucket is
+  // full again into another second sets a new one: however the writes fall, the key must never expire
+  // before the bucket is full again, or the tenant would get a full bucket early.
+  RedisServer redis;
+  floodwall::Client fw(policy(redis, R"("request_rate": {"rate": 100, "burst": 1000})"));
+  std::string k = key("acme", "rate");
+  for (int i = 0; i < 600; i++) {
+    ASSERT_TRUE(admit_raw(fw, "acme").allowed);
+    if (i % 50 != 49) continue;
+    std::string full_at = redis.command({"GET", k});  // "<seconds><9 digits of ns>"
+    int64_t full_s = std::stoll(full_at.substr(0, full_at.size() - 9));
+    int64_t full_ms = full_s * 1000 + std::stoll(full_at.substr(full_at.size() - 9)) / 1'000'000;
+    int64_t expire_ms = std::stoll(redis.command({"PEXPIRETIME", k}));
+    EXPECT_GE(expire_ms, full_ms + 1000) << "after " << i + 1 << " admits";
+    EXPECT_LE(expire_ms, (full_s + 2) * 1000) << "after " << i + 1 << " admits";
+  }
 }
 
 TEST(RedisStore, HostileTenantIdsStayIsolated) {
