@@ -66,7 +66,7 @@ class RedisStore final : public Store {
   // gathers the spent ones in spent_ and gives them back once per loop.
   struct Call {
     Kind kind = Kind::setup;
-    bool slot = false;  // admit: the 7-element reply (a concurrency or fleet slot was asked for)
+    bool slot = false;          // admit: the 7-element reply (a concurrency or fleet slot was asked for)
     bool rate_enforce = false;  // admit: an enforced bucket (its rejection is the call's)
     bool retried = false, abandoned = false;
     std::string cmd;  // the RESP command
