@@ -10,18 +10,27 @@ namespace floodwall {
 
 namespace {
 
-uint64_t load_le(const char *p, size_t n) {
-  uint64_t v = 0;
-  std::memcpy(&v, p, n);
+uint64_t load8(const char *p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
   return v;
 }
 
-uint64_t mix(uint64_t h) {
-  h ^= h >> 32;
-  h *= 0xd6e8feb86659fd93ULL;
-  h ^= h >> 32;
-  return h;
+uint64_t load4(const char *p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
 }
+
+__extension__ typedef unsigned __int128 uint128;  // GCC and Clang; __extension__ keeps -Wpedantic quiet
+
+// 64 x 64 -> 128-bit multiply, folded: the mixing step of wyhash and of rapidhash.
+uint64_t fold_mul(uint64_t a, uint64_t b) {
+  uint128 r = static_cast<uint128>(a) * b;
+  return static_cast<uint64_t>(r) ^ static_cast<uint64_t>(r >> 64);
+}
+
+constexpr uint64_t kP0 = 0xa0761d6478bd642fULL, kP1 = 0xe7037ed1a0b428dbULL, kP2 = 0x8ebc6af09c88c6e3ULL;
 
 size_t pow2_at_least(size_t n) {
   size_t p = 16;
@@ -34,7 +43,8 @@ size_t pow2_at_least(size_t n) {
 MemoryStore::MemoryStore(const Clock &clock, int64_t max_tenants)
     : clock_(clock), seed_((static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}()) {
   // Small bounds get one shard so that the bound is exact; large ones spread the lock.
-  size_t n = max_tenants >= 4096 ? 64 : 1;
+  size_t n = max_tenants >= 4096 ? 64 : 1;  // a power of two: the shard is picked with a mask
+  shard_mask_ = n - 1;
   per_shard_ = static_cast<size_t>((max_tenants + static_cast<int64_t>(n) - 1) / static_cast<int64_t>(n));
   max_table_ = pow2_at_least(per_shard_ * 2);
   for (size_t i = 0; i < n; i++) {
@@ -43,14 +53,29 @@ MemoryStore::MemoryStore(const Clock &clock, int64_t max_tenants)
   }
 }
 
-// A seeded multiply-xorshift hash, 8 bytes at a time: ids are at most 65 bytes. The seed is drawn per
-// process, so that a caller cannot choose ids that pile up in one probe chain.
+// A seeded hash in the manner of wyhash: ids are at most 65 bytes, most of them short, so the first and
+// last eight bytes of an id (they overlap below 16) and its length are one 128-bit multiply; longer ids
+// fold in 16 bytes a round. The seed is drawn per process, so that a caller cannot choose ids that pile
+// up in one probe chain.
 uint64_t MemoryStore::hash(std::string_view key) const {
-  uint64_t h = seed_ ^ (key.size() * 0x9e3779b97f4a7c15ULL);
-  size_t i = 0;
-  for (; i + 8 <= key.size(); i += 8) h = mix(h ^ load_le(key.data() + i, 8)) * 0x9e3779b97f4a7c15ULL;
-  if (i < key.size()) h = mix(h ^ load_le(key.data() + i, key.size() - i)) * 0x9e3779b97f4a7c15ULL;
-  return mix(h);
+  const char *p = key.data();
+  size_t n = key.size();
+  uint64_t seed = seed_ ^ (n * kP0), a, b;
+  if (n >= 4 && n <= 16) {
+    a = n >= 8 ? load8(p) : load4(p);
+    b = n >= 8 ? load8(p + n - 8) : load4(p + n - 4);
+  } else if (n < 4) {
+    a = n ? (uint64_t{static_cast<uint8_t>(p[0])} << 16) | (uint64_t{static_cast<uint8_t>(p[n >> 1])} << 8) |
+                static_cast<uint8_t>(p[n - 1])
+          : 0;
+    b = 0;
+  } else {
+    size_t i = 0;
+    for (; i + 16 < n; i += 16) seed = fold_mul(load8(p + i) ^ kP1, load8(p + i + 8) ^ seed);
+    a = load8(p + n - 16);
+    b = load8(p + n - 8);
+  }
+  return fold_mul(kP1 ^ n, fold_mul(a ^ kP1, b ^ seed) ^ kP2);
 }
 
 // Drops the slots older than ttl (a crashed worker's slot heals itself) and counts the rest.
@@ -144,7 +169,7 @@ AdmitResult MemoryStore::admit(const AdmitOp &op) {
   std::string_view key = op.tenant.view();
   uint64_t h = hash(key);
   Shard &s = shard_for(h);
-  std::unique_lock lock(s.mu);
+  std::lock_guard lock(s.mu);
   int64_t now = clock_.now_us();
   Entry *e = find(s, h, key);
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "clock.hpp"
+#include "spin_lock.hpp"
 #include "store.hpp"
 #include "token_bucket.hpp"
 
@@ -44,15 +45,15 @@ class MemoryStore final : public Store {
     std::vector<Slot> slots;
     bool free() const { return key.view().empty(); }
   };
-  struct Shard {
-    std::mutex mu;
+  struct alignas(64) Shard {  // one cache line of its own: a shard's lock is written on every decision
+    SpinLock mu;
     std::vector<Entry> table;  // a power of two, at most half full
     size_t count = 0, hand = 0;
   };
 
   static int64_t live(std::vector<Slot> &slots, int64_t now_us, int64_t ttl_us);
   uint64_t hash(std::string_view key) const;
-  Shard &shard_for(uint64_t h) { return *shards_[(h >> 48) % shards_.size()]; }
+  Shard &shard_for(uint64_t h) { return *shards_[(h >> 48) & shard_mask_]; }
   static Entry *find(Shard &s, uint64_t h, std::string_view key);
   Entry &insert(Shard &s, uint64_t h, const TenantKey &key);
   static void place(std::vector<Entry> &table, Entry &&e);
@@ -61,7 +62,7 @@ class MemoryStore final : public Store {
 
   const Clock &clock_;
   const uint64_t seed_;
-  size_t per_shard_, max_table_;
+  size_t per_shard_, max_table_, shard_mask_;
   std::vector<std::unique_ptr<Shard>> shards_;
   std::mutex fleet_mu_;
   std::vector<Slot> fleet_;
