@@ -28,10 +28,7 @@ void Guard::set_mode(Limiter l, Mode m) {
 }
 
 Mode Guard::mode(Limiter l) const {
-  if (!policy_.configured(l)) return Mode::off;
-  int8_t fleet_wide = store_->fleet_modes()[idx(l)];
-  if (fleet_wide >= 0) return static_cast<Mode>(fleet_wide);
-  return static_cast<Mode>(local_modes_[idx(l)].load(std::memory_order_relaxed));
+  return policy_.configured(l) ? mode_in_force(l) : Mode::off;
 }
 
 void Guard::report_utilization(double u) {
@@ -59,9 +56,16 @@ double Guard::shedding_amount() {
   return controller_->amount(now);
 }
 
+namespace {
+[[noreturn, gnu::noinline, gnu::cold]] void cost_above_burst(uint64_t cost, int64_t burst) {
+  throw BadRequest("cost: " + std::to_string(cost) + " is above the burst of this tenant's bucket (" +
+                   std::to_string(burst) + "); such a request could never be admitted");
+}
+}  // namespace
+
 void Guard::prepare(const Request &rq, Prepared &p) {
   if (rq.tenant.empty()) throw BadRequest("tenant: must not be empty");
-  p.op.tenant = TenantKey(rq.tenant);
+  p.op.tenant.assign(rq.tenant);
   uint64_t cost = rq.cost == 0 ? 1 : rq.cost;
   std::string_view method = rq.method.empty() ? std::string_view("GET") : rq.method;
   p.route = metrics_.route_index(rq.route);
@@ -69,10 +73,8 @@ void Guard::prepare(const Request &rq, Prepared &p) {
   if (policy_.request_rate) {
     p.bucket = policy_.bucket_for(p.op.tenant);
     // Such a request could never pass; failing it loudly beats a 429 whose Retry-After lies.
-    if (cost > static_cast<uint64_t>(p.bucket->burst))
-      throw BadRequest("cost: " + std::to_string(cost) + " is above the burst of this tenant's bucket (" +
-                       std::to_string(p.bucket->burst) + "); such a request could never be admitted");
-    Mode m = mode(Limiter::request_rate);
+    if (cost > static_cast<uint64_t>(p.bucket->burst)) cost_above_burst(cost, p.bucket->burst);
+    Mode m = mode_in_force(Limiter::request_rate);
     if (m != Mode::off) {
       p.op.rate = true;
       p.op.rate_enforce = m == Mode::enforce;
@@ -82,7 +84,7 @@ void Guard::prepare(const Request &rq, Prepared &p) {
     }
   }
   if (policy_.concurrency && policy_.concurrency->counts(rq.route)) {
-    Mode m = mode(Limiter::concurrency);
+    Mode m = mode_in_force(Limiter::concurrency);
     if (m != Mode::off) {
       p.op.conc = true;
       p.op.conc_enforce = m == Mode::enforce;
@@ -91,7 +93,7 @@ void Guard::prepare(const Request &rq, Prepared &p) {
     }
   }
   if (policy_.fleet && !rq.critical) {  // critical requests are never counted against the fleet cap
-    Mode m = mode(Limiter::fleet);
+    Mode m = mode_in_force(Limiter::fleet);
     if (m != Mode::off) {
       p.op.fleet = true;
       p.op.fleet_enforce = m == Mode::enforce;
@@ -105,7 +107,7 @@ void Guard::prepare(const Request &rq, Prepared &p) {
     p.util_counted = true;
     int64_t now = clock_.now_us();
     tick_utilization(now);
-    Mode m = mode(Limiter::utilization);
+    Mode m = mode_in_force(Limiter::utilization);
     if (m != Mode::off) {
       double amount;
       {
@@ -132,12 +134,21 @@ fw_ticket Guard::hold(const Held &h) {
   return t;
 }
 
-void Guard::finish(const Prepared &p, const AdmitResult &r, fw_decision &d) {
-  unsigned version = d.version;
-  d = fw_decision FW_DECISION_INIT;
-  d.version = version ? version : FW_DECISION_VERSION;
+namespace {
+// Copied whole into every decision: a copy of a constant is a few vector moves, where assigning the
+// initializer list clears the struct with `rep stos` first.
+constexpr fw_decision kAllowed = [] {
+  fw_decision d = FW_DECISION_INIT;
   d.allowed = 1;
   d.status = 200;
+  return d;
+}();
+}  // namespace
+
+void Guard::finish(const Prepared &p, const AdmitResult &r, fw_decision &d) {
+  unsigned version = d.version;
+  d = kAllowed;
+  if (version) d.version = version;
   if (p.shed_dark) d.dark_limiter = FW_LIMITER_UTILIZATION;
   const AdmitOp &op = p.op;
   if (p.bucket) {
@@ -165,21 +176,17 @@ void Guard::finish(const Prepared &p, const AdmitResult &r, fw_decision &d) {
       metrics_.failed(l, r.reason);
     }
   } else if (touched_store) {
-    struct Verdict {
-      bool on, enforce, ok;
-      Limiter l;
-      fw_limiter c;
+    // In the order of the path: the first enforcing limiter that rejected names the rejection.
+    auto verdict = [&](bool on, bool enforce, bool ok, Limiter l, fw_limiter c) {
+      if (!on) return;
+      metrics_.count(p.route, l, ok ? Outcome::allowed : enforce ? Outcome::rejected : Outcome::dark_rejected);
+      if (ok) return;
+      if (enforce && d.limiter == FW_LIMITER_NONE) d.limiter = c;
+      if (!enforce && d.dark_limiter == FW_LIMITER_NONE) d.dark_limiter = c;
     };
-    const Verdict verdicts[] = {{op.rate, op.rate_enforce, r.rate_ok, Limiter::request_rate, FW_LIMITER_REQUEST_RATE},
-                                {op.conc, op.conc_enforce, r.conc_ok, Limiter::concurrency, FW_LIMITER_CONCURRENCY},
-                                {op.fleet, op.fleet_enforce, r.fleet_ok, Limiter::fleet, FW_LIMITER_FLEET}};
-    for (const auto &v : verdicts) {
-      if (!v.on) continue;
-      metrics_.count(p.route, v.l, v.ok ? Outcome::allowed : v.enforce ? Outcome::rejected : Outcome::dark_rejected);
-      if (v.ok) continue;
-      if (v.enforce && d.limiter == FW_LIMITER_NONE) d.limiter = v.c;
-      if (!v.enforce && d.dark_limiter == FW_LIMITER_NONE) d.dark_limiter = v.c;
-    }
+    verdict(op.rate, op.rate_enforce, r.rate_ok, Limiter::request_rate, FW_LIMITER_REQUEST_RATE);
+    verdict(op.conc, op.conc_enforce, r.conc_ok, Limiter::concurrency, FW_LIMITER_CONCURRENCY);
+    verdict(op.fleet, op.fleet_enforce, r.fleet_ok, Limiter::fleet, FW_LIMITER_FLEET);
     if (op.rate) {
       d.remaining = r.tokens_m / 1'000'000;
       d.reset_s = seconds_until(op.rate_m, r.tokens_m, op.burst_m);
@@ -211,9 +218,7 @@ void Guard::finish(const Prepared &p, const AdmitResult &r, fw_decision &d) {
 void Guard::admit(const Request &rq, fw_decision &out) {
   Prepared p;
   prepare(rq, p);
-  AdmitResult r;
-  if (!p.shed && (p.op.rate || p.op.conc || p.op.fleet)) r = store_->admit(p.op);
-  finish(p, r, out);
+  finish(p, !p.shed && (p.op.rate || p.op.conc || p.op.fleet) ? store_->admit(p.op) : AdmitResult{}, out);
 }
 
 class Guard::Pending final : public AdmitCompletion {

@@ -75,6 +75,12 @@ class Guard {
   };
   class Pending;
 
+  // mode() of a limiter the policy configures: the fleet-wide one when set, else the local one.
+  Mode mode_in_force(Limiter l) const {
+    int8_t fleet_wide = store_->fleet_mode(l);
+    return static_cast<Mode>(fleet_wide >= 0 ? fleet_wide
+                                             : local_modes_[static_cast<size_t>(l)].load(std::memory_order_relaxed));
+  }
   void prepare(const Request &rq, Prepared &p);
   void finish(const Prepared &p, const AdmitResult &r, fw_decision &d);
   void tick_utilization(int64_t now_us);

@@ -37,8 +37,7 @@ Metrics::Metrics() {
 
 // Lock-free for the routes already known: names are written before the count that publishes them,
 // and never change. Only a new route family takes the lock.
-int Metrics::route_index(std::string_view route) {
-  if (route.empty()) return 0;
+int Metrics::named_route_index(std::string_view route) {
   size_t n = route_count_.load(std::memory_order_acquire);
   for (size_t i = 1; i < n; i++)
     if (routes_[i]->name == route) return static_cast<int>(i);
@@ -53,8 +52,7 @@ int Metrics::route_index(std::string_view route) {
   return static_cast<int>(n);
 }
 
-void Metrics::tenant_seen(const TenantKey &t, bool rejected) {
-  if (!rejected && !any_tenant_.load(std::memory_order_relaxed)) return;
+void Metrics::tally_tenant(const TenantKey &t, bool rejected) {
   std::lock_guard lock(tenants_mu_);
   auto it = tenants_.find(t.view());
   if (it == tenants_.end()) {

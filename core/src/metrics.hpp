@@ -36,7 +36,7 @@ class Metrics {
 
   Metrics();
   // Route family index for counters; "" is "default".
-  int route_index(std::string_view route);
+  int route_index(std::string_view route) { return route.empty() ? 0 : named_route_index(route); }
   void count(int route, Limiter l, Outcome o) {
     routes_[static_cast<size_t>(route)]->c[static_cast<size_t>(l) * kOutcomeCount + static_cast<size_t>(o)].fetch_add(
         1, std::memory_order_relaxed);
@@ -46,7 +46,9 @@ class Metrics {
                                                                                             std::memory_order_relaxed);
   }
   // Called once per decision that reached the tenant limiters.
-  void tenant_seen(const TenantKey &t, bool rejected);
+  void tenant_seen(const TenantKey &t, bool rejected) {
+    if (rejected || any_tenant_.load(std::memory_order_relaxed)) tally_tenant(t, rejected);
+  }
 
   std::string json(const StoreStats &st, const Gauges &g) const;
   std::string prometheus(const StoreStats &st, const Gauges &g) const;
@@ -63,6 +65,8 @@ class Metrics {
     std::string tenant;
     uint64_t requests, rejections;
   };
+  int named_route_index(std::string_view route);
+  void tally_tenant(const TenantKey &t, bool rejected);
   std::vector<TenantRow> top_tenants() const;
   uint64_t counter(size_t route, Limiter l, Outcome o) const {
     return routes_[route]->c[static_cast<size_t>(l) * kOutcomeCount + static_cast<size_t>(o)].load(

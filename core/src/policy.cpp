@@ -39,13 +39,9 @@ bool ConcurrencyPolicy::counts(std::string_view route) const {
   return false;
 }
 
-const BucketLimits *Policy::bucket_for(const TenantKey &key) const {
-  if (!request_rate) return nullptr;
-  if (!request_rate->overrides.empty()) {
-    auto it = request_rate->overrides.find(key.view());
-    if (it != request_rate->overrides.end()) return &it->second;
-  }
-  return &request_rate->limits;
+const BucketLimits *Policy::override_for(const TenantKey &key) const {
+  auto it = request_rate->overrides.find(key.view());
+  return it != request_rate->overrides.end() ? &it->second : &request_rate->limits;
 }
 
 bool Policy::configured(Limiter l) const {

@@ -90,9 +90,15 @@ struct Policy {
   RedisOptions redis;
 
   // The bucket of one tenant: its override when there is one.
-  const BucketLimits *bucket_for(const TenantKey &key) const;
+  const BucketLimits *bucket_for(const TenantKey &key) const {
+    if (!request_rate) return nullptr;
+    return request_rate->overrides.empty() ? &request_rate->limits : override_for(key);
+  }
   Mode configured_mode(Limiter l) const;
   bool configured(Limiter l) const;
+
+ private:
+  const BucketLimits *override_for(const TenantKey &key) const;
 };
 
 // Parses and validates; throws PolicyError naming the field.

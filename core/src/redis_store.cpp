@@ -166,7 +166,6 @@ RedisStore::RedisStore(const Policy &p, RedisUrl url)
   // woken caller has its answer within it, wake-up latency included.
   int64_t deadline = opt_.deadline_ms * 1000;
   deadline_us_ = deadline - std::clamp<int64_t>(deadline / 10, 200, 1000);
-  for (auto &m : fleet_modes_) m.store(-1);
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) throw StoreError("store: eventfd failed");
   conns_.resize(static_cast<size_t>(opt_.connections));
@@ -305,7 +304,6 @@ void RedisStore::admit_async(const AdmitOp &op, AdmitCompletion *done) {
     failures_[static_cast<size_t>(FailReason::error)].fetch_add(1, std::memory_order_relaxed);
     AdmitResult r;
     r.reason = FailReason::error;
-    r.detail = "a Redis client was used in a forked child; create the client after fork()";
     done->complete(std::move(r));
     return;
   }
@@ -390,12 +388,6 @@ void RedisStore::submit(Call *c) {
   }
 }
 
-FleetModes RedisStore::fleet_modes() const {
-  FleetModes m;
-  for (size_t i = 0; i < m.size(); i++) m[i] = fleet_modes_[i].load(std::memory_order_relaxed);
-  return m;
-}
-
 StoreStats RedisStore::stats() const {
   StoreStats s;
   for (size_t i = 0; i < s.failures.size(); i++) s.failures[i] = failures_[i].load();
@@ -408,12 +400,11 @@ StoreStats RedisStore::stats() const {
 
 // ------------------------------------------------------------------------------------ I/O thread
 
-void RedisStore::fail_call(Call *c, FailReason why, const std::string &detail) {
+void RedisStore::fail_call(Call *c, FailReason why) {
   if (c->kind == Kind::admit && c->done) {
     failures_[static_cast<size_t>(why)].fetch_add(1, std::memory_order_relaxed);
     AdmitResult r;
     r.reason = why;
-    r.detail = detail;
     AdmitCompletion *done = c->done;
     c->done = nullptr;
     done->complete(std::move(r));
@@ -463,7 +454,6 @@ void RedisStore::on_connected(Conn &conn, int64_t now) {
 
 void RedisStore::fail_conn(Conn &conn, FailReason why, int64_t now) {
   if (conn.ctx) {
-    std::string err = conn.ctx->errstr;
     redisFree(conn.ctx);
     conn.ctx = nullptr;
     bool counted = false;
@@ -473,7 +463,7 @@ void RedisStore::fail_conn(Conn &conn, FailReason why, int64_t now) {
           breaker_failure(now);
           counted = true;
         }
-        fail_call(c, why, err);
+        fail_call(c, why);
       }
       recycle(c);
     }
@@ -503,7 +493,7 @@ void RedisStore::dispatch(Call *c, int64_t now) {
     }
   }
   if (c->kind == Kind::admit) breaker_failure(now);
-  fail_call(c, FailReason::connection, "no connection to Redis");
+  fail_call(c, FailReason::connection);
   recycle(c);
 }
 
@@ -554,7 +544,7 @@ void RedisStore::finish_admit(Call *c, redisReply *r) {
   } else if (c->slot && r->type == REDIS_REPLY_ARRAY && r->elements == 7) {
     for (size_t i = 0; i < 7; i++) v[i] = r->element[i]->type == REDIS_REPLY_INTEGER ? r->element[i]->integer : 0;
   } else {
-    if (!c->abandoned) fail_call(c, FailReason::error, "unexpected reply to tenant_admit");
+    if (!c->abandoned) fail_call(c, FailReason::error);
     return;
   }
   bool committed = v[0] == 1, conc_ok = v[3] == 1, fleet_ok = v[5] == 1;
@@ -614,7 +604,7 @@ void RedisStore::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
         breaker_failure(now);
       else
         breaker_success();  // Redis answered: it is up, the deployment is wrong
-      fail_call(c, config ? FailReason::config : FailReason::error, std::string(err));
+      fail_call(c, config ? FailReason::config : FailReason::error);
     }
     recycle(c);
     return;
@@ -655,7 +645,7 @@ void RedisStore::expire(int64_t now) {
       c->abandoned = true;  // its reply, if it ever comes, is read and dropped
       if (c->kind == Kind::admit) {
         breaker_failure(now);  // before the caller wakes, so its next admit sees the breaker
-        fail_call(c, FailReason::timeout, "no reply within the deadline");
+        fail_call(c, FailReason::timeout);
       } else if (c->kind == Kind::release) {
         release_errors_.fetch_add(1, std::memory_order_relaxed);
       }
@@ -753,12 +743,12 @@ void RedisStore::run() {
     batch.swap(queue_);
   }
   for (Call *c : batch) {
-    fail_call(c, FailReason::connection, "client closed");
+    fail_call(c, FailReason::connection);
     recycle(c);
   }
   for (Conn &conn : conns_) {
     for (Call *c : conn.inflight) {
-      if (!c->abandoned) fail_call(c, FailReason::connection, "client closed");
+      if (!c->abandoned) fail_call(c, FailReason::connection);
       recycle(c);
     }
     conn.inflight.clear();

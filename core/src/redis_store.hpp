@@ -50,7 +50,6 @@ class RedisStore final : public Store {
   void admit_async(const AdmitOp &op, AdmitCompletion *done) override;
   void release(const ReleaseOp &op) override;
   StoreStats stats() const override;
-  FleetModes fleet_modes() const override;
   const char *kind() const override { return "redis"; }
 
   // Key names, for tests and operators: <prefix>:{<tenant>}:rate, ...:conc, <prefix>:fleet, where
@@ -98,7 +97,7 @@ class RedisStore final : public Store {
   void read(Conn &conn, int64_t now);
   void handle(Conn &conn, Call *c, redisReply *r, int64_t now);
   void expire(int64_t now);
-  void fail_call(Call *c, FailReason why, const std::string &detail);
+  void fail_call(Call *c, FailReason why);
   void finish_admit(Call *c, redisReply *r);
   bool breaker_allows(int64_t now);
   void breaker_success();
@@ -139,7 +138,6 @@ class RedisStore final : public Store {
   std::atomic<int64_t> open_until_us_{0};
   std::atomic<int64_t> consecutive_failures_{0};
 
-  std::array<std::atomic<int8_t>, kLimiterCount> fleet_modes_;
   std::array<std::atomic<uint64_t>, kFailReasonCount> failures_{};
   std::atomic<uint64_t> release_errors_{0}, reconnects_{0}, noscript_reloads_{0};
   std::atomic<bool> ever_connected_{false};

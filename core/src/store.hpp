@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -37,7 +38,6 @@ struct AdmitOp {
 struct AdmitResult {
   bool decided = false;  // false: the store could not decide and the request fails open
   FailReason reason = FailReason::none;
-  std::string detail;                                    // the store's error text, when there was one
   bool rate_ok = true, conc_ok = true, fleet_ok = true;  // each limiter's own verdict
   bool committed = false;  // true when the request consumed (no enforcing limiter rejected)
   int64_t tokens_m = 0;    // the bucket after this request
@@ -89,12 +89,22 @@ class Store {
   // Never fails the caller; an error is counted and the slot heals after its ttl.
   virtual void release(const ReleaseOp &op) = 0;
   virtual StoreStats stats() const = 0;
-  virtual FleetModes fleet_modes() const {
+  virtual const char *kind() const = 0;
+
+  // The fleet-wide modes in force (a store shared by a fleet carries them; the Redis store polls them).
+  // Plain loads, not a virtual call: the Guard reads one on every decision.
+  int8_t fleet_mode(Limiter l) const { return fleet_modes_[static_cast<size_t>(l)].load(std::memory_order_relaxed); }
+  FleetModes fleet_modes() const {
     FleetModes m;
-    m.fill(-1);
+    for (size_t i = 0; i < m.size(); i++) m[i] = fleet_modes_[i].load(std::memory_order_relaxed);
     return m;
   }
-  virtual const char *kind() const = 0;
+
+ protected:
+  Store() {
+    for (auto &m : fleet_modes_) m.store(-1, std::memory_order_relaxed);
+  }
+  std::array<std::atomic<int8_t>, kLimiterCount> fleet_modes_;
 };
 
 }  // namespace floodwall

@@ -21,7 +21,9 @@ class TenantKey {
   static constexpr size_t kSize = 65;
 
   TenantKey() = default;
-  explicit TenantKey(std::string_view tenant);
+  explicit TenantKey(std::string_view tenant) { assign(tenant); }
+  // Makes this the canonical form of `tenant`, in place (no temporary to copy).
+  void assign(std::string_view tenant);
   // From bytes that are already canonical (at most kSize bytes, as view() returned them).
   static TenantKey from_canonical(std::string_view canonical);
 
@@ -37,7 +39,7 @@ class TenantKey {
   friend bool operator==(const TenantKey &a, const TenantKey &b) { return a.view() == b.view(); }
 
  private:
-  std::array<char, kSize> buf_{};
+  std::array<char, kSize> buf_;  // only the first len_ bytes are ever read: no need to zero the rest
   uint8_t len_ = 0;
 };
 
