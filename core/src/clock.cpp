@@ -1,15 +1,19 @@
 #include "clock.hpp"
 
 #include <pthread.h>
+#include <time.h>
 
 #include <chrono>
 #include <random>
 
 namespace floodwall {
 
+// CLOCK_MONOTONIC, as std::chrono::steady_clock reads it on Linux, without the library's wrapper: one
+// clock read per decision is a fifth of the embedded store's time.
 int64_t SteadyClock::now_us() const {
-  using namespace std::chrono;
-  return duration_cast<microseconds>(steady_clock::now().time_since_epoch()).count();
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1000;
 }
 
 namespace {

@@ -13,7 +13,6 @@
 #pragma once
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 
 namespace floodwall {
@@ -38,14 +37,19 @@ inline int64_t bucket_debt_ns(const BucketState *s, int64_t now_us) {
 // Micro-tokens in a bucket that lacks debt_ns of refill. A lowered burst takes effect at once. The
 // lack is rounded down, so that the nanosecond each cost was rounded up by does not show as a missing
 // micro-token (and a remaining whole token) after a few requests.
+// (Lua floors the same double. For lack >= 0, floor(lack) >= burst exactly when lack >= burst, and below
+// that the conversion's truncation is the floor: no call to floor, which is not inlined without SSE4.1.)
 inline int64_t bucket_tokens(int64_t rate_m, int64_t burst_m, int64_t debt_ns) {
-  double lack = std::floor(static_cast<double>(debt_ns) * static_cast<double>(rate_m) / 1e9);
+  double lack = static_cast<double>(debt_ns) * static_cast<double>(rate_m) / 1e9;
   return lack >= static_cast<double>(burst_m) ? 0 : burst_m - static_cast<int64_t>(lack);
 }
 
-// Nanoseconds of refill that cost_m micro-tokens take, rounded up.
+// Nanoseconds of refill that cost_m micro-tokens take, rounded up (the ceiling of a positive double below
+// 2^53, computed as truncation plus one when something was truncated).
 inline int64_t bucket_cost_ns(int64_t rate_m, int64_t cost_m) {
-  return static_cast<int64_t>(std::ceil(static_cast<double>(cost_m) * 1e9 / static_cast<double>(rate_m)));
+  double ns = static_cast<double>(cost_m) * 1e9 / static_cast<double>(rate_m);
+  auto whole = static_cast<int64_t>(ns);
+  return whole + (static_cast<double>(whole) < ns);
 }
 
 // Whole seconds (rounded up) until the bucket holds `want_m` micro-tokens; 0 when it already does.
