@@ -469,7 +469,8 @@ void RedisStore::fail_conn(Conn &conn, FailReason why, int64_t now) {
     }
   }
   conn.inflight.clear();
-  conn.want_write = false;
+  conn.want_write = conn.partial = false;
+  conn.awaiting = 0;
   conn.state = Conn::State::down;
   conn.reconnect_at_us = now + conn.backoff_ms * 1000;
   conn.backoff_ms = std::min<int64_t>(conn.backoff_ms * 2, 1000);
@@ -504,6 +505,8 @@ void RedisStore::flush(Conn &conn, int64_t now) {
     return;
   }
   conn.want_write = !done;
+  conn.partial = !done;
+  if (done) conn.awaiting = conn.inflight.size();
 }
 
 void RedisStore::read(Conn &conn, int64_t now) {
@@ -526,6 +529,7 @@ void RedisStore::read(Conn &conn, int64_t now) {
     }
     Call *c = conn.inflight.front();
     conn.inflight.pop_front();
+    if (conn.awaiting) conn.awaiting--;
     handle(conn, c, r, now);
     freeReplyObject(r);
   }
@@ -691,7 +695,7 @@ void RedisStore::run() {
       }
     }
     for (Conn &conn : conns_)
-      if (conn.state == Conn::State::ready && conn.want_write) flush(conn, now);
+      if (conn.state == Conn::State::ready && should_flush(conn)) flush(conn, now);
 
     // Sleep until something happens or the nearest deadline.
     int64_t wake_at = std::min(next_flags_us_, now + 100'000);
@@ -703,8 +707,9 @@ void RedisStore::run() {
         fds.push_back({-1, 0, 0});
         continue;
       }
-      short ev = conn.state == Conn::State::connecting ? POLLOUT
-                                                       : static_cast<short>(POLLIN | (conn.want_write ? POLLOUT : 0));
+      short ev = conn.state == Conn::State::connecting
+                     ? POLLOUT
+                     : static_cast<short>(POLLIN | (should_flush(conn) ? POLLOUT : 0));
       fds.push_back({conn.ctx->fd, ev, 0});
       if (conn.state == Conn::State::connecting) wake_at = std::min(wake_at, conn.connect_deadline_us);
       for (Call *c : conn.inflight)

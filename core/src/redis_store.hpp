@@ -78,7 +78,12 @@ class RedisStore final : public Store {
     redisContext *ctx = nullptr;
     enum class State : uint8_t { down, connecting, ready } state = State::down;
     std::deque<Call *> inflight;
-    bool want_write = false;
+    bool want_write = false;  // hiredis holds commands not yet written
+    // Writes are coalesced while commands are on the wire: a connection with unanswered commands
+    // holds new ones until those replies arrive (or kHoldMax pile up), so that under load each write,
+    // and each of Redis' reads, carries many commands. An idle connection writes at once.
+    size_t awaiting = 0;   // commands written whose replies have not been read
+    bool partial = false;  // the last write left bytes behind (socket full): keep writing
     int64_t reconnect_at_us = 0, connect_deadline_us = 0, backoff_ms = 50;
   };
   struct Script {
@@ -93,6 +98,11 @@ class RedisStore final : public Store {
   void fail_conn(Conn &conn, FailReason why, int64_t now);
   void dispatch(Call *c, int64_t now);
   void append(Conn &conn, Call *c);
+  static constexpr size_t kHoldMax = 32;
+  bool should_flush(const Conn &conn) const {
+    return conn.want_write && (conn.partial || conn.awaiting == 0 || conn.inflight.size() - conn.awaiting >= kHoldMax ||
+                               stop_.load(std::memory_order_relaxed));
+  }
   void flush(Conn &conn, int64_t now);
   void read(Conn &conn, int64_t now);
   void handle(Conn &conn, Call *c, redisReply *r, int64_t now);

@@ -418,6 +418,56 @@ TEST(RedisStore, AsyncAdmitsCompleteOnTheIoThread) {
   EXPECT_TRUE(st.other_thread.load());
 }
 
+// A connection with commands on the wire holds new ones until the replies come: against a stalled
+// Redis every held admit must still fail open at its deadline, and after SIGCONT the connection must
+// go back to writing (the late replies of the abandoned calls are read and dropped, in order).
+TEST(RedisStore, AdmitsHeldBehindAStalledBatchFailOpenAtTheirDeadline) {
+  RedisServer redis;
+  const std::string bucket = R"("request_rate": {"rate": 0.001, "burst": 1000})";
+  floodwall::Client fw(policy(redis, bucket, R"(, "connections": 1)"));
+  floodwall::Client quick(R"({"store": ")" + redis.url() +
+                          R"(", "redis": {"deadline_ms": 100, "connections": 1, "breaker_failures": 1000000}, )" +
+                          bucket + "}");
+  ASSERT_FALSE(admit_raw(fw, "warm").failed_open);
+  ASSERT_FALSE(admit_raw(quick, "warm").failed_open);
+  redis.pause();
+  struct State {
+    std::atomic<int> done{0}, timed_out{0};
+  } st;
+  fw_request r = FW_REQUEST_INIT;
+  r.tenant = "held";
+  r.tenant_len = 4;
+  // One admit goes on the wire; the next twenty (fewer than the 32 that force a write) are held behind it.
+  constexpr int kCalls = 21;
+  for (int i = 0; i < kCalls; i++) {
+    if (i == 1) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ASSERT_EQ(fw_admit_async(
+                  quick.get(), &r,
+                  [](void *p, int status, const fw_decision *d) {
+                    auto *s = static_cast<State *>(p);
+                    if (status == FW_OK && d->allowed && d->failed_open && d->fail_reason == FW_FAIL_TIMEOUT)
+                      s->timed_out++;
+                    s->done++;
+                  },
+                  &st),
+              FW_OK);
+  }
+  auto t0 = Clock::now();
+  while (st.done.load() < kCalls && seconds_since(t0) < 10) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(st.done.load(), kCalls) << "every held admit completes";
+  EXPECT_EQ(st.timed_out.load(), kCalls) << "each one failed open by its deadline";
+  redis.resume();
+  // Redis answers the admit on the wire, which releases the twenty held behind it; their late replies
+  // are dropped. A few tries, never enough to reach the 32 that would force a write by themselves.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  bool decided = false;
+  for (int i = 0; i < 3 && !decided; i++) decided = !admit_raw(quick, "after").failed_open;
+  EXPECT_TRUE(decided) << "after SIGCONT the held connection writes again and Redis decides";
+  fw_decision d = admit_raw(quick, "warm");
+  EXPECT_FALSE(d.failed_open);
+  EXPECT_EQ(d.remaining, 997) << "the third admit of 'warm' got its own reply, not a late one of another call";
+}
+
 TEST(RedisStore, BadUrlsAreStoreErrors) {
   fw_client *c = nullptr;
   for (const char *url : {"redis://host:notaport/0", "redis://host:70000", "redis://host:6379/x", "redis://[::1"}) {
