@@ -91,21 +91,33 @@ Options parse_options(int argc, char **argv) {
     if (i + 1 >= argc) usage(("missing value after " + flag).c_str());
     std::string v = argv[++i];
     try {
-      if (flag == "--port") o.port = std::stoi(v);
-      else if (flag == "--redis-pid") o.redis_pid = static_cast<pid_t>(std::stol(v));
-      else if (flag == "--seconds") o.seconds = std::stod(v);
-      else if (flag == "--rounds") o.rounds = std::stoi(v);
-      else if (flag == "--tenants") o.tenants = std::stoi(v);
-      else if (flag == "--memory-tenants") o.memory_tenants = std::stoi(v);
-      else if (flag == "--seed-script") o.seed_script = v;
-      else if (flag == "--json") o.json_path = v;
-      else if (flag == "--markdown") o.markdown_path = v;
-      else if (flag == "--sections") o.sections = split(v);
-      else if (flag == "--contenders") o.contenders = split(v);
+      if (flag == "--port")
+        o.port = std::stoi(v);
+      else if (flag == "--redis-pid")
+        o.redis_pid = static_cast<pid_t>(std::stol(v));
+      else if (flag == "--seconds")
+        o.seconds = std::stod(v);
+      else if (flag == "--rounds")
+        o.rounds = std::stoi(v);
+      else if (flag == "--tenants")
+        o.tenants = std::stoi(v);
+      else if (flag == "--memory-tenants")
+        o.memory_tenants = std::stoi(v);
+      else if (flag == "--seed-script")
+        o.seed_script = v;
+      else if (flag == "--json")
+        o.json_path = v;
+      else if (flag == "--markdown")
+        o.markdown_path = v;
+      else if (flag == "--sections")
+        o.sections = split(v);
+      else if (flag == "--contenders")
+        o.contenders = split(v);
       else if (flag == "--callers") {
         o.callers.clear();
         for (const auto &c : split(v)) o.callers.push_back(std::stoi(c));
-      } else usage(("unknown flag " + flag).c_str());
+      } else
+        usage(("unknown flag " + flag).c_str());
     } catch (const std::logic_error &) {
       usage(("bad value for " + flag).c_str());
     }
@@ -386,17 +398,18 @@ struct SeedCaller {
   Outcome call(size_t k) {
     char now[24];
     auto end = std::to_chars(now, now + sizeof now, static_cast<long long>(std::time(nullptr))).ptr;
-    const char *argv[] = {"EVAL",
-                          script.data(),
-                          "2",
-                          tokens_keys[k].data(),
-                          timestamp_keys[k].data(),
-                          rate.data(),
-                          capacity.data(),
-                          now,
-                          "1"};
-    size_t lens[] = {4,           script.size(), 1, tokens_keys[k].size(), timestamp_keys[k].size(), rate.size(),
-                     capacity.size(), static_cast<size_t>(end - now), 1};
+    const char *argv[] = {
+        "EVAL",          script.data(), "2", tokens_keys[k].data(), timestamp_keys[k].data(), rate.data(),
+        capacity.data(), now,           "1"};
+    size_t lens[] = {4,
+                     script.size(),
+                     1,
+                     tokens_keys[k].size(),
+                     timestamp_keys[k].size(),
+                     rate.size(),
+                     capacity.size(),
+                     static_cast<size_t>(end - now),
+                     1};
     auto *r = static_cast<redisReply *>(redisCommandArgv(ctx, 9, argv, lens));
     if (!r) return error;
     Outcome out = error;
@@ -450,7 +463,7 @@ struct RedisRow {
 
 struct EmbeddedResult {
   double ns_one = 0, ns_two_per_thread = 0, decisions_per_s_two = 0;  // wall clock
-  double cpu_ns_one = 0, cpu_ns_two_per_thread = 0;                  // the threads' own CPU time
+  double cpu_ns_one = 0, cpu_ns_two_per_thread = 0;                   // the threads' own CPU time
 };
 
 struct MemoryResult {
@@ -486,9 +499,20 @@ struct Ceiling {
 // pipelined 16 deep over `callers` connections, what Redis itself allows with no client work.
 
 Ceiling redis_benchmark(const Options &o, int callers, int requests, const std::vector<std::string> &command) {
-  std::vector<std::string> args = {"redis-benchmark", "-h", "127.0.0.1", "-p", std::to_string(o.port), "-c",
-                                   std::to_string(callers), "-n", std::to_string(requests), "-P", "16", "-r",
-                                   std::to_string(o.tenants), "--csv"};
+  std::vector<std::string> args = {"redis-benchmark",
+                                   "-h",
+                                   "127.0.0.1",
+                                   "-p",
+                                   std::to_string(o.port),
+                                   "-c",
+                                   std::to_string(callers),
+                                   "-n",
+                                   std::to_string(requests),
+                                   "-P",
+                                   "16",
+                                   "-r",
+                                   std::to_string(o.tenants),
+                                   "--csv"};
   args.insert(args.end(), command.begin(), command.end());
   std::vector<char *> argv;
   for (auto &a : args) argv.push_back(a.data());
@@ -559,16 +583,25 @@ Ceilings ceiling_commands(const Options &o, const std::string &seed_script) {
     argv.push_back(a.data());
     lens.push_back(a.size());
   }
-  auto *r = static_cast<redisReply *>(redisCommandArgv(conn.ctx, static_cast<int>(argv.size()), argv.data(), lens.data()));
+  auto *r =
+      static_cast<redisReply *>(redisCommandArgv(conn.ctx, static_cast<int>(argv.size()), argv.data(), lens.data()));
   bool fits = r && r->type == REDIS_REPLY_INTEGER && r->integer >= 0;
   if (r) freeReplyObject(r);
   if (!fits) {
-    std::fprintf(stderr, "ceiling: lua/tenant_admit.lua no longer takes the arguments this benchmark sends; its ceiling is left out\n");
+    std::fprintf(
+        stderr,
+        "ceiling: lua/tenant_admit.lua no longer takes the arguments this benchmark sends; its ceiling is left out\n");
     c.floodwall.clear();
   }
-  c.seed = {"EVAL",      seed_script, "2", "request_rate_limiter.__rand_int__.tokens",
-            "request_rate_limiter.__rand_int__.timestamp", "1000000", "1000000",
-            std::to_string(static_cast<long long>(std::time(nullptr))), "1"};
+  c.seed = {"EVAL",
+            seed_script,
+            "2",
+            "request_rate_limiter.__rand_int__.tokens",
+            "request_rate_limiter.__rand_int__.timestamp",
+            "1000000",
+            "1000000",
+            std::to_string(static_cast<long long>(std::time(nullptr))),
+            "1"};
   return c;
 }
 
@@ -603,11 +636,11 @@ void bench_redis(const Options &o, Results &res) {
           }));
         }
         const RunStats &s = fw_turn ? row.fw.back() : row.seed.back();
-        std::printf("redis  callers=%-4d round=%d %-9s %10.0f admits/s  p50 %8.1f us  p99 %8.1f us  cpu/admit: "
-                    "client %5.1f us, redis %5.1f us%s\n",
-                    callers, round + 1, fw_turn ? "floodwall" : "seed", s.ops_per_s, s.p50_us, s.p99_us,
-                    s.client_cpu_us, s.redis_cpu_us,
-                    s.failed_open || s.errors || s.rejected ? "  (NOT ALL DECIDED/ALLOWED)" : "");
+        std::printf(
+            "redis  callers=%-4d round=%d %-9s %10.0f admits/s  p50 %8.1f us  p99 %8.1f us  cpu/admit: "
+            "client %5.1f us, redis %5.1f us%s\n",
+            callers, round + 1, fw_turn ? "floodwall" : "seed", s.ops_per_s, s.p50_us, s.p99_us, s.client_cpu_us,
+            s.redis_cpu_us, s.failed_open || s.errors || s.rejected ? "  (NOT ALL DECIDED/ALLOWED)" : "");
         std::fflush(stdout);
       }
       if (wants(o, "ceiling")) {
@@ -622,10 +655,11 @@ void bench_redis(const Options &o, Results &res) {
         c = redis_benchmark(o, callers, 60000, ceilings.seed);
         row.seed_script_ceiling.push_back(c.ops_per_s);
         row.seed_script_cpu.push_back(c.redis_cpu_us);
-        std::printf("redis  callers=%-4d round=%d ceilings (redis-benchmark -P 16): EVAL \"return 1\" %.0f/s, "
-                    "tenant_admit.lua %.0f/s, seed script %.0f/s\n",
-                    callers, round + 1, row.ceiling.back(),
-                    row.fw_script_ceiling.empty() ? 0.0 : row.fw_script_ceiling.back(), row.seed_script_ceiling.back());
+        std::printf(
+            "redis  callers=%-4d round=%d ceilings (redis-benchmark -P 16): EVAL \"return 1\" %.0f/s, "
+            "tenant_admit.lua %.0f/s, seed script %.0f/s\n",
+            callers, round + 1, row.ceiling.back(), row.fw_script_ceiling.empty() ? 0.0 : row.fw_script_ceiling.back(),
+            row.seed_script_ceiling.back());
         std::fflush(stdout);
         res.have_ceiling = true;
       }
@@ -709,9 +743,10 @@ void bench_embedded(const Options &o, Results &res) {
     two_wall.push_back(two.wall_ns);
     two_cpu.push_back(two.cpu_ns);
     two_rate.push_back(two.decisions_per_s);
-    std::printf("embedded round=%d  1 thread %6.1f ns/decision (cpu %6.1f)   2 threads %6.1f ns/decision each "
-                "(cpu %6.1f), %.0f decisions/s\n",
-                round + 1, one.wall_ns, one.cpu_ns, two.wall_ns, two.cpu_ns, two.decisions_per_s);
+    std::printf(
+        "embedded round=%d  1 thread %6.1f ns/decision (cpu %6.1f)   2 threads %6.1f ns/decision each "
+        "(cpu %6.1f), %.0f decisions/s\n",
+        round + 1, one.wall_ns, one.cpu_ns, two.wall_ns, two.cpu_ns, two.decisions_per_s);
     std::fflush(stdout);
   }
   EmbeddedResult &e = res.embedded;
@@ -805,7 +840,8 @@ void bench_memory(const Options &o, Results &res) {
   m.seed_keys = admin.dbsize() - keys_before;
   m.seed_bytes = after - before;
   for (const char *suffix : {".tokens", ".timestamp"})
-    m.seed_key_usage += std::stoll(admin.run({"MEMORY", "USAGE", std::string("request_rate_limiter.tenant-000000") + suffix}));
+    m.seed_key_usage +=
+        std::stoll(admin.run({"MEMORY", "USAGE", std::string("request_rate_limiter.tenant-000000") + suffix}));
   conns.clear();
   admin.run({"FLUSHALL"});
   res.have_memory = true;
@@ -832,11 +868,10 @@ void bench_failopen(const Options &o, Results &res) {
   if (o.redis_pid <= 0) throw std::runtime_error("failopen needs --redis-pid");
   FailOpenResult &f = res.failopen;
   const int breaker_open_ms = 3000;
-  fw_client *client = new_client(R"({"store": ")" + redis_url(o) + R"(", "redis": {"deadline_ms": )" +
-                                 std::to_string(f.deadline_ms) + R"(, "breaker_failures": )" +
-                                 std::to_string(f.breaker_failures) + R"(, "breaker_open_ms": )" +
-                                 std::to_string(breaker_open_ms) +
-                                 R"(}, "request_rate": {"rate": 1000000, "burst": 1000000}})");
+  fw_client *client =
+      new_client(R"({"store": ")" + redis_url(o) + R"(", "redis": {"deadline_ms": )" + std::to_string(f.deadline_ms) +
+                 R"(, "breaker_failures": )" + std::to_string(f.breaker_failures) + R"(, "breaker_open_ms": )" +
+                 std::to_string(breaker_open_ms) + R"(}, "request_rate": {"rate": 1000000, "burst": 1000000}})");
   auto admit = [&](fw_decision &d) {
     fw_request rq = FW_REQUEST_INIT;
     rq.tenant = "blackhole";
@@ -857,9 +892,12 @@ void bench_failopen(const Options &o, Results &res) {
     // Well inside breaker_open_ms: every admit after the breaker opens is answered without Redis.
     while (now_ns() - start < static_cast<int64_t>(breaker_open_ms) * 1'000'000 / 3) {
       int64_t ns = admit(d);
-      if (d.fail_reason == FW_FAIL_TIMEOUT) before.push_back(ns);
-      else if (d.fail_reason == FW_FAIL_BREAKER) after.push_back(ns);
-      else f.undecided_other++;
+      if (d.fail_reason == FW_FAIL_TIMEOUT)
+        before.push_back(ns);
+      else if (d.fail_reason == FW_FAIL_BREAKER)
+        after.push_back(ns);
+      else
+        f.undecided_other++;
     }
   }  // SIGCONT
   std::sort(before.begin(), before.end());
@@ -915,8 +953,8 @@ Goals evaluate(const Results &r) {
     if (ceil > 0) g.g1.text += "; " + num(ceil / fw.ops_per_s, 2) + "x below the ceiling (goal <= 2x)";
     double fw_total = fw.client_cpu_us + fw.redis_cpu_us, seed_total = seed.client_cpu_us + seed.redis_cpu_us;
     if (fw.redis_cpu_us >= 0 && fw_total > 0)
-      g.g1.text += "; CPU per admit (client + Redis) " + num(fw_total) + " us vs " + num(seed_total) + " us = " +
-                   num(seed_total / fw_total, 2) + "x";
+      g.g1.text += "; CPU per admit (client + Redis) " + num(fw_total) + " us vs " + num(seed_total) +
+                   " us = " + num(seed_total / fw_total, 2) + "x";
     double fwc = median(row.fw_script_ceiling);
     if (fwc > 0) g.g1.text += "; " + num(fw.ops_per_s / fwc, 2) + " of tenant_admit.lua's own ceiling";
   }
@@ -933,7 +971,8 @@ Goals evaluate(const Results &r) {
     double seed = static_cast<double>(r.memory.seed_bytes) / r.memory.tenants;
     g.g3.evaluated = true;
     g.g3.met = fw * 2 <= seed;
-    g.g3.text = num(fw) + " vs " + num(seed) + " bytes per tenant = " + num(fw / seed, 2) + " of the seed (goal <= 0.5)";
+    g.g3.text =
+        num(fw) + " vs " + num(seed) + " bytes per tenant = " + num(fw / seed, 2) + " of the seed (goal <= 0.5)";
   }
   if (r.have_failopen) {
     const auto &f = r.failopen;
@@ -953,8 +992,9 @@ std::string stats_json(const RunStats &s) {
   std::ostringstream j;
   j << "{\"admits_per_s\": " << num(s.ops_per_s) << ", \"p50_us\": " << num(s.p50_us, 2)
     << ", \"p99_us\": " << num(s.p99_us, 2) << ", \"client_cpu_us_per_call\": " << num(s.client_cpu_us, 2)
-    << ", \"redis_cpu_us_per_call\": " << num(s.redis_cpu_us, 2) << ", \"ops\": " << s.ops << ", \"failed_open\": " << s.failed_open
-    << ", \"rejected\": " << s.rejected << ", \"errors\": " << s.errors << "}";
+    << ", \"redis_cpu_us_per_call\": " << num(s.redis_cpu_us, 2) << ", \"ops\": " << s.ops
+    << ", \"failed_open\": " << s.failed_open << ", \"rejected\": " << s.rejected << ", \"errors\": " << s.errors
+    << "}";
   return j.str();
 }
 
@@ -965,14 +1005,18 @@ std::string goal_json(const Goals::Goal &g) {
     if (c == '"' || c == '\\') text += '\\';
     text += c;
   }
-  return std::string("{\"met\": ") + (g.met ? "true" : g.partly ? "\"partly\"" : "false") + ", \"measured\": \"" +
-         text + "\"}";
+  return std::string("{\"met\": ") +
+         (g.met      ? "true"
+          : g.partly ? "\"partly\""
+                     : "false") +
+         ", \"measured\": \"" + text + "\"}";
 }
 
 std::string to_json(const Options &o, const Results &r, const Goals &g) {
   std::ostringstream j;
-  j << "{\n  \"floodwall_version\": \"" << fw_version() << "\",\n  \"settings\": {\"seconds\": " << o.seconds << ", \"rounds\": " << o.rounds
-    << ", \"tenants\": " << o.tenants << ", \"memory_tenants\": " << o.memory_tenants << "},\n";
+  j << "{\n  \"floodwall_version\": \"" << fw_version() << "\",\n  \"settings\": {\"seconds\": " << o.seconds
+    << ", \"rounds\": " << o.rounds << ", \"tenants\": " << o.tenants << ", \"memory_tenants\": " << o.memory_tenants
+    << "},\n";
   j << "  \"redis_path\": [";
   for (size_t i = 0; i < r.redis.size(); i++) {
     const auto &row = r.redis[i];
@@ -980,8 +1024,8 @@ std::string to_json(const Options &o, const Results &r, const Goals &g) {
     j << (i ? "," : "") << "\n    {\"callers\": " << row.callers << ", \"floodwall\": " << stats_json(fw)
       << ", \"seed\": " << stats_json(seed) << ", \"ratio_floodwall_over_seed\": " << num(row.ratio(), 3);
     if (!row.ceiling.empty())
-      j << ", \"ceiling_ops_per_s\": " << num(median(row.ceiling)) << ", \"floodwall_over_ceiling\": "
-        << num(fw.ops_per_s / median(row.ceiling), 3);
+      j << ", \"ceiling_ops_per_s\": " << num(median(row.ceiling))
+        << ", \"floodwall_over_ceiling\": " << num(fw.ops_per_s / median(row.ceiling), 3);
     if (!row.ceiling.empty()) j << ", \"ceiling_redis_cpu_us_per_call\": " << num(median(row.ceiling_cpu), 2);
     if (!row.fw_script_ceiling.empty())
       j << ", \"tenant_admit_script_ceiling_ops_per_s\": " << num(median(row.fw_script_ceiling))
@@ -1006,10 +1050,11 @@ std::string to_json(const Options &o, const Results &r, const Goals &g) {
       << ", \"decisions_per_s_2_threads\": " << num(r.embedded.decisions_per_s_two, 0) << "},\n";
   if (r.have_memory) {
     const auto &m = r.memory;
-    j << "  \"memory\": {\"tenants\": " << m.tenants << ", \"floodwall_bytes_per_tenant\": "
-      << num(static_cast<double>(m.fw_bytes) / m.tenants) << ", \"seed_bytes_per_tenant\": "
-      << num(static_cast<double>(m.seed_bytes) / m.tenants) << ", \"floodwall_keys\": " << m.fw_keys
-      << ", \"seed_keys\": " << m.seed_keys << ", \"floodwall_memory_usage_one_tenant\": " << m.fw_key_usage
+    j << "  \"memory\": {\"tenants\": " << m.tenants
+      << ", \"floodwall_bytes_per_tenant\": " << num(static_cast<double>(m.fw_bytes) / m.tenants)
+      << ", \"seed_bytes_per_tenant\": " << num(static_cast<double>(m.seed_bytes) / m.tenants)
+      << ", \"floodwall_keys\": " << m.fw_keys << ", \"seed_keys\": " << m.seed_keys
+      << ", \"floodwall_memory_usage_one_tenant\": " << m.fw_key_usage
       << ", \"seed_memory_usage_one_tenant\": " << m.seed_key_usage << ", \"floodwall_sample_key\": \""
       << m.fw_sample_key << "\"},\n";
   }
@@ -1032,7 +1077,9 @@ std::string to_markdown(const Options &o, const Results &r, const Goals &g) {
   if (!r.redis.empty()) {
     md << "### 1. Redis path: floodwall against the seed's reference design\n\n"
        << "Each figure is the median over " << o.rounds << " rounds of " << num(o.seconds, 1)
-       << " s per contender, contenders alternating (floodwall / seed: the median of the rounds' own ratios). Every caller is a thread; callers rotate over " << o.tenants
+       << " s per contender, contenders alternating (floodwall / seed: the median of the rounds' own ratios). Every "
+          "caller is a thread; callers rotate over "
+       << o.tenants
        << " tenants of a bucket that never rejects (rate 1,000,000/s, burst 1,000,000), so every admit is one full "
           "decision by the Redis script. floodwall: one shared `fw_client`, `fw_admit` (blocking) through the C ABI. "
           "Seed: each caller thread its own blocking hiredis connection, `EVAL` of the seed script text with 2 keys. "
@@ -1083,15 +1130,17 @@ std::string to_markdown(const Options &o, const Results &r, const Goals &g) {
       RunStats fw = row.fw_median(), seed = row.seed_median();
       undecided += fw.failed_open + fw.errors + fw.rejected + seed.errors + seed.rejected;
     }
-    md << "\n" << (undecided ? "**Warning: " + std::to_string(undecided) + " calls failed open, errored or were rejected.**"
-                             : "Every call of every round was decided by Redis and allowed (no fail-open, no error).")
+    md << "\n"
+       << (undecided ? "**Warning: " + std::to_string(undecided) + " calls failed open, errored or were rejected.**"
+                     : "Every call of every round was decided by Redis and allowed (no fail-open, no error).")
        << "\n\n";
   }
   if (r.have_embedded)
     md << "### 2. Embedded store (`memory://`), through the C ABI\n\n"
        << "`fw_admit` on `{\"request_rate\": {\"rate\": 1000000, \"burst\": 1000000000}}`, rotating over 1000 "
           "tenants; medians of "
-       << o.rounds << " rounds. Wall time per decision and the calling thread's own CPU time per decision "
+       << o.rounds
+       << " rounds. Wall time per decision and the calling thread's own CPU time per decision "
           "(CLOCK_THREAD_CPUTIME_ID; it does not count the time the thread was descheduled).\n\n"
        << "| threads | ns per decision, wall (per thread) | ns per decision, CPU (per thread) | decisions/s |\n"
        << "|---:|---:|---:|---:|\n"
@@ -1119,8 +1168,8 @@ std::string to_markdown(const Options &o, const Results &r, const Goals &g) {
        << "| phase | admits | p50 | p99 | max |\n|---|---:|---:|---:|---:|\n"
        << "| before the breaker opens (timeout) | " << f.before_n << " | " << num(f.before_p50_us / 1000, 2)
        << " ms | - | " << num(f.before_max_us / 1000, 2) << " ms |\n"
-       << "| after (breaker) | " << grouped(static_cast<double>(f.after_n)) << " | " << num(f.after_p50_us, 2) << " µs | "
-       << num(f.after_p99_us, 2) << " µs | " << num(f.after_max_us, 1) << " µs |\n\n"
+       << "| after (breaker) | " << grouped(static_cast<double>(f.after_n)) << " | " << num(f.after_p50_us, 2)
+       << " µs | " << num(f.after_p99_us, 2) << " µs | " << num(f.after_max_us, 1) << " µs |\n\n"
        << "After SIGCONT and the open period, the probe closed the breaker and Redis decided again: "
        << (f.recovered ? "yes" : "**no**") << ".\n\n";
   }
@@ -1130,7 +1179,12 @@ std::string to_markdown(const Options &o, const Results &r, const Goals &g) {
                          "4. fail-open: under the deadline before the breaker opens, < 5 µs after"};
   const Goals::Goal *gs[] = {&g.g1, &g.g2, &g.g3, &g.g4};
   for (int i = 0; i < 4; i++)
-    if (gs[i]->evaluated) md << "| " << names[i] << " | " << (gs[i]->met ? "yes" : gs[i]->partly ? "**partly**" : "**no**") << " | " << gs[i]->text << " |\n";
+    if (gs[i]->evaluated)
+      md << "| " << names[i] << " | "
+         << (gs[i]->met      ? "yes"
+             : gs[i]->partly ? "**partly**"
+                             : "**no**")
+         << " | " << gs[i]->text << " |\n";
   md << "\n";
   return md.str();
 }

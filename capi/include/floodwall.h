@@ -131,7 +131,8 @@ typedef struct fw_request {
   int sandbox;        /* non-zero: sandbox traffic, shed first by utilization */
 } fw_request;
 
-#define FW_REQUEST_INIT {FW_REQUEST_VERSION, NULL, 0, NULL, NULL, 0, 0, 0}
+#define FW_REQUEST_INIT \
+  { FW_REQUEST_VERSION, NULL, 0, NULL, NULL, 0, 0, 0 }
 
 /* ----------------------------------------------------------------------------------------- decision */
 
@@ -141,12 +142,12 @@ typedef uint64_t fw_ticket;
 #define FW_DECISION_VERSION 1
 
 typedef struct fw_decision {
-  unsigned version;         /* set by the caller to FW_DECISION_VERSION */
-  int allowed;              /* non-zero when the request may proceed */
-  int status;               /* 200, 429 (request rate, concurrency) or 503 (fleet, utilization) */
-  fw_limiter limiter;       /* the enforcing limiter that rejected, or FW_LIMITER_NONE */
-  fw_limiter dark_limiter;  /* the first dark-mode limiter that would have rejected, or NONE */
-  int failed_open;          /* non-zero when the store could not decide and the request was allowed */
+  unsigned version;        /* set by the caller to FW_DECISION_VERSION */
+  int allowed;             /* non-zero when the request may proceed */
+  int status;              /* 200, 429 (request rate, concurrency) or 503 (fleet, utilization) */
+  fw_limiter limiter;      /* the enforcing limiter that rejected, or FW_LIMITER_NONE */
+  fw_limiter dark_limiter; /* the first dark-mode limiter that would have rejected, or NONE */
+  int failed_open;         /* non-zero when the store could not decide and the request was allowed */
   fw_fail_reason fail_reason;
   /* The tenant's request-rate bucket (all 0 when no request_rate section is configured). */
   int64_t limit;         /* the bucket's capacity (burst), in tokens */
@@ -160,7 +161,8 @@ typedef struct fw_decision {
   fw_ticket ticket;              /* release with fw_release on every path; 0 when nothing is held */
 } fw_decision;
 
-#define FW_DECISION_INIT {FW_DECISION_VERSION, 0, 0, FW_LIMITER_NONE, FW_LIMITER_NONE, 0, FW_FAIL_NONE, 0, 0, 0, 0, 0.0, 0, 0, 0}
+#define FW_DECISION_INIT \
+  { FW_DECISION_VERSION, 0, 0, FW_LIMITER_NONE, FW_LIMITER_NONE, 0, FW_FAIL_NONE, 0, 0, 0, 0, 0.0, 0, 0, 0 }
 
 /**
  * Decides one request: utilization shedder (local) -> request rate + concurrency (one atomic store
@@ -214,7 +216,8 @@ typedef struct fw_buf {
   size_t size; /* bytes, without the terminating NUL */
 } fw_buf;
 
-#define FW_BUF_INIT {NULL, 0}
+#define FW_BUF_INIT \
+  { NULL, 0 }
 
 /** Frees buf->ptr and resets *buf to empty. NULL and an empty buffer are no-ops. */
 FW_EXTERN void fw_buf_dispose(fw_buf *buf);

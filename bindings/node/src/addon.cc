@@ -293,7 +293,7 @@ void OnDecision(void *payload, int status, const fw_decision *d) {
   call->status = status;
   if (d) call->d = *d;
   if (status != FW_OK) call->message = LastMessage(status);  // thread-local: read it on this thread
-  if (call == tls_inline_call) {  // inline, on the JS thread, before fw_admit_async returned
+  if (call == tls_inline_call) {                             // inline, on the JS thread, before fw_admit_async returned
     call->done_inline = true;
     return;
   }

@@ -125,8 +125,7 @@ std::shared_lock<std::shared_mutex> hold(Handle &h) {
 class Use {
  public:
   explicit Use(Handle &h) : lock_(hold(h)) {
-    if (!h.c || h.closing.load(std::memory_order_relaxed))
-      raise_status(FW_ECLOSED, "floodwall: the client is closed");
+    if (!h.c || h.closing.load(std::memory_order_relaxed)) raise_status(FW_ECLOSED, "floodwall: the client is closed");
     c = h.c;
   }
   fw_client *c;
@@ -449,8 +448,8 @@ PYBIND11_MODULE(_floodwall, m) {
   py::handle value_error = PyExc_ValueError;
   Error = new_exception("floodwall.Error", PyExc_Exception, "Base class of floodwall's errors.");
   py::tuple value_bases = py::make_tuple(py::handle(Error), value_error);
-  PolicyError = new_exception("floodwall.PolicyError", value_bases.ptr(),
-                              "The policy is invalid; the message names the field.");
+  PolicyError =
+      new_exception("floodwall.PolicyError", value_bases.ptr(), "The policy is invalid; the message names the field.");
   InvalidArgumentError = new_exception("floodwall.InvalidArgumentError", value_bases.ptr(),
                                        "A bad argument (empty tenant, cost above the burst, unknown name).");
   StoreError = new_exception("floodwall.StoreError", value_bases.ptr(),
@@ -462,7 +461,8 @@ PYBIND11_MODULE(_floodwall, m) {
   m.attr("StoreError") = py::handle(StoreError);
   m.attr("ClosedError") = py::handle(ClosedError);
 
-  m.def("version", [] { return std::string(fw_version()); }, "The C library's runtime version.");
+  m.def(
+      "version", [] { return std::string(fw_version()); }, "The C library's runtime version.");
 
   py::class_<Decision>(m, "Decision")
       .def_property_readonly("allowed", [](const Decision &x) { return x.d.allowed != 0; })
@@ -487,10 +487,11 @@ PYBIND11_MODULE(_floodwall, m) {
       .def_property_readonly("body", &body_of)
       .def("release", [](Decision &x) { release_ticket(*x.h, x.d.ticket); })
       .def("__enter__", [](py::object self) { return self; })
-      .def("__exit__", [](Decision &x, py::args) {
-        release_ticket(*x.h, x.d.ticket);
-        return false;
-      })
+      .def("__exit__",
+           [](Decision &x, py::args) {
+             release_ticket(*x.h, x.d.ticket);
+             return false;
+           })
       .def("__repr__", [](const Decision &x) {
         std::string s = "<floodwall.Decision allowed=" + std::string(x.d.allowed ? "True" : "False") +
                         " status=" + std::to_string(x.d.status);
@@ -515,8 +516,7 @@ PYBIND11_MODULE(_floodwall, m) {
       .def("admit", &client_admit)
       .def("admit_async", &client_admit_async)
       .def("drain", &client_drain)
-      .def("release",
-           [](Handle &h, fw_ticket t) { release_ticket(h, t); })
+      .def("release", [](Handle &h, fw_ticket t) { release_ticket(h, t); })
       .def("set_mode",
            [](Handle &h, py::handle limiter, py::handle mode) {
              fw_limiter l = limiter_of(limiter);
