@@ -83,7 +83,7 @@ for lang in python node ruby; do
   rc=0
   # shellcheck disable=SC2086 # the runner is a command and its script
   # REDIS_URL as well: the Node benchmark reads that name.
-  (cd "$ROOT" && REDIS_URL=$FW_BENCH_REDIS ${RUNNERS[$lang]}) >"$WORK/$lang.out" || rc=$?
+  (cd "$ROOT" && REDIS_URL=$FW_BENCH_REDIS REDIS_PID=$REDIS_PID ${RUNNERS[$lang]}) >"$WORK/$lang.out" || rc=$?
   cat "$WORK/$lang.out"
   echo "$rc" >"$WORK/$lang.rc"
   [[ $rc -eq 0 ]] || status=1

@@ -3,7 +3,7 @@
 // 1. Memory store: what one `await fw.admit()` costs beyond the promise itself and the core's own work.
 // 2. Redis: admits/s from Node, floodwall against rate-limiter-flexible (ioredis) on the same redis-server,
 //    in one run, with the same number of requests in flight.
-// Starts its own redis-server on a free port (or uses REDIS_URL).
+// Starts its own redis-server on a free port (or uses REDIS_URL, and REDIS_PID for its CPU per call).
 const fs = require('node:fs');
 const os = require('node:os');
 const { Floodwall } = require('../..');
@@ -15,6 +15,12 @@ const REDIS_N = quick ? 20_000 : 100_000;
 const IN_FLIGHT = 256;
 const TENANTS = 1000;
 const ROUNDS = quick ? 1 : 3;
+const REDIS_ROUNDS = quick ? 1 : 5;
+
+function median(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+}
 
 const nsPerOp = (start, n) => Number(process.hrtime.bigint() - start) / n;
 
@@ -97,23 +103,20 @@ async function redisBench(url, redisPid) {
     'rate-limiter-flexible + ioredis': (i) => rlf.consume(`t${i % TENANTS}`),
     'rate-limiter-flexible + ioredis (auto-pipelining)': (i) => rlfPipelined.consume(`t${i % TENANTS}`),
   };
-  const best = {};
+  const rounds = {};
   for (const op of Object.values(cases)) await throughput(2000, IN_FLIGHT, op); // warm up, load scripts
   failedOpen = 0;
-  for (let round = 0; round < ROUNDS; round++) {
+  for (let round = 0; round < REDIS_ROUNDS; round++) {
     // Interleaved rounds, so that a busy moment on this shared machine does not fall on one side only.
     for (const [name, op] of Object.entries(cases)) {
-      const r = await throughput(REDIS_N, IN_FLIGHT, op, redisPid);
-      const b = best[name];
-      best[name] = b ? { rate: Math.max(b.rate, r.rate), nodeUs: Math.min(b.nodeUs, r.nodeUs),
-        redisUs: r.redisUs === null ? null : Math.min(b.redisUs, r.redisUs) } : r;
+      (rounds[name] ||= []).push(await throughput(REDIS_N, IN_FLIGHT, op, redisPid));
     }
   }
   fw.close();
   fwConc.close();
   ioredis.disconnect();
   ioredisPipelined.disconnect();
-  return { best, failedOpen };
+  return { rounds, failedOpen };
 }
 
 function row(label, value, note = '') {
@@ -135,16 +138,29 @@ async function main() {
   const ownRedis = process.env.REDIS_URL ? null : await startRedis();
   try {
     const url = process.env.REDIS_URL || ownRedis.url;
-    const { best, failedOpen } = await redisBench(url, ownRedis && ownRedis.pid);
-    console.log(`\nRedis (${url}), ${REDIS_N} admits, ${IN_FLIGHT} in flight, ${TENANTS} tenants     admits/s  node us/op  redis us/op`);
-    for (const [name, r] of Object.entries(best)) {
-      row(name, Math.round(r.rate).toString(), `${r.nodeUs.toFixed(1).padStart(10)}  ${r.redisUs === null ? '-' : r.redisUs.toFixed(1).padStart(11)}`);
+    // bench/run.sh shares its redis-server and says which process it is: its CPU per call is the
+    // steadiest figure on a shared box.
+    const redisPid = ownRedis ? ownRedis.pid : Number(process.env.REDIS_PID) || null;
+    const { rounds, failedOpen } = await redisBench(url, redisPid);
+    console.log(`\nRedis (${url}), ${REDIS_N} admits, ${IN_FLIGHT} in flight, ${TENANTS} tenants; medians of ${REDIS_ROUNDS} alternating rounds`);
+    console.log(`${' '.repeat(54)}    admits/s        min-max  node us/op  redis us/op`);
+    const med = (name, key) => median(rounds[name].map((r) => r[key]));
+    for (const [name, rs] of Object.entries(rounds)) {
+      const rates = rs.map((r) => r.rate);
+      const spread = `${Math.round(Math.min(...rates))}-${Math.round(Math.max(...rates))}`;
+      const redisUs = rs[0].redisUs === null ? '-' : med(name, 'redisUs').toFixed(1);
+      row(name, Math.round(med(name, 'rate')).toString(),
+        `${spread.padStart(15)}${med(name, 'nodeUs').toFixed(1).padStart(12)}${redisUs.padStart(13)}`);
     }
-    const fw = best['floodwall (token bucket)'];
+    const fwName = 'floodwall (token bucket)';
     for (const peer of ['rate-limiter-flexible + ioredis', 'rate-limiter-flexible + ioredis (auto-pipelining)']) {
-      const p = best[peer];
-      row(`floodwall / ${peer.replace('rate-limiter-flexible', 'rlf')}`, `${(fw.rate / p.rate).toFixed(2)}x`,
-        `  (Node CPU per admit ${(p.nodeUs / fw.nodeUs).toFixed(2)}x lower)`);
+      // The median of each round's own ratio: the two ran in the same minute of a shared box.
+      const ratios = rounds[fwName].map((r, i) => r.rate / rounds[peer][i].rate);
+      const redisNote = rounds[fwName][0].redisUs === null ? ''
+        : `, Redis CPU per admit ${(med(peer, 'redisUs') / med(fwName, 'redisUs')).toFixed(2)}x lower`;
+      row(`floodwall / ${peer.replace('rate-limiter-flexible', 'rlf')}`, `${median(ratios).toFixed(2)}x`,
+        `  (rounds ${Math.min(...ratios).toFixed(2)}-${Math.max(...ratios).toFixed(2)}; Node CPU per admit ` +
+        `${(med(peer, 'nodeUs') / med(fwName, 'nodeUs')).toFixed(2)}x lower${redisNote})`);
     }
     row('floodwall decisions that failed open', String(failedOpen), '  (0: every figure above is a real decision)');
   } finally {

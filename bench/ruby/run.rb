@@ -54,14 +54,31 @@ def now
   Process.clock_gettime(Process::CLOCK_MONOTONIC)
 end
 
-# Runs `calls` calls split over `threads` threads, `rounds` times; returns the best round's seconds.
-def measure(calls, threads: 1, rounds: 5)
+# Seconds for `calls` calls split over `threads` threads.
+def run_once(calls, threads, fn)
   per_thread = calls / threads
-  Array.new(rounds) do
-    t0 = now
-    Array.new(threads) { |t| Thread.new { per_thread.times { |i| yield t, i } } }.each(&:join)
-    now - t0
-  end.min
+  t0 = now
+  Array.new(threads) { |t| Thread.new { per_thread.times { |i| fn.call(t, i) } } }.each(&:join)
+  now - t0
+end
+
+# Runs `calls` calls split over `threads` threads, `rounds` times; returns the best round's seconds (for the
+# per-call cost of the memory store, where the least disturbed round is the figure).
+def measure(calls, threads: 1, rounds: 5, &fn)
+  Array.new(rounds) { run_once(calls, threads, fn) }.min
+end
+
+# Each contender once in turn, `rounds` times, so that a busy minute on this shared box falls on all of
+# them; returns every contender's seconds per round.
+def alternate(cases, calls, threads:, rounds:)
+  times = cases.transform_values { [] }
+  rounds.times { cases.each { |name, fn| times[name] << run_once(calls, threads, fn) } }
+  times
+end
+
+def median(xs)
+  s = xs.sort
+  s.size.odd? ? s[s.size / 2] : (s[s.size / 2 - 1] + s[s.size / 2]) / 2.0
 end
 
 ROWS = []
@@ -128,26 +145,33 @@ serve = ->(rack_app, i) { rack_app.call(envs[i & 63].dup)[2].tap { |body| body.c
 
 r = QUICK ? 5_000 : 20_000
 serve.call(floodwall_app, 0) && serve.call(attack_app, 0) # connected, scripts loaded
+rounds = QUICK ? 1 : 5
+puts "  (Redis rows: medians of #{rounds} rounds, the four contenders alternating in each round)"
 results = {}
 [1, 4].each do |threads|
-  results[[:fw_raw, threads]] = measure(r, threads: threads, rounds: 3) { |t, i| fw.admit(tenant: tenants[(i + t) & 63]) }
-  row("redis", "floodwall Client#admit, #{threads} thread#{"s" if threads > 1}", r, results[[:fw_raw, threads]])
-  results[[:attack_raw, threads]] = measure(r, threads: threads, rounds: 3) do |t, i|
-    Rack::Attack.cache.count("req/tenant:#{tenants[(i + t) & 63]}", 60)
-  end
-  row("redis", "rack-attack cache.count, #{threads} thread#{"s" if threads > 1}", r, results[[:attack_raw, threads]])
-  results[[:fw_mw, threads]] = measure(r, threads: threads, rounds: 3) { |t, i| serve.call(floodwall_app, i + t) }
-  row("redis", "Floodwall::Rack middleware, #{threads} thread#{"s" if threads > 1}", r, results[[:fw_mw, threads]])
-  results[[:attack_mw, threads]] = measure(r, threads: threads, rounds: 3) { |t, i| serve.call(attack_app, i + t) }
-  row("redis", "Rack::Attack throttle middleware, #{threads} thread#{"s" if threads > 1}", r,
-      results[[:attack_mw, threads]])
+  s = threads > 1 ? "s" : ""
+  cases = {
+    "floodwall Client#admit, #{threads} thread#{s}" => ->(t, i) { fw.admit(tenant: tenants[(i + t) & 63]) },
+    "rack-attack cache.count, #{threads} thread#{s}" =>
+      ->(t, i) { Rack::Attack.cache.count("req/tenant:#{tenants[(i + t) & 63]}", 60) },
+    "Floodwall::Rack middleware, #{threads} thread#{s}" => ->(t, i) { serve.call(floodwall_app, i + t) },
+    "Rack::Attack throttle middleware, #{threads} thread#{s}" => ->(t, i) { serve.call(attack_app, i + t) }
+  }
+  times = alternate(cases, r, threads: threads, rounds: rounds)
+  times.each { |name, ts| row("redis", name, r, median(ts)) }
+  raw, attack_raw, mw, attack_mw = times.values
+  # The median of each round's own ratio: the two contenders ran in the same minute.
+  results[threads] = {
+    raw: attack_raw.zip(raw).map { |a, f| a / f },
+    mw: attack_mw.zip(mw).map { |a, f| a / f }
+  }
 end
 
 puts
-[1, 4].each do |threads|
-  printf("  floodwall / rack-attack on Redis, %d thread%s: %.2fx raw, %.2fx as middleware (higher is better)\n",
-         threads, threads > 1 ? "s" : "", results[[:attack_raw, threads]] / results[[:fw_raw, threads]],
-         results[[:attack_mw, threads]] / results[[:fw_mw, threads]])
+results.each do |threads, ratio|
+  printf("  floodwall / rack-attack on Redis, %d thread%s: %.2fx raw (rounds %.2f-%.2f), %.2fx as middleware " \
+         "(rounds %.2f-%.2f) (higher is better)\n", threads, threads > 1 ? "s" : "", median(ratio[:raw]),
+         ratio[:raw].min, ratio[:raw].max, median(ratio[:mw]), ratio[:mw].min, ratio[:mw].max)
 end
 memory_admit = ROWS.find { |row| row[0] == "memory" && row[1] == "Client#admit" }
 printf("  memory Client#admit: %.2f us per call (goal: under 2 us)\n", memory_admit[3] / memory_admit[2] * 1e6)
