@@ -114,7 +114,7 @@ std::string base64url(std::string_view bytes) {
   return out;
 }
 
-void TenantKey::assign(std::string_view tenant) {
+void TenantKey::assign_other(std::string_view tenant) {
   if (tenant.size() <= kMaxRaw) {
     std::memcpy(buf_.data(), tenant.data(), tenant.size());
     len_ = static_cast<uint8_t>(tenant.size());

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -22,8 +23,21 @@ class TenantKey {
 
   TenantKey() = default;
   explicit TenantKey(std::string_view tenant) { assign(tenant); }
-  // Makes this the canonical form of `tenant`, in place (no temporary to copy).
-  void assign(std::string_view tenant);
+  // Makes this the canonical form of `tenant`, in place (no temporary to copy). Ids of 8 to 16 bytes,
+  // the usual API key or account id, are two overlapping eight-byte moves instead of a memcpy call.
+  void assign(std::string_view tenant) {
+    size_t n = tenant.size();
+    if (n >= 8 && n <= 16) {
+      uint64_t head, tail;
+      std::memcpy(&head, tenant.data(), 8);
+      std::memcpy(&tail, tenant.data() + n - 8, 8);
+      std::memcpy(buf_.data(), &head, 8);
+      std::memcpy(buf_.data() + n - 8, &tail, 8);
+      len_ = static_cast<uint8_t>(n);
+      return;
+    }
+    assign_other(tenant);
+  }
   // From bytes that are already canonical (at most kSize bytes, as view() returned them).
   static TenantKey from_canonical(std::string_view canonical);
 
@@ -39,6 +53,8 @@ class TenantKey {
   friend bool operator==(const TenantKey &a, const TenantKey &b) { return a.view() == b.view(); }
 
  private:
+  void assign_other(std::string_view tenant);
+
   std::array<char, kSize> buf_;  // only the first len_ bytes are ever read: no need to zero the rest
   uint8_t len_ = 0;
 };
