@@ -19,9 +19,6 @@ class SpinLock {
   void lock() noexcept {
     while (held_.exchange(true, std::memory_order_acquire)) wait();
   }
-  bool try_lock() noexcept {
-    return !held_.load(std::memory_order_relaxed) && !held_.exchange(true, std::memory_order_acquire);
-  }
   void unlock() noexcept { held_.store(false, std::memory_order_release); }
 
  private:

@@ -5,7 +5,6 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
-#include <string>
 
 #include "policy.hpp"
 #include "tenant_key.hpp"
@@ -91,14 +90,10 @@ class Store {
   virtual StoreStats stats() const = 0;
   virtual const char *kind() const = 0;
 
-  // The fleet-wide modes in force (a store shared by a fleet carries them; the Redis store polls them).
-  // Plain loads, not a virtual call: the Guard reads one on every decision.
+  // The fleet-wide mode in force for a limiter, -1 when none is set (a store shared by a fleet carries
+  // them; the Redis store polls them). A plain load, not a virtual call: the Guard reads it on every
+  // decision.
   int8_t fleet_mode(Limiter l) const { return fleet_modes_[static_cast<size_t>(l)].load(std::memory_order_relaxed); }
-  FleetModes fleet_modes() const {
-    FleetModes m;
-    for (size_t i = 0; i < m.size(); i++) m[i] = fleet_modes_[i].load(std::memory_order_relaxed);
-    return m;
-  }
 
  protected:
   Store() {
