@@ -33,6 +33,7 @@ export interface Policy {
   redis?: {
     deadline_ms?: number;
     connect_timeout_ms?: number;
+    /** Pipelined connections per client, 1 to 16. Default 1 from Node (the core's default is 2). */
     connections?: number;
     breaker_failures?: number;
     breaker_open_ms?: number;

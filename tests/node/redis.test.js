@@ -235,6 +235,45 @@ describe('Redis store', () => {
     assert.equal(out.trim(), 'true');
   });
 
+  test('from Node one connection by default; a policy that names redis.connections keeps its own', async () => {
+    const own = await startRedis();
+    const Redis = require('ioredis');
+    const probe = new Redis({ port: own.port });
+    // Connections other than the probe's own, once the count has settled (a closed client's go away async).
+    const others = async () => Number(/connected_clients:(\d+)/.exec(await probe.info('clients'))[1]) - 1;
+    const opened = async (policy) => {
+      const fw = new Floodwall({ store: own.url, request_rate: { rate: 100, burst: 100 }, ...policy });
+      try {
+        assert.equal((await fw.admit({ tenant: 't' })).failedOpen, false);
+        await new Promise((r) => setTimeout(r, 100)); // every connection the client would open is open
+        return await others();
+      } finally {
+        fw.close();
+        await eventually(async () => (await others()) === 0);
+      }
+    };
+    try {
+      assert.equal(await opened({}), 1);
+      assert.equal(await opened({ redis: { deadline_ms: 2000 } }), 1);
+      assert.equal(await opened({ redis: { connections: 3 } }), 3);
+      // The same policy as JSON text: the default applies to every form of policy alike.
+      const fw = new Floodwall(JSON.stringify({ store: own.url, redis: { connections: 2 } }));
+      try {
+        await fw.admit({ tenant: 't' });
+        await new Promise((r) => setTimeout(r, 100));
+        assert.equal(await others(), 2);
+      } finally {
+        fw.close();
+      }
+      // A bad value still reaches the core, which names the field.
+      assert.throws(() => new Floodwall({ store: own.url, redis: { connections: 0 } }), /redis\.connections/);
+      assert.throws(() => new Floodwall({ store: own.url, redis: 'fast' }), /redis/);
+    } finally {
+      probe.disconnect();
+      await own.stop();
+    }
+  });
+
   test('when Redis goes away, admits fail open and say why', async () => {
     const own = await startRedis();
     const fw = new Floodwall({ store: own.url, request_rate: { rate: 1, burst: 5 }, redis: { deadline_ms: 50 } });
