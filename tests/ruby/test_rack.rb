@@ -172,4 +172,16 @@ class TestRack < Minitest::Test
   def test_headers_follow_the_rack_version
     assert_equal Gem::Version.new(Rack.release) >= Gem::Version.new("3"), Floodwall::Rack::LOWERCASE
   end
+
+  # Rack 3's lower-case names come from the same native table as Decision#headers, on either Rack.
+  def test_lower_case_headers_are_the_decisions_headers_downcased
+    fw = Floodwall::Client.new(request_rate: { rate: 1, burst: 2 })
+    [fw.admit(tenant: "acme"), fw.admit(tenant: "acme"), fw.admit(tenant: "acme")].each do |d|
+      lower = Floodwall::Native.headers(d, true)
+      assert_equal d.headers.transform_keys(&:downcase), lower
+      assert_equal d.headers.keys.map(&:downcase), lower.keys
+      assert(lower.keys.all? { |k| k.frozen? && k.encoding == Encoding::UTF_8 })
+    end
+    assert_includes Floodwall::Native.headers(fw.admit(tenant: "acme"), true).keys, "retry-after"
+  end
 end

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ruby/encoding.h>
 #include <ruby/thread.h>
 #include "floodwall.h"
 
@@ -242,6 +243,39 @@ static void fw_rb_handle_close(fw_rb_handle *h) {
 static bool fw_rb_handle_closed_p(fw_rb_handle *h) {
   return h->closed;
 }
+
+/* The core's headers as a Hash, built here: splitting the formatted text in Ruby (String#split per line,
+   then to_h) cost five times the formatting itself. Names are frozen, interned strings, which Hash#[]=
+   takes without copying; lowercase gives Rack 3's lower-case names. */
+static VALUE fw_rb_headers(VALUE decision, VALUE lowercase) {
+  fw_rb_decision *rd = (fw_rb_decision *)fw_rb_unwrap(decision, SWIGTYPE_p_fw_decision);
+  fw_buf buf = FW_BUF_INIT;
+  int rc = fw_format_headers(fw_rb_client((fw_rb_handle *)DATA_PTR(rd->handle)), &rd->d, &buf);
+  if (rc != FW_OK) fw_rb_raise(rc);
+  VALUE out = rb_hash_new();
+  const char *p = buf.ptr, *end = buf.ptr + buf.size;
+  while (p && p < end) {
+    const char *eol = (const char *)memchr(p, '\r', (size_t)(end - p));
+    if (!eol) eol = end;
+    const char *colon = (const char *)memchr(p, ':', (size_t)(eol - p));
+    if (colon && colon + 1 < eol && colon[1] == ' ') {
+      char name[64];
+      size_t n = (size_t)(colon - p);
+      if (RTEST(lowercase) && n <= sizeof name) {
+        for (size_t i = 0; i < n; i++) name[i] = (char)(p[i] >= 'A' && p[i] <= 'Z' ? p[i] + 32 : p[i]);
+        rb_hash_aset(out, rb_enc_interned_str(name, (long)n, rb_utf8_encoding()),
+                     rb_utf8_str_new(colon + 2, eol - colon - 2));
+      } else {
+        VALUE key = RTEST(lowercase) ? rb_funcall(rb_utf8_str_new(p, (long)n), rb_intern("downcase"), 0)
+                                     : rb_enc_interned_str(p, (long)n, rb_utf8_encoding());
+        rb_hash_aset(out, rb_obj_freeze(key), rb_utf8_str_new(colon + 2, eol - colon - 2));
+      }
+    }
+    p = eol + 2; /* past "\r\n" */
+  }
+  fw_buf_dispose(&buf);
+  return out;
+}
 %}
 
 /* fw_admit -> admit, FW_LIMITER_FLEET -> LIMITER_FLEET. */
@@ -344,3 +378,4 @@ typedef struct fw_rb_handle {
 /* Declared as methods of Native, taking the handle first like the rest of the C ABI. */
 VALUE fw_rb_admit(VALUE handle, VALUE tenant, VALUE route, VALUE method, VALUE cost, VALUE critical, VALUE sandbox);
 int fw_rb_release(fw_rb_handle *h, fw_ticket ticket);
+VALUE fw_rb_headers(VALUE decision, VALUE lowercase);

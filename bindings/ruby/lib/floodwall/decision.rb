@@ -52,7 +52,7 @@ module Floodwall
 
     # The response headers, in the core's order: {"RateLimit-Policy" => ..., ..., "Retry-After" => ...}.
     def headers
-      @headers ||= Native.format_headers(self).split("\r\n").to_h { |line| line.split(": ", 2) }.freeze
+      @headers ||= Native.headers(self, false).freeze
     end
 
     # The JSON body of a rejection (429 or 503); nil for an allowed decision.

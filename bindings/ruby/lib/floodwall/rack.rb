@@ -45,7 +45,7 @@ module Floodwall
       begin
         status, headers, body = @app.call(env)
         headers = headers.frozen? ? headers.dup : headers
-        limit_headers(decision).each { |name, value| headers[name] = value }
+        headers.merge!(limit_headers(decision))
         # BodyProxy runs the block once, on the first close, even when the body's own close raises.
         [status, headers, ::Rack::BodyProxy.new(body) { @client.release(decision) }]
       rescue Exception # every exception, Interrupt included: release, then re-raise
@@ -61,7 +61,7 @@ module Floodwall
     end
 
     def limit_headers(decision)
-      LOWERCASE ? decision.headers.transform_keys(&:downcase) : decision.headers
+      LOWERCASE ? Native.headers(decision, true) : decision.headers
     end
 
     # A rejection holds no slot (its ticket is 0), so there is nothing to release.
