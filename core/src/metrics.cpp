@@ -28,7 +28,66 @@ const char *fail_reason_name(FailReason r) {
   return "error";
 }
 
-Metrics::Metrics() {
+namespace {
+
+std::atomic<uint64_t> next_metrics_id{1};
+
+// Holds this thread's share of its cached slabs, and gives them back when the thread exits. Only the
+// slow path (Metrics::adopt_slab) touches it, so the fast path reads tls_slabs alone.
+struct SlabKeeper {
+  std::array<std::shared_ptr<Metrics::Slab>, Metrics::kCachedSlabs> keep;
+  size_t next = 0;  // the entry to give up when all are taken
+  ~SlabKeeper();
+};
+thread_local bool tls_keeper_gone = false;
+
+SlabKeeper::~SlabKeeper() {
+  for (size_t i = 0; i < keep.size(); i++) {
+    tls_slabs[i] = {};
+    if (keep[i]) keep[i]->owned.store(false, std::memory_order_release);
+  }
+  tls_keeper_gone = true;
+}
+
+}  // namespace
+
+Metrics::Slab &Metrics::adopt_slab() {
+  std::shared_ptr<Slab> slab;
+  {
+    std::lock_guard lock(slabs_mu_);
+    for (const auto &s : slabs_)
+      // acquire: the counts its last owner wrote before giving it back are ours to add to
+      if (!s->owned.load(std::memory_order_acquire)) {
+        slab = s;
+        break;
+      }
+    if (!slab) slabs_.push_back(slab = std::make_shared<Slab>());
+    slab->owned.store(true, std::memory_order_relaxed);
+  }
+  // A thread that counts from its own exit, after its keeper is gone, keeps the slab for good (no
+  // cache entry to find it by again): rare, and never a lost count.
+  if (tls_keeper_gone) return *slab;
+  thread_local SlabKeeper keeper;
+  size_t i = 0;
+  while (i < kCachedSlabs && tls_slabs[i].owner != 0) i++;
+  if (i == kCachedSlabs) {
+    i = keeper.next;
+    keeper.next = (keeper.next + 1) % kCachedSlabs;
+    keeper.keep[i]->owned.store(false, std::memory_order_release);
+  }
+  keeper.keep[i] = slab;
+  tls_slabs[i] = {id_, slab.get()};
+  return *slab;
+}
+
+uint64_t Metrics::counter(size_t route, Limiter l, Outcome o) const {
+  std::lock_guard lock(slabs_mu_);
+  uint64_t total = 0;
+  for (const auto &s : slabs_) total += s->c[slot(route, l, o)].load(std::memory_order_relaxed);
+  return total;
+}
+
+Metrics::Metrics() : id_(next_metrics_id.fetch_add(1, std::memory_order_relaxed)) {
   for (size_t i = 0; i < kMaxRoutes + 1; i++) routes_.push_back(std::make_unique<Route>());
   routes_[0]->name = "default";
   routes_[kMaxRoutes]->name = "other";

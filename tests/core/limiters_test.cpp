@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
 
@@ -305,4 +308,45 @@ TEST(Metrics, RouteFamiliesFromManyThreadsGetOneIndexEach) {
   std::sort(named.begin(), named.end());
   EXPECT_EQ(named.size(), floodwall::Metrics::kMaxRoutes - 1) << "63 named families, the rest counted as other";
   EXPECT_EQ(std::adjacent_find(named.begin(), named.end()), named.end()) << "no two routes share an index";
+}
+
+TEST(Metrics, ExactCountsFromThreadsThatComeGoAndCountForManyClients) {
+  // Each thread counts into its own slab per Metrics, caching four; with six Metrics every round evicts
+  // and re-adopts slabs, threads exit in waves (giving theirs back to the next wave), a Metrics dies
+  // while exited threads' slabs outlive it, and a reader sums all along. Not one count may be lost.
+  constexpr int kMetrics = 6, kWaves = 5, kThreads = 6, kRounds = 5000;
+  std::vector<std::unique_ptr<floodwall::Metrics>> ms;
+  for (int i = 0; i < kMetrics; i++) ms.push_back(std::make_unique<floodwall::Metrics>());
+  auto allowed = [](const floodwall::Metrics &m, const char *route) {
+    auto j = nlohmann::json::parse(m.json(floodwall::StoreStats{}, floodwall::Gauges{}));
+    return j["routes"][route]["request_rate"]["allowed"].get<uint64_t>();
+  };
+  std::atomic<bool> done{false};
+  std::thread reader([&] {
+    while (!done.load()) (void)allowed(*ms[1], "default");
+  });
+  uint64_t per_wave = 0;
+  for (int wave = 0; wave < kWaves; wave++) {
+    if (wave == 3) ms[0] = std::make_unique<floodwall::Metrics>();  // the old one's slabs are cached by no one now
+    std::vector<std::thread> ts;
+    for (int t = 0; t < kThreads; t++)
+      ts.emplace_back([&, t] {
+        for (int r = 0; r < kRounds; r++)
+          for (int i = 0; i < kMetrics; i++) {
+            auto &m = *ms[static_cast<size_t>((i + t) % kMetrics)];
+            m.count(0, floodwall::Limiter::request_rate, floodwall::Outcome::allowed);
+            if (r % 4 == 0)
+              m.count(m.route_index("/v1/named"), floodwall::Limiter::request_rate, floodwall::Outcome::allowed);
+          }
+      });
+    for (auto &th : ts) th.join();
+    per_wave += kThreads * kRounds;
+  }
+  done = true;
+  reader.join();
+  for (int i = 1; i < kMetrics; i++) {
+    EXPECT_EQ(allowed(*ms[static_cast<size_t>(i)], "default"), per_wave) << "metrics " << i;
+    EXPECT_EQ(allowed(*ms[static_cast<size_t>(i)], "/v1/named"), per_wave / 4) << "metrics " << i;
+  }
+  EXPECT_EQ(allowed(*ms[0], "default"), 2u * kThreads * kRounds) << "the two waves after it was replaced";
 }
