@@ -271,7 +271,8 @@ std::string Metrics::json(const StoreStats &st, const Gauges &g) const {
   out += ",\"store\":{\"tenants\":" + std::to_string(st.tenants) + ",\"evictions\":" + std::to_string(st.evictions) +
          ",\"release_errors\":" + std::to_string(st.release_errors) +
          ",\"reconnects\":" + std::to_string(st.reconnects) +
-         ",\"noscript_reloads\":" + std::to_string(st.noscript_reloads) + "}";
+         ",\"noscript_reloads\":" + std::to_string(st.noscript_reloads) +
+         ",\"connections_in_use\":" + std::to_string(st.connections_in_use) + "}";
   out += ",\"shedding_amount\":" + format_number(g.shedding_amount);
   out += ",\"utilization\":" + format_number(g.utilization);
   out += ",\"in_flight\":" + std::to_string(g.in_flight) + "}";
@@ -332,6 +333,9 @@ std::string Metrics::prometheus(const StoreStats &st, const Gauges &g) const {
   out += "# HELP floodwall_store_tenants Tenants held by the memory store.\n";
   out += "# TYPE floodwall_store_tenants gauge\n";
   out += "floodwall_store_tenants " + std::to_string(st.tenants) + "\n";
+  out += "# HELP floodwall_store_connections_in_use Redis connections the store spreads calls over now.\n";
+  out += "# TYPE floodwall_store_connections_in_use gauge\n";
+  out += "floodwall_store_connections_in_use " + std::to_string(st.connections_in_use) + "\n";
   out += "# HELP floodwall_release_errors_total Releases the store could not apply (the slot heals after ttl_s).\n";
   out += "# TYPE floodwall_release_errors_total counter\n";
   out += "floodwall_release_errors_total " + std::to_string(st.release_errors) + "\n";

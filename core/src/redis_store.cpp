@@ -169,6 +169,8 @@ RedisStore::RedisStore(const Policy &p, RedisUrl url)
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) throw StoreError("store: eventfd failed");
   conns_.resize(static_cast<size_t>(opt_.connections));
+  lanes_ = lanes_wanted_ = conns_.size();
+  lanes_in_use_.store(static_cast<uint32_t>(lanes_));
   io_ = std::thread([this] { run(); });
   // Give the first connection the connect time-out to come up, so that the first requests of a fresh
   // process are decided by Redis. An unreachable Redis is not an error: decisions fail open.
@@ -259,6 +261,11 @@ class SyncWaiter final : public AdmitCompletion {
 // A call's command is formatted here first, then swapped into a pooled call's buffer: neither side
 // allocates once both have grown to a command's size.
 thread_local std::string tl_cmd;
+
+// Its address names the submitting thread; tl_io_of, the store whose I/O thread this is (what an
+// I/O thread submits itself, a late slot's release or a callback's next admit, names no caller).
+thread_local const char tl_submitter = 0;
+thread_local const void *tl_io_of = nullptr;
 
 }  // namespace
 
@@ -377,10 +384,16 @@ void RedisStore::release(const ReleaseOp &op) {
 
 void RedisStore::submit(Call *c) {
   bool was_empty;
+  const void *self = &tl_submitter;
+  bool counted = tl_io_of != this;
   {
     std::lock_guard lock(queue_mu_);
     was_empty = queue_.empty();
     queue_.push_back(c);
+    if (counted && self != last_submitter_) {
+      several_submitters_ = several_submitters_ || last_submitter_ != nullptr;
+      last_submitter_ = self;
+    }
   }
   if (was_empty) {
     uint64_t one = 1;
@@ -394,6 +407,7 @@ StoreStats RedisStore::stats() const {
   s.release_errors = release_errors_.load();
   s.reconnects = reconnects_.load();
   s.noscript_reloads = noscript_reloads_.load();
+  s.connections_in_use = lanes_in_use_.load();
   s.breaker = static_cast<BreakerState>(breaker_.load());
   return s;
 }
@@ -483,9 +497,9 @@ void RedisStore::append(Conn &conn, Call *c) {
 }
 
 void RedisStore::dispatch(Call *c, int64_t now) {
-  // One tenant's calls always take the same connection (while it is up), so that a release followed by
-  // an admit of that tenant reaches Redis in that order.
-  size_t first = c->affinity % conns_.size();
+  // One tenant's calls always take the same connection (while it is up and the lanes stay), so that a
+  // release followed by an admit of that tenant reaches Redis in that order.
+  size_t first = c->affinity % lanes_;
   for (size_t i = 0; i < conns_.size(); i++) {
     Conn &conn = conns_[(first + i) % conns_.size()];
     if (conn.state == Conn::State::ready) {
@@ -496,6 +510,40 @@ void RedisStore::dispatch(Call *c, int64_t now) {
   if (c->kind == Kind::admit) breaker_failure(now);
   fail_call(c, FailReason::connection);
   recycle(c);
+}
+
+void RedisStore::choose_lanes(bool several, int64_t now) {
+  next_lane_check_us_ = now + kLaneWindowUs;
+  size_t want = lanes_;
+  if (several) {
+    single_windows_ = 0;
+    want = conns_.size();
+  } else if (++single_windows_ >= kSingleWindows) {
+    want = 1;
+  }
+  if (want != lanes_ && lanes_wanted_ == lanes_) {
+    lanes_wanted_ = want;
+    // Calls wait in parked_ at most this long (well inside their deadline) for the wire to go quiet.
+    switch_by_us_ = now + std::min<int64_t>(1000, deadline_us_ / 4);
+  }
+}
+
+void RedisStore::switch_lanes(std::vector<Call *> &batch, int64_t now) {
+  parked_.insert(parked_.end(), batch.begin(), batch.end());
+  batch.clear();
+  bool quiet = true;
+  for (const Conn &conn : conns_)
+    for (const Call *c : conn.inflight)
+      quiet = quiet && (c->abandoned || (c->kind != Kind::admit && c->kind != Kind::release));
+  if (quiet) {
+    lanes_ = lanes_wanted_;
+    lanes_in_use_.store(static_cast<uint32_t>(lanes_), std::memory_order_relaxed);
+  } else if (now < switch_by_us_ && !stop_.load(std::memory_order_relaxed)) {
+    return;  // still draining
+  } else {
+    lanes_wanted_ = lanes_;  // the wire never went quiet: stay, and try again after the next window
+  }
+  batch.swap(parked_);
 }
 
 void RedisStore::flush(Conn &conn, int64_t now) {
@@ -660,6 +708,7 @@ void RedisStore::expire(int64_t now) {
 void RedisStore::run() {
   // Wake at the deadline itself, not up to the default 50 us timer slack after it.
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+  tl_io_of = this;
   std::vector<Call *> batch;
   std::vector<pollfd> fds;
   int64_t drain_until = 0;
@@ -672,7 +721,7 @@ void RedisStore::run() {
       bool pending;
       {
         std::lock_guard lock(queue_mu_);
-        pending = !queue_.empty();
+        pending = !queue_.empty() || !parked_.empty();
       }
       for (Conn &conn : conns_)
         for (Call *c : conn.inflight) pending = pending || (!c->abandoned && c->kind != Kind::flags);
@@ -681,10 +730,24 @@ void RedisStore::run() {
     for (Conn &conn : conns_)
       if (conn.state == Conn::State::down && now >= conn.reconnect_at_us) start_connect(conn, now);
     return_spent();
+    bool window_over = now >= next_lane_check_us_, several = false, idle = false;
     {
       std::lock_guard lock(queue_mu_);
       batch.swap(queue_);
+      if (window_over) {
+        several = several_submitters_;
+        idle = last_submitter_ == nullptr;
+        several_submitters_ = false;
+        last_submitter_ = nullptr;
+      }
     }
+    if (window_over) {
+      if (idle)
+        next_lane_check_us_ = now + kLaneWindowUs;  // no caller: the lanes stay as they are
+      else
+        choose_lanes(several, now);
+    }
+    if (lanes_wanted_ != lanes_) switch_lanes(batch, now);
     for (Call *c : batch) dispatch(c, now);
     batch.clear();
     if (now >= next_flags_us_) {
@@ -699,6 +762,7 @@ void RedisStore::run() {
 
     // Sleep until something happens or the nearest deadline.
     int64_t wake_at = std::min(next_flags_us_, now + 100'000);
+    if (lanes_wanted_ != lanes_) wake_at = std::min(wake_at, switch_by_us_);
     fds.clear();
     fds.push_back({wake_fd_, POLLIN, 0});
     for (Conn &conn : conns_) {
@@ -747,6 +811,8 @@ void RedisStore::run() {
     std::lock_guard lock(queue_mu_);
     batch.swap(queue_);
   }
+  batch.insert(batch.begin(), parked_.begin(), parked_.end());
+  parked_.clear();
   for (Call *c : batch) {
     fail_call(c, FailReason::connection);
     recycle(c);

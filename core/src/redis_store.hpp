@@ -3,7 +3,11 @@
 //
 // One I/O thread owns a few non-blocking hiredis connections. Callers of every thread (and async
 // callers) hand it calls through a queue; it appends all queued calls to the connections' output
-// buffers and writes them with one syscall (auto-pipelining). Replies come back in order, so each is
+// buffers and writes them with one syscall (auto-pipelining). How many of the connections it spreads
+// calls over follows how the calls arrive: while one thread submits them all (an event loop's async
+// admits: Node, asyncio) one connection carries everything, pipelined deepest; once several threads
+// submit (blocking callers), all of them, so that Redis works on one connection's batch while the
+// replies of another are read. Replies come back in order, so each is
 // matched to its own call: a call that timed out stays in its connection's queue, marked abandoned,
 // and its late reply is read and dropped (a slot it took after all is released at once), never taken
 // as the answer to a later command.
@@ -104,6 +108,11 @@ class RedisStore final : public Store {
                                stop_.load(std::memory_order_relaxed));
   }
   void flush(Conn &conn, int64_t now);
+  // Lanes: the connections in use. Called once per window with whether several threads submitted.
+  void choose_lanes(bool several, int64_t now);
+  // Moves to lanes_wanted_ once no admit or release is unanswered (so a tenant's calls never overtake
+  // each other across connections), holding new calls in parked_ meanwhile; gives up by switch_by_us_.
+  void switch_lanes(std::vector<Call *> &batch, int64_t now);
   void read(Conn &conn, int64_t now);
   void handle(Conn &conn, Call *c, redisReply *r, int64_t now);
   void expire(int64_t now);
@@ -137,6 +146,15 @@ class RedisStore final : public Store {
 
   std::mutex queue_mu_;
   std::vector<Call *> queue_;
+  const void *last_submitter_ = nullptr;  // queue_mu_: the thread that submitted last in this window
+  bool several_submitters_ = false;       // queue_mu_: calls came from more than one thread in it
+  static constexpr int64_t kLaneWindowUs = 50'000;
+  static constexpr int kSingleWindows = 4;  // windows of one submitter before calls move to one lane
+  size_t lanes_ = 1, lanes_wanted_ = 1;     // I/O thread
+  int single_windows_ = 0;                  // I/O thread
+  int64_t next_lane_check_us_ = 0, switch_by_us_ = 0;
+  std::vector<Call *> parked_;  // I/O thread: calls held while the lanes change
+  std::atomic<uint32_t> lanes_in_use_{1};
   int wake_fd_ = -1;
   std::atomic<bool> stop_{false};
   std::vector<Conn> conns_;  // owned by the I/O thread

@@ -71,6 +71,7 @@ struct StoreStats {
   uint64_t release_errors = 0;  // releases the store could not apply (their slots heal after ttl_s)
   uint64_t reconnects = 0;
   uint64_t noscript_reloads = 0;
+  uint64_t connections_in_use = 0;                    // Redis store: the connections calls are spread over now
   std::array<uint64_t, kFailReasonCount> failures{};  // by reason
   BreakerState breaker = BreakerState::closed;
 };

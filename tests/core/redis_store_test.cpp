@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cstring>
 #include <floodwall.hpp>
+#include <functional>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -416,6 +418,158 @@ TEST(RedisStore, AsyncAdmitsCompleteOnTheIoThread) {
   EXPECT_EQ(st.done.load(), 150);
   EXPECT_EQ(st.allowed.load(), 100);
   EXPECT_TRUE(st.other_thread.load());
+}
+
+namespace {
+
+int64_t connections_in_use(floodwall::Client &fw) {
+  std::string m = fw.metrics_json();
+  const std::string field = "\"connections_in_use\":";
+  auto at = m.find(field);
+  return at == std::string::npos ? -1 : std::stoll(m.substr(at + field.size()));
+}
+
+// Redis' own view: MONITOR on a connection of its own while `work` runs, then the client addresses
+// that sent an admit of a tenant starting with `tenant_prefix` (an ECHO marks the end of the work).
+std::set<std::string> addresses_of_admits(const RedisServer &redis, const std::string &tenant_prefix,
+                                          const std::function<void()> &work) {
+  redisContext *mon = redis.connect();
+  EXPECT_NE(mon, nullptr);
+  std::set<std::string> addrs;
+  if (!mon) return addrs;
+  auto *ok = static_cast<redisReply *>(redisCommand(mon, "MONITOR"));
+  if (ok) freeReplyObject(ok);
+  work();
+  redis.command({"ECHO", "floodwall-monitor-end"});
+  const std::string needle = "\"floodwall:{" + tenant_prefix;
+  for (;;) {
+    void *reply = nullptr;
+    if (redisGetReply(mon, &reply) != REDIS_OK || !reply) {
+      ADD_FAILURE() << "MONITOR stream ended before the marker";
+      break;
+    }
+    auto *r = static_cast<redisReply *>(reply);
+    std::string line(r->str ? r->str : "", r->str ? r->len : 0);
+    freeReplyObject(r);
+    if (line.find("\"ECHO\" \"floodwall-monitor-end\"") != std::string::npos) break;
+    // 1764789000.123456 [0 127.0.0.1:40312] "EVALSHA" "<sha>" "1" "floodwall:{lanes-7}:rate" ...
+    auto open = line.find('['), close = line.find(']');
+    if (line.find("\"EVALSHA\"") == std::string::npos || line.find(needle) == std::string::npos ||
+        open == std::string::npos || close == std::string::npos)
+      continue;
+    std::string who = line.substr(open + 1, close - open - 1);
+    addrs.insert(who.substr(who.find(' ') + 1));
+  }
+  redisFree(mon);
+  return addrs;
+}
+
+// One thread keeping `in_flight` async admits on the wire, `rounds` times over.
+void async_rounds(floodwall::Client &fw, int rounds, int in_flight, std::atomic<int> &failed_open) {
+  struct Round {
+    std::atomic<int> done{0};
+    std::atomic<int> *failed_open;
+  };
+  std::vector<std::string> tenants;
+  for (int i = 0; i < in_flight; i++) tenants.push_back("lanes-" + std::to_string(i));
+  for (int n = 0; n < rounds; n++) {
+    Round round;
+    round.failed_open = &failed_open;
+    for (const auto &t : tenants) {
+      fw_request r = FW_REQUEST_INIT;
+      r.tenant = t.data();
+      r.tenant_len = t.size();
+      ASSERT_EQ(fw_admit_async(
+                    fw.get(), &r,
+                    [](void *p, int status, const fw_decision *d) {
+                      auto *rd = static_cast<Round *>(p);
+                      if (status != FW_OK || d->failed_open) (*rd->failed_open)++;
+                      rd->done++;
+                    },
+                    &round),
+                FW_OK);
+    }
+    while (round.done.load() < in_flight) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+}  // namespace
+
+// How calls arrive picks the connections they take: one thread submitting async admits (an event
+// loop) has them all pipelined on one connection; blocking callers on several threads spread over all.
+TEST(RedisStore, OneSubmittingThreadTakesOneConnectionSeveralTakeThemAll) {
+  RedisServer redis;
+  floodwall::Client fw(policy(redis, R"("request_rate": {"rate": 1000000, "burst": 1000000000})"));
+  EXPECT_EQ(connections_in_use(fw), 2) << "the configured connections until the calls say otherwise";
+  std::atomic<int> failed_open{0};
+  auto t0 = Clock::now();
+  while (connections_in_use(fw) != 1 && seconds_since(t0) < 20) async_rounds(fw, 10, 64, failed_open);
+  ASSERT_EQ(connections_in_use(fw), 1) << "one submitting thread moves the calls to one connection";
+  auto one = addresses_of_admits(redis, "lanes-", [&] { async_rounds(fw, 20, 64, failed_open); });
+  EXPECT_EQ(one.size(), 1u) << "Redis saw the admits of one thread arrive on one connection";
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> threads_failed_open{0};
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 8; t++)
+    callers.emplace_back([&, t] {
+      for (int i = t; !stop.load(); i += 8)
+        if (admit_raw(fw, "lanes-" + std::to_string(i % 100)).failed_open) threads_failed_open++;
+    });
+  t0 = Clock::now();
+  while (connections_in_use(fw) != 2 && seconds_since(t0) < 20)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(connections_in_use(fw), 2) << "blocking callers on several threads spread over every connection";
+  auto many =
+      addresses_of_admits(redis, "lanes-", [&] { std::this_thread::sleep_for(std::chrono::milliseconds(300)); });
+  stop = true;
+  for (auto &c : callers) c.join();
+  EXPECT_EQ(many.size(), 2u) << "Redis saw the admits of eight threads arrive on both connections";
+  EXPECT_EQ(failed_open.load() + threads_failed_open.load(), 0) << "every admit was decided by Redis";
+  EXPECT_NE(fw.prometheus().find("floodwall_store_connections_in_use 2\n"), std::string::npos);
+}
+
+// While the lanes change, a tenant's calls must not overtake each other: one thread frees its only
+// slot and asks again, over and over, while another thread comes and goes so that the store keeps
+// moving between one connection and two. A release overtaken by the next admit would reject it.
+TEST(RedisStore, ATenantsCallsKeepTheirOrderWhileTheConnectionsInUseChange) {
+  RedisServer redis;
+  floodwall::Client fw(policy(redis, R"("concurrency": {"limit": 1, "ttl_s": 30})"));
+  std::atomic<bool> stop{false};
+  std::thread visitor([&] {
+    int i = 0;
+    while (!stop.load()) {
+      auto until = Clock::now() + std::chrono::milliseconds(60);
+      while (Clock::now() < until && !stop.load()) {
+        fw_decision d = admit_raw(fw, "visitor-" + std::to_string(i++ % 50));
+        if (d.ticket) fw_release(fw.get(), d.ticket);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(260));  // long enough for one connection
+    }
+  });
+  // A tenant that two connections put on the second one, so that every change of lanes moves it.
+  std::string tenant = "ordered";
+  for (int i = 0; std::hash<std::string_view>{}(floodwall::TenantKey(tenant).view()) % 2 != 1; i++)
+    tenant = "ordered-" + std::to_string(i);
+  int rejected = 0, failed_open = 0, changes = 0, admits = 0;
+  int64_t seen = connections_in_use(fw);
+  auto t0 = Clock::now();
+  while (changes < 16 && seconds_since(t0) < 30) {
+    for (int k = 0; k < 50; k++, admits++) {
+      fw_decision d = admit_raw(fw, tenant);
+      if (d.failed_open) failed_open++;
+      if (!d.allowed) rejected++;
+      if (d.ticket) fw_release(fw.get(), d.ticket);  // asynchronous: the next admit follows it on the wire
+    }
+    int64_t now = connections_in_use(fw);
+    if (now != seen) changes++;
+    seen = now;
+  }
+  stop = true;
+  visitor.join();
+  EXPECT_GE(changes, 16) << "the connections in use changed back and forth during the run";
+  EXPECT_EQ(failed_open, 0);
+  EXPECT_EQ(rejected, 0) << "an admit overtook the release before it, in " << admits << " admits";
 }
 
 // A connection with commands on the wire holds new ones until the replies come: against a stalled
