@@ -33,7 +33,10 @@ export interface Policy {
   redis?: {
     deadline_ms?: number;
     connect_timeout_ms?: number;
-    /** Pipelined connections per client, 1 to 16. Default 1 from Node (the core's default is 2). */
+    /**
+     * Pipelined connections per client, 1 to 16 (default 2). While one thread submits every call (the
+     * event loop) they all take one of them; calls from several threads spread over all.
+     */
     connections?: number;
     breaker_failures?: number;
     breaker_open_ms?: number;

@@ -235,7 +235,7 @@ describe('Redis store', () => {
     assert.equal(out.trim(), 'true');
   });
 
-  test('from Node one connection by default; a policy that names redis.connections keeps its own', async () => {
+  test('the event loop\'s admits take one connection of those opened; redis.connections sets how many', async () => {
     const own = await startRedis();
     const Redis = require('ioredis');
     const probe = new Redis({ port: own.port });
@@ -253,15 +253,32 @@ describe('Redis store', () => {
       }
     };
     try {
-      assert.equal(await opened({}), 1);
-      assert.equal(await opened({ redis: { deadline_ms: 2000 } }), 1);
+      assert.equal(await opened({}), 2);
       assert.equal(await opened({ redis: { connections: 3 } }), 3);
-      // The same policy as JSON text: the default applies to every form of policy alike.
-      const fw = new Floodwall(JSON.stringify({ store: own.url, redis: { connections: 2 } }));
+      assert.equal(await opened({ redis: { connections: 1 } }), 1);
+      // One event loop submits every admit: the core moves them all to one connection, which Redis sees.
+      const fw = new Floodwall({ store: own.url, redis: PATIENT, request_rate: { rate: 1e6, burst: 1e9 } });
       try {
-        await fw.admit({ tenant: 't' });
-        await new Promise((r) => setTimeout(r, 100));
-        assert.equal(await others(), 2);
+        assert.equal(fw.metrics().store.connections_in_use, 2);
+        const tenants = Array.from({ length: 64 }, (_, i) => `loop-${i}`);
+        for (let round = 0; round < 2000 && fw.metrics().store.connections_in_use !== 1; round++) {
+          const ds = await Promise.all(tenants.map((tenant) => fw.admit({ tenant })));
+          assert.ok(ds.every((d) => !d.failedOpen));
+        }
+        assert.equal(fw.metrics().store.connections_in_use, 1);
+        assert.match(fw.prometheus(), /^floodwall_store_connections_in_use 1$/m);
+        const monitor = await probe.monitor(); // a connection of its own
+        const sources = new Map(); // client address -> admits of the loop's tenants Redis got from it
+        monitor.on('monitor', (_time, args, source) => {
+          if (args[0] === 'EVALSHA' && String(args[3]).includes('{loop-')) sources.set(source, (sources.get(source) ?? 0) + 1);
+        });
+        try {
+          await Promise.all(tenants.map((tenant) => fw.admit({ tenant })));
+          await eventually(async () => [...sources.values()].reduce((a, b) => a + b, 0) === 64);
+        } finally {
+          monitor.disconnect();
+        }
+        assert.equal(sources.size, 1, `the 64 admits arrived on one connection: ${JSON.stringify([...sources])}`);
       } finally {
         fw.close();
       }

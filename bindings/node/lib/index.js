@@ -33,24 +33,6 @@ function policyJson(policy) {
   }
 }
 
-// From Node, one event loop submits every admit of the process, so its calls pipeline deepest over one
-// Redis connection: the I/O thread then writes and reads them in larger batches, for less CPU per admit in
-// this process and in redis-server (bench/node: 66,000 against 50,000 admits/s at 256 in flight, Node CPU
-// per admit 10 against 13.5 us). The core's default of 2 suits many blocking threads; a policy that names
-// `redis.connections` keeps its own. Anything unusual is passed on untouched, for the core to judge.
-function withNodeDefaults(json) {
-  let p;
-  try {
-    p = JSON.parse(json);
-  } catch {
-    return json; // the core reports the syntax error
-  }
-  const plain = (v) => typeof v === 'object' && v !== null && !Array.isArray(v);
-  if (!plain(p) || typeof p.store !== 'string' || !p.store.startsWith('redis://')) return json;
-  if (p.redis !== undefined && (!plain(p.redis) || 'connections' in p.redis)) return json;
-  return JSON.stringify({ ...p, redis: { ...p.redis, connections: 1 } });
-}
-
 function optionalString(value, field) {
   if (value === undefined || value === null) return undefined;
   if (typeof value !== 'string') throw invalid(`${field}: must be a string`);
@@ -75,7 +57,7 @@ class Floodwall {
    */
   constructor(policy) {
     const scratch = new Float64Array(native.rawSize);
-    this.#core = { native, handle: native.create(withNodeDefaults(policyJson(policy)), scratch), scratch };
+    this.#core = { native, handle: native.create(policyJson(policy), scratch), scratch };
   }
 
   /**
