@@ -107,8 +107,11 @@ async function redisBench(url, redisPid) {
   for (const op of Object.values(cases)) await throughput(2000, IN_FLIGHT, op); // warm up, load scripts
   failedOpen = 0;
   for (let round = 0; round < REDIS_ROUNDS; round++) {
-    // Interleaved rounds, so that a busy moment on this shared machine does not fall on one side only.
-    for (const [name, op] of Object.entries(cases)) {
+    // Interleaved rounds, so that a busy moment on this shared machine does not fall on one side only;
+    // every other round runs the cases in reverse, so that a drift within a round falls on both sides.
+    const order = Object.entries(cases);
+    if (round % 2) order.reverse();
+    for (const [name, op] of order) {
       (rounds[name] ||= []).push(await throughput(REDIS_N, IN_FLIGHT, op, redisPid));
     }
   }

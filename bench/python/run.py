@@ -187,11 +187,14 @@ def main() -> None:
                 f(i)
         # Rounds alternate the contenders, so that a noisy machine shows as spread, not as a ratio.
         rounds: dict[str, list[float]] = {}
-        for _ in range(args.rounds):
+        for k in range(args.rounds):
             for threads in (1, 4):
-                for name, f in ((f"floodwall admit, {threads} thread(s)", fw_admit),
-                                (f"limits fixed window, {threads} thread(s)", fixed_hit),
-                                (f"limits moving window, {threads} thread(s)", moving_hit)):
+                contenders = [(f"floodwall admit, {threads} thread(s)", fw_admit),
+                              (f"limits fixed window, {threads} thread(s)", fixed_hit),
+                              (f"limits moving window, {threads} thread(s)", moving_hit)]
+                if k % 2:  # every other round in reverse: a drift within a round falls on both sides
+                    contenders.reverse()
+                for name, f in contenders:
                     rounds.setdefault(name, []).append(per_second(f, args.seconds, threads))
             rounds.setdefault("floodwall admit_async, 1 loop, 64 in flight", []).append(
                 floodwall_async_per_second(fw_redis, args.seconds, 64))

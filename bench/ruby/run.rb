@@ -72,7 +72,11 @@ end
 # them; returns every contender's seconds per round.
 def alternate(cases, calls, threads:, rounds:)
   times = cases.transform_values { [] }
-  rounds.times { cases.each { |name, fn| times[name] << run_once(calls, threads, fn) } }
+  # Every other round in reverse, so that a drift within a round falls on both sides of a ratio.
+  rounds.times do |i|
+    order = i.odd? ? cases.to_a.reverse : cases.to_a
+    order.each { |name, fn| times[name] << run_once(calls, threads, fn) }
+  end
   times
 end
 
