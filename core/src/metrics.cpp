@@ -333,9 +333,11 @@ std::string Metrics::prometheus(const StoreStats &st, const Gauges &g) const {
   out += "# HELP floodwall_store_tenants Tenants held by the memory store.\n";
   out += "# TYPE floodwall_store_tenants gauge\n";
   out += "floodwall_store_tenants " + std::to_string(st.tenants) + "\n";
-  out += "# HELP floodwall_store_connections_in_use Redis connections the store spreads calls over now.\n";
-  out += "# TYPE floodwall_store_connections_in_use gauge\n";
-  out += "floodwall_store_connections_in_use " + std::to_string(st.connections_in_use) + "\n";
+  if (st.connections_in_use) {  // a Redis store
+    out += "# HELP floodwall_store_connections_in_use Redis connections the store spreads calls over now.\n";
+    out += "# TYPE floodwall_store_connections_in_use gauge\n";
+    out += "floodwall_store_connections_in_use " + std::to_string(st.connections_in_use) + "\n";
+  }
   out += "# HELP floodwall_release_errors_total Releases the store could not apply (the slot heals after ttl_s).\n";
   out += "# TYPE floodwall_release_errors_total counter\n";
   out += "floodwall_release_errors_total " + std::to_string(st.release_errors) + "\n";

@@ -483,6 +483,7 @@ void RedisStore::fail_conn(Conn &conn, FailReason why, int64_t now) {
     }
   }
   conn.inflight.clear();
+  conn.releases_done = conn.releases_sent;
   conn.want_write = conn.partial = false;
   conn.awaiting = 0;
   conn.state = Conn::State::down;
@@ -494,6 +495,7 @@ void RedisStore::append(Conn &conn, Call *c) {
   redisAppendFormattedCommand(conn.ctx, c->cmd.data(), c->cmd.size());
   conn.inflight.push_back(c);
   conn.want_write = true;
+  if (c->kind == Kind::release) conn.releases_sent++;
 }
 
 void RedisStore::dispatch(Call *c, int64_t now) {
@@ -518,32 +520,35 @@ void RedisStore::choose_lanes(bool several, int64_t now) {
   if (several) {
     single_windows_ = 0;
     want = conns_.size();
-  } else if (++single_windows_ >= kSingleWindows) {
-    want = 1;
+  } else {
+    single_windows_ = std::min(single_windows_ + 1, kSingleWindows);
+    if (single_windows_ == kSingleWindows) want = 1;
   }
-  if (want != lanes_ && lanes_wanted_ == lanes_) {
-    lanes_wanted_ = want;
-    // Calls wait in parked_ at most this long (well inside their deadline) for the wire to go quiet.
-    switch_by_us_ = now + std::min<int64_t>(1000, deadline_us_ / 4);
-  }
+  if (want == lanes_ || lanes_wanted_ != lanes_ || now < retry_lanes_at_us_) return;
+  lanes_wanted_ = want;
+  for (Conn &conn : conns_) conn.drain_to = conn.releases_sent;
+  // The calls that move wait at most half their deadline for the releases ahead of them.
+  switch_by_us_ = now + deadline_us_ / 2;
 }
 
-void RedisStore::switch_lanes(std::vector<Call *> &batch, int64_t now) {
-  parked_.insert(parked_.end(), batch.begin(), batch.end());
-  batch.clear();
-  bool quiet = true;
-  for (const Conn &conn : conns_)
-    for (const Call *c : conn.inflight)
-      quiet = quiet && (c->abandoned || (c->kind != Kind::admit && c->kind != Kind::release));
-  if (quiet) {
+void RedisStore::settle_lanes(std::vector<Call *> &batch, int64_t now) {
+  bool drained = true;
+  for (const Conn &conn : conns_) drained = drained && conn.releases_done >= conn.drain_to;
+  if (drained) {
     lanes_ = lanes_wanted_;
     lanes_in_use_.store(static_cast<uint32_t>(lanes_), std::memory_order_relaxed);
+    give_ups_ = 0;
   } else if (now < switch_by_us_ && !stop_.load(std::memory_order_relaxed)) {
     return;  // still draining
   } else {
-    lanes_wanted_ = lanes_;  // the wire never went quiet: stay, and try again after the next window
+    // The releases did not come back in time (a stalled Redis, a deep pipeline): stay, and try again
+    // after 2, 4, ... 64 windows, so that a change that cannot happen does not hold calls every window.
+    lanes_wanted_ = lanes_;
+    give_ups_ = std::min(give_ups_ + 1, 6);
+    retry_lanes_at_us_ = now + (kLaneWindowUs << give_ups_);
   }
-  batch.swap(parked_);
+  batch.insert(batch.begin(), parked_.begin(), parked_.end());
+  parked_.clear();
 }
 
 void RedisStore::flush(Conn &conn, int64_t now) {
@@ -578,6 +583,7 @@ void RedisStore::read(Conn &conn, int64_t now) {
     Call *c = conn.inflight.front();
     conn.inflight.pop_front();
     if (conn.awaiting) conn.awaiting--;
+    if (c->kind == Kind::release) conn.releases_done++;
     handle(conn, c, r, now);
     freeReplyObject(r);
   }
@@ -747,8 +753,13 @@ void RedisStore::run() {
       else
         choose_lanes(several, now);
     }
-    if (lanes_wanted_ != lanes_) switch_lanes(batch, now);
-    for (Call *c : batch) dispatch(c, now);
+    if (lanes_wanted_ != lanes_) settle_lanes(batch, now);
+    for (Call *c : batch) {
+      if (lanes_wanted_ != lanes_ && moves(c))
+        parked_.push_back(c);
+      else
+        dispatch(c, now);
+    }
     batch.clear();
     if (now >= next_flags_us_) {
       next_flags_us_ = now + opt_.flags_poll_ms * 1000;

@@ -89,6 +89,9 @@ class RedisStore final : public Store {
     size_t awaiting = 0;   // commands written whose replies have not been read
     bool partial = false;  // the last write left bytes behind (socket full): keep writing
     int64_t reconnect_at_us = 0, connect_deadline_us = 0, backoff_ms = 50;
+    // Releases appended and answered (replies come in order; a broken connection answers them all),
+    // and how many must be answered before the lanes may change.
+    uint64_t releases_sent = 0, releases_done = 0, drain_to = 0;
   };
   struct Script {
     std::string_view body;
@@ -110,9 +113,12 @@ class RedisStore final : public Store {
   void flush(Conn &conn, int64_t now);
   // Lanes: the connections in use. Called once per window with whether several threads submitted.
   void choose_lanes(bool several, int64_t now);
-  // Moves to lanes_wanted_ once no admit or release is unanswered (so a tenant's calls never overtake
-  // each other across connections), holding new calls in parked_ meanwhile; gives up by switch_by_us_.
-  void switch_lanes(std::vector<Call *> &batch, int64_t now);
+  // Moves to lanes_wanted_ once every release sent before the change began is answered, so that a
+  // tenant's release and its next admit never travel on two connections; meanwhile the calls of the
+  // tenants that would move wait in parked_ (the others go on: their connection stays). Gives up by
+  // switch_by_us_, and then tries again only after a back-off. Parked calls go first into `batch`.
+  void settle_lanes(std::vector<Call *> &batch, int64_t now);
+  bool moves(const Call *c) const { return c->affinity % lanes_ != c->affinity % lanes_wanted_; }
   void read(Conn &conn, int64_t now);
   void handle(Conn &conn, Call *c, redisReply *r, int64_t now);
   void expire(int64_t now);
@@ -151,8 +157,8 @@ class RedisStore final : public Store {
   static constexpr int64_t kLaneWindowUs = 50'000;
   static constexpr int kSingleWindows = 4;  // windows of one submitter before calls move to one lane
   size_t lanes_ = 1, lanes_wanted_ = 1;     // I/O thread
-  int single_windows_ = 0;                  // I/O thread
-  int64_t next_lane_check_us_ = 0, switch_by_us_ = 0;
+  int single_windows_ = 0, give_ups_ = 0;   // I/O thread
+  int64_t next_lane_check_us_ = 0, switch_by_us_ = 0, retry_lanes_at_us_ = 0;
   std::vector<Call *> parked_;  // I/O thread: calls held while the lanes change
   std::atomic<uint32_t> lanes_in_use_{1};
   int wake_fd_ = -1;

@@ -529,47 +529,84 @@ TEST(RedisStore, OneSubmittingThreadTakesOneConnectionSeveralTakeThemAll) {
   EXPECT_NE(fw.prometheus().find("floodwall_store_connections_in_use 2\n"), std::string::npos);
 }
 
-// While the lanes change, a tenant's calls must not overtake each other: one thread frees its only
-// slot and asks again, over and over, while another thread comes and goes so that the store keeps
-// moving between one connection and two. A release overtaken by the next admit would reject it.
-TEST(RedisStore, ATenantsCallsKeepTheirOrderWhileTheConnectionsInUseChange) {
+// A tenant's release still unanswered on its connection, then its next admit after the calls have
+// spread to two connections: the admit must wait for the release, not overtake it on the other one (it
+// would find its own slot still held and be rejected). Redis is stopped to hold the release: it waits in
+// the first connection's buffer behind an admit on the wire, while a second thread makes the store
+// want both connections.
+TEST(RedisStore, AnAdmitWaitsForItsTenantsReleaseWhenTheCallsSpreadToMoreConnections) {
   RedisServer redis;
   floodwall::Client fw(policy(redis, R"("concurrency": {"limit": 1, "ttl_s": 30})"));
-  std::atomic<bool> stop{false};
-  std::thread visitor([&] {
-    int i = 0;
-    while (!stop.load()) {
-      auto until = Clock::now() + std::chrono::milliseconds(60);
-      while (Clock::now() < until && !stop.load()) {
-        fw_decision d = admit_raw(fw, "visitor-" + std::to_string(i++ % 50));
-        if (d.ticket) fw_release(fw.get(), d.ticket);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(260));  // long enough for one connection
-    }
-  });
-  // A tenant that two connections put on the second one, so that every change of lanes moves it.
-  std::string tenant = "ordered";
-  for (int i = 0; std::hash<std::string_view>{}(floodwall::TenantKey(tenant).view()) % 2 != 1; i++)
-    tenant = "ordered-" + std::to_string(i);
-  int rejected = 0, failed_open = 0, changes = 0, admits = 0;
-  int64_t seen = connections_in_use(fw);
-  auto t0 = Clock::now();
-  while (changes < 16 && seconds_since(t0) < 30) {
-    for (int k = 0; k < 50; k++, admits++) {
-      fw_decision d = admit_raw(fw, tenant);
-      if (d.failed_open) failed_open++;
-      if (!d.allowed) rejected++;
-      if (d.ticket) fw_release(fw.get(), d.ticket);  // asynchronous: the next admit follows it on the wire
-    }
-    int64_t now = connections_in_use(fw);
-    if (now != seen) changes++;
-    seen = now;
+  // Two connections put a tenant on the connection its hash names; one puts every tenant on the first.
+  auto second = [](const std::string &t) { return std::hash<std::string_view>{}(floodwall::TenantKey(t).view()) % 2; };
+  std::string moving;
+  std::vector<std::string> staying;
+  for (int i = 0; moving.empty() || staying.size() < 16; i++) {
+    std::string t = "tenant-" + std::to_string(i);
+    if (second(t))
+      moving = moving.empty() ? t : moving;
+    else
+      staying.push_back(t);
   }
-  stop = true;
-  visitor.join();
-  EXPECT_GE(changes, 16) << "the connections in use changed back and forth during the run";
-  EXPECT_EQ(failed_open, 0);
-  EXPECT_EQ(rejected, 0) << "an admit overtook the release before it, in " << admits << " admits";
+  auto t0 = Clock::now();
+  while (connections_in_use(fw) != 1 && seconds_since(t0) < 20) {
+    fw_decision d = admit_raw(fw, staying[0]);
+    if (d.ticket) fw_release(fw.get(), d.ticket);
+  }
+  ASSERT_EQ(connections_in_use(fw), 1) << "one submitting thread: one connection";
+  fw_decision held = admit_raw(fw, moving);
+  ASSERT_TRUE(held.allowed && !held.failed_open && held.ticket);
+
+  struct Pending {
+    fw_client *client;
+    std::atomic<int> done{0}, allowed{0}, failed_open{0};
+  } st{fw.get()}, last{fw.get()};
+  auto admit_async = [&](const std::string &t, Pending &p) {
+    fw_request r = FW_REQUEST_INIT;
+    r.tenant = t.data();
+    r.tenant_len = t.size();
+    ASSERT_EQ(fw_admit_async(
+                  fw.get(), &r,
+                  [](void *pp, int status, const fw_decision *d) {
+                    auto *p = static_cast<Pending *>(pp);
+                    if (status == FW_OK && d->allowed) p->allowed++;
+                    if (status != FW_OK || d->failed_open) p->failed_open++;
+                    if (status == FW_OK && d->ticket) fw_release(p->client, d->ticket);
+                    p->done++;
+                  },
+                  &p),
+              FW_OK);
+  };
+  redis.pause();
+  admit_async(staying[1], st);  // on the wire: the connection now awaits its reply
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  fw_release(fw.get(), held.ticket);  // held behind it, unanswered
+  // Two threads submit in the same windows: the store wants both connections.
+  int sent = 1;
+  for (int i = 0; i < 6; i++, sent += 2) {
+    std::thread([&] { admit_async(staying[2 + 2 * i], st); }).join();
+    admit_async(staying[3 + 2 * i], st);
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  EXPECT_EQ(connections_in_use(fw), 1) << "the calls do not spread while a release ahead of them is unanswered";
+  admit_async(moving, last);  // two connections would send it on the second, past its release
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  redis.resume();
+  t0 = Clock::now();
+  while ((last.done.load() < 1 || st.done.load() < sent) && seconds_since(t0) < 10)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(last.done.load(), 1);
+  EXPECT_EQ(last.failed_open.load(), 0);
+  EXPECT_EQ(last.allowed.load(), 1) << "the admit reached Redis before its tenant's release";
+  EXPECT_EQ(st.done.load(), sent);
+  EXPECT_EQ(st.failed_open.load(), 0);
+  t0 = Clock::now();
+  while (connections_in_use(fw) != 2 && seconds_since(t0) < 10) {
+    std::thread([&] { fw_release(fw.get(), admit_raw(fw, staying[15]).ticket); }).join();
+    fw_release(fw.get(), admit_raw(fw, staying[14]).ticket);
+  }
+  EXPECT_EQ(connections_in_use(fw), 2) << "once the release is answered the calls spread";
 }
 
 // A connection with commands on the wire holds new ones until the replies come: against a stalled
