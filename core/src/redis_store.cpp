@@ -459,7 +459,10 @@ void RedisStore::on_connected(Conn &conn, int64_t now) {
   if (url_.db != 0) append(conn, setup_call({"SELECT", num(url_.db)}, now));
   for (const Script *s : {&admit_script_, &release_script_, &flags_script_})
     append(conn, setup_call({"SCRIPT", "LOAD", s->body}, now));
-  if (ever_connected_.exchange(true)) reconnects_.fetch_add(1, std::memory_order_relaxed);
+  // Counted per connection: the first connect of each of a client's connections is not a reconnect.
+  if (conn.was_ready) reconnects_.fetch_add(1, std::memory_order_relaxed);
+  conn.was_ready = true;
+  ever_connected_.store(true);
   {
     std::lock_guard lock(ready_mu_);
     ready_cv_.notify_all();

@@ -89,6 +89,7 @@ class RedisStore final : public Store {
     size_t awaiting = 0;   // commands written whose replies have not been read
     bool partial = false;  // the last write left bytes behind (socket full): keep writing
     int64_t reconnect_at_us = 0, connect_deadline_us = 0, backoff_ms = 50;
+    bool was_ready = false;  // connected before: the next connect is a reconnect
     // Releases appended and answered (replies come in order; a broken connection answers them all),
     // and how many must be answered before the lanes may change.
     uint64_t releases_sent = 0, releases_done = 0, drain_to = 0;

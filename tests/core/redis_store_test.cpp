@@ -319,6 +319,9 @@ TEST(RedisStore, RestartAndScriptFlushReachNoCaller) {
       R"(", "redis": {"deadline_ms": 200, "breaker_open_ms": 100}, "request_rate": {"rate": 100, "burst": 1000}})";
   floodwall::Client fw(pol);
   ASSERT_FALSE(admit_raw(fw, "t").failed_open);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // both connections are up
+  EXPECT_NE(fw.metrics_json().find("\"reconnects\":0"), std::string::npos)
+      << "a fresh client's connections are connects, not reconnects: " << fw.metrics_json();
   EXPECT_EQ(redis.command({"SCRIPT", "FLUSH"}), "OK");
   fw_decision d = admit_raw(fw, "t");
   EXPECT_FALSE(d.failed_open) << "NOSCRIPT loads the script and retries once";
@@ -340,6 +343,7 @@ TEST(RedisStore, RestartAndScriptFlushReachNoCaller) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_TRUE(decided) << "the client reconnected and reloaded its scripts by itself";
+  EXPECT_EQ(fw.metrics_json().find("\"reconnects\":0"), std::string::npos) << "the reconnect is counted";
 }
 
 TEST(RedisStore, WrongKeyTypeIsAConfigurationErrorNotAnOutage) {
