@@ -391,7 +391,7 @@ void RedisStore::submit(Call *c) {
     was_empty = queue_.empty();
     queue_.push_back(c);
     if (counted && self != last_submitter_) {
-      several_submitters_ = several_submitters_ || last_submitter_ != nullptr;
+      if (last_submitter_) submitter_changes_++;
       last_submitter_ = self;
     }
   }
@@ -744,9 +744,9 @@ void RedisStore::run() {
       std::lock_guard lock(queue_mu_);
       batch.swap(queue_);
       if (window_over) {
-        several = several_submitters_;
+        several = submitter_changes_ >= kSeveralChanges;
         idle = last_submitter_ == nullptr;
-        several_submitters_ = false;
+        submitter_changes_ = 0;
         last_submitter_ = nullptr;
       }
     }

@@ -154,7 +154,10 @@ class RedisStore final : public Store {
   std::mutex queue_mu_;
   std::vector<Call *> queue_;
   const void *last_submitter_ = nullptr;  // queue_mu_: the thread that submitted last in this window
-  bool several_submitters_ = false;       // queue_mu_: calls came from more than one thread in it
+  uint32_t submitter_changes_ = 0;        // queue_mu_: calls from another thread than the one before
+  // Several threads submit when a window has this many changes of submitter: an event loop beside a
+  // thread that admits now and then (a health check) keeps one connection, busy threads get them all.
+  static constexpr uint32_t kSeveralChanges = 4;
   static constexpr int64_t kLaneWindowUs = 50'000;
   static constexpr int kSingleWindows = 4;  // windows of one submitter before calls move to one lane
   size_t lanes_ = 1, lanes_wanted_ = 1;     // I/O thread

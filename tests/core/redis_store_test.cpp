@@ -509,6 +509,21 @@ TEST(RedisStore, OneSubmittingThreadTakesOneConnectionSeveralTakeThemAll) {
   auto t0 = Clock::now();
   while (connections_in_use(fw) != 1 && seconds_since(t0) < 20) async_rounds(fw, 10, 64, failed_open);
   ASSERT_EQ(connections_in_use(fw), 1) << "one submitting thread moves the calls to one connection";
+  {
+    // A thread that admits now and then beside the loop (a health check) does not spread them.
+    std::atomic<bool> done{false};
+    std::thread health([&] {
+      while (!done.load()) {
+        if (admit_raw(fw, "health").failed_open) failed_open++;
+        std::this_thread::sleep_for(std::chrono::milliseconds(60));
+      }
+    });
+    t0 = Clock::now();
+    while (seconds_since(t0) < 0.5) async_rounds(fw, 1, 64, failed_open);
+    done = true;
+    health.join();
+    EXPECT_EQ(connections_in_use(fw), 1) << "an occasional call from another thread keeps one connection";
+  }
   auto one = addresses_of_admits(redis, "lanes-", [&] { async_rounds(fw, 20, 64, failed_open); });
   EXPECT_EQ(one.size(), 1u) << "Redis saw the admits of one thread arrive on one connection";
 
@@ -585,12 +600,12 @@ TEST(RedisStore, AnAdmitWaitsForItsTenantsReleaseWhenTheCallsSpreadToMoreConnect
   admit_async(staying[1], st);  // on the wire: the connection now awaits its reply
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   fw_release(fw.get(), held.ticket);  // held behind it, unanswered
-  // Two threads submit in the same windows: the store wants both connections.
+  // Two threads take turns submitting within a few milliseconds: the store wants both connections.
   int sent = 1;
   for (int i = 0; i < 6; i++, sent += 2) {
     std::thread([&] { admit_async(staying[2 + 2 * i], st); }).join();
     admit_async(staying[3 + 2 * i], st);
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(150));
   EXPECT_EQ(connections_in_use(fw), 1) << "the calls do not spread while a release ahead of them is unanswered";
