@@ -3,7 +3,9 @@
 //   redis     floodwall admits/s and p50/p99 through the C ABI (fw_admit, one shared client) against the
 //             seed's design (a blocking hiredis connection per caller thread, EVAL of the seed script with
 //             two keys on every request), at several caller counts, alternating contenders, in rounds
-//   ceiling   redis-benchmark -P 16 EVAL "return 1" 0 at the same concurrency: what Redis itself allows
+//   ceiling   redis-benchmark EVAL "return 1" 0 with N connections: what Redis itself allows, at the
+//             same concurrency (one request in flight per connection, as N callers each waiting for
+//             their reply) and pipelined 16 deep
 //   embedded  ns per decision on the memory store, one and two threads
 //   memory    Redis bytes per tenant after N tenants: floodwall's layout against the seed's two keys
 //   failopen  admit latency with Redis blackholed (SIGSTOP), before the breaker opens and after
@@ -425,8 +427,9 @@ struct SeedCaller {
 struct RedisRow {
   int callers = 0;
   std::vector<RunStats> fw, seed;
-  // redis-benchmark, one per round: EVAL "return 1" 0, and the two scripts alone, pipelined.
-  std::vector<double> ceiling, fw_script_ceiling, seed_script_ceiling;
+  // redis-benchmark, one per round: EVAL "return 1" 0, and the two scripts alone, pipelined 16 deep;
+  // and EVAL "return 1" 0 at the callers' own concurrency (one request in flight per connection).
+  std::vector<double> ceiling, fw_script_ceiling, seed_script_ceiling, ceiling_n;
   std::vector<double> ceiling_cpu, fw_script_cpu, seed_script_cpu;  // redis-server CPU per call, us
   RunStats fw_median() const { return med(fw); }
   // floodwall / seed, the median of the rounds' own ratios: the two runs of a round are seconds apart,
@@ -495,10 +498,11 @@ struct Ceiling {
   double redis_cpu_us = -1;  // the redis-server's CPU per call during the run
 };
 
-// Runs redis-benchmark with `command` (arguments passed as they are, no shell): requests per second,
-// pipelined 16 deep over `callers` connections, what Redis itself allows with no client work.
+// Runs redis-benchmark with `command` (arguments passed as they are, no shell): requests per second over
+// `callers` connections, `pipeline` requests in flight on each, what Redis itself allows with no client work.
 
-Ceiling redis_benchmark(const Options &o, int callers, int requests, const std::vector<std::string> &command) {
+Ceiling redis_benchmark(const Options &o, int callers, int requests, const std::vector<std::string> &command,
+                        int pipeline = 16) {
   std::vector<std::string> args = {"redis-benchmark",
                                    "-h",
                                    "127.0.0.1",
@@ -509,7 +513,7 @@ Ceiling redis_benchmark(const Options &o, int callers, int requests, const std::
                                    "-n",
                                    std::to_string(requests),
                                    "-P",
-                                   "16",
+                                   std::to_string(pipeline),
                                    "-r",
                                    std::to_string(o.tenants),
                                    "--csv"};
@@ -647,6 +651,7 @@ void bench_redis(const Options &o, Results &res) {
         Ceiling c = redis_benchmark(o, callers, 300000, ceilings.trivial);
         row.ceiling.push_back(c.ops_per_s);
         row.ceiling_cpu.push_back(c.redis_cpu_us);
+        row.ceiling_n.push_back(redis_benchmark(o, callers, 40000, ceilings.trivial, 1).ops_per_s);
         if (!ceilings.floodwall.empty()) {
           c = redis_benchmark(o, callers, 60000, ceilings.floodwall);
           row.fw_script_ceiling.push_back(c.ops_per_s);
@@ -656,10 +661,10 @@ void bench_redis(const Options &o, Results &res) {
         row.seed_script_ceiling.push_back(c.ops_per_s);
         row.seed_script_cpu.push_back(c.redis_cpu_us);
         std::printf(
-            "redis  callers=%-4d round=%d ceilings (redis-benchmark -P 16): EVAL \"return 1\" %.0f/s, "
-            "tenant_admit.lua %.0f/s, seed script %.0f/s\n",
-            callers, round + 1, row.ceiling.back(), row.fw_script_ceiling.empty() ? 0.0 : row.fw_script_ceiling.back(),
-            row.seed_script_ceiling.back());
+            "redis  callers=%-4d round=%d ceilings (redis-benchmark): EVAL \"return 1\" %.0f/s with %d in "
+            "flight; -P 16: EVAL \"return 1\" %.0f/s, tenant_admit.lua %.0f/s, seed script %.0f/s\n",
+            callers, round + 1, row.ceiling_n.back(), callers, row.ceiling.back(),
+            row.fw_script_ceiling.empty() ? 0.0 : row.fw_script_ceiling.back(), row.seed_script_ceiling.back());
         std::fflush(stdout);
         res.have_ceiling = true;
       }
@@ -943,14 +948,19 @@ Goals evaluate(const Results &r) {
     RunStats fw = row.fw_median(), seed = row.seed_median();
     double ratio = row.ratio();
     bool lower_p99 = fw.p99_us < seed.p99_us;
-    double ceil = median(row.ceiling);
-    bool near_ceiling = ceil > 0 && fw.ops_per_s * 2 >= ceil;
+    // The ceiling "at the same concurrency" is redis-benchmark with as many requests in flight as there
+    // are callers (-c 64 -P 1); the pipelined one (-P 16, 1024 in flight) is reported beside it.
+    double ceil = median(row.ceiling), ceil_n = median(row.ceiling_n);
+    bool near_ceiling = ceil_n > 0 && fw.ops_per_s * 2 >= ceil_n;
     g.g1.evaluated = true;
-    g.g1.met = ratio >= 2 && lower_p99 && (ceil == 0 || near_ceiling);
+    g.g1.met = ratio >= 2 && lower_p99 && (ceil_n == 0 || near_ceiling);
     g.g1.partly = !g.g1.met && (ratio >= 2 || lower_p99 || near_ceiling);
     g.g1.text = "64 callers: " + num(ratio, 2) + "x the seed (goal >= 2x); p99 " + num(fw.p99_us) + " us vs " +
                 num(seed.p99_us) + " us (goal: lower)";
-    if (ceil > 0) g.g1.text += "; " + num(ceil / fw.ops_per_s, 2) + "x below the ceiling (goal <= 2x)";
+    if (ceil_n > 0)
+      g.g1.text += "; " + num(fw.ops_per_s / ceil_n, 2) +
+                   " of the trivial script's throughput at the same concurrency (64 in flight; goal >= 0.5)";
+    if (ceil > 0) g.g1.text += "; " + num(fw.ops_per_s / ceil, 2) + " of it pipelined 16 deep (1024 in flight)";
     double fw_total = fw.client_cpu_us + fw.redis_cpu_us, seed_total = seed.client_cpu_us + seed.redis_cpu_us;
     if (fw.redis_cpu_us >= 0 && fw_total > 0)
       g.g1.text += "; CPU per admit (client + Redis) " + num(fw_total) + " us vs " + num(seed_total) +
@@ -1027,6 +1037,9 @@ std::string to_json(const Options &o, const Results &r, const Goals &g) {
       j << ", \"ceiling_ops_per_s\": " << num(median(row.ceiling))
         << ", \"floodwall_over_ceiling\": " << num(fw.ops_per_s / median(row.ceiling), 3);
     if (!row.ceiling.empty()) j << ", \"ceiling_redis_cpu_us_per_call\": " << num(median(row.ceiling_cpu), 2);
+    if (!row.ceiling_n.empty())
+      j << ", \"ceiling_same_concurrency_ops_per_s\": " << num(median(row.ceiling_n))
+        << ", \"floodwall_over_ceiling_same_concurrency\": " << num(fw.ops_per_s / median(row.ceiling_n), 3);
     if (!row.fw_script_ceiling.empty())
       j << ", \"tenant_admit_script_ceiling_ops_per_s\": " << num(median(row.fw_script_ceiling))
         << ", \"tenant_admit_script_redis_cpu_us_per_call\": " << num(median(row.fw_script_cpu), 2);
@@ -1039,6 +1052,8 @@ std::string to_json(const Options &o, const Results &r, const Goals &g) {
     for (size_t k = 0; k < row.seed.size(); k++) j << (k ? ", " : "") << stats_json(row.seed[k]);
     j << "], \"ceiling\": [";
     for (size_t k = 0; k < row.ceiling.size(); k++) j << (k ? ", " : "") << num(row.ceiling[k]);
+    j << "], \"ceiling_same_concurrency\": [";
+    for (size_t k = 0; k < row.ceiling_n.size(); k++) j << (k ? ", " : "") << num(row.ceiling_n[k]);
     j << "]}}";
   }
   j << "\n  ],\n";
@@ -1083,11 +1098,12 @@ std::string to_markdown(const Options &o, const Results &r, const Goals &g) {
        << " tenants of a bucket that never rejects (rate 1,000,000/s, burst 1,000,000), so every admit is one full "
           "decision by the Redis script. floodwall: one shared `fw_client`, `fw_admit` (blocking) through the C ABI. "
           "Seed: each caller thread its own blocking hiredis connection, `EVAL` of the seed script text with 2 keys. "
-          "Ceiling: `redis-benchmark -c N -P 16 EVAL \"return 1\" 0` (the cost of a script that does nothing, "
-          "pipelined).\n\n"
+          "Ceilings, a script that does nothing: `redis-benchmark -c N EVAL \"return 1\" 0` at the callers' own "
+          "concurrency (N connections, one request in flight on each, as N callers each waiting for their reply; "
+          "goal 1 is judged on this one), and the same pipelined 16 deep (`-P 16`, 16 N in flight).\n\n"
        << "| callers | floodwall admits/s | p50 µs | p99 µs | seed admits/s | p50 µs | p99 µs | floodwall / seed | "
-          "ceiling ops/s | floodwall / ceiling |\n"
-       << "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+          "ceiling, N in flight | floodwall / it | ceiling, 16 N in flight | floodwall / it |\n"
+       << "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
     std::ostringstream cpu;
     cpu << "CPU per admit (µs), medians: the benchmark process (callers, plus floodwall's I/O thread) and the "
            "redis-server (from /proc/PID/stat, 10 ms ticks). When the box is shared these are steadier than the "
@@ -1098,10 +1114,11 @@ std::string to_markdown(const Options &o, const Results &r, const Goals &g) {
         << "|---:|---:|---:|---:|---:|---:|\n";
     for (const auto &row : r.redis) {
       RunStats fw = row.fw_median(), seed = row.seed_median();
-      double ceil = median(row.ceiling);
+      double ceil = median(row.ceiling), ceil_n = median(row.ceiling_n);
       md << "| " << row.callers << " | " << grouped(fw.ops_per_s) << " | " << num(fw.p50_us) << " | " << num(fw.p99_us)
          << " | " << grouped(seed.ops_per_s) << " | " << num(seed.p50_us) << " | " << num(seed.p99_us) << " | **"
-         << num(row.ratio(), 2) << "x** | " << (ceil > 0 ? grouped(ceil) : "-") << " | "
+         << num(row.ratio(), 2) << "x** | " << (ceil_n > 0 ? grouped(ceil_n) : "-") << " | "
+         << (ceil_n > 0 ? num(fw.ops_per_s / ceil_n, 2) : "-") << " | " << (ceil > 0 ? grouped(ceil) : "-") << " | "
          << (ceil > 0 ? num(fw.ops_per_s / ceil, 2) : "-") << " |\n";
       double fw_total = fw.client_cpu_us + fw.redis_cpu_us, seed_total = seed.client_cpu_us + seed.redis_cpu_us;
       cpu << "| " << row.callers << " | " << num(fw.client_cpu_us, 1) << " | " << num(fw.redis_cpu_us, 1) << " | "
@@ -1174,7 +1191,7 @@ std::string to_markdown(const Options &o, const Results &r, const Goals &g) {
        << (f.recovered ? "yes" : "**no**") << ".\n\n";
   }
   md << "### Goals\n\n| goal | met | measured |\n|---|---|---|\n";
-  const char *names[] = {"1. >= 2x the seed at 64 callers, lower p99, within 2x of the ceiling",
+  const char *names[] = {"1. >= 2x the seed at 64 callers, lower p99, within 2x of the ceiling at the same concurrency",
                          "2. < 150 ns per decision, one thread, C ABI", "3. <= half the seed's bytes per tenant",
                          "4. fail-open: under the deadline before the breaker opens, < 5 µs after"};
   const Goals::Goal *gs[] = {&g.g1, &g.g2, &g.g3, &g.g4};
