@@ -171,13 +171,24 @@ static VALUE fw_rb_admit(VALUE handle, VALUE tenant, VALUE route, VALUE method, 
   call.request.cost = fw_rb_cost(cost);
   call.request.critical = RTEST(critical); /* Ruby truthiness */
   call.request.sandbox = RTEST(sandbox);
-  call.client = fw_rb_enter(h);
   /* The memory store never waits: giving up the GVL would cost more than its admit. The _gvl2 variant
-     leaves a pending interrupt (Thread#kill, Timeout) for later instead of raising here, so fw_rb_leave
-     always runs; when one was already pending it does not call the function. */
-  if (h->blocking) rb_thread_call_without_gvl2(fw_rb_admit_without_gvl, &call, NULL, NULL);
-  if (!call.ran) fw_rb_admit_without_gvl(&call);
-  fw_rb_leave(h);
+     does not act on an interrupt (Thread#kill, Timeout, the VM's time-slice timer) that arrives while
+     the admit waits, so a decision that holds a slot always reaches Ruby and fw_rb_leave always runs.
+     When an interrupt is already pending it does not call the function at all: the interrupt is then
+     handled here, before anything is held (a Thread#raise or Timeout raises, the timer lets the other
+     threads run), and the admit tried again. Waiting on Redis with the GVL held instead would stop every
+     thread of the process for as long as Redis takes, up to the deadline. */
+  if (!h->blocking) {
+    call.client = fw_rb_enter(h);
+    fw_rb_admit_without_gvl(&call);
+    fw_rb_leave(h);
+  }
+  while (!call.ran) {
+    call.client = fw_rb_enter(h);
+    rb_thread_call_without_gvl2(fw_rb_admit_without_gvl, &call, NULL, NULL);
+    fw_rb_leave(h);
+    if (!call.ran) rb_thread_check_ints();
+  }
   RB_GC_GUARD(tenant);
   RB_GC_GUARD(route);
   RB_GC_GUARD(method);
@@ -202,7 +213,8 @@ static int fw_rb_release(fw_rb_handle *h, fw_ticket ticket) {
   if (ticket == 0) return FW_OK;
   fw_rb_release_call call = {fw_rb_enter(h), ticket, false};
   if (h->blocking) rb_thread_call_without_gvl2(fw_rb_release_without_gvl, &call, NULL, NULL);
-  if (!call.ran) fw_rb_release_without_gvl(&call); /* an interrupt was pending: release all the same */
+  /* An interrupt was pending: release all the same, with the GVL (a release never waits on Redis). */
+  if (!call.ran) fw_rb_release_without_gvl(&call);
   fw_rb_leave(h);
   return FW_OK;
 }
