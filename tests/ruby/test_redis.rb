@@ -191,6 +191,33 @@ class TestRedis < Minitest::Test
     assert ticks_while_waiting.all?(&:positive?), "the ticker thread should have run while the admits waited"
   end
 
+  # An exception sent from another thread while an admit waits on a stopped Redis, as Timeout and
+  # Rack::Timeout send one: it reaches the admitting thread once the decision is in hand, and the slot
+  # that decision took is given back instead of staying held until its TTL. Both forms of admit.
+  def test_an_exception_from_another_thread_during_an_admit_gives_its_slot_back
+    fw = client(concurrency: { limit: 1 })
+    fw.admit(tenant: "warm-up") { nil } # connected, scripts loaded
+    block_ran = false
+    admitters = nil
+    @redis.stopped do
+      admitters = [Thread.new { fw.admit(tenant: "plain") },
+                   Thread.new { fw.admit(tenant: "block") { block_ran = true } }]
+      assert all_waiting?(admitters), "both admits should be waiting on the stopped Redis: #{admitters.map(&:status)}"
+      admitters.each { |t| t.raise(Interrupt, "request timed out") }
+    end
+    admitters.each do |t|
+      error = assert_raises(Interrupt) { t.value }
+      assert_equal "request timed out", error.message
+    end
+    refute block_ran, "the block should not run once the exception is raised"
+    %w[plain block].each do |tenant|
+      d = fw.admit(tenant: tenant)
+      assert d.allowed?, "#{tenant}: the interrupted admit's slot should have been given back (#{d.limiter})"
+      refute d.failed_open?
+      fw.release(d)
+    end
+  end
+
   def test_closing_a_client_while_another_thread_waits_on_redis_is_safe
     fw = Floodwall::Client.new(store: @redis.url, request_rate: { rate: 100, burst: 100 }, redis: { deadline_ms: 5000 })
     fw.admit(tenant: "warm-up")

@@ -12,6 +12,10 @@ module Floodwall
   #     decision.allowed? ? serve : reject(decision.status, decision.headers, decision.body)
   #   end # the block form always releases
   class Client
+    DEFER = { Object => :never }.freeze # Thread.handle_interrupt masks: see #admit
+    DELIVER = { Object => :immediate }.freeze
+    private_constant :DEFER, :DELIVER
+
     # Yields a client and closes it afterwards.
     def self.open(policy)
       client = new(policy)
@@ -28,13 +32,22 @@ module Floodwall
     # raises Floodwall::PolicyError naming the field.
     def initialize(policy)
       json = policy_json(policy)
-      @handle = Native::Handle.new(json, !memory_store?(json))
+      @waits = !memory_store?(json)
+      @handle = Native::Handle.new(json, @waits)
     end
 
     # Decides one request. tenant is any non-empty String (binary-safe); route is the route family
     # (nil: the default route); cost is the tokens it costs. With a block: yields the Decision, releases
     # it afterwards whatever happens, and returns the block's value.
-    def admit(tenant:, route: nil, method: "GET", cost: 1, critical: false, sandbox: false)
+    #
+    # On Redis, an exception sent from another thread (Timeout, Rack::Timeout, Thread#raise or #kill)
+    # while the admit waits is held until the decision is in hand, then raised with the decision given
+    # back, so it cannot drop a decision that holds a slot. With a block, it is held until the block runs,
+    # and the release after the block cannot be cut short by it either. (The memory store never waits, so
+    # nothing can arrive during its admit, and it skips the masks: they would triple its cost.)
+    def admit(tenant:, route: nil, method: "GET", cost: 1, critical: false, sandbox: false, &block)
+      return admit_deferring_interrupts(tenant, route, method, cost, critical, sandbox, &block) if @waits
+
       decision = Native.admit(@handle, tenant, route, method, cost, critical, sandbox)
       return decision unless block_given?
 
@@ -96,6 +109,27 @@ module Floodwall
     end
 
     private
+
+    # Client#admit on Redis: interrupts held while the admit waits and raised only where the decision
+    # can still be given back.
+    def admit_deferring_interrupts(tenant, route, method, cost, critical, sandbox)
+      Thread.handle_interrupt(DEFER) do
+        decision = Native.admit(@handle, tenant, route, method, cost, critical, sandbox)
+        begin
+          Thread.handle_interrupt(DELIVER) {} if Thread.pending_interrupt?
+        rescue Exception # every exception, Interrupt included: give the decision back, then re-raise
+          release(decision)
+          raise
+        end
+        return decision unless block_given?
+
+        begin
+          Thread.handle_interrupt(DELIVER) { yield decision }
+        ensure
+          release(decision)
+        end
+      end
+    end
 
     # Admits give up the GVL only when they can wait on I/O: the embedded memory store (the default)
     # answers in well under a microsecond, less than a GVL hand-over costs.
