@@ -182,12 +182,13 @@ static VALUE fw_rb_admit(VALUE handle, VALUE tenant, VALUE route, VALUE method, 
     call.client = fw_rb_enter(h);
     fw_rb_admit_without_gvl(&call);
     fw_rb_leave(h);
-  }
-  while (!call.ran) {
-    call.client = fw_rb_enter(h);
-    rb_thread_call_without_gvl2(fw_rb_admit_without_gvl, &call, NULL, NULL);
-    fw_rb_leave(h);
-    if (!call.ran) rb_thread_check_ints();
+  } else {
+    while (!call.ran) {
+      call.client = fw_rb_enter(h);
+      rb_thread_call_without_gvl2(fw_rb_admit_without_gvl, &call, NULL, NULL);
+      fw_rb_leave(h);
+      if (!call.ran) rb_thread_check_ints();
+    }
   }
   RB_GC_GUARD(tenant);
   RB_GC_GUARD(route);
