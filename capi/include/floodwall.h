@@ -8,8 +8,10 @@
  * House rules of this header:
  * - Every function returns an int: 0 (FW_OK) on success, a negative FW_E* code otherwise. The detail of
  *   the last error of the calling thread is in fw_error_last(). Decide on the code, never on the message.
- * - Nothing throws across this ABI. A request that the store could not decide (outage, time-out, breaker
- *   open) is still a decision: it is allowed, with failed_open set. Only bad arguments fail an admit.
+ * - Nothing throws across this ABI. A request that the store could not decide in time (outage, time-out,
+ *   breaker open, overload) is still a decision, made by redis.fallback: the local table of the same
+ *   policy (degraded set, the default), allowed with no limiter (failed_open set), or refused with a 503
+ *   ("closed"). fail_reason says why in each case. Only bad arguments fail an admit.
  * - Structs that cross the ABI start with `unsigned version`; initialise them with their *_INIT macro.
  *   Fields are only ever appended.
  * - `**out` parameters hand ownership to the caller; returned `const char *` are borrowed.
@@ -80,21 +82,22 @@ typedef enum fw_mode {
   FW_MODE_OFF = 2      /* not evaluated at all */
 } fw_mode;
 
-/** Why a decision failed open (fw_decision.fail_reason). */
+/** Why the store did not decide (fw_decision.fail_reason); redis.fallback decided instead. */
 typedef enum fw_fail_reason {
   FW_FAIL_NONE = 0,
   FW_FAIL_TIMEOUT = 1,    /* the store's reply did not arrive within the deadline */
   FW_FAIL_CONNECTION = 2, /* no connection to the store, or it broke */
   FW_FAIL_BREAKER = 3,    /* the circuit breaker is open; the store was not asked */
   FW_FAIL_CONFIG = 4,     /* the store refused the operation (wrong key type, CROSSSLOT, ...) */
-  FW_FAIL_ERROR = 5       /* any other store error */
+  FW_FAIL_ERROR = 5,      /* any other store error */
+  FW_FAIL_OVERLOAD = 6    /* more admits waited on the store than it answers within the deadline */
 } fw_fail_reason;
 
 /** Lower-case names: "request_rate", "concurrency", "fleet", "utilization"; "none" for NONE. */
 FW_EXTERN const char *fw_limiter_name(fw_limiter l);
 /** "enforce", "dark", "off". */
 FW_EXTERN const char *fw_mode_name(fw_mode m);
-/** "none", "timeout", "connection", "breaker", "config", "error". */
+/** "none", "timeout", "connection", "breaker", "config", "error", "overload". */
 FW_EXTERN const char *fw_fail_reason_name(fw_fail_reason r);
 /** Parses a name of fw_limiter_name (not "none"); FW_EINVAL when unknown. */
 FW_EXTERN int fw_limiter_from_name(fw_limiter *out, const char *name);
@@ -139,16 +142,18 @@ typedef struct fw_request {
 /** Holds a request's slots (concurrency, fleet, in-flight accounting); 0 holds nothing. */
 typedef uint64_t fw_ticket;
 
-#define FW_DECISION_VERSION 1
+/* Version 2 appended `degraded`. A caller that passes a version 1 struct gets the version 1 fields only. */
+#define FW_DECISION_VERSION 2
 
 typedef struct fw_decision {
-  unsigned version;        /* set by the caller to FW_DECISION_VERSION */
-  int allowed;             /* non-zero when the request may proceed */
-  int status;              /* 200, 429 (request rate, concurrency) or 503 (fleet, utilization) */
-  fw_limiter limiter;      /* the enforcing limiter that rejected, or FW_LIMITER_NONE */
-  fw_limiter dark_limiter; /* the first dark-mode limiter that would have rejected, or NONE */
-  int failed_open;         /* non-zero when the store could not decide and the request was allowed */
-  fw_fail_reason fail_reason;
+  unsigned version;           /* set by the caller to FW_DECISION_VERSION */
+  int allowed;                /* non-zero when the request may proceed */
+  int status;                 /* 200, 429 (request rate, concurrency), 503 (fleet, utilization, or the store
+                                 unavailable under redis.fallback "closed": limiter NONE, fail_reason set) */
+  fw_limiter limiter;         /* the enforcing limiter that rejected, or FW_LIMITER_NONE */
+  fw_limiter dark_limiter;    /* the first dark-mode limiter that would have rejected, or NONE */
+  int failed_open;            /* non-zero when allowed with no limiter at all (redis.fallback "open") */
+  fw_fail_reason fail_reason; /* why the store did not decide (degraded, failed open or refused), else NONE */
   /* The tenant's request-rate bucket (all 0 when no request_rate section is configured). */
   int64_t limit;         /* the bucket's capacity (burst), in tokens */
   int64_t remaining;     /* whole tokens left after this decision */
@@ -159,10 +164,13 @@ typedef struct fw_decision {
   int64_t concurrency_limit;
   int64_t concurrency_remaining; /* slots left after this decision */
   fw_ticket ticket;              /* release with fw_release on every path; 0 when nothing is held */
+  /* Version 2. Non-zero when the local fallback table decided (redis.fallback "local"): the same policy
+     in this process, while the store could not answer in time. fail_reason says why. */
+  int degraded;
 } fw_decision;
 
 #define FW_DECISION_INIT \
-  { FW_DECISION_VERSION, 0, 0, FW_LIMITER_NONE, FW_LIMITER_NONE, 0, FW_FAIL_NONE, 0, 0, 0, 0, 0.0, 0, 0, 0 }
+  { FW_DECISION_VERSION, 0, 0, FW_LIMITER_NONE, FW_LIMITER_NONE, 0, FW_FAIL_NONE, 0, 0, 0, 0, 0.0, 0, 0, 0, 0 }
 
 /**
  * Decides one request: utilization shedder (local) -> request rate + concurrency (one atomic store

@@ -2,6 +2,7 @@
 // std::bad_alloc becomes FW_ENOMEM, everything else a status code with a thread-local message.
 #include "floodwall.h"
 
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -54,6 +55,26 @@ int guarded(F &&f) noexcept {
   } catch (...) {
     return fail(FW_ERROR, "unknown error");
   }
+}
+
+// fw_decision grows by appending: a version 1 struct ends where `degraded` begins.
+constexpr size_t kDecisionV1Size = offsetof(fw_decision, degraded);
+static_assert(kDecisionV1Size == 96, "the version 1 fw_decision layout is frozen");
+
+unsigned decision_version(const fw_decision *d) {
+  unsigned v = d->version;
+  if (v > FW_DECISION_VERSION)
+    throw floodwall::BadRequest("decision.version: unsupported (" + std::to_string(v) + "; this library knows 1 to " +
+                                std::to_string(FW_DECISION_VERSION) + ")");
+  return v;
+}
+
+// A caller's decision as this library's: the fields its version has, the later ones at their defaults.
+fw_decision read_decision(const fw_decision *d) {
+  if (decision_version(d) >= 2) return *d;
+  fw_decision full = FW_DECISION_INIT;
+  std::memcpy(&full, d, kDecisionV1Size);
+  return full;
 }
 
 // Out of line and cold: the message is built only for a request that is refused, and keeping it out of
@@ -133,7 +154,7 @@ const char *fw_mode_name(fw_mode m) {
 }
 
 const char *fw_fail_reason_name(fw_fail_reason r) {
-  if (raw(r) < FW_FAIL_NONE || raw(r) > FW_FAIL_ERROR) return "unknown";
+  if (raw(r) < FW_FAIL_NONE || raw(r) > FW_FAIL_OVERLOAD) return "unknown";
   return floodwall::fail_reason_name(static_cast<floodwall::FailReason>(raw(r)));
 }
 
@@ -188,7 +209,15 @@ int fw_admit(fw_client *c, const fw_request *req, fw_decision *out) {
   return guarded([&]() -> int {
     need_client(c);
     if (!out) throw floodwall::BadRequest("out: must not be NULL");
-    c->guard->admit(to_request(req), *out);
+    unsigned version = decision_version(out);
+    if (version >= 2) {
+      c->guard->admit(to_request(req), *out);
+      return FW_OK;
+    }
+    fw_decision full;
+    c->guard->admit(to_request(req), full);
+    full.version = version;  // the caller's struct keeps its own version
+    std::memcpy(out, &full, kDecisionV1Size);
     return FW_OK;
   });
 }
@@ -270,7 +299,7 @@ int fw_format_headers(fw_client *c, const fw_decision *d, fw_buf *out) {
   return guarded([&]() -> int {
     need_client(c);
     if (!d) throw floodwall::BadRequest("decision: must not be NULL");
-    return set_buf(out, floodwall::format_headers(*d));
+    return set_buf(out, floodwall::format_headers(read_decision(d)));
   });
 }
 
@@ -278,7 +307,7 @@ int fw_format_body(fw_client *c, const fw_decision *d, fw_buf *out) {
   return guarded([&]() -> int {
     need_client(c);
     if (!d) throw floodwall::BadRequest("decision: must not be NULL");
-    return set_buf(out, floodwall::format_body(*d, c->guard->policy()));
+    return set_buf(out, floodwall::format_body(read_decision(d), c->guard->policy()));
   });
 }
 

@@ -65,9 +65,11 @@ std::string format_headers(const fw_decision &d) {
     current += "\"concurrency\";r=" + std::to_string(d.concurrency_remaining);
   }
   if (!policy.empty()) line(out, "RateLimit-Policy", policy);
-  // A failed-open decision, or one the local shedder made before asking the store, knows the policy
-  // but not the bucket's state: it advertises only the policy.
-  if (!d.failed_open && d.limiter != FW_LIMITER_UTILIZATION) {
+  // A failed-open decision, a refusal because the store is unavailable, or one the local shedder made
+  // before asking the store, knows the policy but not the bucket's state: it advertises only the policy.
+  // A degraded decision advertises the local table's state, which is what decided it.
+  bool unavailable = !d.allowed && d.limiter == FW_LIMITER_NONE;
+  if (!d.failed_open && !unavailable && d.limiter != FW_LIMITER_UTILIZATION) {
     if (!current.empty()) line(out, "RateLimit", current);
     if (rate) {
       line(out, "RateLimit-Limit", std::to_string(d.limit));
@@ -102,6 +104,14 @@ std::string format_body(const fw_decision &d, const Policy &p) {
       message =
           "Service degraded: non-critical traffic is being shed to keep capacity for critical requests. "
           "Retry with backoff after " +
+          std::to_string(retry) + "s.";
+      break;
+    case FW_LIMITER_NONE:  // the store did not answer and redis.fallback is "closed"
+      type = "service_unavailable";
+      limit_type = "unavailable";
+      message =
+          "Service unavailable: the rate limiter cannot reach its store, and this service refuses requests it "
+          "cannot limit. Retry with backoff after " +
           std::to_string(retry) + "s.";
       break;
     default:

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "memory_store.hpp"
 #include "token_bucket.hpp"
 
 namespace floodwall {
@@ -15,6 +16,9 @@ Guard::Guard(Policy policy, std::unique_ptr<Store> store, const Clock &clock, Rn
   for (Limiter l : {Limiter::request_rate, Limiter::concurrency, Limiter::fleet, Limiter::utilization})
     local_modes_[idx(l)] = static_cast<uint8_t>(policy_.configured_mode(l));
   if (policy_.utilization) controller_ = std::make_unique<UtilizationController>(*policy_.utilization, clock_.now_us());
+  bool remote = policy_.store.rfind("memory", 0) != 0;
+  if (remote && policy_.redis.fallback == Fallback::local)
+    fallback_ = std::make_unique<MemoryStore>(clock_, policy_.max_tenants);
 }
 
 // The store goes first: its destructor fails pending async admits open through finish(), which needs
@@ -145,10 +149,8 @@ constexpr fw_decision kAllowed = [] {
 }();
 }  // namespace
 
-void Guard::finish(const Prepared &p, const AdmitResult &r, fw_decision &d) {
-  unsigned version = d.version;
+void Guard::finish(const Prepared &p, const AdmitResult &store_result, fw_decision &d) {
   d = kAllowed;
-  if (version) d.version = version;
   if (p.shed_dark) d.dark_limiter = FW_LIMITER_UTILIZATION;
   const AdmitOp &op = p.op;
   if (p.bucket) {
@@ -165,17 +167,40 @@ void Guard::finish(const Prepared &p, const AdmitResult &r, fw_decision &d) {
     return;
   }
   bool touched_store = op.rate || op.conc || op.fleet;
-  if (touched_store && !r.decided) {
-    // Fail open, and count it: a store outage must not become an API outage.
-    d.failed_open = 1;
-    d.fail_reason = static_cast<fw_fail_reason>(r.reason);
+  const AdmitResult *res = &store_result;
+  AdmitResult local;
+  if (touched_store && !store_result.decided) {
+    // The store could not answer in time. Never stop limiting silently: count it, and let redis.fallback
+    // decide. "local": the same policy on an in-process table, so a flood is still held.
+    d.fail_reason = static_cast<fw_fail_reason>(store_result.reason);
     for (auto [on, l] : {std::pair{op.rate, Limiter::request_rate}, std::pair{op.conc, Limiter::concurrency},
-                         std::pair{op.fleet, Limiter::fleet}}) {
-      if (!on) continue;
-      metrics_.count(p.route, l, Outcome::failed_open);
-      metrics_.failed(l, r.reason);
+                         std::pair{op.fleet, Limiter::fleet}})
+      if (on) metrics_.failed(l, store_result.reason);
+    if (fallback_) {
+      local = fallback_->admit(op);
+      res = &local;
+      d.degraded = 1;
+      metrics_.source(Source::fallback);
+    } else if (policy_.redis.fallback == Fallback::closed) {
+      // Refuse what cannot be limited: 503, with a body that says the limiter is unavailable.
+      d.allowed = 0;
+      d.status = 503;
+      d.retry_after_s = 1;
+      metrics_.source(Source::refused);
+      return;
+    } else {
+      // "open": allowed with no limiter at all, and counted as such.
+      d.failed_open = 1;
+      for (auto [on, l] : {std::pair{op.rate, Limiter::request_rate}, std::pair{op.conc, Limiter::concurrency},
+                           std::pair{op.fleet, Limiter::fleet}})
+        if (on) metrics_.count(p.route, l, Outcome::failed_open);
+      metrics_.source(Source::failed_open);
     }
   } else if (touched_store) {
+    metrics_.source(Source::store);
+  }
+  const AdmitResult &r = *res;
+  if (touched_store && r.decided) {
     // In the order of the path: the first enforcing limiter that rejected names the rejection.
     auto verdict = [&](bool on, bool enforce, bool ok, Limiter l, fw_limiter c) {
       if (!on) return;
@@ -211,6 +236,7 @@ void Guard::finish(const Prepared &p, const AdmitResult &r, fw_decision &d) {
   h.conc = conc;
   h.fleet = fleet;
   h.in_flight = p.util_counted;
+  h.local = d.degraded;
   if (h.in_flight) meter_.change(+1, clock_.now_us());
   d.ticket = hold(h);
 }
@@ -272,7 +298,7 @@ void Guard::release(fw_ticket t) {
     op.slot = h.slot;
     op.conc = h.conc;
     op.fleet = h.fleet;
-    store_->release(op);
+    (h.local ? *fallback_ : *store_).release(op);
   }
 }
 

@@ -72,6 +72,7 @@ class Guard {
     TenantKey tenant;
     SlotId slot;
     bool conc = false, fleet = false, in_flight = false;
+    bool local = false;  // the slots are in the fallback table, not in the store
   };
   class Pending;
 
@@ -89,6 +90,8 @@ class Guard {
 
   Policy policy_;
   std::unique_ptr<Store> store_;
+  // redis.fallback "local": the table of the same policy that decides while the store cannot.
+  std::unique_ptr<Store> fallback_;
   const Clock &clock_;
   Rng &rng_;
   Metrics metrics_;

@@ -16,6 +16,16 @@ const char *outcome_name(Outcome o) {
   return "allowed";
 }
 
+const char *source_name(Source s) {
+  switch (s) {
+    case Source::store: return "store";
+    case Source::fallback: return "fallback";
+    case Source::failed_open: return "failed_open";
+    case Source::refused: return "refused";
+  }
+  return "store";
+}
+
 const char *fail_reason_name(FailReason r) {
   switch (r) {
     case FailReason::none: return "none";
@@ -24,6 +34,7 @@ const char *fail_reason_name(FailReason r) {
     case FailReason::breaker: return "breaker";
     case FailReason::config: return "config";
     case FailReason::error: return "error";
+    case FailReason::overload: return "overload";
   }
   return "error";
 }
@@ -84,6 +95,13 @@ uint64_t Metrics::counter(size_t route, Limiter l, Outcome o) const {
   std::lock_guard lock(slabs_mu_);
   uint64_t total = 0;
   for (const auto &s : slabs_) total += s->c[slot(route, l, o)].load(std::memory_order_relaxed);
+  return total;
+}
+
+uint64_t Metrics::source_count(Source src) const {
+  std::lock_guard lock(slabs_mu_);
+  uint64_t total = 0;
+  for (const auto &s : slabs_) total += s->sources[static_cast<size_t>(src)].load(std::memory_order_relaxed);
   return total;
 }
 
@@ -230,7 +248,13 @@ std::string Metrics::json(const StoreStats &st, const Gauges &g) const {
   };
   for (size_t r = 0; r < n; r++) route_json(r);
   if (n >= kMaxRoutes) route_json(kMaxRoutes);
-  out += "},\"failed_open\":{";
+  out += "},\"sources\":{";
+  for (int i = 0; i < kSourceCount; i++) {
+    if (i) out += ',';
+    append_json_string(out, source_name(static_cast<Source>(i)));
+    out += ':' + std::to_string(source_count(static_cast<Source>(i)));
+  }
+  out += "},\"store_failures\":{";
   first_l = true;
   for (Limiter l : kLimiters) {
     if (!first_l) out += ',';
@@ -272,7 +296,8 @@ std::string Metrics::json(const StoreStats &st, const Gauges &g) const {
          ",\"release_errors\":" + std::to_string(st.release_errors) +
          ",\"reconnects\":" + std::to_string(st.reconnects) +
          ",\"noscript_reloads\":" + std::to_string(st.noscript_reloads) +
-         ",\"connections_in_use\":" + std::to_string(st.connections_in_use) + "}";
+         ",\"connections_in_use\":" + std::to_string(st.connections_in_use) +
+         ",\"waiting\":" + std::to_string(st.waiting) + ",\"waiting_cap\":" + std::to_string(st.waiting_cap) + "}";
   out += ",\"shedding_amount\":" + format_number(g.shedding_amount);
   out += ",\"utilization\":" + format_number(g.utilization);
   out += ",\"in_flight\":" + std::to_string(g.in_flight) + "}";
@@ -293,11 +318,20 @@ std::string Metrics::prometheus(const StoreStats &st, const Gauges &g) const {
   };
   for (size_t r = 0; r < n; r++) rows(r);
   if (n >= kMaxRoutes) rows(kMaxRoutes);
-  out += "# HELP floodwall_failed_open_total Decisions allowed because the store could not decide.\n";
-  out += "# TYPE floodwall_failed_open_total counter\n";
+  out +=
+      "# HELP floodwall_decisions_by_source_total Who decided the requests that reached the store: the "
+      "store, the local fallback, nobody (failed open) or nobody and refused (fallback closed).\n";
+  out += "# TYPE floodwall_decisions_by_source_total counter\n";
+  for (int i = 0; i < kSourceCount; i++)
+    out += std::string("floodwall_decisions_by_source_total{source=\"") + source_name(static_cast<Source>(i)) + "\"} " +
+           std::to_string(source_count(static_cast<Source>(i))) + "\n";
+  out +=
+      "# HELP floodwall_store_failures_total Decisions the store could not make in time, by limiter and "
+      "reason (redis.fallback decided them).\n";
+  out += "# TYPE floodwall_store_failures_total counter\n";
   for (Limiter l : kLimiters)
     for (int r = 1; r < kFailReasonCount; r++)
-      out += std::string("floodwall_failed_open_total{limiter=\"") + limiter_name(l) + "\",reason=\"" +
+      out += std::string("floodwall_store_failures_total{limiter=\"") + limiter_name(l) + "\",reason=\"" +
              fail_reason_name(static_cast<FailReason>(r)) + "\"} " +
              std::to_string(failures_[static_cast<size_t>(l) * kFailReasonCount + static_cast<size_t>(r)].load()) +
              "\n";
@@ -337,6 +371,14 @@ std::string Metrics::prometheus(const StoreStats &st, const Gauges &g) const {
     out += "# HELP floodwall_store_connections_in_use Redis connections the store spreads calls over now.\n";
     out += "# TYPE floodwall_store_connections_in_use gauge\n";
     out += "floodwall_store_connections_in_use " + std::to_string(st.connections_in_use) + "\n";
+    out += "# HELP floodwall_store_waiting Admits waiting on a Redis reply now.\n";
+    out += "# TYPE floodwall_store_waiting gauge\n";
+    out += "floodwall_store_waiting " + std::to_string(st.waiting) + "\n";
+    out +=
+        "# HELP floodwall_store_waiting_cap Admits beyond this many are decided at once by the fallback "
+        "(0: no cap, Redis answers well within the deadline).\n";
+    out += "# TYPE floodwall_store_waiting_cap gauge\n";
+    out += "floodwall_store_waiting_cap " + std::to_string(st.waiting_cap) + "\n";
   }
   out += "# HELP floodwall_release_errors_total Releases the store could not apply (the slot heals after ttl_s).\n";
   out += "# TYPE floodwall_release_errors_total counter\n";

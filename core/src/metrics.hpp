@@ -20,6 +20,12 @@ enum class Outcome : uint8_t { allowed = 0, rejected = 1, dark_rejected = 2, fai
 constexpr int kOutcomeCount = 4;
 const char *outcome_name(Outcome o);
 
+// Who decided a request that reached the store: the store, the local fallback table, nobody (failed
+// open), or nobody and it was refused (redis.fallback "closed").
+enum class Source : uint8_t { store = 0, fallback = 1, failed_open = 2, refused = 3 };
+constexpr int kSourceCount = 4;
+const char *source_name(Source s);
+
 struct Gauges {
   double shedding_amount = 0;
   double utilization = 0;
@@ -40,6 +46,10 @@ class Metrics {
   void count(int route, Limiter l, Outcome o) {
     std::atomic<uint64_t> &c = my_slab().c[slot(static_cast<size_t>(route), l, o)];
     c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // only this thread writes it
+  }
+  void source(Source s) {
+    std::atomic<uint64_t> &c = my_slab().sources[static_cast<size_t>(s)];
+    c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
   void failed(Limiter l, FailReason r) {
     failures_[static_cast<size_t>(l) * kFailReasonCount + static_cast<size_t>(r)].fetch_add(1,
@@ -69,6 +79,7 @@ class Metrics {
   // over, counts included, so there are as many slabs (8 KB each) as threads that counted at one time.
   struct Slab {
     std::array<std::atomic<uint64_t>, (kMaxRoutes + 1) * kLimiterCount * kOutcomeCount> c{};
+    std::array<std::atomic<uint64_t>, kSourceCount> sources{};
     std::atomic<bool> owned{false};
   };
   struct CachedSlab {
@@ -91,6 +102,7 @@ class Metrics {
   void tally_tenant(const TenantKey &t, bool rejected);
   std::vector<TenantRow> top_tenants() const;
   uint64_t counter(size_t route, Limiter l, Outcome o) const;
+  uint64_t source_count(Source s) const;
 
   const uint64_t id_;  // never reused, unlike an address
   mutable std::mutex slabs_mu_;

@@ -32,6 +32,15 @@ const char *mode_name(Mode m) {
   return "enforce";
 }
 
+const char *fallback_name(Fallback f) {
+  switch (f) {
+    case Fallback::local: return "local";
+    case Fallback::open: return "open";
+    case Fallback::closed: return "closed";
+  }
+  return "local";
+}
+
 bool ConcurrencyPolicy::counts(std::string_view route) const {
   if (routes.empty()) return true;
   for (const auto &r : routes)
@@ -291,13 +300,31 @@ Policy parse_policy(std::string_view text) {
     p.utilization = u;
   }
   if (top.has("redis")) {
-    Section s(
-        top.at("redis"), "redis",
-        {"deadline_ms", "connect_timeout_ms", "connections", "breaker_failures", "breaker_open_ms", "flags_poll_ms"});
+    if (top.at("redis").is_object() && top.at("redis").contains("breaker_failures"))
+      throw PolicyError("redis.breaker_failures",
+                        "no longer exists: the breaker opens on a failure rate (redis.breaker_min_calls, "
+                        "redis.breaker_failure_ratio, redis.breaker_window_ms), not on consecutive failures");
+    Section s(top.at("redis"), "redis",
+              {"deadline_ms", "connect_timeout_ms", "connections", "fallback", "breaker_min_calls",
+               "breaker_failure_ratio", "breaker_window_ms", "breaker_open_ms", "flags_poll_ms"});
     p.redis.deadline_ms = s.integer("deadline_ms", p.redis.deadline_ms, 1, 60'000);
     p.redis.connect_timeout_ms = s.integer("connect_timeout_ms", p.redis.connect_timeout_ms, 1, 60'000);
     p.redis.connections = s.integer("connections", p.redis.connections, 1, 16);
-    p.redis.breaker_failures = s.integer("breaker_failures", p.redis.breaker_failures, 1, 1'000'000);
+    if (s.has("fallback")) {
+      std::string f = s.string("fallback", "local");
+      if (f == "local")
+        p.redis.fallback = Fallback::local;
+      else if (f == "open")
+        p.redis.fallback = Fallback::open;
+      else if (f == "closed")
+        p.redis.fallback = Fallback::closed;
+      else
+        throw PolicyError("redis.fallback",
+                          "must be \"local\", \"open\" or \"closed\" (got " + show(s.at("fallback")) + ")");
+    }
+    p.redis.breaker_min_calls = s.integer("breaker_min_calls", p.redis.breaker_min_calls, 1, 1'000'000);
+    p.redis.breaker_failure_ratio = s.number("breaker_failure_ratio", p.redis.breaker_failure_ratio, 0, true, 1);
+    p.redis.breaker_window_ms = s.integer("breaker_window_ms", p.redis.breaker_window_ms, 10, 3'600'000);
     p.redis.breaker_open_ms = s.integer("breaker_open_ms", p.redis.breaker_open_ms, 1, 3'600'000);
     p.redis.flags_poll_ms = s.integer("flags_poll_ms", p.redis.flags_poll_ms, 10, 3'600'000);
   }

@@ -155,7 +155,12 @@ RedisUrl parse_redis_url(const std::string &url) {
 }
 
 RedisStore::RedisStore(const Policy &p, RedisUrl url)
-    : opt_(p.redis), url_(std::move(url)), prefix_(p.prefix), owner_pid_(getpid()) {
+    : opt_(p.redis),
+      url_(std::move(url)),
+      prefix_(p.prefix),
+      owner_pid_(getpid()),
+      breaker_(BreakerOptions{p.redis.breaker_window_ms * 1000, p.redis.breaker_min_calls,
+                              p.redis.breaker_failure_ratio, p.redis.breaker_open_ms * 1000}) {
   admit_script_ = {scripts::tenant_admit, sha1_hex(scripts::tenant_admit)};
   release_script_ = {scripts::release, sha1_hex(scripts::release)};
   flags_script_ = {scripts::read_flags, sha1_hex(scripts::read_flags)};
@@ -198,33 +203,6 @@ std::string RedisStore::rate_key(const TenantKey &t) const {
 }
 std::string RedisStore::conc_key(const TenantKey &t) const {
   return std::string(tenant_key(t, "conc"));
-}
-
-// ------------------------------------------------------------------------------------ breaker
-
-bool RedisStore::breaker_allows(int64_t now) {
-  auto state = static_cast<BreakerState>(breaker_.load(std::memory_order_acquire));
-  if (state == BreakerState::closed) return true;
-  if (state == BreakerState::half_open) return false;  // one probe is out already
-  if (now < open_until_us_.load(std::memory_order_relaxed)) return false;
-  uint8_t expected = static_cast<uint8_t>(BreakerState::open);
-  // The first caller after the open period is the probe.
-  return breaker_.compare_exchange_strong(expected, static_cast<uint8_t>(BreakerState::half_open));
-}
-
-void RedisStore::breaker_success() {
-  consecutive_failures_.store(0, std::memory_order_relaxed);
-  if (breaker_.load(std::memory_order_relaxed) != static_cast<uint8_t>(BreakerState::closed))
-    breaker_.store(static_cast<uint8_t>(BreakerState::closed), std::memory_order_release);
-}
-
-void RedisStore::breaker_failure(int64_t now) {
-  int64_t n = consecutive_failures_.fetch_add(1, std::memory_order_relaxed) + 1;
-  auto state = static_cast<BreakerState>(breaker_.load(std::memory_order_relaxed));
-  if (state == BreakerState::half_open || (state == BreakerState::closed && n >= opt_.breaker_failures)) {
-    open_until_us_.store(now + opt_.breaker_open_ms * 1000, std::memory_order_relaxed);
-    breaker_.store(static_cast<uint8_t>(BreakerState::open), std::memory_order_release);
-  }
 }
 
 // ------------------------------------------------------------------------------------ callers
@@ -314,10 +292,16 @@ void RedisStore::admit_async(const AdmitOp &op, AdmitCompletion *done) {
     done->complete(std::move(r));
     return;
   }
-  if (!breaker_allows(now)) {
-    failures_[static_cast<size_t>(FailReason::breaker)].fetch_add(1, std::memory_order_relaxed);
+  // Open: Redis is down or silent, and nobody waits for it. Beyond the cap: Redis would not answer this
+  // one within the deadline. Either way the fallback decides now.
+  FailReason at_once = !breaker_.closed() ? FailReason::breaker
+                       : waiting_.load(std::memory_order_relaxed) >= waiting_cap_.load(std::memory_order_relaxed)
+                           ? FailReason::overload
+                           : FailReason::none;
+  if (at_once != FailReason::none) {
+    failures_[static_cast<size_t>(at_once)].fetch_add(1, std::memory_order_relaxed);
     AdmitResult r;
-    r.reason = FailReason::breaker;
+    r.reason = at_once;
     done->complete(std::move(r));
     return;
   }
@@ -348,6 +332,7 @@ void RedisStore::admit_async(const AdmitOp &op, AdmitCompletion *done) {
     resp_bulk(cmd, std::string_view(id, 16));
   }
   Call *c = take_call(Kind::admit, now + deadline_us_);
+  c->sent_us = now;
   c->done = done;
   c->slot = slot;
   c->rate_enforce = op.rate && op.rate_enforce;
@@ -356,14 +341,14 @@ void RedisStore::admit_async(const AdmitOp &op, AdmitCompletion *done) {
   c->held.slot = op.slot;
   c->held.conc = op.conc;
   c->held.fleet = op.fleet;
+  waiting_.fetch_add(1, std::memory_order_relaxed);
   submit(c);
 }
 
 void RedisStore::release(const ReleaseOp &op) {
   int64_t now = now_us();
   if (getpid() != owner_pid_) return;  // the parent's slots: they heal after ttl_s
-  auto st = static_cast<BreakerState>(breaker_.load(std::memory_order_relaxed));
-  if (st != BreakerState::closed) {
+  if (!breaker_.closed()) {
     release_errors_.fetch_add(1, std::memory_order_relaxed);  // heals after ttl_s
     return;
   }
@@ -408,7 +393,10 @@ StoreStats RedisStore::stats() const {
   s.reconnects = reconnects_.load();
   s.noscript_reloads = noscript_reloads_.load();
   s.connections_in_use = lanes_in_use_.load();
-  s.breaker = static_cast<BreakerState>(breaker_.load());
+  s.waiting = waiting_.load();
+  int64_t cap = waiting_cap_.load();
+  s.waiting_cap = cap == INT64_MAX ? 0 : cap;
+  s.breaker = breaker_.state();
   return s;
 }
 
@@ -419,12 +407,68 @@ void RedisStore::fail_call(Call *c, FailReason why) {
     failures_[static_cast<size_t>(why)].fetch_add(1, std::memory_order_relaxed);
     AdmitResult r;
     r.reason = why;
-    AdmitCompletion *done = c->done;
-    c->done = nullptr;
-    done->complete(std::move(r));
+    complete(c, std::move(r));
   } else if (c->kind == Kind::release) {
     release_errors_.fetch_add(1, std::memory_order_relaxed);
   }
+}
+
+void RedisStore::complete(Call *c, AdmitResult &&r) {
+  waiting_.fetch_sub(1, std::memory_order_relaxed);
+  AdmitCompletion *done = c->done;
+  c->done = nullptr;
+  done->complete(std::move(r));
+}
+
+void RedisStore::trip(FailReason why, int64_t now) {
+  breaker_.trip(now);
+  for (Conn &conn : conns_) {
+    for (Call *c : conn.inflight) {
+      if (c->abandoned || c->kind != Kind::admit) continue;
+      c->abandoned = true;  // its reply, if it ever comes, is read and dropped
+      fail_call(c, why);
+    }
+  }
+}
+
+bool RedisStore::any_ready() const {
+  for (const Conn &conn : conns_)
+    if (conn.state == Conn::State::ready) return true;
+  return false;
+}
+
+bool RedisStore::any_answering(int64_t now) const {
+  for (const Conn &conn : conns_)
+    if (conn.state == Conn::State::ready && now - conn.last_reply_us < deadline_us_) return true;
+  return false;
+}
+
+void RedisStore::send_probe(int64_t now) {
+  for (Conn &conn : conns_) {
+    if (conn.state != Conn::State::ready) continue;
+    if (!breaker_.probe_due(now)) return;
+    tl_cmd = format({"PING"});
+    // The probe may take the whole open period: it asks whether Redis answers at all, not how fast.
+    append(conn, take_call(Kind::probe, now + std::max<int64_t>(opt_.breaker_open_ms, opt_.deadline_ms) * 1000));
+    return;
+  }
+}
+
+void RedisStore::measure(int64_t now) {
+  int64_t elapsed = now - rate_since_us_;
+  if (elapsed < kRateWindowUs) return;
+  if (replies_ > 0 || waiting_.load(std::memory_order_relaxed) > 0) {
+    double sample = static_cast<double>(replies_) * 1e6 / static_cast<double>(elapsed);
+    reply_rate_ = reply_rate_ == 0 ? sample : 0.7 * reply_rate_ + 0.3 * sample;
+  }
+  replies_ = 0;
+  rate_since_us_ = now;
+  // Far from the deadline there is nothing to bound: a rate measured below saturation says what callers
+  // asked for, not what Redis could answer.
+  int64_t cap = INT64_MAX;
+  if (latency_us_ >= static_cast<double>(deadline_us_) / 4)
+    cap = std::max<int64_t>(kMinWaiting, static_cast<int64_t>(reply_rate_ * static_cast<double>(deadline_us_) / 1e6));
+  waiting_cap_.store(cap, std::memory_order_relaxed);
 }
 
 RedisStore::Call *RedisStore::setup_call(std::initializer_list<std::string_view> args, int64_t now) {
@@ -473,13 +517,10 @@ void RedisStore::fail_conn(Conn &conn, FailReason why, int64_t now) {
   if (conn.ctx) {
     redisFree(conn.ctx);
     conn.ctx = nullptr;
-    bool counted = false;
     for (Call *c : conn.inflight) {
       if (!c->abandoned) {
-        if (c->kind == Kind::admit && !counted) {
-          breaker_failure(now);
-          counted = true;
-        }
+        if (c->kind == Kind::admit) breaker_.record(true, now);
+        if (c->kind == Kind::probe) breaker_.probe_result(false, now);
         fail_call(c, why);
       }
       recycle(c);
@@ -492,9 +533,11 @@ void RedisStore::fail_conn(Conn &conn, FailReason why, int64_t now) {
   conn.state = Conn::State::down;
   conn.reconnect_at_us = now + conn.backoff_ms * 1000;
   conn.backoff_ms = std::min<int64_t>(conn.backoff_ms * 2, 1000);
+  if (!any_ready()) trip(why, now);  // nothing left to ask
 }
 
 void RedisStore::append(Conn &conn, Call *c) {
+  if (conn.inflight.empty()) conn.quiet_since_us = now_us();
   redisAppendFormattedCommand(conn.ctx, c->cmd.data(), c->cmd.size());
   conn.inflight.push_back(c);
   conn.want_write = true;
@@ -512,7 +555,7 @@ void RedisStore::dispatch(Call *c, int64_t now) {
       return;
     }
   }
-  if (c->kind == Kind::admit) breaker_failure(now);
+  if (c->kind == Kind::admit) breaker_.trip(now);  // no connection is up
   fail_call(c, FailReason::connection);
   recycle(c);
 }
@@ -592,7 +635,7 @@ void RedisStore::read(Conn &conn, int64_t now) {
   }
 }
 
-void RedisStore::finish_admit(Call *c, redisReply *r) {
+void RedisStore::finish_admit(Call *c, redisReply *r, int64_t now) {
   // A request-rate-only admit: one integer, the micro-tokens left (>= 0) or -1 - the micro-tokens the
   // bucket had when it had too few; it committed unless an enforced bucket said no. With a slot:
   // {committed, rate_ok, tokens, conc_ok, tenant in-flight, fleet_ok, fleet in-flight}.
@@ -609,6 +652,9 @@ void RedisStore::finish_admit(Call *c, redisReply *r) {
     return;
   }
   bool committed = v[0] == 1, conc_ok = v[3] == 1, fleet_ok = v[5] == 1;
+  breaker_.record(false, now);  // Redis answered, late or not
+  double latency = static_cast<double>(now - c->sent_us);
+  latency_us_ = latency_us_ == 0 ? latency : latency_us_ + (latency - latency_us_) / 16;
   if (c->abandoned) {
     // The caller failed open long ago; if the late command took slots after all, give them back now.
     ReleaseOp back = c->held;
@@ -626,9 +672,7 @@ void RedisStore::finish_admit(Call *c, redisReply *r) {
   res.conc_count = v[4];
   res.fleet_ok = fleet_ok;
   res.fleet_count = v[6];
-  AdmitCompletion *done = c->done;
-  c->done = nullptr;
-  done->complete(std::move(res));
+  complete(c, std::move(res));
 }
 
 void RedisStore::recycle(Call *c) {
@@ -648,6 +692,7 @@ void RedisStore::return_spent() {
 }
 
 void RedisStore::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
+  replies_++;
   if (r->type == REDIS_REPLY_ERROR) {
     std::string_view err(r->str, r->len);
     if (err.rfind("NOSCRIPT", 0) == 0 && !c->retried && c->kind != Kind::setup) {
@@ -659,20 +704,19 @@ void RedisStore::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
       append(conn, c);
       return;
     }
-    if (!c->abandoned) {
-      bool config = is_config_error(err);
-      if (!config)
-        breaker_failure(now);
-      else
-        breaker_success();  // Redis answered: it is up, the deployment is wrong
-      fail_call(c, config ? FailReason::config : FailReason::error);
-    }
+    // A configuration error means Redis answered: it is up, the deployment is wrong.
+    bool config = is_config_error(err);
+    if (c->kind == Kind::admit) breaker_.record(!config, now);
+    if (c->kind == Kind::probe && !c->abandoned) breaker_.probe_result(config, now);
+    if (!c->abandoned) fail_call(c, config ? FailReason::config : FailReason::error);
     recycle(c);
     return;
   }
-  if (!c->abandoned || c->kind == Kind::admit) breaker_success();
   switch (c->kind) {
-    case Kind::admit: finish_admit(c, r); break;
+    case Kind::admit: finish_admit(c, r, now); break;
+    case Kind::probe:
+      if (!c->abandoned) breaker_.probe_result(true, now);
+      break;
     case Kind::flags:
       if (r->type == REDIS_REPLY_ARRAY) {
         FleetModes m;
@@ -696,22 +740,50 @@ void RedisStore::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
 }
 
 void RedisStore::expire(int64_t now) {
+  bool silent_admit = false;
   for (Conn &conn : conns_) {
     if (conn.state == Conn::State::connecting && now >= conn.connect_deadline_us) {
       fail_conn(conn, FailReason::timeout, now);
       continue;
     }
+    if (conn.state != Conn::State::ready) continue;
+    bool due = false;
+    for (const Call *c : conn.inflight) due = due || (!c->abandoned && c->deadline_us <= now);
+    if (!due) continue;
+    // Before judging, take what arrived while this loop was busy elsewhere: silence is Redis', not ours.
+    if (silent(conn, now, deadline_us_)) {
+      const size_t before = conn.inflight.size();
+      read(conn, now);
+      if (conn.state != Conn::State::ready) continue;
+      if (conn.inflight.size() != before) conn.quiet_since_us = conn.last_reply_us = now;
+    }
+    // A call that missed its deadline while replies kept arriving was late because of the queue; one
+    // that got no byte back for a whole deadline was not answered at all.
+    bool quiet = silent(conn, now, deadline_us_);
+    bool probe_lost = false;
     for (Call *c : conn.inflight) {
       if (c->abandoned || c->deadline_us > now) continue;
       c->abandoned = true;  // its reply, if it ever comes, is read and dropped
       if (c->kind == Kind::admit) {
-        breaker_failure(now);  // before the caller wakes, so its next admit sees the breaker
+        if (quiet) {
+          breaker_.record(true, now);
+          silent_admit = true;
+        }
         fail_call(c, FailReason::timeout);
       } else if (c->kind == Kind::release) {
         release_errors_.fetch_add(1, std::memory_order_relaxed);
+      } else if (c->kind == Kind::probe) {
+        breaker_.probe_result(false, now);
+        probe_lost = true;
       }
     }
+    // A connection that answers nothing for the whole open period, not even a probe, is dropped: a
+    // half-open socket never recovers, and a new connection to a Redis that is back answers at once.
+    if (probe_lost || silent(conn, now, std::max<int64_t>(opt_.breaker_open_ms, opt_.deadline_ms) * 1000))
+      fail_conn(conn, FailReason::timeout, now);
   }
+  // No connection has answered within the deadline: Redis went silent, and nobody waits for it any more.
+  if (silent_admit && !any_answering(now)) trip(FailReason::timeout, now);
 }
 
 void RedisStore::run() {
@@ -733,7 +805,8 @@ void RedisStore::run() {
         pending = !queue_.empty() || !parked_.empty();
       }
       for (Conn &conn : conns_)
-        for (Call *c : conn.inflight) pending = pending || (!c->abandoned && c->kind != Kind::flags);
+        for (Call *c : conn.inflight)
+          pending = pending || (!c->abandoned && c->kind != Kind::flags && c->kind != Kind::probe);
       if (!pending || now >= drain_until) break;
     }
     for (Conn &conn : conns_)
@@ -766,16 +839,19 @@ void RedisStore::run() {
     batch.clear();
     if (now >= next_flags_us_) {
       next_flags_us_ = now + opt_.flags_poll_ms * 1000;
-      if (static_cast<BreakerState>(breaker_.load()) == BreakerState::closed) {
+      if (breaker_.closed()) {
         tl_cmd = format({"EVALSHA", flags_script_.sha, "1", flags_key()});
         dispatch(take_call(Kind::flags, now + std::max<int64_t>(1000, opt_.deadline_ms) * 1000), now);
       }
     }
+    send_probe(now);
+    measure(now);
     for (Conn &conn : conns_)
       if (conn.state == Conn::State::ready && should_flush(conn)) flush(conn, now);
 
     // Sleep until something happens or the nearest deadline.
     int64_t wake_at = std::min(next_flags_us_, now + 100'000);
+    if (any_ready()) wake_at = std::min(wake_at, breaker_.next_probe_us());
     if (lanes_wanted_ != lanes_) wake_at = std::min(wake_at, switch_by_us_);
     fds.clear();
     fds.push_back({wake_fd_, POLLIN, 0});
@@ -815,6 +891,7 @@ void RedisStore::run() {
           on_connected(conn, now);
         continue;
       }
+      if (rev & POLLIN) conn.quiet_since_us = conn.last_reply_us = now;
       if (rev & (POLLIN | POLLERR | POLLHUP)) read(conn, now);
       if (conn.state == Conn::State::ready && (rev & POLLOUT)) flush(conn, now);
     }

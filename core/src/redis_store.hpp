@@ -12,9 +12,18 @@
 // and its late reply is read and dropped (a slot it took after all is released at once), never taken
 // as the answer to a later command.
 //
-// Fail open, and count it: a time-out, a broken connection or a store error allows the request. After
-// `breaker_failures` consecutive failures the breaker opens and admits fail open at once, without
-// asking Redis, for `breaker_open_ms`; then one probe goes through and closes it on success.
+// When Redis cannot answer in time the caller gets an undecided result with its reason, and the Guard's
+// fallback decides (redis.fallback). Three things keep that for real outages rather than for load:
+// - The breaker (breaker.hpp) judges Redis, not our queue: a call that missed its deadline while
+//   replies kept arriving is no failure of Redis. No reply byte within the deadline while commands were
+//   outstanding, or no connection up, opens it at once; otherwise a failure rate over a window does.
+//   While it is open no admit waits; the I/O thread itself sends one probe (PING) per open period, so
+//   that no caller waits on it and it is not starved by callers that the fallback answers at once.
+// - Backpressure: once Redis' replies take more than a quarter of the deadline, the admits waiting on
+//   it are bounded by what it answers within the deadline (its observed reply rate x the deadline, and
+//   never fewer than kMinWaiting); an admit beyond that is answered at once (reason overload) instead of
+//   waiting for a deadline it would miss.
+// - A late reply is matched to its own call and dropped (a slot it took after all is released at once).
 #pragma once
 
 #include <array>
@@ -27,6 +36,7 @@
 #include <thread>
 #include <vector>
 
+#include "breaker.hpp"
 #include "policy.hpp"
 #include "store.hpp"
 
@@ -64,7 +74,7 @@ class RedisStore final : public Store {
   std::string flags_key() const { return prefix_ + ":flags"; }
 
  private:
-  enum class Kind : uint8_t { admit, release, flags, setup };
+  enum class Kind : uint8_t { admit, release, flags, setup, probe };
   // Calls are pooled: a caller takes one (and its grown command buffer) from pool_, the I/O thread
   // gathers the spent ones in spent_ and gives them back once per loop.
   struct Call {
@@ -74,6 +84,7 @@ class RedisStore final : public Store {
     bool retried = false, abandoned = false;
     std::string cmd;  // the RESP command
     int64_t deadline_us = 0;
+    int64_t sent_us = 0;  // admit: when it was submitted (for the reply latency)
     AdmitCompletion *done = nullptr;
     ReleaseOp held;       // admit: what to free if the reply comes after the caller gave up
     size_t affinity = 0;  // which connection: a hash of the tenant
@@ -90,6 +101,10 @@ class RedisStore final : public Store {
     bool partial = false;  // the last write left bytes behind (socket full): keep writing
     int64_t reconnect_at_us = 0, connect_deadline_us = 0, backoff_ms = 50;
     bool was_ready = false;  // connected before: the next connect is a reconnect
+    // Since when the connection has had commands outstanding and no reply byte: the breaker's silence
+    // test. Reset by every read, and by a command sent on an idle connection.
+    int64_t quiet_since_us = 0;
+    int64_t last_reply_us = 0;  // when reply bytes last arrived
     // Releases appended and answered (replies come in order; a broken connection answers them all),
     // and how many must be answered before the lanes may change.
     uint64_t releases_sent = 0, releases_done = 0, drain_to = 0;
@@ -124,10 +139,19 @@ class RedisStore final : public Store {
   void handle(Conn &conn, Call *c, redisReply *r, int64_t now);
   void expire(int64_t now);
   void fail_call(Call *c, FailReason why);
-  void finish_admit(Call *c, redisReply *r);
-  bool breaker_allows(int64_t now);
-  void breaker_success();
-  void breaker_failure(int64_t now);
+  void complete(Call *c, AdmitResult &&r);  // hands an admit's result to its caller
+  void finish_admit(Call *c, redisReply *r, int64_t now);
+  // Every connection failed, or none has answered within the deadline: open the breaker and answer
+  // every waiting admit now (their callers' fallback decides), instead of at their deadlines.
+  void trip(FailReason why, int64_t now);
+  bool any_ready() const;
+  bool any_answering(int64_t now) const;
+  // Commands outstanding and no reply byte for `for_us`.
+  static bool silent(const Conn &conn, int64_t now, int64_t for_us) {
+    return !conn.inflight.empty() && now - conn.quiet_since_us >= for_us;
+  }
+  void send_probe(int64_t now);
+  void measure(int64_t now);  // the reply rate and latency, and from them the cap on waiting admits
   Call *setup_call(std::initializer_list<std::string_view> args, int64_t now);
   // A view of <prefix>:{<tenant>}:<limiter> in a thread-local buffer, valid until the next call.
   std::string_view tenant_key(const TenantKey &t, std::string_view limiter) const;
@@ -171,10 +195,19 @@ class RedisStore final : public Store {
   int64_t next_flags_us_ = 0;
   std::thread io_;
 
-  // Breaker, read by every caller thread.
-  std::atomic<uint8_t> breaker_{0};  // BreakerState
-  std::atomic<int64_t> open_until_us_{0};
-  std::atomic<int64_t> consecutive_failures_{0};
+  // The breaker: its state is read by every caller, written by the I/O thread.
+  Breaker breaker_;
+
+  // Backpressure: callers add themselves to waiting_ and are turned away beyond waiting_cap_, which the
+  // I/O thread sets from what it measures.
+  static constexpr int64_t kMinWaiting = 128;
+  static constexpr int64_t kRateWindowUs = 10'000;
+  std::atomic<int64_t> waiting_{0};
+  std::atomic<int64_t> waiting_cap_{INT64_MAX};
+  uint64_t replies_ = 0;       // I/O thread: replies read in this rate window
+  int64_t rate_since_us_ = 0;  // I/O thread: when the window began
+  double reply_rate_ = 0;      // I/O thread: replies per second, smoothed
+  double latency_us_ = 0;      // I/O thread: an admit's submit-to-reply time, smoothed
 
   std::array<std::atomic<uint64_t>, kFailReasonCount> failures_{};
   std::atomic<uint64_t> release_errors_{0}, reconnects_{0}, noscript_reloads_{0};

@@ -17,9 +17,19 @@ struct SlotId {
   friend bool operator==(const SlotId &a, const SlotId &b) { return a.hi == b.hi && a.lo == b.lo; }
 };
 
-enum class FailReason : uint8_t { none = 0, timeout = 1, connection = 2, breaker = 3, config = 4, error = 5 };
+// overload: more admits were waiting on the store than it answers within the deadline, so this one was
+// decided at once instead of waiting for a deadline it would miss.
+enum class FailReason : uint8_t {
+  none = 0,
+  timeout = 1,
+  connection = 2,
+  breaker = 3,
+  config = 4,
+  error = 5,
+  overload = 6
+};
 const char *fail_reason_name(FailReason r);
-constexpr int kFailReasonCount = 6;
+constexpr int kFailReasonCount = 7;
 
 // One admit: the tenant limiters and the fleet slot, decided atomically by the store.
 // A limiter that is off for this request has its flag false; `*_enforce` false means dark mode.
@@ -72,6 +82,8 @@ struct StoreStats {
   uint64_t reconnects = 0;
   uint64_t noscript_reloads = 0;
   uint64_t connections_in_use = 0;                    // Redis store: the connections calls are spread over now
+  int64_t waiting = 0;                                // Redis store: admits waiting on a reply now
+  int64_t waiting_cap = 0;                            // Redis store: beyond this many, admits do not wait
   std::array<uint64_t, kFailReasonCount> failures{};  // by reason
   BreakerState breaker = BreakerState::closed;
 };

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <floodwall.hpp>
 #include <string>
@@ -24,6 +25,36 @@ fw_request request(const char *tenant) {
 
 TEST(CApi, VersionMatchesTheHeader) {
   EXPECT_STREQ(fw_version(), FW_VERSION_STRING);
+}
+
+// A caller built against the version 1 header passes the smaller struct: it gets its fields, and not one
+// byte is written past them.
+TEST(CApi, AVersionOneDecisionGetsItsFieldsAndNothingBeyond) {
+  floodwall::Client fw(R"({"request_rate": {"rate": 1, "burst": 3}})");
+  constexpr size_t kV1 = offsetof(fw_decision, degraded);
+  alignas(fw_decision) unsigned char buf[sizeof(fw_decision) + 16];
+  std::memset(buf, 0xAB, sizeof buf);
+  fw_decision init = FW_DECISION_INIT;
+  init.version = 1;
+  std::memcpy(buf, &init, kV1);
+  fw_request r = FW_REQUEST_INIT;
+  r.tenant = "v1";
+  r.tenant_len = 2;
+  ASSERT_EQ(fw_admit(fw.get(), &r, reinterpret_cast<fw_decision *>(buf)), FW_OK);
+  fw_decision got;
+  std::memcpy(&got, buf, kV1);
+  EXPECT_EQ(got.version, 1u);
+  EXPECT_TRUE(got.allowed);
+  EXPECT_EQ(got.remaining, 2);
+  for (size_t i = kV1; i < sizeof buf; i++) ASSERT_EQ(buf[i], 0xAB) << "byte " << i << " written";
+  fw_buf h = FW_BUF_INIT;
+  ASSERT_EQ(fw_format_headers(fw.get(), reinterpret_cast<fw_decision *>(buf), &h), FW_OK) << "read as version 1";
+  EXPECT_NE(std::string(h.ptr).find("RateLimit-Remaining: 2"), std::string::npos);
+  fw_buf_dispose(&h);
+  fw_decision future = FW_DECISION_INIT;
+  future.version = FW_DECISION_VERSION + 1;
+  EXPECT_EQ(fw_admit(fw.get(), &r, &future), FW_EINVAL);
+  EXPECT_NE(std::string(fw_error_last()->message).find("decision.version"), std::string::npos);
 }
 
 TEST(CApi, BadPolicyIsAnErrorNamingTheField) {

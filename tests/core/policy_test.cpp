@@ -17,6 +17,10 @@ TEST(Policy, DefaultsAreTheSeeds) {
   EXPECT_DOUBLE_EQ(p.utilization->sample_s, 8);
   EXPECT_DOUBLE_EQ(p.concurrency->ttl_s, 60);
   EXPECT_FALSE(p.request_rate.has_value()) << "a missing section is an unconfigured limiter";
+  EXPECT_EQ(p.redis.fallback, floodwall::Fallback::local) << "never stop limiting silently";
+  EXPECT_EQ(p.redis.deadline_ms, 50);
+  EXPECT_EQ(p.redis.breaker_min_calls, 20);
+  EXPECT_DOUBLE_EQ(p.redis.breaker_failure_ratio, 0.5);
 }
 
 TEST(Policy, RatesBecomeExactMicroTokens) {
@@ -45,6 +49,11 @@ TEST(Policy, EveryBadValueNamesItsField) {
       {R"({"store": 5})", "store"},
       {R"({"max_tenants": 0})", "max_tenants"},
       {R"({"redis": {"connections": 100}})", "redis.connections"},
+      {R"({"redis": {"fallback": "maybe"}})", "redis.fallback"},
+      {R"({"redis": {"fallback": 1}})", "redis.fallback"},
+      {R"({"redis": {"breaker_failure_ratio": 1.5}})", "redis.breaker_failure_ratio"},
+      {R"({"redis": {"breaker_min_calls": 0}})", "redis.breaker_min_calls"},
+      {R"({"redis": {"breaker_failures": 5}})", "redis.breaker_failures"},
       {R"({"fleet": []})", "fleet"},
   };
   for (const auto &[json, field] : cases) {

@@ -47,6 +47,30 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+std::string formatted(int (*format)(fw_client *, const fw_decision *, fw_buf *), floodwall::Client &fw,
+                      const fw_decision &d) {
+  fw_buf b = FW_BUF_INIT;
+  floodwall::check(format(fw.get(), &d, &b));
+  std::string out = b.ptr ? std::string(b.ptr, b.size) : std::string();
+  fw_buf_dispose(&b);
+  return out;
+}
+
+// Decided by Redis itself, not by redis.fallback.
+bool by_store(const fw_decision &d) {
+  return !d.failed_open && !d.degraded && d.fail_reason == FW_FAIL_NONE;
+}
+
+// Admits until Redis decides one again; false after `seconds`.
+bool store_answers_within(floodwall::Client &fw, double seconds, const std::string &tenant = "t") {
+  auto t0 = Clock::now();
+  while (seconds_since(t0) < seconds) {
+    if (by_store(admit_raw(fw, tenant))) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
 }  // namespace
 
 TEST(RedisStore, TokenBucketTakesTheBurstThenRejects) {
@@ -279,37 +303,182 @@ TEST(RedisStore, SlotsOfAKilledProcessHealAfterTtl) {
   fw_release(fw.get(), d.ticket);
 }
 
-TEST(RedisStore, BlackholedRedisFailsOpenWithinTheDeadlineThenTheBreakerAnswersAtOnce) {
+TEST(RedisStore, AStoppedRedisIsDecidedByTheLocalFallbackWithinTheDeadlineThenAtOnce) {
   RedisServer redis;
-  floodwall::Client fw(R"({"store": ")" + redis.url() +
-                       R"(", "redis": {"deadline_ms": 50, "breaker_failures": 3, "breaker_open_ms": 300},
-                           "request_rate": {"rate": 100, "burst": 100}})");
-  ASSERT_FALSE(admit_raw(fw, "t").failed_open);
+  floodwall::Client fw(R"({"store": ")" + redis.url() + R"(", "redis": {"deadline_ms": 50, "breaker_open_ms": 300},
+                           "request_rate": {"rate": 1, "burst": 20}})");
+  ASSERT_TRUE(by_store(admit_raw(fw, "t")));
   redis.pause();
-  for (int i = 0; i < 3; i++) {
-    auto t0 = Clock::now();
-    fw_decision d = admit_raw(fw, "t");
-    double waited = seconds_since(t0);
-    EXPECT_TRUE(d.allowed);
-    EXPECT_TRUE(d.failed_open);
-    EXPECT_EQ(d.fail_reason, FW_FAIL_TIMEOUT);
-    EXPECT_LT(waited, 5.0) << "a time-out, not a hang";
-  }
-  fw_decision d = admit_raw(fw, "t");
-  EXPECT_TRUE(d.allowed);
-  EXPECT_EQ(d.fail_reason, FW_FAIL_BREAKER) << "the breaker is open: Redis is not asked";
-  std::string metrics = fw.metrics_json();
-  EXPECT_NE(metrics.find("\"breaker\":\"open\""), std::string::npos) << metrics;
-  redis.resume();
   auto t0 = Clock::now();
-  bool decided = false;
-  while (seconds_since(t0) < 3.0 && !decided) {
-    decided = !admit_raw(fw, "t").failed_open;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  fw_decision d = admit_raw(fw, "t");
+  EXPECT_LT(seconds_since(t0), 5.0) << "a time-out, not a hang";
+  EXPECT_TRUE(d.allowed);
+  EXPECT_TRUE(d.degraded) << "the local table of the same policy decided";
+  EXPECT_FALSE(d.failed_open) << "it was limited, not let through";
+  EXPECT_EQ(d.fail_reason, FW_FAIL_TIMEOUT);
+  EXPECT_EQ(d.limit, 20);
+  EXPECT_EQ(d.remaining, 19) << "the fallback table starts full: its first request of 't'";
+  EXPECT_NE(fw.metrics_json().find("\"breaker\":\"open\""), std::string::npos)
+      << "no reply byte within the deadline opens the breaker at once: " << fw.metrics_json();
+  // The breaker is open: nobody waits for Redis, and a flood is still held by the fallback's bucket.
+  int allowed = 0, rejected = 0;
+  for (int i = 0; i < 100; i++) {
+    fw_decision x = admit_raw(fw, "t");
+    EXPECT_TRUE(x.degraded);
+    EXPECT_EQ(x.fail_reason, FW_FAIL_BREAKER);
+    (x.allowed ? allowed : rejected)++;
+    if (!x.allowed) {
+      EXPECT_EQ(x.status, 429);
+      EXPECT_GE(x.retry_after_s, 1);
+    }
   }
-  EXPECT_TRUE(decided) << "after SIGCONT decisions come from Redis again";
-  EXPECT_NE(fw.prometheus().find("floodwall_failed_open_total{limiter=\"request_rate\",reason=\"timeout\"} 3"),
+  EXPECT_LE(allowed, 19 + 1) << "the rest of the burst, and what refilled at 1/s meanwhile";
+  EXPECT_GE(rejected, 79);
+  std::string prom = fw.prometheus();
+  redis.resume();
+  EXPECT_TRUE(store_answers_within(fw, 3.0)) << "after SIGCONT the probe closes the breaker";
+  EXPECT_NE(prom.find("floodwall_store_failures_total{limiter=\"request_rate\",reason=\"timeout\"} 1"),
+            std::string::npos)
+      << prom;
+  EXPECT_NE(prom.find("floodwall_store_failures_total{limiter=\"request_rate\",reason=\"breaker\"} 100"),
             std::string::npos);
+  EXPECT_NE(prom.find("floodwall_decisions_by_source_total{source=\"fallback\"} 101"), std::string::npos);
+  EXPECT_NE(prom.find("floodwall_decisions_by_source_total{source=\"failed_open\"} 0"), std::string::npos);
+}
+
+// The shipped defaults under ordinary load: 64 threads on one tenant of a healthy Redis. The old breaker
+// tripped on queueing here and let thousands of admits through unlimited.
+TEST(RedisStore, SixtyFourThreadsOnAHealthyRedisAreDecidedByRedis) {
+  RedisServer redis;
+  floodwall::Client fw(R"({"store": ")" + redis.url() + R"(", "request_rate": {"rate": 2000, "burst": 200}})");
+  ASSERT_TRUE(by_store(admit_raw(fw, "warm")));
+  std::atomic<int64_t> allowed{0}, total{0}, failed_open{0}, degraded{0}, degraded_allowed{0};
+  auto t0 = Clock::now();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 64; t++) {
+    threads.emplace_back([&] {
+      while (seconds_since(t0) < 1.5) {
+        fw_decision d = admit_raw(fw, "hot");
+        total++;
+        if (d.allowed) allowed++;
+        if (d.failed_open) failed_open++;
+        if (d.degraded) {
+          degraded++;
+          if (d.allowed) degraded_allowed++;
+        }
+      }
+    });
+  }
+  for (auto &th : threads) th.join();
+  double elapsed = seconds_since(t0);
+  EXPECT_EQ(failed_open.load(), 0);
+  EXPECT_LE(degraded.load() * 1000, total.load()) << "at most 0.1% not decided by Redis, of " << total.load();
+  EXPECT_LE(allowed.load() - degraded_allowed.load(), 200 + static_cast<int64_t>(2000 * elapsed) + 1)
+      << "Redis admitted no more than burst + rate x time";
+  EXPECT_NE(fw.metrics_json().find("\"breaker\":\"closed\""), std::string::npos);
+}
+
+// More admits in flight than Redis answers within the deadline: beyond what it answers in time they are
+// decided at once (overload) instead of all waiting for a deadline they would miss, and the breaker,
+// which sees replies arriving all along, stays closed.
+TEST(RedisStore, AdmitsBeyondWhatRedisAnswersInTimeAreDecidedAtOnce) {
+  RedisServer redis;
+  floodwall::Client fw(R"({"store": ")" + redis.url() + R"(", "redis": {"deadline_ms": 20},
+                           "request_rate": {"rate": 1000000, "burst": 1000000}})");
+  ASSERT_TRUE(by_store(admit_raw(fw, "warm")));
+  struct Wave {
+    std::atomic<int> done{0}, store{0}, overload{0}, timeout{0}, failed_open{0};
+  };
+  int overloads = 0, stores = 0;
+  for (int w = 0; w < 8; w++) {
+    Wave wave;
+    constexpr int kCalls = 20000;
+    for (int i = 0; i < kCalls; i++) {
+      std::string tenant = "t" + std::to_string(i % 1000);
+      fw_request r = FW_REQUEST_INIT;
+      r.tenant = tenant.data();
+      r.tenant_len = tenant.size();
+      ASSERT_EQ(fw_admit_async(
+                    fw.get(), &r,
+                    [](void *p, int, const fw_decision *d) {
+                      auto *wv = static_cast<Wave *>(p);
+                      if (d->failed_open) wv->failed_open++;
+                      if (d->fail_reason == FW_FAIL_NONE) wv->store++;
+                      if (d->fail_reason == FW_FAIL_OVERLOAD) wv->overload++;
+                      if (d->fail_reason == FW_FAIL_TIMEOUT) wv->timeout++;
+                      wv->done++;
+                    },
+                    &wave),
+                FW_OK);
+    }
+    auto t0 = Clock::now();
+    while (wave.done.load() < kCalls && seconds_since(t0) < 20)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_EQ(wave.done.load(), kCalls);
+    EXPECT_EQ(wave.failed_open.load(), 0);
+    overloads += wave.overload.load();
+    stores += wave.store.load();
+  }
+  EXPECT_GT(overloads, 0) << "20,000 at once are more than Redis answers in 20 ms";
+  EXPECT_GT(stores, 0) << "and Redis still answered what it could";
+  std::string m = fw.metrics_json();
+  EXPECT_NE(m.find("\"breaker\":\"closed\""), std::string::npos) << "a busy Redis is not a failed one: " << m;
+}
+
+TEST(RedisStore, FallbackOpenAllowsUnlimitedAndSaysSo) {
+  RedisServer redis;
+  floodwall::Client fw(R"({"store": ")" + redis.url() + R"(", "redis": {"deadline_ms": 50, "fallback": "open"},
+                           "request_rate": {"rate": 1, "burst": 2}})");
+  ASSERT_TRUE(by_store(admit_raw(fw, "t")));
+  redis.pause();
+  for (int i = 0; i < 20; i++) {
+    fw_decision d = admit_raw(fw, "t");
+    EXPECT_TRUE(d.allowed && d.failed_open && !d.degraded);
+    EXPECT_EQ(d.fail_reason, i == 0 ? FW_FAIL_TIMEOUT : FW_FAIL_BREAKER);
+  }
+  EXPECT_NE(fw.prometheus().find("floodwall_decisions_by_source_total{source=\"failed_open\"} 20"), std::string::npos);
+  redis.resume();
+}
+
+TEST(RedisStore, FallbackClosedRefusesWithA503SayingTheLimiterIsUnavailable) {
+  RedisServer redis;
+  floodwall::Client fw(R"({"store": ")" + redis.url() + R"(", "redis": {"deadline_ms": 50, "fallback": "closed"},
+                           "request_rate": {"rate": 1, "burst": 2}, "concurrency": {"limit": 5}})");
+  ASSERT_TRUE(by_store(admit_raw(fw, "t")));
+  redis.pause();
+  fw_decision d = admit_raw(fw, "t");
+  redis.resume();
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.status, 503);
+  EXPECT_FALSE(d.failed_open || d.degraded);
+  EXPECT_EQ(d.limiter, FW_LIMITER_NONE);
+  EXPECT_EQ(d.fail_reason, FW_FAIL_TIMEOUT);
+  EXPECT_EQ(d.ticket, 0u) << "a refused request holds nothing";
+  std::string body = formatted(fw_format_body, fw, d), headers = formatted(fw_format_headers, fw, d);
+  EXPECT_NE(body.find("\"limit_type\":\"unavailable\""), std::string::npos) << body;
+  EXPECT_NE(body.find("rate limiter cannot reach its store"), std::string::npos) << body;
+  EXPECT_NE(headers.find("Retry-After: 1\r\n"), std::string::npos) << headers;
+  EXPECT_EQ(headers.find("RateLimit-Remaining"), std::string::npos) << "the bucket's state is unknown: " << headers;
+  EXPECT_NE(fw.prometheus().find("floodwall_decisions_by_source_total{source=\"refused\"} 1"), std::string::npos);
+}
+
+TEST(RedisStore, SlotsTakenFromTheFallbackAreGivenBackToIt) {
+  RedisServer redis;
+  floodwall::Client fw(R"({"store": ")" + redis.url() + R"(", "redis": {"deadline_ms": 50, "breaker_open_ms": 60000},
+                           "concurrency": {"limit": 3}})");
+  ASSERT_TRUE(by_store(admit_raw(fw, "t")));
+  redis.pause();
+  for (int round = 0; round < 5; round++) {
+    std::vector<fw_ticket> held;
+    for (int i = 0; i < 4; i++) {
+      fw_decision d = admit_raw(fw, "t");
+      EXPECT_TRUE(d.degraded);
+      EXPECT_EQ(d.allowed != 0, i < 3) << "round " << round << ", request " << i;
+      if (d.allowed) held.push_back(d.ticket);
+    }
+    for (fw_ticket t : held) fw_release(fw.get(), t);
+  }
+  redis.resume();
 }
 
 TEST(RedisStore, RestartAndScriptFlushReachNoCaller) {
@@ -318,31 +487,22 @@ TEST(RedisStore, RestartAndScriptFlushReachNoCaller) {
       R"({"store": ")" + redis.url() +
       R"(", "redis": {"deadline_ms": 200, "breaker_open_ms": 100}, "request_rate": {"rate": 100, "burst": 1000}})";
   floodwall::Client fw(pol);
-  ASSERT_FALSE(admit_raw(fw, "t").failed_open);
+  ASSERT_TRUE(by_store(admit_raw(fw, "t")));
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // both connections are up
   EXPECT_NE(fw.metrics_json().find("\"reconnects\":0"), std::string::npos)
       << "a fresh client's connections are connects, not reconnects: " << fw.metrics_json();
   EXPECT_EQ(redis.command({"SCRIPT", "FLUSH"}), "OK");
   fw_decision d = admit_raw(fw, "t");
-  EXPECT_FALSE(d.failed_open) << "NOSCRIPT loads the script and retries once";
+  EXPECT_TRUE(by_store(d)) << "NOSCRIPT loads the script and retries once";
   EXPECT_NE(fw.metrics_json().find("\"noscript_reloads\":1"), std::string::npos);
 
   redis.stop();
   d = admit_raw(fw, "t");
-  EXPECT_TRUE(d.allowed && d.failed_open);
+  EXPECT_TRUE(d.allowed && d.degraded);
+  EXPECT_TRUE(d.fail_reason == FW_FAIL_CONNECTION || d.fail_reason == FW_FAIL_BREAKER)
+      << "the connection broke, which opens the breaker: " << d.fail_reason;
   redis.start();
-  auto t0 = Clock::now();
-  bool decided = false;
-  while (seconds_since(t0) < 5.0 && !decided) {
-    fw_decision x = FW_DECISION_INIT;
-    fw_request r = FW_REQUEST_INIT;
-    r.tenant = "t";
-    r.tenant_len = 1;
-    EXPECT_EQ(fw_admit(fw.get(), &r, &x), FW_OK) << "no error reaches the caller";
-    decided = !x.failed_open;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  EXPECT_TRUE(decided) << "the client reconnected and reloaded its scripts by itself";
+  EXPECT_TRUE(store_answers_within(fw, 5.0)) << "the client reconnected and reloaded its scripts by itself";
   EXPECT_EQ(fw.metrics_json().find("\"reconnects\":0"), std::string::npos) << "the reconnect is counted";
 }
 
@@ -352,7 +512,7 @@ TEST(RedisStore, WrongKeyTypeIsAConfigurationErrorNotAnOutage) {
   EXPECT_EQ(redis.command({"HSET", key("t", "rate"), "f", "v"}), "1");
   fw_decision d = admit_raw(fw, "t");
   EXPECT_TRUE(d.allowed);
-  EXPECT_TRUE(d.failed_open);
+  EXPECT_TRUE(d.degraded) << "still limited, by the fallback";
   EXPECT_EQ(d.fail_reason, FW_FAIL_CONFIG);
   EXPECT_NE(fw.prometheus().find("floodwall_config_errors_total 1"), std::string::npos);
   EXPECT_NE(fw.metrics_json().find("\"breaker\":\"closed\""), std::string::npos) << "Redis is up";
@@ -629,15 +789,16 @@ TEST(RedisStore, AnAdmitWaitsForItsTenantsReleaseWhenTheCallsSpreadToMoreConnect
 }
 
 // A connection with commands on the wire holds new ones until the replies come: against a stalled
-// Redis every held admit must still fail open at its deadline, and after SIGCONT the connection must
+// Redis every held admit must still be answered (by the fallback) once the first deadline passes with
+// no reply byte, and after SIGCONT the connection must
 // go back to writing (the late replies of the abandoned calls are read and dropped, in order).
-TEST(RedisStore, AdmitsHeldBehindAStalledBatchFailOpenAtTheirDeadline) {
+TEST(RedisStore, AdmitsHeldBehindAStalledBatchAreAnsweredByTheFallbackAtTheFirstDeadline) {
   RedisServer redis;
   const std::string bucket = R"("request_rate": {"rate": 0.001, "burst": 1000})";
   floodwall::Client fw(policy(redis, bucket, R"(, "connections": 1)"));
   floodwall::Client quick(R"({"store": ")" + redis.url() +
-                          R"(", "redis": {"deadline_ms": 100, "connections": 1, "breaker_failures": 1000000}, )" +
-                          bucket + "}");
+                          R"(", "redis": {"deadline_ms": 100, "connections": 1, "breaker_open_ms": 100}, )" + bucket +
+                          "}");
   ASSERT_FALSE(admit_raw(fw, "warm").failed_open);
   ASSERT_FALSE(admit_raw(quick, "warm").failed_open);
   redis.pause();
@@ -655,7 +816,7 @@ TEST(RedisStore, AdmitsHeldBehindAStalledBatchFailOpenAtTheirDeadline) {
                   quick.get(), &r,
                   [](void *p, int status, const fw_decision *d) {
                     auto *s = static_cast<State *>(p);
-                    if (status == FW_OK && d->allowed && d->failed_open && d->fail_reason == FW_FAIL_TIMEOUT)
+                    if (status == FW_OK && d->allowed && d->degraded && d->fail_reason == FW_FAIL_TIMEOUT)
                       s->timed_out++;
                     s->done++;
                   },
@@ -665,16 +826,16 @@ TEST(RedisStore, AdmitsHeldBehindAStalledBatchFailOpenAtTheirDeadline) {
   auto t0 = Clock::now();
   while (st.done.load() < kCalls && seconds_since(t0) < 10) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   EXPECT_EQ(st.done.load(), kCalls) << "every held admit completes";
-  EXPECT_EQ(st.timed_out.load(), kCalls) << "each one failed open by its deadline";
+  EXPECT_EQ(st.timed_out.load(), kCalls) << "each one timed out and the fallback decided";
   redis.resume();
   // Redis answers the admit on the wire, which releases the twenty held behind it; their late replies
   // are dropped. A few tries, never enough to reach the 32 that would force a write by themselves.
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   bool decided = false;
-  for (int i = 0; i < 3 && !decided; i++) decided = !admit_raw(quick, "after").failed_open;
+  for (int i = 0; i < 3 && !decided; i++) decided = by_store(admit_raw(quick, "after"));
   EXPECT_TRUE(decided) << "after SIGCONT the held connection writes again and Redis decides";
   fw_decision d = admit_raw(quick, "warm");
-  EXPECT_FALSE(d.failed_open);
+  EXPECT_TRUE(by_store(d));
   EXPECT_EQ(d.remaining, 997) << "the third admit of 'warm' got its own reply, not a late one of another call";
 }
 
@@ -687,23 +848,25 @@ TEST(RedisStore, BadUrlsAreStoreErrors) {
   }
 }
 
-TEST(RedisStore, UnreachableRedisFailsOpenFromTheStart) {
+TEST(RedisStore, UnreachableRedisIsDecidedByTheFallbackFromTheStart) {
   int port = floodwall::testing::free_port();
   floodwall::Client fw(R"({"store": "redis://127.0.0.1:)" + std::to_string(port) +
                        R"(/0", "redis": {"connect_timeout_ms": 50}, "request_rate": {"rate": 1, "burst": 1}})");
   fw_decision d = admit_raw(fw, "t");
   EXPECT_TRUE(d.allowed);
-  EXPECT_TRUE(d.failed_open);
+  EXPECT_TRUE(d.degraded);
+  EXPECT_TRUE(d.fail_reason == FW_FAIL_CONNECTION || d.fail_reason == FW_FAIL_BREAKER) << d.fail_reason;
+  EXPECT_FALSE(admit_raw(fw, "t").allowed) << "burst 1: the fallback holds the second request";
 }
 
-TEST(RedisStore, AClientUsedInAForkedChildFailsOpenInsteadOfHanging) {
+TEST(RedisStore, AClientUsedInAForkedChildFallsBackInsteadOfHanging) {
   RedisServer redis;
   floodwall::Client fw(policy(redis, R"("request_rate": {"rate": 1, "burst": 1})"));
   ASSERT_FALSE(admit_raw(fw, "t").failed_open);
   pid_t pid = fork();
   if (pid == 0) {
     fw_decision d = admit_raw(fw, "t");
-    _exit(d.allowed && d.failed_open && d.fail_reason == FW_FAIL_ERROR ? 0 : 1);
+    _exit(d.allowed && d.degraded && d.fail_reason == FW_FAIL_ERROR ? 0 : 1);
   }
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
