@@ -2,7 +2,7 @@
 
 export type LimiterName = 'request_rate' | 'concurrency' | 'fleet' | 'utilization';
 export type Mode = 'enforce' | 'dark' | 'off';
-export type FailReason = 'timeout' | 'connection' | 'breaker' | 'config' | 'error';
+export type FailReason = 'timeout' | 'connection' | 'breaker' | 'config' | 'error' | 'overload';
 export type Ticket = number | bigint;
 
 /** The policy document: the same JSON schema in every floodwall language. */
@@ -38,7 +38,11 @@ export interface Policy {
      * event loop) they all take one of them; calls from several threads spread over all.
      */
     connections?: number;
-    breaker_failures?: number;
+    /** Who decides when Redis cannot answer in time: the local table of the same policy (default), nobody, or a 503. */
+    fallback?: 'local' | 'open' | 'closed';
+    breaker_min_calls?: number;
+    breaker_failure_ratio?: number;
+    breaker_window_ms?: number;
     breaker_open_ms?: number;
     flags_poll_ms?: number;
   };
@@ -66,7 +70,11 @@ export class Decision {
   readonly status: 200 | 429 | 503;
   readonly limiter: LimiterName | null;
   readonly darkLimiter: LimiterName | null;
+  /** Allowed with no limiter at all (redis.fallback "open" while the store could not answer). */
   readonly failedOpen: boolean;
+  /** Decided by the local fallback table while the store could not answer in time. */
+  readonly degraded: boolean;
+  /** Why the store did not decide (degraded, failed open or refused), else null. */
   readonly failReason: FailReason | null;
   readonly limit: number;
   readonly remaining: number;

@@ -66,7 +66,7 @@ def fleet(tmp_path_factory):
     redis = Redis()
     policy = {
         "store": f"redis://127.0.0.1:{redis.port}/0",
-        "redis": {"deadline_ms": 100, "breaker_failures": 3, "breaker_open_ms": 300, "flags_poll_ms": 200},
+        "redis": {"deadline_ms": 100, "breaker_open_ms": 300, "flags_poll_ms": 200},
         "request_rate": {"rate": RATE, "burst": BURST, "overrides": {
             **{f"same-{lang}": {"rate": 0.001, "burst": 3} for lang in ("python", "node", "ruby")},
             "switch-tenant": {"rate": 0.001, "burst": 3}}},
@@ -191,23 +191,28 @@ def test_fleet_wide_switch_reaches_all_three(fleet):
         wait_until(lambda: get(url, "switch-tenant").status_code == 429, 2.5)
 
 
-def failed_open_total(url: str) -> float:
+def decided_by(url: str, source: str) -> float:
     text = httpx.get(url + "/metrics", timeout=10).text
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith("floodwall_failed_open_total{"))
+               if line.startswith(f'floodwall_decisions_by_source_total{{source="{source}"}}'))
 
 
-def test_redis_stopped_all_three_keep_serving_and_count_it(fleet):
+def test_redis_stopped_all_three_keep_limiting_locally_and_count_it(fleet):
     redis, urls = fleet
-    before = {lang: failed_open_total(url) for lang, url in urls.items()}
+    before = {lang: decided_by(url, "fallback") for lang, url in urls.items()}
     os.kill(redis.proc.pid, signal.SIGSTOP)
     try:
         for lang, url in urls.items():
             statuses = [get(url, f"outage-{lang}").status_code for _ in range(8)]
             assert statuses == [200] * 8, f"{lang} failed closed: {statuses}"
+            # The local fallback still limits: a tenant with a burst of 3 gets 3, then 429s.
+            held = [get(url, "switch-tenant").status_code for _ in range(5)]
+            assert held.count(200) <= 3 and 429 in held, f"{lang} stopped limiting: {held}"
     finally:
         os.kill(redis.proc.pid, signal.SIGCONT)
     for lang, url in urls.items():
-        assert failed_open_total(url) > before[lang], f"{lang} did not count its fail-open decisions"
+        assert decided_by(url, "fallback") > before[lang], f"{lang} did not count its fallback decisions"
+        assert decided_by(url, "failed_open") == 0, f"{lang} let requests through unlimited"
     for url in urls.values():  # and decisions come from Redis again
-        wait_until(lambda: "ratelimit" in get(url, "after-outage").headers, 5)
+        stored = decided_by(url, "store")
+        wait_until(lambda: get(url, "after-outage") is not None and decided_by(url, "store") > stored, 5)

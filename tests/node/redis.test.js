@@ -75,7 +75,7 @@ describe('Redis store', () => {
       assert.deepEqual(r.map((d) => d.status), [200, 200, 429, 429, 429, 200]);
       assert.equal(r[2].limiter, 'concurrency');
       assert.equal(r[4].limiter, 'request_rate');
-      assert.ok(r.every((d) => !d.failedOpen));
+      assert.ok(r.every((d) => !d.failedOpen && !d.degraded));
     } finally {
       memory.close();
       shared.close();
@@ -86,7 +86,7 @@ describe('Redis store', () => {
     const fw = client({ request_rate: { rate: 100, burst: 500 }, concurrency: { limit: 20 } });
     try {
       const d = await fw.admit({ tenant: 'acme' });
-      assert.equal(d.failedOpen, false);
+      assert.equal(d.failedOpen || d.degraded, false);
       assert.deepEqual(d.headers, {
         'RateLimit-Policy': '"request_rate";q=500;w=5, "concurrency";q=20;qu="concurrent-requests"',
         RateLimit: '"request_rate";r=499;t=1, "concurrency";r=19',
@@ -105,7 +105,7 @@ describe('Redis store', () => {
     const clients = [0, 1, 2].map(() => new Floodwall({ store: redis.url, ...policy }));
     try {
       const all = await Promise.all(clients.flatMap((fw) => Array.from({ length: 60 }, () => fw.admit({ tenant: 'one' }))));
-      assert.equal(all.filter((d) => d.failedOpen).length, 0);
+      assert.equal(all.filter((d) => d.failedOpen || d.degraded).length, 0);
       assert.equal(all.filter((d) => d.allowed).length, 50);
       assert.equal(all.filter((d) => d.status === 429).length, 130);
     } finally {
@@ -120,7 +120,7 @@ describe('Redis store', () => {
       const { Floodwall } = require(${JSON.stringify(ROOT)});
       const fw = new Floodwall(${JSON.stringify(policy)});
       Promise.all(Array.from({ length: 30 }, () => fw.admit({ tenant: Buffer.from([0, 123, 10]) }))).then((ds) => {
-        process.stdout.write(JSON.stringify({ allowed: ds.filter((d) => d.allowed).length, failed: ds.filter((d) => d.failedOpen).length }));
+        process.stdout.write(JSON.stringify({ allowed: ds.filter((d) => d.allowed).length, failed: ds.filter((d) => d.failedOpen || d.degraded).length }));
         fw.close();
       });`;
     const run = () => new Promise((resolve, reject) => {
@@ -206,7 +206,7 @@ describe('Redis store', () => {
       console.log(`# ${total} Redis admits in ${tookMs.toFixed(0)} ms (${Math.round(total / (tookMs / 1000))}/s); ` +
         `event loop delay p50 ${(histogram.percentile(50) / 1e6).toFixed(2)} ms, p99 ${(histogram.percentile(99) / 1e6).toFixed(2)} ms, ` +
         `max ${maxMs.toFixed(2)} ms; ${ticksWhileInFlight} timer ticks while admits were in flight`);
-      assert.equal(decisions.filter((d) => d.allowed && !d.failedOpen).length, total);
+      assert.equal(decisions.filter((d) => d.allowed && !d.failedOpen && !d.degraded).length, total);
       assert.ok(ticksWhileInFlight > 0, 'timers ran while admits were waiting on Redis');
       assert.ok(maxMs < tookMs, 'the event loop was never blocked for the whole run');
     } finally {
@@ -244,7 +244,7 @@ describe('Redis store', () => {
     const opened = async (policy) => {
       const fw = new Floodwall({ store: own.url, request_rate: { rate: 100, burst: 100 }, ...policy });
       try {
-        assert.equal((await fw.admit({ tenant: 't' })).failedOpen, false);
+        assert.equal((await fw.admit({ tenant: 't' })).failReason, null);
         await new Promise((r) => setTimeout(r, 100)); // every connection the client would open is open
         return await others();
       } finally {
@@ -263,7 +263,7 @@ describe('Redis store', () => {
         const tenants = Array.from({ length: 64 }, (_, i) => `loop-${i}`);
         for (let round = 0; round < 2000 && fw.metrics().store.connections_in_use !== 1; round++) {
           const ds = await Promise.all(tenants.map((tenant) => fw.admit({ tenant })));
-          assert.ok(ds.every((d) => !d.failedOpen));
+          assert.ok(ds.every((d) => !d.failedOpen && !d.degraded));
         }
         assert.equal(fw.metrics().store.connections_in_use, 1);
         assert.match(fw.prometheus(), /^floodwall_store_connections_in_use 1$/m);
@@ -291,21 +291,92 @@ describe('Redis store', () => {
     }
   });
 
-  test('when Redis goes away, admits fail open and say why', async () => {
+  test('when Redis goes away, the local fallback decides and says why', async () => {
     const own = await startRedis();
     const fw = new Floodwall({ store: own.url, request_rate: { rate: 1, burst: 5 }, redis: { deadline_ms: 50 } });
     try {
-      assert.equal((await fw.admit({ tenant: 't' })).failedOpen, false);
+      const first = await fw.admit({ tenant: 't' });
+      assert.equal(first.degraded || first.failedOpen, false);
       await own.stop();
-      const d = await fw.admit({ tenant: 't' });
-      assert.equal(d.allowed, true);
-      assert.equal(d.failedOpen, true);
-      assert.ok(['connection', 'timeout', 'breaker', 'error'].includes(d.failReason), d.failReason);
-      assert.equal(d.headers['RateLimit-Remaining'], undefined, 'a failed-open decision knows no bucket state');
-      assert.equal(d.headers['RateLimit-Policy'], '"request_rate";q=5;w=5');
-      assert.ok(fw.metrics().decisions.request_rate.failed_open >= 1);
+      const decisions = [];
+      for (let i = 0; i < 10; i++) decisions.push(await fw.admit({ tenant: 't' }));
+      for (const d of decisions) {
+        assert.equal(d.degraded, true);
+        assert.equal(d.failedOpen, false, 'limited, not let through');
+        assert.ok(['connection', 'timeout', 'breaker'].includes(d.failReason), d.failReason);
+      }
+      assert.deepEqual(decisions.map((d) => d.allowed), [true, true, true, true, true, false, false, false, false, false],
+        'the fallback table holds the burst of 5 in this process');
+      assert.equal(decisions[5].status, 429);
+      assert.equal(decisions[0].headers['RateLimit-Remaining'], '4', 'the local table decided, and says its state');
+      const m = fw.metrics();
+      assert.equal(m.sources.fallback, 10);
+      assert.equal(m.sources.failed_open, 0);
     } finally {
       fw.close();
+    }
+  });
+
+  test('a stopped Redis: the fallback within the deadline, Redis again soon after it resumes', async () => {
+    const own = await startRedis();
+    const fw = new Floodwall({ store: own.url, request_rate: { rate: 1000, burst: 1000 },
+      redis: { deadline_ms: 50, breaker_open_ms: 200 } });
+    try {
+      assert.equal((await fw.admit({ tenant: 't' })).failReason, null);
+      process.kill(own.pid, 'SIGSTOP');
+      try {
+        // 256 admits in flight from the event loop: the first deadline passes with no reply byte, the
+        // breaker opens, and every admit is answered by the fallback (none hangs, none is let through).
+        const t0 = process.hrtime.bigint();
+        const all = await Promise.all(Array.from({ length: 256 }, () => fw.admit({ tenant: 't' })));
+        const waitedMs = Number(process.hrtime.bigint() - t0) / 1e6;
+        assert.ok(waitedMs < 5000, `a time-out, not a hang (${waitedMs} ms)`);
+        assert.ok(all.every((d) => d.degraded && !d.failedOpen && d.failReason === 'timeout'));
+        const next = await fw.admit({ tenant: 't' });
+        assert.equal(next.failReason, 'breaker', 'the breaker is open: nobody waits for Redis');
+        assert.equal(fw.metrics().breaker, 'open');
+      } finally {
+        process.kill(own.pid, 'SIGCONT');
+      }
+      let byStore = false;
+      for (let i = 0; i < 300 && !byStore; i++) {
+        const d = await fw.admit({ tenant: 't' });
+        byStore = !d.degraded && d.failReason === null;
+        if (!byStore) await new Promise((r) => setTimeout(r, 10));
+      }
+      assert.ok(byStore, 'after SIGCONT the probe closes the breaker and Redis decides again');
+    } finally {
+      fw.close();
+      await own.stop();
+    }
+  });
+
+  test('redis.fallback "open" lets through and "closed" refuses with a 503', async () => {
+    const own = await startRedis();
+    const open = new Floodwall({ store: own.url, request_rate: { rate: 1, burst: 1 }, redis: { deadline_ms: 50, fallback: 'open' } });
+    const closed = new Floodwall({ store: own.url, request_rate: { rate: 1, burst: 1 }, redis: { deadline_ms: 50, fallback: 'closed' } });
+    try {
+      await open.admit({ tenant: 'warm' });
+      await closed.admit({ tenant: 'warm' });
+      await own.stop();
+      for (let i = 0; i < 3; i++) {
+        const d = await open.admit({ tenant: 't' });
+        assert.equal(d.allowed && d.failedOpen && !d.degraded, true);
+        assert.equal(d.headers['RateLimit-Remaining'], undefined, 'a failed-open decision knows no bucket state');
+        assert.equal(d.headers['RateLimit-Policy'], '"request_rate";q=1;w=1');
+      }
+      assert.equal(open.metrics().decisions.request_rate.failed_open, 3);
+      const refused = await closed.admit({ tenant: 't' });
+      assert.equal(refused.allowed, false);
+      assert.equal(refused.status, 503);
+      assert.equal(refused.limiter, null);
+      assert.equal(refused.headers['Retry-After'], '1');
+      assert.match(refused.body, /"limit_type":"unavailable"/);
+      assert.equal(closed.metrics().sources.refused, 1);
+      assert.throws(() => new Floodwall({ store: own.url, redis: { fallback: 'maybe' } }), /redis\.fallback/);
+    } finally {
+      open.close();
+      closed.close();
     }
   });
 });

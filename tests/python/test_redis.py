@@ -134,26 +134,40 @@ def test_a_waiting_admit_releases_the_gil(redis_server):
     d, waited = span["decision"], span["end"] - span["start"]
     gap = max_gap(stamps, span["start"], span["end"])
     print(f"admit waited {waited * 1000:.0f} ms on the stalled Redis; main thread's longest pause {gap * 1000:.1f} ms")
-    assert d.allowed and not d.failed_open  # it waited for Redis' answer, within the deadline
+    assert d.allowed and not d.failed_open and not d.degraded  # it waited for Redis' answer, within the deadline
     assert gap < waited / 2  # the main thread kept running while the admit waited
     fw.close()
 
 
-def test_failing_open_when_redis_is_unreachable():
+def test_an_unreachable_redis_is_decided_by_the_local_fallback():
     port = free_port()  # nothing listens there
     fw = floodwall.Floodwall(
         {"store": f"redis://127.0.0.1:{port}/0", "request_rate": {"rate": 1, "burst": 1},
          "redis": {"deadline_ms": 50, "connect_timeout_ms": 50}}
     )
     decisions = [fw.admit("acme") for _ in range(5)]
-    assert all(d.allowed and d.failed_open for d in decisions)
+    assert all(d.degraded and not d.failed_open for d in decisions)
+    assert [d.allowed for d in decisions] == [True, False, False, False, False], "burst 1, held locally"
     assert {d.fail_reason for d in decisions} <= {"connection", "timeout", "breaker"}
-    counts = fw.metrics()["decisions"]["request_rate"]
-    assert counts["failed_open"] == 5 and counts["rejected"] == 0
+    m = fw.metrics()
+    assert m["decisions"]["request_rate"]["rejected"] == 4
+    assert m["sources"]["fallback"] == 5 and m["sources"]["failed_open"] == 0
     fw.close()
 
 
-def test_failing_open_when_redis_answers_after_the_deadline(redis_server):
+def test_fallback_open_lets_everything_through_and_says_so():
+    port = free_port()
+    fw = floodwall.Floodwall(
+        {"store": f"redis://127.0.0.1:{port}/0", "request_rate": {"rate": 1, "burst": 1},
+         "redis": {"deadline_ms": 50, "connect_timeout_ms": 50, "fallback": "open"}}
+    )
+    decisions = [fw.admit("acme") for _ in range(5)]
+    assert all(d.allowed and d.failed_open and not d.degraded for d in decisions)
+    assert fw.metrics()["decisions"]["request_rate"]["failed_open"] == 5
+    fw.close()
+
+
+def test_a_redis_that_answers_after_the_deadline_is_decided_by_the_fallback(redis_server):
     fw = floodwall.Floodwall(
         {**redis_policy(redis_server, request_rate={"rate": 1, "burst": 1}), "redis": {"deadline_ms": 50}}
     )
@@ -161,7 +175,7 @@ def test_failing_open_when_redis_answers_after_the_deadline(redis_server):
     stall = redis_server.stall(0.5)
     d = fw.admit("acme")
     stall.join()
-    assert d.allowed and d.failed_open and d.fail_reason in ("timeout", "breaker")
+    assert d.allowed and d.degraded and not d.failed_open and d.fail_reason in ("timeout", "breaker")
     fw.close()
 
 

@@ -23,7 +23,7 @@ class TestRedis < Minitest::Test
   def test_the_seed_decision_and_headers_are_the_same_as_on_the_memory_store
     d = client(request_rate: { rate: 100, burst: 500 }, concurrency: { limit: 20 }).admit(tenant: "acme")
     assert d.allowed?
-    refute d.failed_open?, "redis-server on #{@redis.port} should have answered (#{d.fail_reason})"
+    refute d.failed_open? || d.degraded?, "redis-server on #{@redis.port} should have answered (#{d.fail_reason})"
     assert_equal({ "RateLimit-Policy" => '"request_rate";q=500;w=5, "concurrency";q=20;qu="concurrent-requests"',
                    "RateLimit" => '"request_rate";r=499;t=1, "concurrency";r=19',
                    "RateLimit-Limit" => "500", "RateLimit-Remaining" => "499", "RateLimit-Reset" => "1" }, d.headers)
@@ -82,7 +82,7 @@ class TestRedis < Minitest::Test
         fw = Floodwall::Client.new(policy)
         decisions = Array.new(30) { fw.admit(tenant: "hot") }
         # A decision that failed open (Redis slower than the deadline) was not counted by Redis.
-        writer.puts(decisions.count { |d| d.allowed? && !d.failed_open? })
+        writer.puts(decisions.count { |d| d.allowed? && !d.failed_open? && !d.degraded? })
         fw.close
         exit!(0)
       end
@@ -105,7 +105,7 @@ class TestRedis < Minitest::Test
     pid = fork do
       reader.close
       d = fw.admit(tenant: "acme")
-      writer.puts(JSON.generate([d.remaining, d.failed_open?]))
+      writer.puts(JSON.generate([d.remaining, d.failed_open? || d.degraded?]))
       exit!(0)
     end
     writer.close
@@ -143,13 +143,28 @@ class TestRedis < Minitest::Test
     assert fw.admit(tenant: "acme").allowed?, "every slot should have been released"
   end
 
-  def test_an_unreachable_redis_fails_open_and_says_so
+  def test_an_unreachable_redis_is_decided_by_the_local_fallback
     fw = Floodwall::Client.new(store: "redis://127.0.0.1:#{FloodwallTest.free_port}/0",
                                request_rate: { rate: 1, burst: 1 }, redis: { deadline_ms: 200, connect_timeout_ms: 200 })
+    decisions = 3.times.map { fw.admit(tenant: "acme") }
+    assert decisions.all?(&:degraded?), "the local table of the same policy decided"
+    refute decisions.any?(&:failed_open?)
+    assert_equal [true, false, false], decisions.map(&:allowed?), "burst 1, held in this process"
+    assert_equal 429, decisions.last.status
+    assert_includes %w[timeout connection breaker], decisions.last.fail_reason
+    assert_equal 3, fw.metrics.dig("sources", "fallback")
+  ensure
+    fw&.close
+  end
+
+  def test_fallback_open_lets_through_and_says_so
+    fw = Floodwall::Client.new(store: "redis://127.0.0.1:#{FloodwallTest.free_port}/0",
+                               request_rate: { rate: 1, burst: 1 },
+                               redis: { deadline_ms: 200, connect_timeout_ms: 200, fallback: "open" })
     d = 3.times.map { fw.admit(tenant: "acme") }.last
     assert d.allowed?
     assert d.failed_open?
-    assert_includes %w[timeout connection breaker], d.fail_reason
+    refute d.degraded?
     assert_equal 3, fw.metrics.dig("decisions", "request_rate", "failed_open")
   ensure
     fw&.close
@@ -187,7 +202,7 @@ class TestRedis < Minitest::Test
                 ticks_while_waiting.min, ticks_while_waiting.max)
     assert_equal 160, decisions.size
     assert decisions.all?(&:allowed?)
-    assert decisions.none?(&:failed_open?), "every decision should come from Redis once it goes on"
+    assert decisions.none? { |d| d.failed_open? || d.degraded? }, "every decision should come from Redis once it goes on"
     assert ticks_while_waiting.all?(&:positive?), "the ticker thread should have run while the admits waited"
   end
 
@@ -213,7 +228,7 @@ class TestRedis < Minitest::Test
     %w[plain block].each do |tenant|
       d = fw.admit(tenant: tenant)
       assert d.allowed?, "#{tenant}: the interrupted admit's slot should have been given back (#{d.limiter})"
-      refute d.failed_open?
+      refute d.failed_open? || d.degraded?
       fw.release(d)
     end
   end

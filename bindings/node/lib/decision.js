@@ -5,7 +5,7 @@
 
 const LIMITERS = [null, 'request_rate', 'concurrency', 'fleet', 'utilization'];
 const LIMITER_CODES = { request_rate: 1, concurrency: 2, fleet: 3, utilization: 4 };
-const FAIL_REASONS = [null, 'timeout', 'connection', 'breaker', 'config', 'error'];
+const FAIL_REASONS = [null, 'timeout', 'connection', 'breaker', 'config', 'error', 'overload'];
 const TWO_32 = 2 ** 32;
 
 // "Name: value\r\n" lines of fw_format_headers, into an object in the core's order.
@@ -34,8 +34,10 @@ class Decision {
     this.limiter = LIMITERS[raw[2]];
     /** The first dark-mode limiter that would have rejected, or null. */
     this.darkLimiter = LIMITERS[raw[3]];
-    /** The store could not decide (outage, time-out, open breaker) and the request was allowed. */
+    /** Allowed with no limiter at all: the store could not decide and redis.fallback is "open". */
     this.failedOpen = raw[4] !== 0;
+    /** The local fallback table decided (the store could not answer in time; failReason says why). */
+    this.degraded = raw[15] !== 0;
     this.#failReason = raw[5];
     /** The tenant's bucket: capacity (burst), whole tokens left, seconds until full, tokens per second. */
     this.limit = raw[6];
@@ -52,7 +54,7 @@ class Decision {
       : (BigInt(raw[13]) << 32n) | BigInt(raw[14]);
   }
 
-  /** Why the decision failed open: 'timeout', 'connection', 'breaker', 'config', 'error', or null. */
+  /** Why the store did not decide: 'timeout', 'connection', 'breaker', 'config', 'error', 'overload', or null. */
   get failReason() {
     return FAIL_REASONS[this.#failReason];
   }
@@ -92,6 +94,7 @@ class Decision {
     raw[12] = this.concurrencyRemaining;
     raw[13] = 0;
     raw[14] = 0;
+    raw[15] = this.degraded ? 1 : 0;
     return this.#core.native[kind](this.#core.handle);
   }
 }

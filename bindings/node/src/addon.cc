@@ -37,6 +37,7 @@ enum RawIndex {
   kRawConcurrencyRemaining,
   kRawTicketHigh,  // the 64-bit ticket as two exact 32-bit halves
   kRawTicketLow,
+  kRawDegraded,
   kRawSize
 };
 
@@ -56,6 +57,7 @@ void ToRaw(const fw_decision &d, double *out) {
   out[kRawConcurrencyRemaining] = static_cast<double>(d.concurrency_remaining);
   out[kRawTicketHigh] = static_cast<double>(d.ticket >> 32);
   out[kRawTicketLow] = static_cast<double>(d.ticket & 0xffffffffu);
+  out[kRawDegraded] = d.degraded ? 1 : 0;
 }
 
 fw_decision FromRaw(const double *in) {
@@ -66,6 +68,7 @@ fw_decision FromRaw(const double *in) {
   d.dark_limiter = static_cast<fw_limiter>(in[kRawDarkLimiter]);
   d.failed_open = in[kRawFailedOpen] != 0;
   d.fail_reason = static_cast<fw_fail_reason>(in[kRawFailReason]);
+  d.degraded = in[kRawDegraded] != 0;
   d.limit = static_cast<int64_t>(in[kRawLimit]);
   d.remaining = static_cast<int64_t>(in[kRawRemaining]);
   d.reset_s = static_cast<int64_t>(in[kRawReset]);

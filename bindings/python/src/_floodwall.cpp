@@ -470,6 +470,7 @@ PYBIND11_MODULE(_floodwall, m) {
       .def_property_readonly("limiter", [](const Decision &x) { return limiter_or_none(x.d.limiter); })
       .def_property_readonly("dark_limiter", [](const Decision &x) { return limiter_or_none(x.d.dark_limiter); })
       .def_property_readonly("failed_open", [](const Decision &x) { return x.d.failed_open != 0; })
+      .def_property_readonly("degraded", [](const Decision &x) { return x.d.degraded != 0; })
       .def_property_readonly("fail_reason",
                              [](const Decision &x) -> py::object {
                                if (x.d.fail_reason == FW_FAIL_NONE) return py::none();
@@ -498,6 +499,7 @@ PYBIND11_MODULE(_floodwall, m) {
         if (x.d.limiter != FW_LIMITER_NONE) s += " limiter=" + std::string(fw_limiter_name(x.d.limiter));
         if (x.d.limit) s += " remaining=" + std::to_string(x.d.remaining) + "/" + std::to_string(x.d.limit);
         if (x.d.failed_open) s += " failed_open=True";
+        if (x.d.degraded) s += " degraded=True";
         return s + ">";
       });
 

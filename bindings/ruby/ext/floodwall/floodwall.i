@@ -361,6 +361,7 @@ static VALUE fw_rb_headers(VALUE decision, VALUE lowercase) {
 %immutable fw_decision::limiter;
 %immutable fw_decision::dark_limiter;
 %immutable fw_decision::failed_open;
+%immutable fw_decision::degraded;
 %immutable fw_decision::fail_reason;
 %immutable fw_decision::limit;
 %immutable fw_decision::remaining;

@@ -29,12 +29,18 @@ module Floodwall
       LIMITERS[dark_limiter_value]
     end
 
-    # True when the store could not decide (outage, time-out, breaker open) and the request was let in.
+    # True when the request was let in with no limiter at all: the store could not decide and
+    # redis.fallback is "open".
     def failed_open?
       failed_open != 0
     end
 
-    # Why it failed open ("timeout", "connection", "breaker", "config", "error"), or nil.
+    # True when the local fallback table decided, because the store could not answer in time.
+    def degraded?
+      degraded != 0
+    end
+
+    # Why the store did not decide ("timeout", "connection", "breaker", "config", "error", "overload"), or nil.
     def fail_reason
       reason = fail_reason_value
       reason.zero? ? nil : Native.fail_reason_name(reason)
@@ -65,7 +71,7 @@ module Floodwall
 
     def to_h
       { allowed: allowed?, status: status, limiter: limiter, dark_limiter: dark_limiter,
-        failed_open: failed_open?, fail_reason: fail_reason, limit: limit, remaining: remaining, reset: reset,
+        failed_open: failed_open?, degraded: degraded?, fail_reason: fail_reason, limit: limit, remaining: remaining, reset: reset,
         retry_after: retry_after, rate: rate, concurrency_limit: concurrency_limit,
         concurrency_remaining: concurrency_remaining, ticket: ticket }
     end
