@@ -9,6 +9,11 @@
 //   embedded  ns per decision on the memory store, one and two threads
 //   memory    Redis bytes per tenant after N tenants: floodwall's layout against the seed's two keys
 //   failopen  admit latency with Redis blackholed (SIGSTOP), before the breaker opens and after
+//   outage    4 processes x 8 threads on one tenant, Redis SIGSTOPped for 2 s mid-run: who decided,
+//             what was admitted against the documented bound, and the p99 admit latency
+//
+// Every floodwall client runs the shipped default policy (deadline, breaker, fallback); beside every
+// throughput is the share of decisions that Redis did not answer (the fallback decided them).
 //
 // Figures are printed, written as JSON (--json) and as a Markdown fragment (--markdown). bench/run.sh
 // starts the throwaway redis-server and passes --port and --redis-pid.
@@ -61,7 +66,7 @@ struct Options {
   int rounds = 5;
   int tenants = 1000;  // the pool every caller rotates over (both contenders)
   int memory_tenants = 100000;
-  std::vector<std::string> sections = {"redis", "ceiling", "embedded", "memory", "failopen"};
+  std::vector<std::string> sections = {"redis", "ceiling", "embedded", "memory", "failopen", "outage"};
   std::vector<std::string> contenders = {"floodwall", "seed"};  // of the redis section (one alone, to profile it)
   std::string seed_script = FW_BENCH_SEED_LUA;
   std::string json_path, markdown_path;
@@ -284,11 +289,12 @@ struct Conn {
 // What one caller saw during a run. Latencies are kept whole (a run is a few hundred thousand calls)
 // so that the percentiles are exact.
 struct Tally {
-  uint64_t ops = 0, failed_open = 0, rejected = 0, errors = 0;
+  uint64_t ops = 0, failed_open = 0, rejected = 0, errors = 0, not_store = 0;
   std::vector<int64_t> lat_ns;
 };
 
-enum Outcome { ok, failed_open, rejected, error };
+// fallback: allowed, but decided by redis.fallback (the local table) rather than by Redis.
+enum Outcome { ok, failed_open, rejected, error, fallback };
 
 struct RunStats {
   double ops_per_s = 0, p50_us = 0, p99_us = 0;
@@ -296,6 +302,8 @@ struct RunStats {
   // shared 2-core box they say what each call costs even when the wall clock is disturbed.
   double client_cpu_us = 0, redis_cpu_us = -1;
   uint64_t ops = 0, failed_open = 0, rejected = 0, errors = 0;
+  uint64_t not_store = 0;  // decisions Redis did not answer (failed open or decided by the fallback)
+  double not_store_share() const { return ops ? static_cast<double>(not_store) / static_cast<double>(ops) : 0; }
 };
 
 // Runs `callers` threads for `seconds`; each calls make(thread)(i) in a loop, which does one request
@@ -318,6 +326,7 @@ RunStats drive(int callers, double seconds, const std::function<std::function<Ou
         tally.lat_ns.push_back(now_ns() - t0);
         tally.ops++;
         if (o == failed_open) tally.failed_open++;
+        if (o == failed_open || o == fallback) tally.not_store++;
         if (o == rejected) tally.rejected++;
         if (o == error) tally.errors++;
       }
@@ -338,6 +347,7 @@ RunStats drive(int callers, double seconds, const std::function<std::function<Ou
   for (auto &t : tallies) {
     s.ops += t.ops;
     s.failed_open += t.failed_open;
+    s.not_store += t.not_store;
     s.rejected += t.rejected;
     s.errors += t.errors;
     all.insert(all.end(), t.lat_ns.begin(), t.lat_ns.end());
@@ -356,9 +366,9 @@ RunStats drive(int callers, double seconds, const std::function<std::function<Ou
 // --------------------------------------------------------------------------------- the contenders
 
 std::string fw_redis_policy(const Options &o) {
-  // A bucket that never rejects: every admit is one full round trip of the real script.
-  return R"({"store": ")" + redis_url(o) +
-         R"(", "redis": {"deadline_ms": 1000}, "request_rate": {"rate": 1000000, "burst": 1000000}})";
+  // A bucket that never rejects: every admit is one full round trip of the real script. The Redis
+  // options are the shipped defaults.
+  return R"({"store": ")" + redis_url(o) + R"(", "request_rate": {"rate": 1000000, "burst": 1000000}})";
 }
 
 // One request through floodwall's C ABI, on a client shared by every caller.
@@ -371,6 +381,7 @@ std::function<Outcome(uint64_t)> floodwall_caller(fw_client *client, const std::
     fw_decision d = FW_DECISION_INIT;
     if (fw_admit(client, &rq, &d) != FW_OK) return error;
     if (d.failed_open) return failed_open;
+    if (d.degraded || d.fail_reason != FW_FAIL_NONE) return fallback;
     return d.allowed ? ok : rejected;
   };
 }
@@ -452,6 +463,7 @@ struct RedisRow {
       e.push_back(s.redis_cpu_us);
       m.ops += s.ops;
       m.failed_open += s.failed_open;
+      m.not_store += s.not_store;
       m.rejected += s.rejected;
       m.errors += s.errors;
     }
@@ -477,15 +489,30 @@ struct MemoryResult {
 };
 
 struct FailOpenResult {
-  int deadline_ms = 5, breaker_failures = 5;
+  int deadline = 50;  // ms, the shipped default (README, policy.hpp)
   uint64_t before_n = 0, after_n = 0, undecided_other = 0;
   double before_p50_us = 0, before_max_us = 0, after_p50_us = 0, after_p99_us = 0, after_max_us = 0;
   bool recovered = false;
 };
 
+// A fleet on one tenant through an outage: processes x threads admit in a loop for before_s, Redis is
+// SIGSTOPped for outage_s, then runs again for after_s.
+struct OutageResult {
+  int procs = 4, threads = 8, burst = 100;
+  double rate = 1000, before_s = 1, outage_s = 2, after_s = 1;
+  uint64_t decisions = 0, by_store = 0, by_fallback = 0, failed_open = 0, refused = 0;
+  uint64_t admitted_store = 0, admitted_fallback = 0;
+  double p99_us = 0, p999_us = 0, max_us = 0;
+  // Redis' one bucket admits at most burst + rate x the whole run; each process's fallback table at most
+  // burst + rate x the time it decided (the outage and up to the 1 s it takes the probe to close it).
+  double store_bound() const { return burst + rate * (before_s + outage_s + after_s); }
+  double fallback_bound() const { return procs * (burst + rate * (outage_s + 1.0)); }
+};
+
 struct Results {
   std::vector<RedisRow> redis;
-  bool have_embedded = false, have_memory = false, have_failopen = false, have_ceiling = false;
+  bool have_embedded = false, have_memory = false, have_failopen = false, have_ceiling = false, have_outage = false;
+  OutageResult outage;
   EmbeddedResult embedded;
   MemoryResult memory;
   FailOpenResult failopen;
@@ -642,9 +669,10 @@ void bench_redis(const Options &o, Results &res) {
         const RunStats &s = fw_turn ? row.fw.back() : row.seed.back();
         std::printf(
             "redis  callers=%-4d round=%d %-9s %10.0f admits/s  p50 %8.1f us  p99 %8.1f us  cpu/admit: "
-            "client %5.1f us, redis %5.1f us%s\n",
+            "client %5.1f us, redis %5.1f us  not answered by Redis %.4f%% (failed open %" PRIu64 ")%s\n",
             callers, round + 1, fw_turn ? "floodwall" : "seed", s.ops_per_s, s.p50_us, s.p99_us, s.client_cpu_us,
-            s.redis_cpu_us, s.failed_open || s.errors || s.rejected ? "  (NOT ALL DECIDED/ALLOWED)" : "");
+            s.redis_cpu_us, 100 * s.not_store_share(), s.failed_open,
+            s.errors || s.rejected ? "  (NOT ALL DECIDED/ALLOWED)" : "");
         std::fflush(stdout);
       }
       if (wants(o, "ceiling")) {
@@ -787,14 +815,14 @@ void bench_memory(const Options &o, Results &res) {
 
   // floodwall: one admit per tenant.
   admin.run({"FLUSHALL"});
-  fw_client *client = new_client(R"({"store": ")" + redis_url(o) + R"(", "redis": {"deadline_ms": 1000}, )" +
-                                 R"("request_rate": {"rate": )" + rate + R"(, "burst": )" + burst + "}}");
+  fw_client *client = new_client(R"({"store": ")" + redis_url(o) + R"(", )" + R"("request_rate": {"rate": )" + rate +
+                                 R"(, "burst": )" + burst + "}}");
   auto fw_admit_one = [&](const std::string &tenant) {
     fw_request rq = FW_REQUEST_INIT;
     rq.tenant = tenant.data();
     rq.tenant_len = tenant.size();
     fw_decision d = FW_DECISION_INIT;
-    if (fw_admit(client, &rq, &d) != FW_OK || d.failed_open || !d.allowed)
+    if (fw_admit(client, &rq, &d) != FW_OK || d.failed_open || d.degraded || !d.allowed)
       throw std::runtime_error("memory: an admit was not decided by Redis");
   };
   fw_admit_one("warm-up");  // the scripts are loaded and the connections set up before we measure
@@ -872,11 +900,9 @@ struct Frozen {
 void bench_failopen(const Options &o, Results &res) {
   if (o.redis_pid <= 0) throw std::runtime_error("failopen needs --redis-pid");
   FailOpenResult &f = res.failopen;
-  const int breaker_open_ms = 3000;
+  const int open_ms = 1000;  // how long the breaker stays open: the shipped default
   fw_client *client =
-      new_client(R"({"store": ")" + redis_url(o) + R"(", "redis": {"deadline_ms": )" + std::to_string(f.deadline_ms) +
-                 R"(, "breaker_failures": )" + std::to_string(f.breaker_failures) + R"(, "breaker_open_ms": )" +
-                 std::to_string(breaker_open_ms) + R"(}, "request_rate": {"rate": 1000000, "burst": 1000000}})");
+      new_client(R"({"store": ")" + redis_url(o) + R"(", "request_rate": {"rate": 1000000, "burst": 1000000}})");
   auto admit = [&](fw_decision &d) {
     fw_request rq = FW_REQUEST_INIT;
     rq.tenant = "blackhole";
@@ -888,14 +914,14 @@ void bench_failopen(const Options &o, Results &res) {
   };
   fw_decision d;
   for (int i = 0; i < 100; i++) admit(d);
-  if (d.failed_open) throw std::runtime_error("failopen: Redis did not decide before the blackhole");
+  if (d.failed_open || d.degraded) throw std::runtime_error("failopen: Redis did not decide before the blackhole");
 
   std::vector<int64_t> before, after;
   {
     Frozen frozen(o.redis_pid);
     int64_t start = now_ns();
-    // Well inside breaker_open_ms: every admit after the breaker opens is answered without Redis.
-    while (now_ns() - start < static_cast<int64_t>(breaker_open_ms) * 1'000'000 / 3) {
+    // Well inside the open period: every admit after the breaker opens is answered without Redis.
+    while (now_ns() - start < static_cast<int64_t>(open_ms) * 1'000'000 / 3) {
       int64_t ns = admit(d);
       if (d.fail_reason == FW_FAIL_TIMEOUT)
         before.push_back(ns);
@@ -916,18 +942,156 @@ void bench_failopen(const Options &o, Results &res) {
   f.after_max_us = after.empty() ? 0 : static_cast<double>(after.back()) / 1e3;
 
   // After the open period the probe goes through and Redis decides again.
-  std::this_thread::sleep_for(std::chrono::milliseconds(breaker_open_ms + 200));
+  std::this_thread::sleep_for(std::chrono::milliseconds(open_ms + 200));
   for (int i = 0; i < 50 && !f.recovered; i++) {
     admit(d);
-    f.recovered = !d.failed_open;
+    f.recovered = !d.failed_open && !d.degraded && d.fail_reason == FW_FAIL_NONE;
     if (!f.recovered) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   fw_client_free(client);
   res.have_failopen = true;
   std::printf("failopen deadline %d ms: %" PRIu64 " timed-out admits p50 %.0f us max %.0f us; %" PRIu64
               " breaker admits p50 %.2f us p99 %.2f us max %.1f us; recovered=%s\n",
-              f.deadline_ms, f.before_n, f.before_p50_us, f.before_max_us, f.after_n, f.after_p50_us, f.after_p99_us,
+              f.deadline, f.before_n, f.before_p50_us, f.before_max_us, f.after_n, f.after_p50_us, f.after_p99_us,
               f.after_max_us, f.recovered ? "yes" : "NO");
+  std::fflush(stdout);
+}
+
+// ----------------------------------------------------------------------- 5. a fleet through an outage
+
+// What one child process reports through its pipe: counts, and its latencies as a histogram of 10 us
+// buckets up to 200 ms (the last bucket holds everything slower).
+struct OutageChild {
+  uint64_t decisions = 0, by_store = 0, by_fallback = 0, failed_open = 0, refused = 0;
+  uint64_t admitted_store = 0, admitted_fallback = 0;
+  int64_t max_ns = 0;
+  static constexpr size_t kBuckets = 20000;
+  uint64_t hist[kBuckets] = {};
+};
+
+void outage_child(const Options &o, const OutageResult &f, int64_t start_ns, int64_t end_ns, int fd) {
+  auto *out = new OutageChild();
+  // Made in the child: a client made before fork() is the preforking issue's, not this one's.
+  fw_client *client = new_client(R"({"store": ")" + redis_url(o) + R"(", "request_rate": {"rate": )" + num(f.rate) +
+                                 R"(, "burst": )" + std::to_string(f.burst) + "}}");
+  std::mutex mu;
+  std::vector<std::thread> ts;
+  for (int t = 0; t < f.threads; t++) {
+    ts.emplace_back([&] {
+      auto mine = std::make_unique<OutageChild>();
+      while (now_ns() < start_ns) std::this_thread::sleep_for(std::chrono::microseconds(200));
+      fw_request rq = FW_REQUEST_INIT;
+      rq.tenant = "fleet-hot";
+      rq.tenant_len = 9;
+      for (int64_t t0 = now_ns(); t0 < end_ns; t0 = now_ns()) {
+        fw_decision d = FW_DECISION_INIT;
+        if (fw_admit(client, &rq, &d) != FW_OK) std::abort();
+        int64_t ns = now_ns() - t0;
+        mine->decisions++;
+        mine->max_ns = std::max(mine->max_ns, ns);
+        mine->hist[std::min<size_t>(static_cast<size_t>(ns / 10'000), OutageChild::kBuckets - 1)]++;
+        if (d.failed_open) {
+          mine->failed_open++;
+        } else if (d.degraded) {
+          mine->by_fallback++;
+          mine->admitted_fallback += d.allowed != 0;
+        } else if (d.fail_reason != FW_FAIL_NONE) {
+          mine->refused++;
+        } else {
+          mine->by_store++;
+          mine->admitted_store += d.allowed != 0;
+        }
+      }
+      std::lock_guard lock(mu);
+      out->decisions += mine->decisions;
+      out->by_store += mine->by_store;
+      out->by_fallback += mine->by_fallback;
+      out->failed_open += mine->failed_open;
+      out->refused += mine->refused;
+      out->admitted_store += mine->admitted_store;
+      out->admitted_fallback += mine->admitted_fallback;
+      out->max_ns = std::max(out->max_ns, mine->max_ns);
+      for (size_t i = 0; i < OutageChild::kBuckets; i++) out->hist[i] += mine->hist[i];
+    });
+  }
+  for (auto &th : ts) th.join();
+  fw_client_free(client);
+  const char *p = reinterpret_cast<const char *>(out);
+  for (size_t done = 0; done < sizeof *out;) {
+    ssize_t n = write(fd, p + done, sizeof *out - done);
+    if (n <= 0) _exit(3);
+    done += static_cast<size_t>(n);
+  }
+  _exit(0);
+}
+
+void bench_outage(const Options &o, Results &res) {
+  if (o.redis_pid <= 0) throw std::runtime_error("outage needs --redis-pid");
+  OutageResult &f = res.outage;
+  {
+    Conn c(o);
+    c.run({"DEL", "floodwall:{fleet-hot}:rate"});
+  }
+  int64_t start_ns = now_ns() + 500'000'000;  // the children connect first
+  int64_t end_ns = start_ns + static_cast<int64_t>((f.before_s + f.outage_s + f.after_s) * 1e9);
+  std::vector<std::pair<pid_t, int>> kids;
+  for (int p = 0; p < f.procs; p++) {
+    int fds[2];
+    if (pipe(fds) != 0) throw std::runtime_error("outage: pipe failed");
+    std::fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+      close(fds[0]);
+      outage_child(o, f, start_ns, end_ns, fds[1]);
+    }
+    close(fds[1]);
+    kids.push_back({pid, fds[0]});
+  }
+  std::this_thread::sleep_for(std::chrono::nanoseconds(start_ns - now_ns() + static_cast<int64_t>(f.before_s * 1e9)));
+  {
+    Frozen frozen(o.redis_pid);
+    std::this_thread::sleep_for(std::chrono::duration<double>(f.outage_s));
+  }  // SIGCONT
+  std::vector<uint64_t> hist(OutageChild::kBuckets);
+  auto child = std::make_unique<OutageChild>();
+  for (auto [pid, fd] : kids) {
+    char *p = reinterpret_cast<char *>(child.get());
+    size_t got = 0;
+    while (got < sizeof *child) {
+      ssize_t n = read(fd, p + got, sizeof *child - got);
+      if (n <= 0) break;
+      got += static_cast<size_t>(n);
+    }
+    close(fd);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (got != sizeof *child || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+      throw std::runtime_error("outage: a child process failed");
+    f.decisions += child->decisions;
+    f.by_store += child->by_store;
+    f.by_fallback += child->by_fallback;
+    f.failed_open += child->failed_open;
+    f.refused += child->refused;
+    f.admitted_store += child->admitted_store;
+    f.admitted_fallback += child->admitted_fallback;
+    f.max_us = std::max(f.max_us, static_cast<double>(child->max_ns) / 1e3);
+    for (size_t i = 0; i < hist.size(); i++) hist[i] += child->hist[i];
+  }
+  auto pct = [&](double q) {
+    uint64_t want = static_cast<uint64_t>(q * static_cast<double>(f.decisions)), seen = 0;
+    for (size_t i = 0; i < hist.size(); i++)
+      if ((seen += hist[i]) > want) return static_cast<double>(i + 1) * 10.0;  // the bucket's upper edge, us
+    return f.max_us;
+  };
+  f.p99_us = pct(0.99);
+  f.p999_us = pct(0.999);
+  res.have_outage = true;
+  std::printf(
+      "outage %d processes x %d threads, one tenant (rate %g, burst %d), Redis stopped %.0f s: %" PRIu64
+      " decisions, %" PRIu64 " by Redis, %" PRIu64 " by the fallback, %" PRIu64 " failed open; admitted %" PRIu64
+      " by Redis (bound %.0f) + %" PRIu64 " by the fallback (bound %.0f); p99 %.0f us, p99.9 %.0f us, max %.1f ms\n",
+      f.procs, f.threads, f.rate, f.burst, f.outage_s, f.decisions, f.by_store, f.by_fallback, f.failed_open,
+      f.admitted_store, f.store_bound(), f.admitted_fallback, f.fallback_bound(), f.p99_us, f.p999_us, f.max_us / 1000);
   std::fflush(stdout);
 }
 
@@ -987,12 +1151,12 @@ Goals evaluate(const Results &r) {
   if (r.have_failopen) {
     const auto &f = r.failopen;
     g.g4.evaluated = true;
-    bool before = f.before_n > 0 && f.before_max_us < f.deadline_ms * 1000.0;
+    bool before = f.before_n > 0 && f.before_max_us < f.deadline * 1000.0;
     bool after = f.after_n > 0 && f.after_p99_us < 5;
     g.g4.met = before && after;
     g.g4.partly = !g.g4.met && (before || after);
     g.g4.text = "before the breaker opens: max " + num(f.before_max_us / 1000, 2) + " ms (p50 " +
-                num(f.before_p50_us / 1000, 2) + " ms) vs a " + std::to_string(f.deadline_ms) +
+                num(f.before_p50_us / 1000, 2) + " ms) vs a " + std::to_string(f.deadline) +
                 " ms deadline; after: p99 " + num(f.after_p99_us, 2) + " us (goal < 5 us)";
   }
   return g;
@@ -1003,8 +1167,8 @@ std::string stats_json(const RunStats &s) {
   j << "{\"admits_per_s\": " << num(s.ops_per_s) << ", \"p50_us\": " << num(s.p50_us, 2)
     << ", \"p99_us\": " << num(s.p99_us, 2) << ", \"client_cpu_us_per_call\": " << num(s.client_cpu_us, 2)
     << ", \"redis_cpu_us_per_call\": " << num(s.redis_cpu_us, 2) << ", \"ops\": " << s.ops
-    << ", \"failed_open\": " << s.failed_open << ", \"rejected\": " << s.rejected << ", \"errors\": " << s.errors
-    << "}";
+    << ", \"failed_open\": " << s.failed_open << ", \"not_answered_by_redis\": " << s.not_store
+    << ", \"rejected\": " << s.rejected << ", \"errors\": " << s.errors << "}";
   return j.str();
 }
 
@@ -1075,12 +1239,23 @@ std::string to_json(const Options &o, const Results &r, const Goals &g) {
   }
   if (r.have_failopen) {
     const auto &f = r.failopen;
-    j << "  \"fail_open\": {\"deadline_ms\": " << f.deadline_ms << ", \"breaker_failures\": " << f.breaker_failures
-      << ", \"timed_out_admits\": " << f.before_n << ", \"before_open_p50_us\": " << num(f.before_p50_us)
-      << ", \"before_open_max_us\": " << num(f.before_max_us) << ", \"breaker_admits\": " << f.after_n
-      << ", \"after_open_p50_us\": " << num(f.after_p50_us, 3) << ", \"after_open_p99_us\": " << num(f.after_p99_us, 3)
-      << ", \"after_open_max_us\": " << num(f.after_max_us, 1) << ", \"other_outcomes\": " << f.undecided_other
+    j << "  \"fail_open\": {\"default_deadline\": " << f.deadline << ", \"timed_out_admits\": " << f.before_n
+      << ", \"before_open_p50_us\": " << num(f.before_p50_us) << ", \"before_open_max_us\": " << num(f.before_max_us)
+      << ", \"breaker_admits\": " << f.after_n << ", \"after_open_p50_us\": " << num(f.after_p50_us, 3)
+      << ", \"after_open_p99_us\": " << num(f.after_p99_us, 3) << ", \"after_open_max_us\": " << num(f.after_max_us, 1)
+      << ", \"other_outcomes\": " << f.undecided_other
       << ", \"recovered_after_sigcont\": " << (f.recovered ? "true" : "false") << "},\n";
+  }
+  if (r.have_outage) {
+    const auto &f = r.outage;
+    j << "  \"outage\": {\"processes\": " << f.procs << ", \"threads\": " << f.threads << ", \"rate\": " << num(f.rate)
+      << ", \"burst\": " << f.burst << ", \"redis_stopped_s\": " << num(f.outage_s)
+      << ", \"decisions\": " << f.decisions << ", \"by_redis\": " << f.by_store
+      << ", \"by_fallback\": " << f.by_fallback << ", \"failed_open\": " << f.failed_open
+      << ", \"refused\": " << f.refused << ", \"admitted_by_redis\": " << f.admitted_store
+      << ", \"redis_bound\": " << num(f.store_bound()) << ", \"admitted_by_fallback\": " << f.admitted_fallback
+      << ", \"fallback_bound\": " << num(f.fallback_bound()) << ", \"p99_us\": " << num(f.p99_us)
+      << ", \"p999_us\": " << num(f.p999_us) << ", \"max_us\": " << num(f.max_us) << "},\n";
   }
   j << "  \"goals\": {\"1_redis_throughput\": " << goal_json(g.g1) << ", \"2_embedded_ns\": " << goal_json(g.g2)
     << ", \"3_memory_per_tenant\": " << goal_json(g.g3) << ", \"4_fail_open\": " << goal_json(g.g4) << "}\n}\n";
@@ -1101,9 +1276,11 @@ std::string to_markdown(const Options &o, const Results &r, const Goals &g) {
           "Ceilings, a script that does nothing: `redis-benchmark -c N EVAL \"return 1\" 0` at the callers' own "
           "concurrency (N connections, one request in flight on each, as N callers each waiting for their reply; "
           "goal 1 is judged on this one), and the same pipelined 16 deep (`-P 16`, 16 N in flight).\n\n"
-       << "| callers | floodwall admits/s | p50 µs | p99 µs | seed admits/s | p50 µs | p99 µs | floodwall / seed | "
+       << "| callers | floodwall admits/s | not answered by Redis | p50 µs | p99 µs | seed admits/s | p50 µs | p99 µs "
+          "| "
+          "floodwall / seed | "
           "ceiling, N in flight | floodwall / it | ceiling, 16 N in flight | floodwall / it |\n"
-       << "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+       << "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
     std::ostringstream cpu;
     cpu << "CPU per admit (µs), medians: the benchmark process (callers, plus floodwall's I/O thread) and the "
            "redis-server (from /proc/PID/stat, 10 ms ticks). When the box is shared these are steadier than the "
@@ -1115,9 +1292,10 @@ std::string to_markdown(const Options &o, const Results &r, const Goals &g) {
     for (const auto &row : r.redis) {
       RunStats fw = row.fw_median(), seed = row.seed_median();
       double ceil = median(row.ceiling), ceil_n = median(row.ceiling_n);
-      md << "| " << row.callers << " | " << grouped(fw.ops_per_s) << " | " << num(fw.p50_us) << " | " << num(fw.p99_us)
-         << " | " << grouped(seed.ops_per_s) << " | " << num(seed.p50_us) << " | " << num(seed.p99_us) << " | **"
-         << num(row.ratio(), 2) << "x** | " << (ceil_n > 0 ? grouped(ceil_n) : "-") << " | "
+      md << "| " << row.callers << " | " << grouped(fw.ops_per_s) << " | " << num(100 * fw.not_store_share(), 4)
+         << "% (" << fw.not_store << ", failed open " << fw.failed_open << ") | " << num(fw.p50_us) << " | "
+         << num(fw.p99_us) << " | " << grouped(seed.ops_per_s) << " | " << num(seed.p50_us) << " | " << num(seed.p99_us)
+         << " | **" << num(row.ratio(), 2) << "x** | " << (ceil_n > 0 ? grouped(ceil_n) : "-") << " | "
          << (ceil_n > 0 ? num(fw.ops_per_s / ceil_n, 2) : "-") << " | " << (ceil > 0 ? grouped(ceil) : "-") << " | "
          << (ceil > 0 ? num(fw.ops_per_s / ceil, 2) : "-") << " |\n";
       double fw_total = fw.client_cpu_us + fw.redis_cpu_us, seed_total = seed.client_cpu_us + seed.redis_cpu_us;
@@ -1178,10 +1356,11 @@ std::string to_markdown(const Options &o, const Results &r, const Goals &g) {
   }
   if (r.have_failopen) {
     const auto &f = r.failopen;
-    md << "### 4. Fail-open cost (Redis blackholed with SIGSTOP)\n\n"
-       << "One caller, `deadline_ms` " << f.deadline_ms << ", `breaker_failures` " << f.breaker_failures
-       << ". Before the breaker opens each admit waits for its deadline and fails open (reason `timeout`); after, "
-          "it fails open at once (reason `breaker`).\n\n"
+    md << "### 4. The cost of an outage to one caller (Redis blackholed with SIGSTOP)\n\n"
+       << "One caller, the shipped defaults (deadline " << f.deadline
+       << " ms, fallback local). The first admit waits for its deadline: no reply byte within it opens the breaker at "
+          "once, and the local fallback decides (reason `timeout`); after, the fallback decides at once (reason "
+          "`breaker`).\n\n"
        << "| phase | admits | p50 | p99 | max |\n|---|---:|---:|---:|---:|\n"
        << "| before the breaker opens (timeout) | " << f.before_n << " | " << num(f.before_p50_us / 1000, 2)
        << " ms | - | " << num(f.before_max_us / 1000, 2) << " ms |\n"
@@ -1190,10 +1369,24 @@ std::string to_markdown(const Options &o, const Results &r, const Goals &g) {
        << "After SIGCONT and the open period, the probe closed the breaker and Redis decided again: "
        << (f.recovered ? "yes" : "**no**") << ".\n\n";
   }
+  if (r.have_outage) {
+    const auto &f = r.outage;
+    md << "### 5. A fleet through an outage\n\n"
+       << f.procs << " processes x " << f.threads << " threads admit in a loop on one tenant (rate " << num(f.rate)
+       << "/s, burst " << f.burst << "), shipped defaults; Redis is SIGSTOPped for " << num(f.outage_s) << " s after "
+       << num(f.before_s) << " s and runs " << num(f.after_s) << " s more.\n\n"
+       << "| decisions | by Redis | by the fallback | failed open | admitted by Redis (bound) | admitted by the "
+          "fallback (bound: processes x (burst + rate x (outage + 1 s))) | p99 | p99.9 | max |\n"
+       << "|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+       << "| " << grouped(static_cast<double>(f.decisions)) << " | " << grouped(static_cast<double>(f.by_store))
+       << " | " << grouped(static_cast<double>(f.by_fallback)) << " | " << f.failed_open << " | " << f.admitted_store
+       << " (" << num(f.store_bound()) << ") | " << f.admitted_fallback << " (" << num(f.fallback_bound()) << ") | "
+       << num(f.p99_us) << " µs | " << num(f.p999_us) << " µs | " << num(f.max_us / 1000, 1) << " ms |\n\n";
+  }
   md << "### Goals\n\n| goal | met | measured |\n|---|---|---|\n";
   const char *names[] = {"1. >= 2x the seed at 64 callers, lower p99, within 2x of the ceiling at the same concurrency",
                          "2. < 150 ns per decision, one thread, C ABI", "3. <= half the seed's bytes per tenant",
-                         "4. fail-open: under the deadline before the breaker opens, < 5 µs after"};
+                         "4. outage: under the deadline before the breaker opens, < 5 µs after"};
   const Goals::Goal *gs[] = {&g.g1, &g.g2, &g.g3, &g.g4};
   for (int i = 0; i < 4; i++)
     if (gs[i]->evaluated)
@@ -1218,7 +1411,7 @@ void write_file(const std::string &path, const std::string &text) {
 int main(int argc, char **argv) {
   Options o = parse_options(argc, argv);
   g_redis_pid = o.redis_pid;
-  bool needs_redis = wants(o, "redis") || wants(o, "memory") || wants(o, "failopen");
+  bool needs_redis = wants(o, "redis") || wants(o, "memory") || wants(o, "failopen") || wants(o, "outage");
   if (needs_redis && o.port <= 0) usage("--port is required for the redis, memory and failopen sections");
   try {
     Results r;
@@ -1226,6 +1419,7 @@ int main(int argc, char **argv) {
     if (wants(o, "embedded")) bench_embedded(o, r);
     if (wants(o, "memory")) bench_memory(o, r);
     if (wants(o, "failopen")) bench_failopen(o, r);
+    if (wants(o, "outage")) bench_outage(o, r);
     Goals g = evaluate(r);
     std::string md = to_markdown(o, r, g);
     std::cout << "\n" << md;

@@ -85,19 +85,22 @@ async function redisBench(url, redisPid) {
   const ioredisPipelined = new Redis({ host: '127.0.0.1', port: Number(port), enableAutoPipelining: true });
   const rlf = new RateLimiterRedis({ storeClient: ioredis, points: 1e9, duration: 60, keyPrefix: 'rlf' });
   const rlfPipelined = new RateLimiterRedis({ storeClient: ioredisPipelined, points: 1e9, duration: 60, keyPrefix: 'rlfp' });
-  // A generous deadline: a decision that timed out would fail open and flatter the figure.
-  const fw = new Floodwall({ store: url, redis: { deadline_ms: 1000 }, request_rate: { rate: 1e6, burst: 1e9 } });
-  const fwConc = new Floodwall({ store: url, prefix: 'fwc', redis: { deadline_ms: 1000 },
-    request_rate: { rate: 1e6, burst: 1e9 }, concurrency: { limit: 1e6 } });
-  let failedOpen = 0;
+  // The shipped Redis options (deadline, breaker, fallback): what users get. A decision Redis did not
+  // answer is counted beside the figures.
+  const fw = new Floodwall({ store: url, request_rate: { rate: 1e6, burst: 1e9 } });
+  const fwConc = new Floodwall({ store: url, prefix: 'fwc', request_rate: { rate: 1e6, burst: 1e9 },
+    concurrency: { limit: 1e6 } });
+  let failedOpen = 0, notStore = 0, decided = 0;
+  const count = (d) => {
+    decided++;
+    if (d.failedOpen) failedOpen++;
+    if (d.failedOpen || d.degraded || d.failReason !== null) notStore++;
+  };
   const cases = {
-    'floodwall (token bucket)': async (i) => {
-      const d = await fw.admit({ tenant: `t${i % TENANTS}` });
-      if (d.failedOpen) failedOpen++;
-    },
+    'floodwall (token bucket)': async (i) => count(await fw.admit({ tenant: `t${i % TENANTS}` })),
     'floodwall (bucket + concurrency, admit + release)': async (i) => {
       const d = await fwConc.admit({ tenant: `t${i % TENANTS}` });
-      if (d.failedOpen) failedOpen++;
+      count(d);
       fwConc.release(d);
     },
     'rate-limiter-flexible + ioredis': (i) => rlf.consume(`t${i % TENANTS}`),
@@ -105,7 +108,7 @@ async function redisBench(url, redisPid) {
   };
   const rounds = {};
   for (const op of Object.values(cases)) await throughput(2000, IN_FLIGHT, op); // warm up, load scripts
-  failedOpen = 0;
+  failedOpen = notStore = decided = 0;
   for (let round = 0; round < REDIS_ROUNDS; round++) {
     // Interleaved rounds, so that a busy moment on this shared machine does not fall on one side only;
     // every other round runs the cases in reverse, so that a drift within a round falls on both sides.
@@ -119,7 +122,57 @@ async function redisBench(url, redisPid) {
   fwConc.close();
   ioredis.disconnect();
   ioredisPipelined.disconnect();
-  return { rounds, failedOpen };
+  return { rounds, failedOpen, notStore, decided };
+}
+
+// One event loop, `inFlight` admits in flight on one tenant of a bucket that binds (rate 2,000/s,
+// burst 200), shipped defaults: what was admitted against burst + rate x time, and who decided.
+async function oneTenant(url, inFlight, seconds, prefix) {
+  const fw = new Floodwall({ store: url, prefix, request_rate: { rate: 2000, burst: 200 } });
+  const tally = { decisions: 0, admitted: 0, notStore: 0, failedOpen: 0 };
+  try {
+    await fw.admit({ tenant: 'warm' });
+    tally.startMs = Date.now();
+    const start = process.hrtime.bigint();
+    const end = start + BigInt(Math.round(seconds * 1e9));
+    const worker = async () => {
+      while (process.hrtime.bigint() < end) {
+        const d = await fw.admit({ tenant: 'hot' });
+        tally.decisions++;
+        if (d.allowed) tally.admitted++;
+        if (d.failedOpen) tally.failedOpen++;
+        if (d.degraded || d.failedOpen || d.failReason !== null) tally.notStore++;
+      }
+    };
+    await Promise.all(Array.from({ length: inFlight }, worker));
+    tally.elapsed = Number(process.hrtime.bigint() - start) / 1e9;
+    tally.endMs = Date.now();
+  } finally {
+    fw.close();
+  }
+  return tally;
+}
+
+// The same on one tenant from several Node processes at once (this script, re-run as a child).
+async function oneTenantFleet(url, procs, inFlight, seconds) {
+  const { spawn } = require('node:child_process');
+  const prefix = `fleet${Date.now()}`;
+  const runs = await Promise.all(Array.from({ length: procs }, () => new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [__filename, '--one-tenant-child', url, String(inFlight), String(seconds), prefix],
+      { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (b) => { out += b; });
+    child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`child exited ${code}`))));
+  })));
+  const sum = { decisions: 0, admitted: 0, notStore: 0, failedOpen: 0 };
+  for (const r of runs) for (const k of Object.keys(sum)) sum[k] += r[k];
+  // The bucket is shared: the bound runs from the first process's start to the last one's end.
+  sum.elapsed = (Math.max(...runs.map((r) => r.endMs)) - Math.min(...runs.map((r) => r.startMs))) / 1000;
+  return sum;
+}
+
+function bound(t) {
+  return 200 + 2000 * t.elapsed;
 }
 
 function row(label, value, note = '') {
@@ -144,7 +197,7 @@ async function main() {
     // bench/run.sh shares its redis-server and says which process it is: its CPU per call is the
     // steadiest figure on a shared box.
     const redisPid = ownRedis ? ownRedis.pid : Number(process.env.REDIS_PID) || null;
-    const { rounds, failedOpen } = await redisBench(url, redisPid);
+    const { rounds, failedOpen, notStore, decided } = await redisBench(url, redisPid);
     console.log(`\nRedis (${url}), ${REDIS_N} admits, ${IN_FLIGHT} in flight, ${TENANTS} tenants; medians of ${REDIS_ROUNDS} alternating rounds`);
     console.log(`${' '.repeat(54)}    admits/s        min-max  node us/op  redis us/op`);
     const med = (name, key) => median(rounds[name].map((r) => r[key]));
@@ -166,12 +219,27 @@ async function main() {
         `${(med(peer, 'nodeUs') / med(fwName, 'nodeUs')).toFixed(2)}x lower${redisNote})`);
     }
     row('floodwall decisions that failed open', String(failedOpen), '  (0: every figure above is a real decision)');
+    row('floodwall decisions Redis did not answer', `${((100 * notStore) / decided).toFixed(4)}%`,
+      `  (${notStore} of ${decided}; the local fallback decided them)`);
+
+    const seconds = quick ? 1 : 3;
+    console.log(`\nOne tenant (rate 2000/s, burst 200), shipped defaults, ${seconds} s each: admitted against burst + rate x time`);
+    console.log(`${' '.repeat(54)} decisions/s  not by Redis  failed open  admitted / bound`);
+    const report = (label, t) => row(label, Math.round(t.decisions / t.elapsed).toString(),
+      `${`${((100 * t.notStore) / t.decisions).toFixed(3)}%`.padStart(14)}${String(t.failedOpen).padStart(13)}` +
+      `${`${t.admitted} / ${Math.round(bound(t))} = ${(t.admitted / bound(t)).toFixed(3)}`.padStart(28)}`);
+    for (const n of [1, 256, 1024]) report(`1 process, ${n} admits in flight`, await oneTenant(url, n, seconds, `one${n}`));
+    report('4 processes x 256 admits in flight', await oneTenantFleet(url, 4, 256, seconds));
   } finally {
     if (ownRedis) await ownRedis.stop();
   }
 }
 
-main().catch((err) => {
+if (process.argv[2] === '--one-tenant-child') {
+  const [url, inFlight, seconds, prefix] = process.argv.slice(3);
+  oneTenant(url, Number(inFlight), Number(seconds), prefix).then((t) => process.stdout.write(JSON.stringify(t)),
+    (err) => { console.error(err); process.exit(1); });
+} else main().catch((err) => {
   console.error(err);
   process.exit(1);
 });

@@ -44,7 +44,6 @@ class Scene:
     sent: int = 0
     allowed: int = 0
     rejected: Dict[Tuple[int, str], int] = field(default_factory=collections.Counter)
-    failed_open: int = 0
     sample: Optional[httpx.Response] = None
     notes: List[str] = field(default_factory=list)
 
@@ -82,8 +81,6 @@ class Run:
         if r.status_code < 400:
             s.allowed += 1
             self.events.append((self.now(), "allowed"))
-            if "ratelimit" not in r.headers and "ratelimit-policy" in r.headers:
-                s.failed_open += 1  # the policy without the state: the store could not decide
         elif r.status_code in (429, 503):
             limiter = r.json()["error"]["limit_type"]
             s.rejected[(r.status_code, limiter)] += 1
@@ -136,8 +133,6 @@ class Run:
 def report(s: Scene) -> None:
     rejected = ", ".join(f"{n} x {status} {lim}" for (status, lim), n in sorted(s.rejected.items())) or "none"
     print(f"     sent {s.sent}, allowed {s.allowed}, rejected: {rejected}")
-    if s.failed_open:
-        print(f"     failed open (allowed without the store): {s.failed_open}")
     for note in s.notes:
         print(f"     {note}")
     if s.sample is not None:
@@ -250,21 +245,26 @@ async def scenes(run: Run) -> None:
 
     if run.redis and run.redis.pid:
         s = run.scene("Redis stopped mid-run (SIGSTOP, 3 s), then killed and restarted")
+        before = (await run.metrics())["sources"]
         run.redis.pause()
         await flood(run, s, "GET", "/v1/routes/rt_1", "sk_live_during_outage", 3, 4)
         run.redis.resume()
-        s.notes.append(f"while Redis was stopped: {s.allowed} of {s.sent} served, "
-                       f"{s.failed_open} of them decided without the store (failed open)")
+        during = (await run.metrics())["sources"]
+        s.notes.append(f"while Redis was stopped: {s.allowed} of {s.sent} served, still limited: "
+                       f"{during['fallback'] - before['fallback']} decided by the local fallback "
+                       f"(the same policy in each process), {during['failed_open'] - before['failed_open']} "
+                       "let through unlimited")
         await asyncio.sleep(1.0)
         run.redis.restart()
-        sent, allowed, failed_open = s.sent, s.allowed, s.failed_open
+        sent, allowed = s.sent, s.allowed
         await flood(run, s, "GET", "/v1/routes/rt_1", "sk_live_during_outage", 3, 4)
-        s.notes.append(f"killed and restarted: {s.allowed - allowed} of {s.sent - sent} served, "
-                       f"{s.failed_open - failed_open} failed open until the clients reconnected by themselves")
         m = await run.metrics()
-        fo = m["failed_open"]["request_rate"]
-        s.notes.append(f"counted by the {run.processes} boxes: "
-                       + ", ".join(f"{k} {v}" for k, v in fo.items() if v))
+        s.notes.append(f"killed and restarted: {s.allowed - allowed} of {s.sent - sent} served; the clients "
+                       f"reconnected by themselves ({m['sources']['store'] - during['store']} decided by Redis "
+                       f"again, {m['sources']['fallback'] - during['fallback']} by the fallback meanwhile)")
+        why = m["store_failures"]["request_rate"]
+        s.notes.append(f"why the store did not decide, counted by the boxes: "
+                       + ", ".join(f"{k} {v}" for k, v in why.items() if v))
         report(s)
 
 
