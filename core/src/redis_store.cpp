@@ -100,6 +100,33 @@ bool is_config_error(std::string_view e) {
   return false;
 }
 
+// An admit's reply. A request-rate-only admit: one integer, the micro-tokens left (>= 0) or -1 - the
+// micro-tokens the bucket had when it had too few; it committed unless an enforced bucket said no. With
+// a slot: {committed, rate_ok, tokens, conc_ok, tenant in-flight, fleet_ok, fleet in-flight}. False for
+// a reply of another shape.
+bool parse_admit_reply(const redisReply *r, bool slot, bool rate_enforce, AdmitResult &res) {
+  long long v[7] = {0, 1, 0, 1, 0, 1, 0};
+  if (!slot && r->type == REDIS_REPLY_INTEGER) {
+    bool rate_ok = r->integer >= 0;
+    v[0] = rate_ok || !rate_enforce;
+    v[1] = rate_ok;
+    v[2] = rate_ok ? r->integer : -1 - r->integer;
+  } else if (slot && r->type == REDIS_REPLY_ARRAY && r->elements == 7) {
+    for (size_t i = 0; i < 7; i++) v[i] = r->element[i]->type == REDIS_REPLY_INTEGER ? r->element[i]->integer : 0;
+  } else {
+    return false;
+  }
+  res.decided = true;
+  res.committed = v[0] == 1;
+  res.rate_ok = v[1] == 1;
+  res.tokens_m = v[2];
+  res.conc_ok = v[3] == 1;
+  res.conc_count = v[4];
+  res.fleet_ok = v[5] == 1;
+  res.fleet_count = v[6];
+  return true;
+}
+
 }  // namespace
 
 RedisUrl parse_redis_url(const std::string &url) {
@@ -196,6 +223,7 @@ RedisStore::~RedisStore() {
   if (io_.joinable()) io_.join();
   close(wake_fd_);
   for (Call *c : pool_) delete c;
+  if (direct_) redisFree(direct_);
 }
 
 std::string RedisStore::rate_key(const TenantKey &t) const {
@@ -248,9 +276,99 @@ thread_local const void *tl_io_of = nullptr;
 }  // namespace
 
 AdmitResult RedisStore::admit(const AdmitOp &op) {
+  // A lone blocking caller makes its round trip itself: the hop to the I/O thread and back is two
+  // wake-ups on a path where nothing else is waiting to share the write. Only when nothing at all is
+  // outstanding on the I/O thread (so that this admit overtakes no release of this thread's), while one
+  // thread submits (several spread over the connections instead), and for a request-rate-only admit (a
+  // late reply of a slot admit must give its slot back, which the I/O thread does).
+  if (!op.conc && !op.fleet && lanes_in_use_.load(std::memory_order_relaxed) == 1 &&
+      outstanding_.load(std::memory_order_acquire) == 0 && direct_ok_.load(std::memory_order_relaxed) &&
+      breaker_.closed() && getpid() == owner_pid_) {
+    std::unique_lock lock(direct_mu_, std::try_to_lock);
+    if (lock.owns_lock()) {
+      AdmitResult r;
+      if (direct_admit(op, r)) return r;
+      return r;  // undecided, with its reason: the fallback decides, and the next admit takes the I/O thread
+    }
+  }
   thread_local SyncWaiter waiter;
   admit_async(op, &waiter);
   return waiter.wait();
+}
+
+// direct_mu_ held. False with r.reason set when Redis did not answer in time (the direct path is then
+// off until the I/O thread sees Redis answer an admit, so that the breaker judges what follows).
+bool RedisStore::direct_admit(const AdmitOp &op, AdmitResult &r) {
+  auto give_up = [&](FailReason why) {
+    if (direct_) redisFree(direct_);
+    direct_ = nullptr;
+    direct_ok_.store(false, std::memory_order_relaxed);
+    failures_[static_cast<size_t>(why)].fetch_add(1, std::memory_order_relaxed);
+    if (why == FailReason::timeout) {
+      // No byte within the deadline: let the I/O thread judge it (it opens the breaker unless its own
+      // connections are answering), so that the next admit does not wait a deadline too.
+      direct_silent_.store(true, std::memory_order_release);
+      uint64_t one = 1;
+      (void)!write(wake_fd_, &one, sizeof one);
+      // It is idle in poll: wait (briefly) for its verdict, so that this caller's next admit sees it.
+      for (int i = 0; i < 200 && direct_silent_.load(std::memory_order_acquire); i++)
+        std::this_thread::sleep_for(std::chrono::microseconds(10));
+    }
+    r = AdmitResult{};
+    r.reason = why;
+    return false;
+  };
+  timeval deadline{static_cast<time_t>(opt_.deadline_ms / 1000),
+                   static_cast<suseconds_t>(opt_.deadline_ms % 1000) * 1000};
+  auto command = [&](std::initializer_list<std::string_view> args) -> redisReply * {
+    std::string cmd = format(std::vector<std::string_view>(args));
+    redisAppendFormattedCommand(direct_, cmd.data(), cmd.size());
+    void *reply = nullptr;
+    return redisGetReply(direct_, &reply) == REDIS_OK ? static_cast<redisReply *>(reply) : nullptr;
+  };
+  if (!direct_) {
+    timeval connect{static_cast<time_t>(opt_.connect_timeout_ms / 1000),
+                    static_cast<suseconds_t>(opt_.connect_timeout_ms % 1000) * 1000};
+    direct_ = redisConnectWithTimeout(url_.host.c_str(), url_.port, connect);
+    if (!direct_ || direct_->err || redisSetTimeout(direct_, deadline) != REDIS_OK)
+      return give_up(FailReason::connection);
+    std::vector<std::vector<std::string_view>> setup;
+    if (!url_.password.empty())
+      setup.push_back(url_.user.empty() ? std::vector<std::string_view>{"AUTH", url_.password}
+                                        : std::vector<std::string_view>{"AUTH", url_.user, url_.password});
+    std::string db = num(url_.db);
+    if (url_.db != 0) setup.push_back({"SELECT", db});
+    for (const auto &args : setup) {
+      std::string cmd = format(args);
+      redisAppendFormattedCommand(direct_, cmd.data(), cmd.size());
+      void *reply = nullptr;
+      if (redisGetReply(direct_, &reply) != REDIS_OK) return give_up(FailReason::timeout);
+      bool error = static_cast<redisReply *>(reply)->type == REDIS_REPLY_ERROR;
+      freeReplyObject(reply);
+      if (error) return give_up(FailReason::config);  // the I/O thread's connections report it as such
+    }
+  }
+  std::string &cmd = tl_cmd;
+  format_admit(op, cmd);
+  for (int attempt = 0; attempt < 2; attempt++) {
+    redisAppendFormattedCommand(direct_, cmd.data(), cmd.size());
+    void *reply = nullptr;
+    if (redisGetReply(direct_, &reply) != REDIS_OK)
+      return give_up(direct_->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK)
+                         ? FailReason::timeout
+                         : FailReason::connection);
+    auto *rep = static_cast<redisReply *>(reply);
+    bool noscript = rep->type == REDIS_REPLY_ERROR && std::string_view(rep->str, rep->len).rfind("NOSCRIPT", 0) == 0;
+    bool ok = !noscript && parse_admit_reply(rep, false, op.rate && op.rate_enforce, r);
+    freeReplyObject(rep);
+    if (ok) return true;
+    if (!noscript || attempt) return give_up(FailReason::error);
+    noscript_reloads_.fetch_add(1, std::memory_order_relaxed);
+    redisReply *loaded = command({"SCRIPT", "LOAD", admit_script_.body});
+    if (!loaded) return give_up(FailReason::timeout);
+    freeReplyObject(loaded);
+  }
+  return give_up(FailReason::error);
 }
 
 std::string_view RedisStore::tenant_key(const TenantKey &t, std::string_view limiter) const {
@@ -273,6 +391,7 @@ RedisStore::Call *RedisStore::take_call(Kind kind, int64_t deadline_us) {
     }
   }
   if (!c) c = new Call;
+  outstanding_.fetch_add(1, std::memory_order_relaxed);
   c->kind = kind;
   c->slot = c->rate_enforce = c->retried = c->abandoned = false;
   c->deadline_us = deadline_us;
@@ -305,12 +424,28 @@ void RedisStore::admit_async(const AdmitOp &op, AdmitCompletion *done) {
     done->complete(std::move(r));
     return;
   }
+  bool slot = op.conc || op.fleet;
+  format_admit(op, tl_cmd);
+  Call *c = take_call(Kind::admit, now + deadline_us_);
+  c->sent_us = now;
+  c->done = done;
+  c->slot = slot;
+  c->rate_enforce = op.rate && op.rate_enforce;
+  c->affinity = std::hash<std::string_view>{}(op.tenant.view());
+  c->held.tenant = op.tenant;
+  c->held.slot = op.slot;
+  c->held.conc = op.conc;
+  c->held.fleet = op.fleet;
+  waiting_.fetch_add(1, std::memory_order_relaxed);
+  submit(c);
+}
+
+void RedisStore::format_admit(const AdmitOp &op, std::string &cmd) const {
   // A request-rate-only admit sends one key and four arguments; one with a slot sends everything.
   auto mode = [](bool on, bool enforce) { return !on ? '-' : enforce ? 'E' : 'D'; };
   const char limiters[3] = {mode(op.rate, op.rate_enforce), mode(op.conc, op.conc_enforce),
                             mode(op.fleet, op.fleet_enforce)};
   bool slot = op.conc || op.fleet;
-  std::string &cmd = tl_cmd;
   cmd.assign(slot ? admit_head_full_ : admit_head_rate_);
   resp_bulk(cmd, tenant_key(op.tenant, "rate"));
   if (slot) {
@@ -331,18 +466,6 @@ void RedisStore::admit_async(const AdmitOp &op, AdmitCompletion *done) {
     std::memcpy(id + 8, &op.slot.lo, 8);
     resp_bulk(cmd, std::string_view(id, 16));
   }
-  Call *c = take_call(Kind::admit, now + deadline_us_);
-  c->sent_us = now;
-  c->done = done;
-  c->slot = slot;
-  c->rate_enforce = op.rate && op.rate_enforce;
-  c->affinity = std::hash<std::string_view>{}(op.tenant.view());
-  c->held.tenant = op.tenant;
-  c->held.slot = op.slot;
-  c->held.conc = op.conc;
-  c->held.fleet = op.fleet;
-  waiting_.fetch_add(1, std::memory_order_relaxed);
-  submit(c);
 }
 
 void RedisStore::release(const ReleaseOp &op) {
@@ -636,23 +759,14 @@ void RedisStore::read(Conn &conn, int64_t now) {
 }
 
 void RedisStore::finish_admit(Call *c, redisReply *r, int64_t now) {
-  // A request-rate-only admit: one integer, the micro-tokens left (>= 0) or -1 - the micro-tokens the
-  // bucket had when it had too few; it committed unless an enforced bucket said no. With a slot:
-  // {committed, rate_ok, tokens, conc_ok, tenant in-flight, fleet_ok, fleet in-flight}.
-  long long v[7] = {0, 1, 0, 1, 0, 1, 0};
-  if (!c->slot && r->type == REDIS_REPLY_INTEGER) {
-    bool rate_ok = r->integer >= 0;
-    v[0] = rate_ok || !c->rate_enforce;
-    v[1] = rate_ok;
-    v[2] = rate_ok ? r->integer : -1 - r->integer;
-  } else if (c->slot && r->type == REDIS_REPLY_ARRAY && r->elements == 7) {
-    for (size_t i = 0; i < 7; i++) v[i] = r->element[i]->type == REDIS_REPLY_INTEGER ? r->element[i]->integer : 0;
-  } else {
+  AdmitResult res;
+  if (!parse_admit_reply(r, c->slot, c->rate_enforce, res)) {
     if (!c->abandoned) fail_call(c, FailReason::error);
     return;
   }
-  bool committed = v[0] == 1, conc_ok = v[3] == 1, fleet_ok = v[5] == 1;
+  bool committed = res.committed, conc_ok = res.conc_ok, fleet_ok = res.fleet_ok;
   breaker_.record(false, now);  // Redis answered, late or not
+  if (!direct_ok_.load(std::memory_order_relaxed)) direct_ok_.store(true, std::memory_order_relaxed);
   double latency = static_cast<double>(now - c->sent_us);
   latency_us_ = latency_us_ == 0 ? latency : latency_us_ + (latency - latency_us_) / 16;
   if (c->abandoned) {
@@ -663,19 +777,11 @@ void RedisStore::finish_admit(Call *c, redisReply *r, int64_t now) {
     if (back.conc || back.fleet) release(back);
     return;
   }
-  AdmitResult res;
-  res.decided = true;
-  res.committed = committed;
-  res.rate_ok = v[1] == 1;
-  res.tokens_m = v[2];
-  res.conc_ok = conc_ok;
-  res.conc_count = v[4];
-  res.fleet_ok = fleet_ok;
-  res.fleet_count = v[6];
   complete(c, std::move(res));
 }
 
 void RedisStore::recycle(Call *c) {
+  outstanding_.fetch_sub(1, std::memory_order_release);
   spent_.push_back(c);
 }
 
@@ -829,9 +935,14 @@ void RedisStore::run() {
       else
         choose_lanes(several, now);
     }
+    if (direct_silent_.exchange(false, std::memory_order_acquire) && !any_answering(now))
+      trip(FailReason::timeout, now);
     if (lanes_wanted_ != lanes_) settle_lanes(batch, now);
     for (Call *c : batch) {
-      if (lanes_wanted_ != lanes_ && moves(c))
+      if (c->kind == Kind::admit && !breaker_.closed()) {  // submitted just before the breaker opened
+        fail_call(c, FailReason::breaker);
+        recycle(c);
+      } else if (lanes_wanted_ != lanes_ && moves(c))
         parked_.push_back(c);
       else
         dispatch(c, now);

@@ -115,6 +115,8 @@ class RedisStore final : public Store {
   };
 
   void submit(Call *c);
+  void format_admit(const AdmitOp &op, std::string &cmd) const;
+  bool direct_admit(const AdmitOp &op, AdmitResult &r);
   void run();
   void start_connect(Conn &conn, int64_t now);
   void on_connected(Conn &conn, int64_t now);
@@ -194,6 +196,13 @@ class RedisStore final : public Store {
   std::vector<Conn> conns_;  // owned by the I/O thread
   int64_t next_flags_us_ = 0;
   std::thread io_;
+
+  // A lone blocking caller's own connection (blocking hiredis), under direct_mu_; see admit().
+  std::mutex direct_mu_;
+  redisContext *direct_ = nullptr;
+  std::atomic<bool> direct_ok_{true};       // off after a direct call failed, until the I/O thread sees Redis
+  std::atomic<bool> direct_silent_{false};  // a direct call got no byte within the deadline
+  std::atomic<int64_t> outstanding_{0};     // calls taken and not yet recycled, on the I/O thread's side
 
   // The breaker: its state is read by every caller, written by the I/O thread.
   Breaker breaker_;
