@@ -112,11 +112,11 @@ typedef struct fw_client fw_client;
  * Creates a client from a policy JSON document (UTF-8, NUL-terminated). See README.md, "Policy
  * reference", for the schema. On success *out is owned by the caller and freed with fw_client_free.
  * Returns FW_EPOLICY (message naming the field) for an invalid policy, FW_ESTORE for a bad store URL.
- * A Redis store that is unreachable at creation is not an error: decisions fail open until it is up.
+ * A Redis store that is unreachable at creation is not an error: the fallback decides until it is up.
  */
 FW_EXTERN int fw_client_new(fw_client **out, const char *policy_json);
 
-/** Stops the client's I/O thread, fails pending admits open and frees it. NULL is a no-op. */
+/** Stops the client's I/O thread, decides pending admits by the fallback and frees it. NULL is a no-op. */
 FW_EXTERN void fw_client_free(fw_client *c);
 
 /* ------------------------------------------------------------------------------------------ request */

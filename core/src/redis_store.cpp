@@ -205,7 +205,7 @@ RedisStore::RedisStore(const Policy &p, RedisUrl url)
   lanes_in_use_.store(static_cast<uint32_t>(lanes_));
   io_ = std::thread([this] { run(); });
   // Give the first connection the connect time-out to come up, so that the first requests of a fresh
-  // process are decided by Redis. An unreachable Redis is not an error: decisions fail open.
+  // process are decided by Redis. An unreachable Redis is not an error: the fallback decides.
   std::unique_lock lock(ready_mu_);
   ready_cv_.wait_for(lock, std::chrono::milliseconds(opt_.connect_timeout_ms),
                      [this] { return ever_connected_.load(); });
@@ -404,7 +404,7 @@ RedisStore::Call *RedisStore::take_call(Kind kind, int64_t deadline_us) {
 void RedisStore::admit_async(const AdmitOp &op, AdmitCompletion *done) {
   int64_t now = now_us();
   if (getpid() != owner_pid_) {
-    // A client made before fork() has no I/O thread in the child: fail open at once, never hang.
+    // A client made before fork() has no I/O thread in the child: the fallback decides at once, never a hang.
     failures_[static_cast<size_t>(FailReason::error)].fetch_add(1, std::memory_order_relaxed);
     AdmitResult r;
     r.reason = FailReason::error;
@@ -770,7 +770,7 @@ void RedisStore::finish_admit(Call *c, redisReply *r, int64_t now) {
   double latency = static_cast<double>(now - c->sent_us);
   latency_us_ = latency_us_ == 0 ? latency : latency_us_ + (latency - latency_us_) / 16;
   if (c->abandoned) {
-    // The caller failed open long ago; if the late command took slots after all, give them back now.
+    // The caller was answered by the fallback long ago; if the late command took slots after all, give them back now.
     ReleaseOp back = c->held;
     back.conc = back.conc && committed && conc_ok;
     back.fleet = back.fleet && committed && fleet_ok;

@@ -45,7 +45,7 @@ struct AdmitOp {
 };
 
 struct AdmitResult {
-  bool decided = false;  // false: the store could not decide and the request fails open
+  bool decided = false;  // false: the store could not decide; redis.fallback decides
   FailReason reason = FailReason::none;
   bool rate_ok = true, conc_ok = true, fleet_ok = true;  // each limiter's own verdict
   bool committed = false;  // true when the request consumed (no enforcing limiter rejected)

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <floodwall.hpp>
 #include <functional>
+#include <new>
 #include <set>
 #include <thread>
 #include <vector>
@@ -423,6 +424,46 @@ TEST(RedisStore, AdmitsBeyondWhatRedisAnswersInTimeAreDecidedAtOnce) {
   EXPECT_GT(stores, 0) << "and Redis still answered what it could";
   std::string m = fw.metrics_json();
   EXPECT_NE(m.find("\"breaker\":\"closed\""), std::string::npos) << "a busy Redis is not a failed one: " << m;
+}
+
+// The documented bound: with N processes on the local fallback, a tenant gets at most N x its limit
+// during an outage (each process's table starts full), and never unlimited.
+TEST(RedisStore, DuringAnOutageNProcessesAdmitAtMostNTimesTheLimit) {
+  RedisServer redis;
+  const std::string pol = R"({"store": ")" + redis.url() + R"(", "redis": {"deadline_ms": 50},
+                              "request_rate": {"rate": 0.001, "burst": 10}})";
+  constexpr int kProcs = 3, kEach = 60;
+  auto *counts =
+      static_cast<std::atomic<int> *>(mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(counts, MAP_FAILED);
+  new (&counts[0]) std::atomic<int>(0);  // admitted
+  new (&counts[1]) std::atomic<int>(0);  // let through unlimited
+  new (&counts[2]) std::atomic<int>(0);  // ready
+  redis.pause();
+  std::vector<pid_t> kids;
+  for (int p = 0; p < kProcs; p++) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      floodwall::Client fw(pol);
+      for (int i = 0; i < kEach; i++) {
+        fw_decision d = admit_raw(fw, "outage");
+        if (d.allowed) counts[0]++;
+        if (d.failed_open || !d.degraded) counts[1]++;
+      }
+      _exit(0);
+    }
+    kids.push_back(pid);
+  }
+  for (pid_t pid : kids) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  redis.resume();
+  EXPECT_EQ(counts[1].load(), 0) << "every decision came from a process's fallback table";
+  EXPECT_LE(counts[0].load(), kProcs * 10) << "at most N x the burst";
+  EXPECT_EQ(counts[0].load(), kProcs * 10) << "and each process's table held its own full burst";
+  munmap(counts, 4096);
 }
 
 TEST(RedisStore, FallbackOpenAllowsUnlimitedAndSaysSo) {

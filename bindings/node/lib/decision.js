@@ -26,7 +26,7 @@ class Decision {
 
   constructor(core, raw) {
     this.#core = core;
-    /** The request may proceed (also true in dark mode and when failed open). */
+    /** The request may proceed (also true in dark mode when degraded and when failed open). */
     this.allowed = raw[0] !== 0;
     /** 200, 429 (request_rate, concurrency) or 503 (fleet, utilization). */
     this.status = raw[1];

@@ -122,7 +122,7 @@ class Floodwall {
     return native.metricsPrometheus(this.#core.handle);
   }
 
-  /** Stops the client; admits still waiting on the store resolve failed open. Idempotent. */
+  /** Stops the client; admits still waiting on the store resolve, decided by the fallback. Idempotent. */
   close() {
     this.#closed = true;
     native.close(this.#core.handle);

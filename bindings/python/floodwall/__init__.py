@@ -193,7 +193,7 @@ class Floodwall:
         return self._c.metrics_prometheus()
 
     def close(self) -> None:
-        """Stops the I/O thread; pending admits fail open. Further calls raise ClosedError."""
+        """Stops the I/O thread; pending admits are decided by the fallback. Further calls raise ClosedError."""
         self._c.close()
 
     @property
