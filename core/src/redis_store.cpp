@@ -311,8 +311,8 @@ bool RedisStore::direct_admit(const AdmitOp &op, AdmitResult &r) {
       uint64_t one = 1;
       (void)!write(wake_fd_, &one, sizeof one);
       // It is idle in poll: wait (briefly) for its verdict, so that this caller's next admit sees it.
-      for (int i = 0; i < 200 && direct_silent_.load(std::memory_order_acquire); i++)
-        std::this_thread::sleep_for(std::chrono::microseconds(10));
+      for (int i = 0; i < 400 && direct_silent_.load(std::memory_order_acquire); i++)
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
     r = AdmitResult{};
     r.reason = why;
