@@ -562,7 +562,7 @@ bool RedisStore::any_ready() const {
 
 bool RedisStore::any_answering(int64_t now) const {
   for (const Conn &conn : conns_)
-    if (conn.state == Conn::State::ready && now - conn.last_reply_us < deadline_us_) return true;
+    if (conn.state == Conn::State::ready && now - conn.answered_sent_us < deadline_us_) return true;
   return false;
 }
 
@@ -660,7 +660,8 @@ void RedisStore::fail_conn(Conn &conn, FailReason why, int64_t now) {
 }
 
 void RedisStore::append(Conn &conn, Call *c) {
-  if (conn.inflight.empty()) conn.quiet_since_us = now_us();
+  c->appended_us = now_us();
+  if (conn.inflight.empty()) conn.quiet_since_us = c->appended_us;
   redisAppendFormattedCommand(conn.ctx, c->cmd.data(), c->cmd.size());
   conn.inflight.push_back(c);
   conn.want_write = true;
@@ -751,6 +752,7 @@ void RedisStore::read(Conn &conn, int64_t now) {
     }
     Call *c = conn.inflight.front();
     conn.inflight.pop_front();
+    conn.answered_sent_us = std::max(conn.answered_sent_us, c->appended_us);
     if (conn.awaiting) conn.awaiting--;
     if (c->kind == Kind::release) conn.releases_done++;
     handle(conn, c, r, now);
@@ -861,7 +863,7 @@ void RedisStore::expire(int64_t now) {
       const size_t before = conn.inflight.size();
       read(conn, now);
       if (conn.state != Conn::State::ready) continue;
-      if (conn.inflight.size() != before) conn.quiet_since_us = conn.last_reply_us = now;
+      if (conn.inflight.size() != before) conn.quiet_since_us = now;
     }
     // A call that missed its deadline while replies kept arriving was late because of the queue; one
     // that got no byte back for a whole deadline was not answered at all.
@@ -1002,7 +1004,7 @@ void RedisStore::run() {
           on_connected(conn, now);
         continue;
       }
-      if (rev & POLLIN) conn.quiet_since_us = conn.last_reply_us = now;
+      if (rev & POLLIN) conn.quiet_since_us = now;
       if (rev & (POLLIN | POLLERR | POLLHUP)) read(conn, now);
       if (conn.state == Conn::State::ready && (rev & POLLOUT)) flush(conn, now);
     }

@@ -84,7 +84,8 @@ class RedisStore final : public Store {
     bool retried = false, abandoned = false;
     std::string cmd;  // the RESP command
     int64_t deadline_us = 0;
-    int64_t sent_us = 0;  // admit: when it was submitted (for the reply latency)
+    int64_t sent_us = 0;      // admit: when it was submitted (for the reply latency)
+    int64_t appended_us = 0;  // when it went into a connection's output buffer
     AdmitCompletion *done = nullptr;
     ReleaseOp held;       // admit: what to free if the reply comes after the caller gave up
     size_t affinity = 0;  // which connection: a hash of the tenant
@@ -104,7 +105,9 @@ class RedisStore final : public Store {
     // Since when the connection has had commands outstanding and no reply byte: the breaker's silence
     // test. Reset by every read, and by a command sent on an idle connection.
     int64_t quiet_since_us = 0;
-    int64_t last_reply_us = 0;  // when reply bytes last arrived
+    // When the newest call whose reply was read had been sent: Redis is answering now if that is recent
+    // (a reply read late to a call sent long ago says nothing about now).
+    int64_t answered_sent_us = 0;
     // Releases appended and answered (replies come in order; a broken connection answers them all),
     // and how many must be answered before the lanes may change.
     uint64_t releases_sent = 0, releases_done = 0, drain_to = 0;
@@ -147,6 +150,7 @@ class RedisStore final : public Store {
   // every waiting admit now (their callers' fallback decides), instead of at their deadlines.
   void trip(FailReason why, int64_t now);
   bool any_ready() const;
+  // Some connection read the reply of a call sent within the last deadline: Redis is answering now.
   bool any_answering(int64_t now) const;
   // Commands outstanding and no reply byte for `for_us`.
   static bool silent(const Conn &conn, int64_t now, int64_t for_us) {

@@ -14,7 +14,7 @@ int main(void) {
   req.route = "/v1/routes"; req.method = "POST";
   req.cost = 3;                                /* tokens: weight expensive requests */
   fw_decision d = FW_DECISION_INIT;
-  fw_admit(fw, &req, &d);                      /* 0 whenever a decision was made, failed-open ones included */
+  fw_admit(fw, &req, &d);                      /* 0 whenever a decision was made, the fallback's included */
   fw_buf headers = FW_BUF_INIT, body = FW_BUF_INIT;
   fw_format_headers(fw, &d, &headers);         /* "RateLimit-Policy: ...\r\n..." on every response */
   fw_format_body(fw, &d, &body);               /* JSON on 429/503, empty otherwise */

@@ -384,8 +384,7 @@ TEST(RedisStore, SixtyFourThreadsOnAHealthyRedisAreDecidedByRedis) {
 // which sees replies arriving all along, stays closed.
 TEST(RedisStore, AdmitsBeyondWhatRedisAnswersInTimeAreDecidedAtOnce) {
   RedisServer redis;
-  floodwall::Client fw(R"({"store": ")" + redis.url() + R"(", "redis": {"deadline_ms": 20},
-                           "request_rate": {"rate": 1000000, "burst": 1000000}})");
+  floodwall::Client fw(R"({"store": ")" + redis.url() + R"(", "request_rate": {"rate": 1000000, "burst": 1000000}})");
   ASSERT_TRUE(by_store(admit_raw(fw, "warm")));
   struct Wave {
     std::atomic<int> done{0}, store{0}, overload{0}, timeout{0}, failed_open{0};
@@ -420,7 +419,7 @@ TEST(RedisStore, AdmitsBeyondWhatRedisAnswersInTimeAreDecidedAtOnce) {
     overloads += wave.overload.load();
     stores += wave.store.load();
   }
-  EXPECT_GT(overloads, 0) << "20,000 at once are more than Redis answers in 20 ms";
+  EXPECT_GT(overloads, 0) << "20,000 at once are more than Redis answers in the 50 ms deadline";
   EXPECT_GT(stores, 0) << "and Redis still answered what it could";
   std::string m = fw.metrics_json();
   EXPECT_NE(m.find("\"breaker\":\"closed\""), std::string::npos) << "a busy Redis is not a failed one: " << m;

@@ -332,9 +332,9 @@ describe('Redis store', () => {
         const waitedMs = Number(process.hrtime.bigint() - t0) / 1e6;
         assert.ok(waitedMs < 5000, `a time-out, not a hang (${waitedMs} ms)`);
         assert.ok(all.every((d) => d.degraded && !d.failedOpen && d.failReason === 'timeout'));
+        assert.equal(fw.metrics().breaker, 'open', 'no reply byte within the deadline opens the breaker');
         const next = await fw.admit({ tenant: 't' });
         assert.equal(next.failReason, 'breaker', 'the breaker is open: nobody waits for Redis');
-        assert.equal(fw.metrics().breaker, 'open');
       } finally {
         process.kill(own.pid, 'SIGCONT');
       }
