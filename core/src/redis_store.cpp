@@ -299,6 +299,7 @@ AdmitResult RedisStore::admit(const AdmitOp &op) {
 // direct_mu_ held. False with r.reason set when Redis did not answer in time (the direct path is then
 // off until the I/O thread sees Redis answer an admit, so that the breaker judges what follows).
 bool RedisStore::direct_admit(const AdmitOp &op, AdmitResult &r) {
+  int64_t sent_us = now_us();
   auto give_up = [&](FailReason why) {
     if (direct_) redisFree(direct_);
     direct_ = nullptr;
@@ -307,11 +308,11 @@ bool RedisStore::direct_admit(const AdmitOp &op, AdmitResult &r) {
     if (why == FailReason::timeout) {
       // No byte within the deadline: let the I/O thread judge it (it opens the breaker unless its own
       // connections are answering), so that the next admit does not wait a deadline too.
-      direct_silent_.store(true, std::memory_order_release);
+      direct_silent_since_.store(sent_us, std::memory_order_release);
       uint64_t one = 1;
       (void)!write(wake_fd_, &one, sizeof one);
       // It is idle in poll: wait (briefly) for its verdict, so that this caller's next admit sees it.
-      for (int i = 0; i < 400 && direct_silent_.load(std::memory_order_acquire); i++)
+      for (int i = 0; i < 400 && direct_silent_since_.load(std::memory_order_acquire) != 0; i++)
         std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
     r = AdmitResult{};
@@ -350,6 +351,7 @@ bool RedisStore::direct_admit(const AdmitOp &op, AdmitResult &r) {
   }
   std::string &cmd = tl_cmd;
   format_admit(op, cmd);
+  sent_us = now_us();
   for (int attempt = 0; attempt < 2; attempt++) {
     redisAppendFormattedCommand(direct_, cmd.data(), cmd.size());
     void *reply = nullptr;
@@ -560,9 +562,9 @@ bool RedisStore::any_ready() const {
   return false;
 }
 
-bool RedisStore::any_answering(int64_t now) const {
+bool RedisStore::any_answering(int64_t since_us) const {
   for (const Conn &conn : conns_)
-    if (conn.state == Conn::State::ready && now - conn.answered_sent_us < deadline_us_) return true;
+    if (conn.state == Conn::State::ready && conn.answered_sent_us > since_us) return true;
   return false;
 }
 
@@ -849,6 +851,7 @@ void RedisStore::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
 
 void RedisStore::expire(int64_t now) {
   bool silent_admit = false;
+  int64_t silent_since = INT64_MAX;  // when the oldest call that got no byte back was sent
   for (Conn &conn : conns_) {
     if (conn.state == Conn::State::connecting && now >= conn.connect_deadline_us) {
       fail_conn(conn, FailReason::timeout, now);
@@ -876,6 +879,7 @@ void RedisStore::expire(int64_t now) {
         if (quiet) {
           breaker_.record(true, now);
           silent_admit = true;
+          silent_since = std::min(silent_since, c->appended_us);
         }
         fail_call(c, FailReason::timeout);
       } else if (c->kind == Kind::release) {
@@ -890,8 +894,8 @@ void RedisStore::expire(int64_t now) {
     if (probe_lost || silent(conn, now, std::max<int64_t>(opt_.breaker_open_ms, opt_.deadline_ms) * 1000))
       fail_conn(conn, FailReason::timeout, now);
   }
-  // No connection has answered within the deadline: Redis went silent, and nobody waits for it any more.
-  if (silent_admit && !any_answering(now)) trip(FailReason::timeout, now);
+  // Redis answered nothing sent since: it went silent, and nobody waits for it any more.
+  if (silent_admit && !any_answering(silent_since)) trip(FailReason::timeout, now);
 }
 
 void RedisStore::run() {
@@ -937,7 +941,7 @@ void RedisStore::run() {
       else
         choose_lanes(several, now);
     }
-    if (direct_silent_.exchange(false, std::memory_order_acquire) && !any_answering(now))
+    if (int64_t since = direct_silent_since_.exchange(0, std::memory_order_acquire); since && !any_answering(since))
       trip(FailReason::timeout, now);
     if (lanes_wanted_ != lanes_) settle_lanes(batch, now);
     for (Call *c : batch) {

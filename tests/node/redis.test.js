@@ -332,6 +332,9 @@ describe('Redis store', () => {
         const waitedMs = Number(process.hrtime.bigint() - t0) / 1e6;
         assert.ok(waitedMs < 5000, `a time-out, not a hang (${waitedMs} ms)`);
         assert.ok(all.every((d) => d.degraded && !d.failedOpen && d.failReason === 'timeout'));
+        // A reply read just after the stop, to a call sent before it, can make the first deadline look
+        // answered; the next one then opens the breaker.
+        if (fw.metrics().breaker !== 'open') assert.equal((await fw.admit({ tenant: 't' })).failReason, 'timeout');
         assert.equal(fw.metrics().breaker, 'open', 'no reply byte within the deadline opens the breaker');
         const next = await fw.admit({ tenant: 't' });
         assert.equal(next.failReason, 'breaker', 'the breaker is open: nobody waits for Redis');
