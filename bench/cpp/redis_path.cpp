@@ -20,6 +20,7 @@
 #include <floodwall.h>
 #include <hiredis/hiredis.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -66,7 +67,7 @@ struct Options {
   int rounds = 5;
   int tenants = 1000;  // the pool every caller rotates over (both contenders)
   int memory_tenants = 100000;
-  std::vector<std::string> sections = {"redis", "ceiling", "embedded", "memory", "failopen", "outage"};
+  std::vector<std::string> sections = {"redis", "ceiling", "embedded", "shm", "memory", "failopen", "outage"};
   std::vector<std::string> contenders = {"floodwall", "seed"};  // of the redis section (one alone, to profile it)
   std::string seed_script = FW_BENCH_SEED_LUA;
   std::string json_path, markdown_path;
@@ -509,7 +510,15 @@ struct OutageResult {
   double fallback_bound() const { return procs * (burst + rate * (outage_s + 1.0)); }
 };
 
+// shm:// against memory:// on one thread, and shm:// from one process against two on other tenants.
+struct ShmResult {
+  double memory_ns = 0, shm_ns = 0;    // one thread, CPU per decision
+  double one_proc = 0, two_procs = 0;  // decisions/s, summed over the processes
+};
+
 struct Results {
+  ShmResult shm;
+  bool have_shm = false;
   std::vector<RedisRow> redis;
   bool have_embedded = false, have_memory = false, have_failopen = false, have_ceiling = false, have_outage = false;
   OutageResult outage;
@@ -790,6 +799,70 @@ void bench_embedded(const Options &o, Results &res) {
   e.decisions_per_s_two = median(two_rate);
   res.have_embedded = true;
   fw_client_free(client);
+}
+
+// ------------------------------------------------------------------------------- 2b. shm://
+
+// `procs` processes, each on tenants of its own, deciding for `seconds` on one shm segment: the
+// decisions per second of all of them together.
+double shm_processes(const std::string &url, int procs, double seconds) {
+  std::vector<std::pair<pid_t, int>> kids;
+  for (int p = 0; p < procs; p++) {
+    int fds[2];
+    if (pipe(fds) != 0) throw std::runtime_error("shm: pipe failed");
+    std::fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+      close(fds[0]);
+      fw_client *c = new_client(R"({"store": ")" + url +
+                                R"(", "max_tenants": 100000, "request_rate": {"rate": 1000000, "burst": 1000000000}})");
+      std::vector<std::string> tenants;
+      for (int i = 0; i < 1000; i++) tenants.push_back("p" + std::to_string(p) + "-" + tenant_name(i));
+      double rate = embedded_run(c, tenants, 1, seconds).decisions_per_s;
+      (void)!write(fds[1], &rate, sizeof rate);
+      _exit(0);
+    }
+    close(fds[1]);
+    kids.push_back({pid, fds[0]});
+  }
+  double total = 0;
+  for (auto [pid, fd] : kids) {
+    double rate = 0;
+    if (read(fd, &rate, sizeof rate) != sizeof rate) throw std::runtime_error("shm: a child failed");
+    close(fd);
+    waitpid(pid, nullptr, 0);
+    total += rate;
+  }
+  return total;
+}
+
+void bench_shm(const Options &o, Results &res) {
+  std::string name = "floodwall-bench-" + std::to_string(getpid());
+  std::string url = "shm://" + name;
+  std::vector<std::string> tenants;
+  for (int i = 0; i < 1000; i++) tenants.push_back(tenant_name(i));
+  std::vector<double> mem, shm, one, two;
+  const std::string bucket = R"("max_tenants": 100000, "request_rate": {"rate": 1000000, "burst": 1000000000})";
+  fw_client *m = new_client("{" + bucket + "}");
+  fw_client *s = new_client(R"({"store": ")" + url + R"(", )" + bucket + "}");
+  embedded_run(m, tenants, 1, 0.2);
+  embedded_run(s, tenants, 1, 0.2);
+  for (int round = 0; round < o.rounds; round++) {
+    mem.push_back(embedded_run(m, tenants, 1, o.seconds / 2).cpu_ns);
+    shm.push_back(embedded_run(s, tenants, 1, o.seconds / 2).cpu_ns);
+    one.push_back(shm_processes(url, 1, o.seconds / 2));
+    two.push_back(shm_processes(url, 2, o.seconds / 2));
+    std::printf(
+        "shm round=%d  memory:// %.1f ns/decision, shm:// %.1f ns (%.2fx); one process %.0f/s, two on other "
+        "tenants %.0f/s (%.2fx)\n",
+        round + 1, mem.back(), shm.back(), shm.back() / mem.back(), one.back(), two.back(), two.back() / one.back());
+    std::fflush(stdout);
+  }
+  fw_client_free(m);
+  fw_client_free(s);
+  shm_unlink(("/floodwall." + name).c_str());
+  res.shm = {median(mem), median(shm), median(one), median(two)};
+  res.have_shm = true;
 }
 
 // ------------------------------------------------------------------------------- 3. memory/tenant
@@ -1369,6 +1442,18 @@ std::string to_markdown(const Options &o, const Results &r, const Goals &g) {
        << "After SIGCONT and the open period, the probe closed the breaker and Redis decided again: "
        << (f.recovered ? "yes" : "**no**") << ".\n\n";
   }
+  if (r.have_shm) {
+    const auto &h = r.shm;
+    md << "### 2b. `shm://` (the processes of one machine)\n\n"
+       << "The embedded loop above on `shm://NAME` against `memory://`, one thread, 1000 tenants (CPU per decision, "
+          "medians), and on `shm://` from one process against two at once on tenants of their own (decisions/s of "
+          "all of them).\n\n"
+       << "| memory:// ns | shm:// ns | shm / memory (goal <= 2) | one process/s | two processes/s | two / one (goal "
+          ">= "
+          "1.5) |\n|---:|---:|---:|---:|---:|---:|\n"
+       << "| " << num(h.memory_ns) << " | " << num(h.shm_ns) << " | " << num(h.shm_ns / h.memory_ns, 2) << " | "
+       << grouped(h.one_proc) << " | " << grouped(h.two_procs) << " | " << num(h.two_procs / h.one_proc, 2) << " |\n\n";
+  }
   if (r.have_outage) {
     const auto &f = r.outage;
     md << "### 5. A fleet through an outage\n\n"
@@ -1417,6 +1502,7 @@ int main(int argc, char **argv) {
     Results r;
     if (wants(o, "redis")) bench_redis(o, r);
     if (wants(o, "embedded")) bench_embedded(o, r);
+    if (wants(o, "shm")) bench_shm(o, r);
     if (wants(o, "memory")) bench_memory(o, r);
     if (wants(o, "failopen")) bench_failopen(o, r);
     if (wants(o, "outage")) bench_outage(o, r);

@@ -8,19 +8,22 @@
 #include <new>
 #include <string>
 
-#include "clock.hpp"
+#include "client.hpp"
 #include "formatter.hpp"
 #include "guard.hpp"
 #include "policy.hpp"
 #include "store_factory.hpp"
 
 struct fw_client {
-  floodwall::SteadyClock clock;
-  floodwall::SystemRng rng;
-  std::unique_ptr<floodwall::Guard> guard;
+  explicit fw_client(floodwall::Policy p) : client(std::move(p)) {}
+  floodwall::Client client;  // the Guard of this process, made anew in a forked child
 };
 
 namespace {
+
+floodwall::Guard &guard_of(fw_client *c) {
+  return c->client.guard();
+}
 
 thread_local std::string last_message;
 thread_local fw_error last_error{FW_OK, ""};
@@ -189,11 +192,7 @@ int fw_client_new(fw_client **out, const char *policy_json) {
     if (!out) throw floodwall::BadRequest("out: must not be NULL");
     *out = nullptr;
     if (!policy_json) throw floodwall::PolicyError("policy", "must not be NULL");
-    floodwall::Policy policy = floodwall::parse_policy(policy_json);
-    auto c = std::make_unique<fw_client>();
-    auto store = floodwall::make_store(policy, c->clock);
-    c->guard = std::make_unique<floodwall::Guard>(std::move(policy), std::move(store), c->clock, c->rng);
-    *out = c.release();
+    *out = new fw_client(floodwall::parse_policy(policy_json));
     return FW_OK;
   });
 }
@@ -211,11 +210,11 @@ int fw_admit(fw_client *c, const fw_request *req, fw_decision *out) {
     if (!out) throw floodwall::BadRequest("out: must not be NULL");
     unsigned version = decision_version(out);
     if (version >= 2) {
-      c->guard->admit(to_request(req), *out);
+      guard_of(c).admit(to_request(req), *out);
       return FW_OK;
     }
     fw_decision full;
-    c->guard->admit(to_request(req), full);
+    guard_of(c).admit(to_request(req), full);
     full.version = version;  // the caller's struct keeps its own version
     std::memcpy(out, &full, kDecisionV1Size);
     return FW_OK;
@@ -229,7 +228,7 @@ int fw_admit_async(fw_client *c, const fw_request *req, fw_admit_cb cb, void *pa
     need_client(c);
     floodwall::Request r = to_request(req);
     called = true;  // from here on, the Guard calls cb exactly once (or throws before calling it)
-    c->guard->admit_async(r, cb, payload);
+    guard_of(c).admit_async(r, cb, payload);
     return FW_OK;
   });
   if (rc != FW_OK && called) {
@@ -244,7 +243,7 @@ int fw_admit_async(fw_client *c, const fw_request *req, fw_admit_cb cb, void *pa
 int fw_release(fw_client *c, fw_ticket t) {
   if (!c || t == 0) return FW_OK;
   guarded([&]() -> int {
-    c->guard->release(t);
+    guard_of(c).release(t);
     return FW_OK;
   });
   return FW_OK;  // never fails the caller
@@ -255,7 +254,7 @@ int fw_set_mode(fw_client *c, fw_limiter l, fw_mode m) {
     need_client(c);
     if (!valid_limiter(raw(l))) throw floodwall::BadRequest("limiter: unknown value " + std::to_string(raw(l)));
     if (!valid_mode(raw(m))) throw floodwall::BadRequest("mode: unknown value " + std::to_string(raw(m)));
-    c->guard->set_mode(static_cast<floodwall::Limiter>(raw(l)), static_cast<floodwall::Mode>(raw(m)));
+    guard_of(c).set_mode(static_cast<floodwall::Limiter>(raw(l)), static_cast<floodwall::Mode>(raw(m)));
     return FW_OK;
   });
 }
@@ -265,7 +264,7 @@ int fw_get_mode(fw_client *c, fw_limiter l, fw_mode *out) {
     need_client(c);
     if (!out) throw floodwall::BadRequest("out: must not be NULL");
     if (!valid_limiter(raw(l))) throw floodwall::BadRequest("limiter: unknown value " + std::to_string(raw(l)));
-    *out = static_cast<fw_mode>(c->guard->mode(static_cast<floodwall::Limiter>(raw(l))));
+    *out = static_cast<fw_mode>(guard_of(c).mode(static_cast<floodwall::Limiter>(raw(l))));
     return FW_OK;
   });
 }
@@ -274,7 +273,7 @@ int fw_report_utilization(fw_client *c, double u) {
   return guarded([&]() -> int {
     need_client(c);
     if (!(u >= 0.0 && u <= 1.0)) throw floodwall::BadRequest("utilization: must be a number in [0, 1]");
-    c->guard->report_utilization(u);
+    guard_of(c).report_utilization(u);
     return FW_OK;
   });
 }
@@ -283,7 +282,7 @@ int fw_shedding_amount(fw_client *c, double *out) {
   return guarded([&]() -> int {
     need_client(c);
     if (!out) throw floodwall::BadRequest("out: must not be NULL");
-    *out = c->guard->shedding_amount();
+    *out = guard_of(c).shedding_amount();
     return FW_OK;
   });
 }
@@ -307,21 +306,21 @@ int fw_format_body(fw_client *c, const fw_decision *d, fw_buf *out) {
   return guarded([&]() -> int {
     need_client(c);
     if (!d) throw floodwall::BadRequest("decision: must not be NULL");
-    return set_buf(out, floodwall::format_body(read_decision(d), c->guard->policy()));
+    return set_buf(out, floodwall::format_body(read_decision(d), guard_of(c).policy()));
   });
 }
 
 int fw_metrics_json(fw_client *c, fw_buf *out) {
   return guarded([&]() -> int {
     need_client(c);
-    return set_buf(out, c->guard->metrics_json());
+    return set_buf(out, guard_of(c).metrics_json());
   });
 }
 
 int fw_metrics_prometheus(fw_client *c, fw_buf *out) {
   return guarded([&]() -> int {
     need_client(c);
-    return set_buf(out, c->guard->metrics_prometheus());
+    return set_buf(out, guard_of(c).metrics_prometheus());
   });
 }
 

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <random>
 
+#include "fork.hpp"
+
 namespace floodwall {
 
 // CLOCK_MONOTONIC, as std::chrono::steady_clock reads it on Linux, without the library's wrapper: one
@@ -24,8 +26,6 @@ uint64_t splitmix64(uint64_t &x) {
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
 }
-
-std::atomic<uint64_t> fork_generation{0};
 
 uint64_t rotl(uint64_t x, int k) {
   return (x << k) | (x >> (64 - k));
@@ -56,14 +56,9 @@ struct Xoshiro {
 
 uint64_t SystemRng::next_u64() {
   // Reseed after fork(): a child must not draw the same slot ids as its parent.
-  static const bool registered = [] {
-    pthread_atfork(nullptr, nullptr, [] { fork_generation.fetch_add(1, std::memory_order_relaxed); });
-    return true;
-  }();
-  (void)registered;
   thread_local Xoshiro gen;
-  thread_local uint64_t seen = fork_generation.load(std::memory_order_relaxed);
-  if (uint64_t g = fork_generation.load(std::memory_order_relaxed); g != seen) {
+  thread_local uint64_t seen = fork_generation();
+  if (uint64_t g = fork_generation(); g != seen) {
     gen = Xoshiro();
     seen = g;
   }

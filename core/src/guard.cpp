@@ -16,7 +16,7 @@ Guard::Guard(Policy policy, std::unique_ptr<Store> store, const Clock &clock, Rn
   for (Limiter l : {Limiter::request_rate, Limiter::concurrency, Limiter::fleet, Limiter::utilization})
     local_modes_[idx(l)] = static_cast<uint8_t>(policy_.configured_mode(l));
   if (policy_.utilization) controller_ = std::make_unique<UtilizationController>(*policy_.utilization, clock_.now_us());
-  bool remote = policy_.store.rfind("memory", 0) != 0;
+  bool remote = policy_.store.rfind("redis", 0) == 0;
   if (remote && policy_.redis.fallback == Fallback::local)
     fallback_ = std::make_unique<MemoryStore>(clock_, policy_.max_tenants);
 }
@@ -45,8 +45,13 @@ void Guard::tick_utilization(int64_t now_us) {
   std::lock_guard lock(util_mu_);
   if (now_us < controller_->next_sample_us()) return;
   double reported = reported_.load();
-  double u =
-      std::isnan(reported) ? meter_.take_average(now_us) / static_cast<double>(policy_.utilization->workers) : reported;
+  double u = reported;
+  if (std::isnan(reported)) {
+    // This process's busy workers; on a store the machine's processes share, the machine's utilization.
+    double busy = meter_.take_average(now_us);
+    int64_t workers = policy_.utilization->workers;
+    u = store_->box_utilization(busy, workers, now_us).value_or(busy / static_cast<double>(workers));
+  }
   u = std::clamp(u, 0.0, 1.0);
   last_util_.store(u);
   controller_->sample(u, now_us);

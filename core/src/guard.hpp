@@ -51,6 +51,11 @@ class Guard {
 
   void set_mode(Limiter l, Mode m);
   Mode mode(Limiter l) const;  // in force: the fleet-wide one when set, else the local one
+  Mode local_mode(Limiter l) const {
+    return static_cast<Mode>(local_modes_[static_cast<size_t>(l)].load(std::memory_order_relaxed));
+  }
+  // In a forked child that made its own Guard: close what this one inherited, touch nothing else.
+  void abandon_after_fork() { store_->abandon_after_fork(); }
   void report_utilization(double u);
   double shedding_amount();
 

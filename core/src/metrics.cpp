@@ -293,7 +293,7 @@ std::string Metrics::json(const StoreStats &st, const Gauges &g) const {
   out += "],\"breaker\":";
   append_json_string(out, breaker_name(st.breaker));
   out += ",\"store\":{\"tenants\":" + std::to_string(st.tenants) + ",\"evictions\":" + std::to_string(st.evictions) +
-         ",\"release_errors\":" + std::to_string(st.release_errors) +
+         ",\"release_errors\":" + std::to_string(st.release_errors) + ",\"repairs\":" + std::to_string(st.repairs) +
          ",\"reconnects\":" + std::to_string(st.reconnects) +
          ",\"noscript_reloads\":" + std::to_string(st.noscript_reloads) +
          ",\"connections_in_use\":" + std::to_string(st.connections_in_use) +

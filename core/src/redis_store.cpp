@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 #include "sha1.hpp"
@@ -181,11 +182,40 @@ RedisUrl parse_redis_url(const std::string &url) {
   return u;
 }
 
+namespace {
+
+// The stores of this process, flushed at exit: a worker that a preforking server recycles (gunicorn's
+// max_requests, Puma's phased restart, a Node worker ending) may release its tickets and exit at once,
+// without freeing its client; its releases must still reach Redis. A timed mutex: in a forked child it
+// may have been held by a parent thread at the fork, and exit must not hang on it.
+std::timed_mutex live_stores_mu;
+std::vector<RedisStore *> live_stores;
+
+void flush_live_stores() {
+  std::unique_lock lock(live_stores_mu, std::defer_lock);
+  if (!lock.try_lock_for(std::chrono::milliseconds(100))) return;
+  for (RedisStore *s : live_stores) s->flush_for_exit();
+}
+
+void register_store(RedisStore *s) {
+  static const bool at_exit = std::atexit(flush_live_stores) == 0;
+  (void)at_exit;
+  std::lock_guard lock(live_stores_mu);
+  live_stores.push_back(s);
+}
+
+void unregister_store(RedisStore *s) {
+  std::lock_guard lock(live_stores_mu);
+  live_stores.erase(std::remove(live_stores.begin(), live_stores.end(), s), live_stores.end());
+}
+
+}  // namespace
+
 RedisStore::RedisStore(const Policy &p, RedisUrl url)
     : opt_(p.redis),
       url_(std::move(url)),
       prefix_(p.prefix),
-      owner_pid_(getpid()),
+      generation_(fork_generation()),
       breaker_(BreakerOptions{p.redis.breaker_window_ms * 1000, p.redis.breaker_min_calls,
                               p.redis.breaker_failure_ratio, p.redis.breaker_open_ms * 1000}) {
   admit_script_ = {scripts::tenant_admit, sha1_hex(scripts::tenant_admit)};
@@ -200,10 +230,12 @@ RedisStore::RedisStore(const Policy &p, RedisUrl url)
   deadline_us_ = deadline - std::clamp<int64_t>(deadline / 10, 200, 1000);
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) throw StoreError("store: eventfd failed");
+  fds_.set(kWakeFdSlot, wake_fd_);
   conns_.resize(static_cast<size_t>(opt_.connections));
   lanes_ = lanes_wanted_ = conns_.size();
   lanes_in_use_.store(static_cast<uint32_t>(lanes_));
   io_ = std::thread([this] { run(); });
+  register_store(this);
   // Give the first connection the connect time-out to come up, so that the first requests of a fresh
   // process are decided by Redis. An unreachable Redis is not an error: the fallback decides.
   std::unique_lock lock(ready_mu_);
@@ -212,18 +244,45 @@ RedisStore::RedisStore(const Policy &p, RedisUrl url)
 }
 
 RedisStore::~RedisStore() {
-  if (getpid() != owner_pid_) {
-    // In a forked child the I/O thread does not exist: nothing to join (its descriptor is leaked).
+  if (in_forked_child()) {
+    // The I/O thread exists only in the parent: nothing to join. Close what we inherited.
+    abandon_after_fork();
     io_.detach();
     return;
   }
+  unregister_store(this);
   stop_.store(true);
   uint64_t one = 1;
   (void)!write(wake_fd_, &one, sizeof one);
   if (io_.joinable()) io_.join();
+  fds_.clear(kWakeFdSlot);
   close(wake_fd_);
   for (Call *c : pool_) delete c;
-  if (direct_) redisFree(direct_);
+  free_direct();
+}
+
+void RedisStore::abandon_after_fork() {
+  fds_.close_all();
+}
+
+void RedisStore::flush_for_exit() {
+  if (in_forked_child()) return;  // a parent's store: its I/O thread is not here
+  uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof one);
+  // Every call queued or on the wire is answered (or times out) within its deadline; releases have
+  // a second. Calls abandoned to a stopped Redis may never be answered: give up after that long.
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<int64_t>(1000, opt_.deadline_ms));
+  // An open breaker drops releases anyway (their slots heal after ttl_s): nothing to wait for then.
+  while (outstanding_.load(std::memory_order_acquire) > 0 && breaker_.closed() &&
+         std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+}
+
+void RedisStore::free_direct() {
+  if (!direct_) return;
+  fds_.clear(kDirectFdSlot);
+  redisFree(direct_);
+  direct_ = nullptr;
 }
 
 std::string RedisStore::rate_key(const TenantKey &t) const {
@@ -283,7 +342,7 @@ AdmitResult RedisStore::admit(const AdmitOp &op) {
   // late reply of a slot admit must give its slot back, which the I/O thread does).
   if (!op.conc && !op.fleet && lanes_in_use_.load(std::memory_order_relaxed) == 1 &&
       outstanding_.load(std::memory_order_acquire) == 0 && direct_ok_.load(std::memory_order_relaxed) &&
-      breaker_.closed() && getpid() == owner_pid_) {
+      breaker_.closed() && !in_forked_child()) {
     std::unique_lock lock(direct_mu_, std::try_to_lock);
     if (lock.owns_lock()) {
       AdmitResult r;
@@ -301,8 +360,7 @@ AdmitResult RedisStore::admit(const AdmitOp &op) {
 bool RedisStore::direct_admit(const AdmitOp &op, AdmitResult &r) {
   int64_t sent_us = now_us();
   auto give_up = [&](FailReason why) {
-    if (direct_) redisFree(direct_);
-    direct_ = nullptr;
+    free_direct();
     direct_ok_.store(false, std::memory_order_relaxed);
     failures_[static_cast<size_t>(why)].fetch_add(1, std::memory_order_relaxed);
     if (why == FailReason::timeout) {
@@ -331,6 +389,7 @@ bool RedisStore::direct_admit(const AdmitOp &op, AdmitResult &r) {
     timeval connect{static_cast<time_t>(opt_.connect_timeout_ms / 1000),
                     static_cast<suseconds_t>(opt_.connect_timeout_ms % 1000) * 1000};
     direct_ = redisConnectWithTimeout(url_.host.c_str(), url_.port, connect);
+    if (direct_ && direct_->fd >= 0) fds_.set(kDirectFdSlot, direct_->fd);
     if (!direct_ || direct_->err || redisSetTimeout(direct_, deadline) != REDIS_OK)
       return give_up(FailReason::connection);
     std::vector<std::vector<std::string_view>> setup;
@@ -405,8 +464,9 @@ RedisStore::Call *RedisStore::take_call(Kind kind, int64_t deadline_us) {
 
 void RedisStore::admit_async(const AdmitOp &op, AdmitCompletion *done) {
   int64_t now = now_us();
-  if (getpid() != owner_pid_) {
-    // A client made before fork() has no I/O thread in the child: the fallback decides at once, never a hang.
+  if (in_forked_child()) {
+    // A store made before fork() has no I/O thread in the child (a Client makes a new one; a Guard used
+    // directly does not): the fallback decides at once, never a hang.
     failures_[static_cast<size_t>(FailReason::error)].fetch_add(1, std::memory_order_relaxed);
     AdmitResult r;
     r.reason = FailReason::error;
@@ -472,7 +532,7 @@ void RedisStore::format_admit(const AdmitOp &op, std::string &cmd) const {
 
 void RedisStore::release(const ReleaseOp &op) {
   int64_t now = now_us();
-  if (getpid() != owner_pid_) return;  // the parent's slots: they heal after ttl_s
+  if (in_forked_child()) return;  // the parent's slots: they heal after ttl_s
   if (!breaker_.closed()) {
     release_errors_.fetch_add(1, std::memory_order_relaxed);  // heals after ttl_s
     return;
@@ -611,6 +671,7 @@ void RedisStore::start_connect(Conn &conn, int64_t now) {
     return;
   }
   conn.ctx = ctx;
+  fds_.set(conn_fd_slot(conn), ctx->fd);
   conn.state = Conn::State::connecting;
   conn.connect_deadline_us = now + opt_.connect_timeout_ms * 1000;
 }
@@ -640,6 +701,7 @@ void RedisStore::on_connected(Conn &conn, int64_t now) {
 
 void RedisStore::fail_conn(Conn &conn, FailReason why, int64_t now) {
   if (conn.ctx) {
+    fds_.clear(conn_fd_slot(conn));
     redisFree(conn.ctx);
     conn.ctx = nullptr;
     for (Call *c : conn.inflight) {
@@ -1031,6 +1093,7 @@ void RedisStore::run() {
       recycle(c);
     }
     conn.inflight.clear();
+    fds_.clear(conn_fd_slot(conn));
     if (conn.ctx) redisFree(conn.ctx);
     conn.ctx = nullptr;
   }

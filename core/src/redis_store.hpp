@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "breaker.hpp"
+#include "fork.hpp"
 #include "policy.hpp"
 #include "store.hpp"
 
@@ -65,6 +66,10 @@ class RedisStore final : public Store {
   void release(const ReleaseOp &op) override;
   StoreStats stats() const override;
   const char *kind() const override { return "redis"; }
+  void abandon_after_fork() override;
+  // At exit (atexit, for a store nobody freed): waits, briefly, until what callers queued, releases
+  // above all, has been answered.
+  void flush_for_exit();
 
   // Key names, for tests and operators: <prefix>:{<tenant>}:rate, ...:conc, <prefix>:fleet, where
   // <tenant> is the id itself when it is made of [A-Za-z0-9._:@-] only, else '~' and its base64url.
@@ -171,7 +176,14 @@ class RedisStore final : public Store {
   const RedisOptions opt_;
   const RedisUrl url_;
   const std::string prefix_;
-  const int owner_pid_;  // the process whose I/O thread this is
+  // The fork generation whose I/O thread this is (fork.hpp); in a forked child the store is abandoned.
+  const uint64_t generation_;
+  bool in_forked_child() const { return generation_ != fork_generation(); }
+  // The descriptors a forked child closes when it abandons this store.
+  InheritedFds fds_;
+  static constexpr int kWakeFdSlot = 0, kDirectFdSlot = 1;
+  int conn_fd_slot(const Conn &conn) const { return 2 + static_cast<int>(&conn - conns_.data()); }
+  void free_direct();
   Script admit_script_, release_script_, flags_script_;
   const std::string fleet_key_ = prefix_ + ":fleet";
   // The fixed start of each command: EVALSHA, the script's SHA and the key count.

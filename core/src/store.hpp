@@ -5,6 +5,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <optional>
 
 #include "policy.hpp"
 #include "tenant_key.hpp"
@@ -79,6 +80,7 @@ struct StoreStats {
   uint64_t evictions = 0;       // memory store: tenants evicted beyond max_tenants
   uint64_t tenants = 0;         // memory store: tenants held now
   uint64_t release_errors = 0;  // releases the store could not apply (their slots heal after ttl_s)
+  uint64_t repairs = 0;         // shm store: locks taken over from a process that died holding them
   uint64_t reconnects = 0;
   uint64_t noscript_reloads = 0;
   uint64_t connections_in_use = 0;                    // Redis store: the connections calls are spread over now
@@ -101,6 +103,14 @@ class Store {
   // Never fails the caller; an error is counted and the slot heals after its ttl.
   virtual void release(const ReleaseOp &op) = 0;
   virtual StoreStats stats() const = 0;
+  // Called in a forked child that abandons this store (client.hpp): close inherited descriptors, and
+  // touch nothing else (its locks may be held by threads that exist only in the parent).
+  virtual void abandon_after_fork() {}
+  // A store that the processes of one machine share (shm://) takes this process's time-weighted busy
+  // workers and its workers, and answers the machine's utilization; the others answer nothing.
+  virtual std::optional<double> box_utilization(double /*busy*/, int64_t /*workers*/, int64_t /*now_us*/) {
+    return std::nullopt;
+  }
   virtual const char *kind() const = 0;
 
   // The fleet-wide mode in force for a limiter, -1 when none is set (a store shared by a fleet carries

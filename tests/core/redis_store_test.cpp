@@ -907,17 +907,3 @@ TEST(RedisStore, UnreachableRedisIsDecidedByTheFallbackFromTheStart) {
   EXPECT_TRUE(d.fail_reason == FW_FAIL_CONNECTION || d.fail_reason == FW_FAIL_BREAKER) << d.fail_reason;
   EXPECT_FALSE(admit_raw(fw, "t").allowed) << "burst 1: the fallback holds the second request";
 }
-
-TEST(RedisStore, AClientUsedInAForkedChildFallsBackInsteadOfHanging) {
-  RedisServer redis;
-  floodwall::Client fw(policy(redis, R"("request_rate": {"rate": 1, "burst": 1})"));
-  ASSERT_FALSE(admit_raw(fw, "t").failed_open);
-  pid_t pid = fork();
-  if (pid == 0) {
-    fw_decision d = admit_raw(fw, "t");
-    _exit(d.allowed && d.degraded && d.fail_reason == FW_FAIL_ERROR ? 0 : 1);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-}

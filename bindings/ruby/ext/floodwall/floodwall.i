@@ -15,7 +15,6 @@
 %module "floodwall::native"
 
 %{
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,36 +46,13 @@ typedef struct fw_rb_handle {
   fw_client *client;
   long busy;
   bool closed;
-  bool blocking;        /* the store does I/O (Redis): admit and release give up the GVL while they wait */
-  char *policy_json;    /* to make the client anew in a forked child */
-  unsigned long forks;  /* fw_rb_forks when the client was made */
+  bool blocking; /* the store does I/O (Redis): admit and release give up the GVL while they wait */
 } fw_rb_handle;
 
-/*
- * A forked child has the parent's client without its I/O thread, so an admit on Redis would wait for
- * ever (Puma's cluster mode forks workers from a preloaded app). The child counts forks, and a handle
- * made before the last one gets a new client of the same policy in the child on first use. The
- * inherited one is left alone: freeing it would wait for a thread that does not exist in this process.
- */
-static unsigned long fw_rb_forks;
-
-static void fw_rb_after_fork_in_child(void) {
-  fw_rb_forks++;
-}
-
-static bool fw_rb_inherited(const fw_rb_handle *h) {
-  return h->blocking && h->forks != fw_rb_forks;
-}
-
+/* A forked child (Puma's cluster mode forks workers from a preloaded app) needs nothing here: the core
+   makes its client anew in the child on first use. */
 static fw_client *fw_rb_client(fw_rb_handle *h) {
   if (h->closed) fw_rb_raise_message(FW_ECLOSED, "client: closed");
-  if (fw_rb_inherited(h)) {
-    fw_client *c = NULL;
-    int rc = fw_client_new(&c, h->policy_json);
-    if (rc != FW_OK) fw_rb_raise(rc);
-    h->client = c;
-    h->forks = fw_rb_forks;
-  }
   return h->client;
 }
 
@@ -88,7 +64,7 @@ static fw_client *fw_rb_enter(fw_rb_handle *h) {
 
 static void fw_rb_leave(fw_rb_handle *h) {
   if (--h->busy == 0 && h->closed && h->client) {
-    if (!fw_rb_inherited(h)) fw_client_free(h->client); /* see fw_rb_client */
+    fw_client_free(h->client);
     h->client = NULL;
   }
 }
@@ -231,19 +207,11 @@ static fw_rb_handle *new_fw_rb_handle(const char *policy_json, bool blocking) {
   }
   h->client = c;
   h->blocking = blocking;
-  h->forks = fw_rb_forks;
-  h->policy_json = blocking ? strdup(policy_json) : NULL;
-  if (blocking && !h->policy_json) {
-    fw_client_free(c);
-    free(h);
-    rb_raise(rb_eNoMemError, "floodwall: out of memory");
-  }
   return h;
 }
 
 static void delete_fw_rb_handle(fw_rb_handle *h) {
-  if (!fw_rb_inherited(h)) fw_client_free(h->client); /* see fw_rb_client */
-  free(h->policy_json);
+  fw_client_free(h->client);
   free(h);
 }
 
@@ -374,10 +342,6 @@ static VALUE fw_rb_headers(VALUE decision, VALUE lowercase) {
 %nodefaultctor fw_decision;
 
 %include "floodwall.h"
-
-%init %{
-  pthread_atfork(NULL, NULL, fw_rb_after_fork_in_child);
-%}
 
 typedef struct fw_rb_handle {
 } fw_rb_handle;
