@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
-py=$(bash packaging/python-venv.sh pytest fastapi uvicorn httpx | tail -n 1)
+py=$(bash packaging/python-venv.sh pytest fastapi uvicorn httpx flask gunicorn | tail -n 1)
 
 npm install --no-audit --no-fund --no-package-lock --no-update-notifier --loglevel=error
 

@@ -8,15 +8,15 @@
 #include <new>
 #include <string>
 
-#include "client.hpp"
 #include "formatter.hpp"
 #include "guard.hpp"
 #include "policy.hpp"
+#include "process_guard.hpp"
 #include "store_factory.hpp"
 
 struct fw_client {
   explicit fw_client(floodwall::Policy p) : client(std::move(p)) {}
-  floodwall::Client client;  // the Guard of this process, made anew in a forked child
+  floodwall::ProcessGuard client;  // the Guard of this process, made anew in a forked child
 };
 
 namespace {

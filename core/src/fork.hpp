@@ -1,7 +1,7 @@
 // Fork generations: every process forked from this one (gunicorn, uWSGI, Puma cluster mode, Unicorn,
 // Passenger: preforking servers all fork) counts one more than its parent. A client compares the
-// generation it was made in with the current one: in a forked child it makes itself anew (Client in
-// client.hpp), leaving the parent's state untouched, so that no lock a parent thread held at the fork,
+// generation it was made in with the current one: in a forked child it makes itself anew (ProcessGuard in
+// process_guard.hpp), leaving the parent's state untouched, so that no lock a parent thread held at the fork,
 // no I/O thread that exists only in the parent and no ticket of the parent's is ever used by a child.
 #pragma once
 

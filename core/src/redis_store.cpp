@@ -465,7 +465,7 @@ RedisStore::Call *RedisStore::take_call(Kind kind, int64_t deadline_us) {
 void RedisStore::admit_async(const AdmitOp &op, AdmitCompletion *done) {
   int64_t now = now_us();
   if (in_forked_child()) {
-    // A store made before fork() has no I/O thread in the child (a Client makes a new one; a Guard used
+    // A store made before fork() has no I/O thread in the child (a ProcessGuard makes a new one; a Guard used
     // directly does not): the fallback decides at once, never a hang.
     failures_[static_cast<size_t>(FailReason::error)].fetch_add(1, std::memory_order_relaxed);
     AdmitResult r;

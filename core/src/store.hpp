@@ -103,7 +103,7 @@ class Store {
   // Never fails the caller; an error is counted and the slot heals after its ttl.
   virtual void release(const ReleaseOp &op) = 0;
   virtual StoreStats stats() const = 0;
-  // Called in a forked child that abandons this store (client.hpp): close inherited descriptors, and
+  // Called in a forked child that abandons this store (process_guard.hpp): close inherited descriptors, and
   // touch nothing else (its locks may be held by threads that exist only in the parent).
   virtual void abandon_after_fork() {}
   // A store that the processes of one machine share (shm://) takes this process's time-weighted busy

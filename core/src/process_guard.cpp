@@ -1,4 +1,4 @@
-#include "client.hpp"
+#include "process_guard.hpp"
 
 #include <unistd.h>
 
@@ -25,12 +25,12 @@ void warn_memory_store_per_process() {
 
 }  // namespace
 
-Client::Client(Policy policy) : gen_(fork_generation()) {
+ProcessGuard::ProcessGuard(Policy policy) : gen_(fork_generation()) {
   auto store = make_store(policy, clock_);
   guard_.store(new Guard(std::move(policy), std::move(store), clock_, rng_), std::memory_order_release);
 }
 
-Client::~Client() {
+ProcessGuard::~ProcessGuard() {
   // In a child whose guard was never remade the guard is the parent's: abandon it, never join threads
   // that exist only in the parent.
   Guard *g = guard_.load();
@@ -40,7 +40,7 @@ Client::~Client() {
     g->abandon_after_fork();
 }
 
-void Client::rebirth() {
+void ProcessGuard::rebirth() {
   uint64_t want = fork_generation();
   uint64_t building = building_.load(std::memory_order_acquire);
   if (building == want || !building_.compare_exchange_strong(building, want)) {

@@ -2,7 +2,7 @@
 // --preload, Puma's preload_app!, uWSGI, Unicorn) create the client in the master and fork workers
 // from it; a worker inherits the master's memory but none of its threads, so the Redis store's I/O
 // thread, any lock another thread held at the fork and every ticket the master holds are not the
-// child's. On its first call in a child a Client builds a new Guard and store from the same policy
+// child's. On its first call in a child a ProcessGuard builds a new Guard and store from the same policy
 // (keeping the local modes) and abandons the old one untouched, its inherited descriptors closed: one
 // mechanism, in the core, for every binding.
 #pragma once
@@ -19,13 +19,13 @@
 
 namespace floodwall {
 
-class Client {
+class ProcessGuard {
  public:
   // Throws PolicyError or StoreError.
-  explicit Client(Policy policy);
-  ~Client();
-  Client(const Client &) = delete;
-  Client &operator=(const Client &) = delete;
+  explicit ProcessGuard(Policy policy);
+  ~ProcessGuard();
+  ProcessGuard(const ProcessGuard &) = delete;
+  ProcessGuard &operator=(const ProcessGuard &) = delete;
 
   // The Guard of this process: one atomic load and a compare on every call.
   Guard &guard() {
