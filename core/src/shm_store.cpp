@@ -60,12 +60,18 @@ struct Proc {
   std::atomic<int64_t> workers;
 };
 
+// The segment's sizes and offsets: every process computes the same from the same max_tenants.
+struct Geometry {
+  uint64_t size, max_tenants, shards, per_shard, table_per_shard, slots_per_shard;
+  uint64_t shards_off, entries_off, slots_off, fleet_off, fleet_slots_off, procs_off;
+};
+
 struct Layout {
   char magic[8];
   uint32_t layout;
   std::atomic<uint32_t> ready;  // 1 once the creator has initialised everything
-  uint64_t size, max_tenants, shards, per_shard, table_per_shard, slots_per_shard, seed;
-  uint64_t shards_off, entries_off, slots_off, fleet_off, fleet_slots_off, procs_off;
+  Geometry g;
+  uint64_t seed;
   std::atomic<uint64_t> evictions, repairs;
 };
 
@@ -83,12 +89,6 @@ size_t pow2_at_least(size_t n) {
 size_t up64(size_t n) {
   return (n + 63) / 64 * 64;
 }
-
-// Every process computes the same geometry from the same max_tenants.
-struct Geometry {
-  uint64_t size, max_tenants, shards, per_shard, table_per_shard, slots_per_shard;
-  uint64_t shards_off, entries_off, slots_off, fleet_off, fleet_slots_off, procs_off;
-};
 
 Geometry geometry(int64_t max_tenants) {
   Geometry g{};
@@ -228,19 +228,8 @@ ShmStore::ShmStore(const Clock &clock, const std::string &name, int64_t max_tena
   if (creator) {
     std::memcpy(layout_->magic, kMagic, sizeof kMagic);
     layout_->layout = kLayout;
-    layout_->size = want.size;
-    layout_->max_tenants = want.max_tenants;
-    layout_->shards = want.shards;
-    layout_->per_shard = want.per_shard;
-    layout_->table_per_shard = want.table_per_shard;
-    layout_->slots_per_shard = want.slots_per_shard;
+    layout_->g = want;
     layout_->seed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
-    layout_->shards_off = want.shards_off;
-    layout_->entries_off = want.entries_off;
-    layout_->slots_off = want.slots_off;
-    layout_->fleet_off = want.fleet_off;
-    layout_->fleet_slots_off = want.fleet_slots_off;
-    layout_->procs_off = want.procs_off;
     auto *shards = reinterpret_cast<Shard *>(static_cast<char *>(base_) + want.shards_off);
     for (size_t i = 0; i < want.shards; i++) init_robust(shards[i].mu);
     init_robust(reinterpret_cast<Shard *>(static_cast<char *>(base_) + want.fleet_off)->mu);
@@ -267,15 +256,15 @@ ShmStore::ShmStore(const Clock &clock, const std::string &name, int64_t max_tena
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   if (layout_->ready.load(std::memory_order_acquire) == 0)
     fail("was never initialised (its creator died making it): remove /dev/shm" + segment_);
-  if (layout_->max_tenants != want.max_tenants || have != want.size)
-    fail("was made for max_tenants " + std::to_string(layout_->max_tenants) + ", and this process's policy says " +
+  if (layout_->g.max_tenants != want.max_tenants || have != want.size)
+    fail("was made for max_tenants " + std::to_string(layout_->g.max_tenants) + ", and this process's policy says " +
          std::to_string(max_tenants) + ": every process on one NAME needs the same max_tenants");
 }
 
 ShmStore::~ShmStore() {
   if (!base_) return;
   if (proc_index_ >= 0) {
-    auto *procs = reinterpret_cast<Proc *>(static_cast<char *>(base_) + layout_->procs_off);
+    auto *procs = reinterpret_cast<Proc *>(static_cast<char *>(base_) + layout_->g.procs_off);
     int32_t me = pid_;
     procs[proc_index_].pid.compare_exchange_strong(me, 0);
   }
@@ -283,20 +272,21 @@ ShmStore::~ShmStore() {
 }
 
 Shard &ShmStore::shard_of(uint64_t h) const {
-  auto *shards = reinterpret_cast<Shard *>(static_cast<char *>(base_) + layout_->shards_off);
-  return shards[(h >> 48) & (layout_->shards - 1)];
+  auto *shards = reinterpret_cast<Shard *>(static_cast<char *>(base_) + layout_->g.shards_off);
+  return shards[(h >> 48) & (layout_->g.shards - 1)];
 }
 
 Entry *ShmStore::entries_of(const Shard &s) const {
-  auto *shards = reinterpret_cast<Shard *>(static_cast<char *>(base_) + layout_->shards_off);
+  auto *shards = reinterpret_cast<Shard *>(static_cast<char *>(base_) + layout_->g.shards_off);
   size_t i = static_cast<size_t>(&s - shards);
-  return reinterpret_cast<Entry *>(static_cast<char *>(base_) + layout_->entries_off) + i * layout_->table_per_shard;
+  return reinterpret_cast<Entry *>(static_cast<char *>(base_) + layout_->g.entries_off) +
+         i * layout_->g.table_per_shard;
 }
 
 Slot *ShmStore::slots_of(const Shard &s) const {
-  auto *shards = reinterpret_cast<Shard *>(static_cast<char *>(base_) + layout_->shards_off);
+  auto *shards = reinterpret_cast<Shard *>(static_cast<char *>(base_) + layout_->g.shards_off);
   size_t i = static_cast<size_t>(&s - shards);
-  return reinterpret_cast<Slot *>(static_cast<char *>(base_) + layout_->slots_off) + i * layout_->slots_per_shard;
+  return reinterpret_cast<Slot *>(static_cast<char *>(base_) + layout_->g.slots_off) + i * layout_->g.slots_per_shard;
 }
 
 uint64_t ShmStore::hash(std::string_view key) const {
@@ -306,7 +296,7 @@ uint64_t ShmStore::hash(std::string_view key) const {
 
 Entry *ShmStore::find(Shard &s, uint64_t h, std::string_view key) const {
   Entry *t = entries_of(s);
-  size_t mask = layout_->table_per_shard - 1;
+  size_t mask = layout_->g.table_per_shard - 1;
   for (size_t i = h & mask, step = 0; step <= mask; i = (i + 1) & mask, step++) {
     Entry &e = t[i];
     if (e.hash == 0) return nullptr;
@@ -317,7 +307,7 @@ Entry *ShmStore::find(Shard &s, uint64_t h, std::string_view key) const {
 
 Entry *ShmStore::find_hash(Shard &s, uint64_t h) const {
   Entry *t = entries_of(s);
-  size_t mask = layout_->table_per_shard - 1;
+  size_t mask = layout_->g.table_per_shard - 1;
   for (size_t i = h & mask, step = 0; step <= mask; i = (i + 1) & mask, step++) {
     if (t[i].hash == 0) return nullptr;
     if (t[i].hash == h) return &t[i];
@@ -327,7 +317,7 @@ Entry *ShmStore::find_hash(Shard &s, uint64_t h) const {
 
 void ShmStore::erase_entry(Shard &s, size_t i) {
   Entry *t = entries_of(s);
-  size_t mask = layout_->table_per_shard - 1, hole = i;
+  size_t mask = layout_->g.table_per_shard - 1, hole = i;
   for (size_t j = (hole + 1) & mask; t[j].hash != 0; j = (j + 1) & mask) {
     size_t home = t[j].hash & mask;
     if (((j - home) & mask) >= ((j - hole) & mask)) {
@@ -342,7 +332,7 @@ void ShmStore::erase_entry(Shard &s, size_t i) {
 // The stalest of the next 32 tenants under the hand that holds no slot (else the stalest of them).
 void ShmStore::evict_one(Shard &s) {
   Entry *t = entries_of(s);
-  size_t mask = layout_->table_per_shard - 1, best = SIZE_MAX, best_busy = SIZE_MAX;
+  size_t mask = layout_->g.table_per_shard - 1, best = SIZE_MAX, best_busy = SIZE_MAX;
   for (size_t step = 0, seen = 0; step <= mask && seen < 32; step++) {
     size_t i = s.hand & mask;
     s.hand = (s.hand + 1) & mask;
@@ -358,9 +348,9 @@ void ShmStore::evict_one(Shard &s) {
 }
 
 Entry &ShmStore::insert(Shard &s, uint64_t h, const TenantKey &key) {
-  if (s.count >= layout_->per_shard) evict_one(s);
+  if (s.count >= layout_->g.per_shard) evict_one(s);
   Entry *t = entries_of(s);
-  size_t mask = layout_->table_per_shard - 1, i = h & mask;
+  size_t mask = layout_->g.table_per_shard - 1, i = h & mask;
   while (t[i].hash != 0) i = (i + 1) & mask;
   Entry &e = t[i];
   std::string_view k = key.view();
@@ -411,7 +401,7 @@ AdmitResult ShmStore::admit(const AdmitOp &op) {
   uint64_t h = hash(key);
   Shard &s = shard_of(h);
   Slot *slots = slots_of(s);
-  size_t n_slots = layout_->slots_per_shard;
+  size_t n_slots = layout_->g.slots_per_shard;
   Lock lock(s.mu, layout_->repairs);
   int64_t now = clock_.now_us();
   Entry *e = find(s, h, key);
@@ -442,8 +432,8 @@ AdmitResult ShmStore::admit(const AdmitOp &op) {
   Slot *fleet_slots = nullptr;
   int64_t fleet_count = 0;
   if (op.fleet) {
-    fleet = reinterpret_cast<Shard *>(static_cast<char *>(base_) + layout_->fleet_off);
-    fleet_slots = reinterpret_cast<Slot *>(static_cast<char *>(base_) + layout_->fleet_slots_off);
+    fleet = reinterpret_cast<Shard *>(static_cast<char *>(base_) + layout_->g.fleet_off);
+    fleet_slots = reinterpret_cast<Slot *>(static_cast<char *>(base_) + layout_->g.fleet_slots_off);
     fleet_lock.emplace(fleet->mu, layout_->repairs);
     bool full = (fleet->slots + 1) * 4 > kFleetSlots * 3;
     if ((static_cast<int64_t>(fleet->slots) >= op.fleet_cap || full) && now - fleet->last_sweep_us >= kSweepEveryUs) {
@@ -489,16 +479,16 @@ void ShmStore::release(const ReleaseOp &op) {
     Shard &s = shard_of(h);
     Slot *slots = slots_of(s);
     Lock lock(s.mu, layout_->repairs);
-    if (Slot *x = find_slot(slots, layout_->slots_per_shard, op.slot)) {
+    if (Slot *x = find_slot(slots, layout_->g.slots_per_shard, op.slot)) {
       uint64_t tenant = x->tenant;
-      erase_slot(slots, layout_->slots_per_shard, static_cast<size_t>(x - slots));
+      erase_slot(slots, layout_->g.slots_per_shard, static_cast<size_t>(x - slots));
       if (s.slots) s.slots--;
       if (Entry *e = find_hash(s, tenant); e && e->in_flight > 0) e->in_flight--;
     }
   }
   if (op.fleet) {
-    auto *fleet = reinterpret_cast<Shard *>(static_cast<char *>(base_) + layout_->fleet_off);
-    auto *fleet_slots = reinterpret_cast<Slot *>(static_cast<char *>(base_) + layout_->fleet_slots_off);
+    auto *fleet = reinterpret_cast<Shard *>(static_cast<char *>(base_) + layout_->g.fleet_off);
+    auto *fleet_slots = reinterpret_cast<Slot *>(static_cast<char *>(base_) + layout_->g.fleet_slots_off);
     Lock lock(fleet->mu, layout_->repairs);
     if (Slot *x = find_slot(fleet_slots, kFleetSlots, op.slot)) {
       erase_slot(fleet_slots, kFleetSlots, static_cast<size_t>(x - fleet_slots));
@@ -510,14 +500,14 @@ void ShmStore::release(const ReleaseOp &op) {
 StoreStats ShmStore::stats() const {
   StoreStats st;
   st.evictions = layout_->evictions.load(std::memory_order_relaxed);
-  auto *shards = reinterpret_cast<Shard *>(static_cast<char *>(base_) + layout_->shards_off);
-  for (size_t i = 0; i < layout_->shards; i++) st.tenants += __atomic_load_n(&shards[i].count, __ATOMIC_RELAXED);
+  auto *shards = reinterpret_cast<Shard *>(static_cast<char *>(base_) + layout_->g.shards_off);
+  for (size_t i = 0; i < layout_->g.shards; i++) st.tenants += __atomic_load_n(&shards[i].count, __ATOMIC_RELAXED);
   st.repairs = layout_->repairs.load(std::memory_order_relaxed);
   return st;
 }
 
 std::optional<double> ShmStore::box_utilization(double busy, int64_t workers, int64_t /*now_us*/) {
-  auto *procs = reinterpret_cast<Proc *>(static_cast<char *>(base_) + layout_->procs_off);
+  auto *procs = reinterpret_cast<Proc *>(static_cast<char *>(base_) + layout_->g.procs_off);
   if (proc_index_ < 0 || procs[proc_index_].pid.load() != pid_) {
     proc_index_ = -1;
     for (size_t i = 0; i < kProcs && proc_index_ < 0; i++) {
