@@ -186,14 +186,15 @@ namespace {
 
 // The stores of this process, flushed at exit: a worker that a preforking server recycles (gunicorn's
 // max_requests, Puma's phased restart, a Node worker ending) may release its tickets and exit at once,
-// without freeing its client; its releases must still reach Redis. A timed mutex: in a forked child it
-// may have been held by a parent thread at the fork, and exit must not hang on it.
-std::timed_mutex live_stores_mu;
+// without freeing its client; its releases must still reach Redis. Tried, not waited for: in a forked
+// child the mutex may have been held by a parent thread at the fork, and exit must not hang on it.
+std::mutex live_stores_mu;
 std::vector<RedisStore *> live_stores;
 
 void flush_live_stores() {
   std::unique_lock lock(live_stores_mu, std::defer_lock);
-  if (!lock.try_lock_for(std::chrono::milliseconds(100))) return;
+  for (int i = 0; i < 100 && !lock.try_lock(); i++) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (!lock.owns_lock()) return;
   for (RedisStore *s : live_stores) s->flush_for_exit();
 }
 
