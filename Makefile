@@ -7,7 +7,7 @@ TSAN_BUILD ?= build-tsan
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo story test test-core test-sanitizers test-python test-node test-ruby test-e2e bench install format clean
+.PHONY: all deps build demo story test test-core format-check wheels test-sanitizers test-python test-node test-ruby test-e2e bench install format clean
 
 all: build
 
@@ -15,7 +15,7 @@ deps:
 	@bash packaging/install-deps.sh
 
 $(BUILD)/build.ninja:
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFW_WERROR=ON $(CMAKE_FLAGS)
 
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
@@ -36,10 +36,10 @@ test-core: build
 # The core and C ABI tests under ASan+UBSan, and the concurrency tests under TSan (not the Fork tests:
 # TSan does not support a child that starts threads after a multi-threaded fork, which is what they do).
 test-sanitizers: deps
-	cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFW_SANITIZE=address,undefined -DFW_BUILD_BENCH=OFF
+	cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFW_WERROR=ON -DFW_SANITIZE=address,undefined -DFW_BUILD_BENCH=OFF
 	cmake --build $(SAN_BUILD) -j $(JOBS) --target core_tests capi_tests c_test
 	ASAN_OPTIONS=detect_leaks=1 ctest --test-dir $(SAN_BUILD) --output-on-failure -j $(JOBS) -LE install
-	cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFW_SANITIZE=thread -DFW_BUILD_BENCH=OFF
+	cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFW_WERROR=ON -DFW_SANITIZE=thread -DFW_BUILD_BENCH=OFF
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target core_tests capi_tests
 	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir $(TSAN_BUILD) --output-on-failure -R 'Concurren|Threads|Redis' -E '^Fork\.' -j $(JOBS)
 
@@ -55,14 +55,25 @@ test-ruby: build
 test-e2e: build
 	@bash packaging/test-e2e.sh
 
+# A manylinux wheel in dist/ (libhiredis bundled by auditwheel repair): installs with no compiler.
+wheels:
+	@bash packaging/build-wheel.sh
+
 bench: build
 	@bash bench/run.sh "$(BUILD)"
 
 install: build
 	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX),)
 
+# Every C and C++ file of the project (the generated and the vendored ones are not in git).
+FORMAT_FILES = $(shell git ls-files '*.c' '*.cc' '*.cpp' '*.h' '*.hpp')
+
 format:
-	clang-format -i core/src/*.cpp core/src/*.hpp capi/src/*.cpp capi/include/*.h capi/include/*.hpp tests/core/*.cpp tests/core/*.hpp tests/capi/*.cpp
+	clang-format -i $(FORMAT_FILES)
+
+# make test runs it first: a file clang-format would change fails the run, naming the file.
+format-check:
+	@clang-format --dry-run -Werror $(FORMAT_FILES) && echo "format-check: $(words $(FORMAT_FILES)) files as clang-format writes them"
 
 clean:
 	rm -rf $(BUILD) $(SAN_BUILD) $(TSAN_BUILD)

@@ -817,7 +817,7 @@ double shm_processes(const std::string &url, int procs, double seconds) {
       fw_client *c = new_client(R"({"store": ")" + url +
                                 R"(", "max_tenants": 100000, "request_rate": {"rate": 1000000, "burst": 1000000000}})");
       std::vector<std::string> tenants;
-      for (int i = 0; i < 1000; i++) tenants.push_back("p" + std::to_string(p) + "-" + tenant_name(i));
+      for (int i = 0; i < 1000; i++) tenants.push_back(std::to_string(p).append("-").append(tenant_name(i)));
       double rate = embedded_run(c, tenants, 1, seconds).decisions_per_s;
       (void)!write(fds[1], &rate, sizeof rate);
       _exit(0);

@@ -5,12 +5,12 @@
 #include <string.h>
 
 static int failures = 0;
-#define CHECK(cond)                                                   \
-  do {                                                                \
-    if (!(cond)) {                                                    \
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
       fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      failures++;                                                     \
-    }                                                                 \
+      failures++;                                                              \
+    }                                                                          \
   } while (0)
 
 static int callbacks = 0;
@@ -39,8 +39,9 @@ int main(void) {
   e = fw_error_last();
   CHECK(e != NULL && e->code == FW_EPOLICY && strstr(e->message, "request_rate.rate") != NULL);
 
-  CHECK(fw_client_new(&c, "{\"request_rate\": {\"rate\": 1, \"burst\": 5},"
-                          " \"concurrency\": {\"limit\": 2, \"ttl_s\": 60}}") == FW_OK);
+  CHECK(fw_client_new(&c,
+                      "{\"request_rate\": {\"rate\": 1, \"burst\": 5},"
+                      " \"concurrency\": {\"limit\": 2, \"ttl_s\": 60}}") == FW_OK);
   CHECK(c != NULL);
 
   r.tenant = "acme";

@@ -408,7 +408,7 @@ TEST(RedisStore, AdmitsBeyondWhatRedisAnswersInTimeAreDecidedAtOnce) {
     Wave wave;
     constexpr int kCalls = 20000;
     for (int i = 0; i < kCalls; i++) {
-      std::string tenant = "t" + std::to_string(i % 1000);
+      std::string tenant = std::to_string(i % 1000).append("-t");
       fw_request r = FW_REQUEST_INIT;
       r.tenant = tenant.data();
       r.tenant_len = tenant.size();

@@ -226,7 +226,7 @@ TEST(ShmStore, DifferentTenantsInTwoProcessesDoNotShareALock) {
     if (pid == 0) {
       floodwall::Client fw(pol);
       for (int i = 0; i < 20000; i++)
-        if (admit(fw.get(), "t" + std::to_string(p) + "-" + std::to_string(i % 100)).allowed) sh->admitted++;
+        if (admit(fw.get(), std::to_string(p).append("-").append(std::to_string(i % 100))).allowed) sh->admitted++;
       _exit(0);
     }
     kids.push_back(pid);

@@ -47,12 +47,14 @@ function generator(dir) {
 }
 
 const coreDir = path.join(out, 'core');
+// Warnings are errors only when asked (make test sets FLOODWALL_WERROR=1), never in a user's install.
+const werror = `-DFW_WERROR=${process.env.FLOODWALL_WERROR === '1' ? 'ON' : 'OFF'}`;
 run(['-S', root, '-B', coreDir, ...generator(coreDir), `-DCMAKE_BUILD_TYPE=${buildType}`, '-DFW_BUILD_TESTS=OFF',
-  '-DFW_BUILD_BENCH=OFF', '-DFW_BUILD_EXAMPLES=OFF', '-DFW_BUILD_PYTHON=OFF']);
+  '-DFW_BUILD_BENCH=OFF', '-DFW_BUILD_EXAMPLES=OFF', '-DFW_BUILD_PYTHON=OFF', werror]);
 run(['--build', coreDir, '--target', 'floodwall_static', '--parallel', jobs]);
 
 const addonDir = path.join(out, 'addon');
 run(['-S', path.join(root, 'bindings', 'node'), '-B', addonDir, ...generator(addonDir),
   `-DCMAKE_BUILD_TYPE=${buildType}`, `-DFW_CORE_BUILD_DIR=${coreDir}`, `-DFW_NODE_INCLUDE_DIR=${nodeInclude()}`,
-  `-DFW_NODE_ADDON_API_DIR=${require('node-addon-api').include_dir}`, `-DFW_ADDON_OUTPUT_DIR=${out}`]);
+  `-DFW_NODE_ADDON_API_DIR=${require('node-addon-api').include_dir}`, `-DFW_ADDON_OUTPUT_DIR=${out}`, werror]);
 run(['--build', addonDir, '--parallel', jobs]);

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The wheel as a user without a compiler meets it: built by packaging/build-wheel.sh (make wheels),
+# installed into a fresh venv whose PATH has no compiler, CMake or pkg-config, then used; its extension
+# must load the hiredis bundled in the wheel, not the system's.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rm -f dist/floodwall-*.whl
+bash packaging/build-wheel.sh >/dev/null
+wheel=$(ls dist/floodwall-*manylinux*.whl)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+python3 -m venv "$work/venv"
+# The venv's bin alone on PATH: python and pip, no compiler.
+PATH="$work/venv/bin" python -m pip --disable-pip-version-check -q install --no-index "$wheel"
+cd "$work"
+PATH="$work/venv/bin" python - <<'PY'
+import os, shutil, sys
+assert sys.prefix != sys.base_prefix, "not in the fresh venv"
+for tool in ("cc", "gcc", "g++", "c++", "cmake", "pkg-config"):
+    assert shutil.which(tool) is None, f"{tool} is on PATH: this test proves nothing"
+import floodwall
+fw = floodwall.Floodwall({"request_rate": {"rate": 0.001, "burst": 2}})
+got = [fw.admit("t").allowed for _ in range(3)]
+assert got == [True, True, False], got
+maps = open(f"/proc/{os.getpid()}/maps").read().splitlines()
+hiredis = sorted({line.split()[-1] for line in maps if "hiredis" in line})
+assert hiredis and all("floodwall.libs" in path for path in hiredis), hiredis
+print(f"wheel: {os.path.basename(floodwall.__file__)} from the wheel, no compiler on PATH, hiredis from {hiredis[0]}")
+PY
+echo "test-wheel: passed"
