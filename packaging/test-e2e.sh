@@ -16,7 +16,7 @@ export GEM_HOME="$root/build/e2e-gems"
 stamp=$(cat $(git ls-files core capi lua bindings/ruby CMakeLists.txt 2>/dev/null || find core capi lua bindings/ruby -type f) | sha1sum)
 if [ "$(cat "$GEM_HOME/.floodwall-stamp" 2>/dev/null)" != "$stamp" ] || ! ruby -e 'require "floodwall"' 2>/dev/null; then
   work=$(mktemp -d)
-  (cd bindings/ruby && gem build floodwall.gemspec --output "$work/floodwall.gem" >/dev/null)
+  rake -f bindings/ruby/Rakefile gem GEM_OUT="$work/floodwall.gem" >/dev/null
   gem install --local --no-document "$work/floodwall.gem" >"$work/install.log" 2>&1 || { cat "$work/install.log"; exit 1; }
   rm -rf "$work"
   echo "$stamp" > "$GEM_HOME/.floodwall-stamp"

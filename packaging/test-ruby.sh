@@ -9,12 +9,17 @@ cd "$(dirname "$0")/.."
 work=$(mktemp -d "${TMPDIR:-/tmp}/floodwall-ruby.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-echo "test-ruby: gem build"
-(cd bindings/ruby && gem build floodwall.gemspec --output "$work/floodwall.gem")
+echo "test-ruby: rake gem (vendors the core, generates the SWIG wrapper, builds the gem)"
+rake -f bindings/ruby/Rakefile gem GEM_OUT="$work/floodwall.gem"
 
-echo "test-ruby: gem install into $work/gems"
+# The gem carries its wrapper: installing it must not need SWIG. A swig that fails stands first on PATH.
+mkdir "$work/no-swig"
+printf '#!/bin/sh\necho "swig was run, but the gem carries its wrapper" >&2\nexit 1\n' > "$work/no-swig/swig"
+chmod +x "$work/no-swig/swig"
+
+echo "test-ruby: gem install into $work/gems, with no usable swig"
 export GEM_HOME="$work/gems"
-if ! FLOODWALL_WERROR=1 FLOODWALL_JOBS="${FLOODWALL_JOBS:-2}" \
+if ! PATH="$work/no-swig:$PATH" FLOODWALL_WERROR=1 FLOODWALL_JOBS="${FLOODWALL_JOBS:-2}" \
     gem install --local --no-document "$work/floodwall.gem" >"$work/install.log" 2>&1; then
   cat "$work/install.log"
   find "$GEM_HOME" -name gem_make.out -exec tail -n 60 {} \;

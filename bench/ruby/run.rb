@@ -29,10 +29,8 @@ rescue LoadError
   unless File.exist?(gem) && sources.all? { |f| File.mtime(f) <= File.mtime(gem) }
     warn "bench: building and installing the floodwall gem into #{gems}"
     FileUtils.mkdir_p(gems)
-    Dir.chdir(File.join(ROOT, "bindings/ruby")) do
-      system("gem", "build", "floodwall.gemspec", "--output", gem, out: File::NULL, err: File::NULL) or
-        abort "gem build failed"
-    end
+    system("rake", "-f", File.join(ROOT, "bindings/ruby/Rakefile"), "gem", "GEM_OUT=#{gem}", out: File::NULL,
+           err: File::NULL) or abort "rake gem failed"
     system({ "GEM_HOME" => gems }, "gem", "install", "--local", "--no-document", gem, out: File::NULL) or
       abort "gem install failed"
   end

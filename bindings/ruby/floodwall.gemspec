@@ -1,20 +1,12 @@
 # frozen_string_literal: true
 
 require_relative "lib/floodwall/version"
-require "fileutils"
 
 # The extension builds the core from source, so the gem carries the core's sources (the top-level
-# CMakeLists.txt, core/, capi/, lua/) under ext/floodwall/vendor/. Built from the repository, this file
-# refreshes that copy first; `gem install floodwall-*.gem` then needs cmake, swig, a C++20 compiler,
-# libhiredis-dev and nlohmann-json3-dev, and no network.
-repo = File.expand_path("../..", __dir__)
-vendor = File.join(__dir__, "ext/floodwall/vendor")
-if File.exist?(File.join(repo, "capi/include/floodwall.h"))
-  FileUtils.rm_rf(vendor)
-  FileUtils.mkdir_p(vendor)
-  FileUtils.cp(File.join(repo, "CMakeLists.txt"), vendor)
-  %w[core capi lua].each { |dir| FileUtils.cp_r(File.join(repo, dir), vendor) }
-end
+# CMakeLists.txt, core/, capi/, lua/) under ext/floodwall/vendor/ and the SWIG wrapper generated from
+# floodwall.i: `rake prepare` (or `rake gem`, which builds the gem too) puts them there. This file only
+# lists files; it writes nothing. `gem install floodwall-*.gem` then needs cmake, a C++20 compiler,
+# libhiredis-dev and nlohmann-json3-dev, no SWIG and no network.
 
 Gem::Specification.new do |spec|
   spec.name = "floodwall"
@@ -31,7 +23,11 @@ Gem::Specification.new do |spec|
   spec.require_paths = ["lib"]
   Dir.chdir(__dir__) do
     spec.files = Dir["lib/**/*.rb", "ext/floodwall/extconf.rb", "ext/floodwall/floodwall.i",
-                     "ext/floodwall/vendor/**/*", "examples/*", "README.md"].select { |f| File.file?(f) }
+                     "ext/floodwall/floodwall_wrap.c", "ext/floodwall/vendor/**/*", "examples/*",
+                     "README.md"].select { |f| File.file?(f) }
+  end
+  unless spec.files.include?("ext/floodwall/floodwall_wrap.c") && spec.files.include?("ext/floodwall/vendor/CMakeLists.txt")
+    raise "floodwall.gemspec: run `rake prepare` in bindings/ruby first (it vendors the core and generates the wrapper)"
   end
   # No runtime dependencies: Rack is loaded only by Floodwall::Rack, from whatever the app runs on.
   spec.add_development_dependency "minitest", "~> 5.0"

@@ -1,12 +1,14 @@
 # frozen_string_literal: true
 
 # Builds floodwall/native: CMake builds the core's static library (libfloodwall_static.a) from the
-# sources the gem carries, SWIG generates the wrapper from floodwall.i, and mkmf links the two. The
-# extension reaches the core only through the C ABI (capi/include/floodwall.h).
+# sources the gem carries, and mkmf compiles the SWIG wrapper the gem carries (generated from floodwall.i
+# by `rake prepare`; built in place from the repository without it, SWIG generates it here) and links the
+# two. The extension reaches the core only through the C ABI (capi/include/floodwall.h).
 #
 # Environment:
 #   FLOODWALL_JOBS=N     parallel jobs for the core build (default 2)
 #   FLOODWALL_WERROR=1   warnings are errors: the core's, and floodwall.i's own C (CI sets it)
+require "fileutils"
 require "mkmf"
 
 def run!(*cmd)
@@ -21,7 +23,8 @@ source = [File.join(here, "vendor"), File.expand_path("../../../..", here)].find
 end or abort "floodwall: the core sources (CMakeLists.txt, core/, capi/, lua/) are missing"
 
 find_executable("cmake") or abort "floodwall: cmake is needed to build the core (Debian: cmake)"
-find_executable("swig") or abort "floodwall: swig is needed to build the extension (Debian: swig)"
+shipped_wrapper = File.exist?(File.join(here, "floodwall_wrap.c")) && File.exist?(File.join(here, "vendor"))
+shipped_wrapper || find_executable("swig") or abort "floodwall: swig is needed to build the extension (Debian: swig)"
 pkg_config("hiredis") or abort "floodwall: hiredis is needed (Debian: libhiredis-dev)"
 werror = ENV["FLOODWALL_WERROR"] == "1"
 
@@ -36,7 +39,11 @@ archive = File.join(core, "libfloodwall_static.a")
 File.exist?(archive) or abort "floodwall: #{archive} was not built"
 
 include_dir = File.join(source, "capi/include")
-run!("swig", "-ruby", "-I#{include_dir}", "-o", "floodwall_wrap.c", File.join(here, "floodwall.i"))
+if shipped_wrapper
+  FileUtils.cp(File.join(here, "floodwall_wrap.c"), "floodwall_wrap.c") unless File.expand_path(".") == here
+else
+  run!("swig", "-ruby", "-I#{include_dir}", "-o", "floodwall_wrap.c", File.join(here, "floodwall.i"))
+end
 
 # Ruby's own headers are -isystem so that their warnings are not ours. SWIG's generated wrappers leave
 # parameters unused and indent `if ... SWIG_fail;` on one line; everything else is an error under -Werror.
