@@ -36,7 +36,7 @@ cmake --build "$BUILD" --target redis_path floodwall -j "$JOBS"
 # redis-rb come from Debian (packaging/install-deps.sh).
 PYTHON=${FW_BENCH_PYTHON:-$(bash "$ROOT/packaging/python-venv.sh" "limits[redis]>=3.10" | tail -n 1)}
 if [[ ! -d $ROOT/node_modules/rate-limiter-flexible || ! -d $ROOT/node_modules/ioredis ]]; then
-  (cd "$ROOT" && npm install --no-audit --no-fund --no-package-lock --no-update-notifier --loglevel=error)
+  (cd "$ROOT" && FLOODWALL_BUILD_FROM_SOURCE=1 npm install --no-audit --no-fund --no-package-lock --no-update-notifier --loglevel=error)
 fi
 
 # ------------------------------------------------------------------------------- throwaway Redis

@@ -9,7 +9,7 @@ root=$(pwd)
 
 py=$(bash packaging/python-venv.sh pytest fastapi uvicorn httpx flask gunicorn | tail -n 1)
 
-npm install --no-audit --no-fund --no-package-lock --no-update-notifier --loglevel=error
+FLOODWALL_BUILD_FROM_SOURCE=1 npm install --no-audit --no-fund --no-package-lock --no-update-notifier --loglevel=error
 
 export GEM_HOME="$root/build/e2e-gems"
 # Reinstall the gem when the sources it is built from changed.

@@ -9,6 +9,7 @@ for tool in node npm cmake redis-server; do
   command -v "$tool" >/dev/null || { echo "test-node: $tool is missing (run packaging/install-deps.sh)" >&2; exit 1; }
 done
 # Warnings are errors here (never in a user's `npm install`).
-FLOODWALL_WERROR=1 npm install --no-audit --no-fund --no-package-lock --no-update-notifier --loglevel=error
+# And always from this checkout's sources, never a prebuilt addon left by an earlier run.
+FLOODWALL_WERROR=1 FLOODWALL_BUILD_FROM_SOURCE=1 npm install --no-audit --no-fund --no-package-lock --no-update-notifier --loglevel=error
 # A hung test fails after ten minutes instead of holding CI; the packed-tarball test builds the core anew.
 node --test --test-timeout=600000 tests/node/

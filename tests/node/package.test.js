@@ -1,7 +1,9 @@
 'use strict';
 // A new user's path: `npm pack`, `npm install` of the tarball into an empty project (which builds the core
-// and the addon from the shipped sources, downloading no headers), then the README's Express example runs
-// as written and answers over HTTP.
+// and the addon from the shipped sources, downloading no headers, when there is no prebuilt addon for the
+// platform), then the README's Express example runs as written and answers over HTTP. And the package
+// with its prebuilt addon (`npm run build:prebuilt`): `npm install --ignore-scripts` with no compiler on
+// PATH, an addon that needs no libhiredis.
 const assert = require('node:assert/strict');
 const { execFileSync, spawn } = require('node:child_process');
 const fs = require('node:fs');
@@ -30,7 +32,8 @@ test('npm pack ships the core sources and the binding, not builds or other langu
     'bindings/node/index.d.ts', 'bindings/node/scripts/build.js', 'bindings/node/examples/express_app.js']) {
     assert.ok(files.includes(needed), `${needed} is missing from the tarball`);
   }
-  const unwanted = files.filter((f) => /^(build|build-[^/]*|tests|bench|node_modules|bindings\/(python|ruby))\//.test(f) || f.endsWith('.node'));
+  const unwanted = files.filter((f) => /^(build|build-[^/]*|tests|bench|node_modules|bindings\/(python|ruby))\//.test(f) ||
+    (f.endsWith('.node') && !/^prebuilds\/[a-z0-9]+-[a-z0-9]+\/floodwall\.node$/.test(f)));
   assert.deepEqual(unwanted, []);
 });
 
@@ -42,7 +45,8 @@ test('the tarball installs into an empty project and the README example serves r
   // An empty user config: no nodedir from this machine's ~/.npmrc; the build finds the headers by itself.
   const userconfig = path.join(work, 'npmrc');
   fs.writeFileSync(userconfig, '');
-  const env = { ...process.env, FLOODWALL_JOBS: '2' };
+  // Built from source even if this checkout carries a prebuilt addon: the path of a platform without one.
+  const env = { ...process.env, FLOODWALL_JOBS: '2', FLOODWALL_BUILD_FROM_SOURCE: '1' };
   for (const key of Object.keys(env)) if (/^npm_config_/i.test(key)) delete env[key];
   npm(['install', '--no-audit', '--no-fund', '--no-package-lock', '--prefer-offline', '--loglevel=error', '--no-update-notifier',
     '--userconfig', userconfig, tarball, 'express@^5'], project, env);
@@ -67,4 +71,43 @@ test('the tarball installs into an empty project and the README example serves r
   assert.equal(res.headers.ratelimit, '"request_rate";r=499;t=1, "concurrency";r=19');
   const other = await request(port, '/', { headers: { 'x-api-key': 'globex' } });
   assert.equal(other.headers['ratelimit-remaining'], '499', 'each API key is its own tenant');
+});
+
+test('with its prebuilt addon the package installs with --ignore-scripts and no compiler, and needs no libhiredis', () => {
+  const env = { ...process.env, FLOODWALL_JOBS: '2' };
+  for (const key of Object.keys(env)) if (/^npm_config_/i.test(key)) delete env[key];
+  npm(['run', 'build:prebuilt'], ROOT, env);
+  after(() => fs.rmSync(path.join(ROOT, 'prebuilds'), { recursive: true, force: true }));
+  const addon = path.join(ROOT, 'prebuilds', `${process.platform}-${process.arch}`, 'floodwall.node');
+  assert.ok(fs.existsSync(addon));
+  const needed = execFileSync('readelf', ['-d', addon], { encoding: 'utf8' }).split('\n').filter((l) => l.includes('(NEEDED)'));
+  assert.deepEqual(needed.filter((l) => /hiredis|stdc\+\+/.test(l)), [], `the prebuilt addon needs: ${needed.join('; ')}`);
+
+  const dir = path.join(work, 'prebuilt');
+  fs.mkdirSync(dir);
+  const [info] = JSON.parse(npm(['pack', '--json', '--pack-destination', dir], ROOT, env));
+  assert.ok(info.files.some((f) => f.path === `prebuilds/${process.platform}-${process.arch}/floodwall.node`));
+  const project = path.join(dir, 'app');
+  fs.mkdirSync(project);
+  fs.writeFileSync(path.join(project, 'package.json'), JSON.stringify({ name: 'app', version: '1.0.0', private: true }));
+  // PATH holds node and npm and nothing else: no compiler, no CMake.
+  const bin = path.join(dir, 'bin');
+  fs.mkdirSync(bin);
+  fs.symlinkSync(process.execPath, path.join(bin, 'node'));
+  fs.symlinkSync(execFileSync('sh', ['-c', 'command -v npm'], { encoding: 'utf8' }).trim(), path.join(bin, 'npm'));
+  const bare = { ...env, PATH: bin };
+  const userconfig = path.join(dir, 'npmrc');
+  fs.writeFileSync(userconfig, '');
+  npm(['install', '--ignore-scripts', '--no-audit', '--no-fund', '--no-package-lock', '--prefer-offline', '--loglevel=error',
+    '--no-update-notifier', '--userconfig', userconfig, path.join(dir, info.filename)], project, bare);
+  const installed = path.join(project, 'node_modules', 'floodwall');
+  assert.ok(!fs.existsSync(path.join(installed, 'build-node')), 'nothing was built');
+  const out = execFileSync(process.execPath, ['-e', `
+    const { Floodwall } = require('floodwall');
+    const fw = new Floodwall({ request_rate: { rate: 0.001, burst: 2 } });
+    Promise.all([1, 2, 3].map(() => fw.admit({ tenant: 't' }))).then((ds) => {
+      console.log(JSON.stringify(ds.map((d) => d.allowed)));
+      fw.close();
+    });`], { cwd: project, env: bare, encoding: 'utf8' });
+  assert.deepEqual(JSON.parse(out), [true, true, false]);
 });

@@ -5,7 +5,7 @@ const path = require('node:path');
 const errors = require('./errors');
 const { Decision } = require('./decision');
 
-const native = require(path.join(__dirname, '..', '..', '..', 'build-node', 'floodwall.node'));
+const native = require(require('./addon_path').addonPath());
 native.setErrorFactory(errors.fromStatus);
 
 const { CODES, fromStatus } = errors;

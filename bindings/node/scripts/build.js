@@ -12,7 +12,11 @@ const fs = require('node:fs');
 const path = require('node:path');
 
 const root = path.resolve(__dirname, '..', '..', '..');
-const out = path.join(root, 'build-node');
+// --prebuild (npm run build:prebuilt): the addon that ships in the npm package, in prebuilds/<platform>-<arch>/,
+// with hiredis and the C++ runtime linked in, so that installing the package builds nothing.
+const prebuild = process.argv.includes('--prebuild');
+const out = path.join(root, prebuild ? 'build-node-prebuild' : 'build-node');
+const addonOut = prebuild ? path.join(root, 'prebuilds', `${process.platform}-${process.arch}`) : out;
 const jobs = String(process.env.FLOODWALL_JOBS || 2);
 const buildType = process.env.FLOODWALL_BUILD_TYPE || 'Release';
 
@@ -56,5 +60,6 @@ run(['--build', coreDir, '--target', 'floodwall_static', '--parallel', jobs]);
 const addonDir = path.join(out, 'addon');
 run(['-S', path.join(root, 'bindings', 'node'), '-B', addonDir, ...generator(addonDir),
   `-DCMAKE_BUILD_TYPE=${buildType}`, `-DFW_CORE_BUILD_DIR=${coreDir}`, `-DFW_NODE_INCLUDE_DIR=${nodeInclude()}`,
-  `-DFW_NODE_ADDON_API_DIR=${require('node-addon-api').include_dir}`, `-DFW_ADDON_OUTPUT_DIR=${out}`, werror]);
+  `-DFW_NODE_ADDON_API_DIR=${require('node-addon-api').include_dir}`, `-DFW_ADDON_OUTPUT_DIR=${addonOut}`, werror,
+  `-DFW_STATIC_HIREDIS=${prebuild ? 'ON' : 'OFF'}`]);
 run(['--build', addonDir, '--parallel', jobs]);
