@@ -925,19 +925,20 @@ void RedisStore::expire(int64_t now) {
     for (const Call *c : conn.inflight) due = due || (!c->abandoned && c->deadline_us <= now);
     if (!due) continue;
     // Before judging, take what arrived while this loop was busy elsewhere: silence is Redis', not ours.
-    if (silent(conn, now, deadline_us_)) {
+    {
       const size_t before = conn.inflight.size();
       read(conn, now);
       if (conn.state != Conn::State::ready) continue;
       if (conn.inflight.size() != before) conn.quiet_since_us = now;
     }
     // A call that missed its deadline while replies kept arriving was late because of the queue; one
-    // that got no byte back for a whole deadline was not answered at all.
-    bool quiet = silent(conn, now, deadline_us_);
+    // that got no reply byte on its connection since it was sent, for its whole deadline, was not
+    // answered at all. (Per call: a call is sent a little after its deadline starts, at submit.)
     bool probe_lost = false;
     for (Call *c : conn.inflight) {
       if (c->abandoned || c->deadline_us > now) continue;
       c->abandoned = true;  // its reply, if it ever comes, is read and dropped
+      bool quiet = conn.quiet_since_us <= c->appended_us;
       if (c->kind == Kind::admit) {
         if (quiet) {
           breaker_.record(true, now);
