@@ -7,7 +7,7 @@ TSAN_BUILD ?= build-tsan
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo story test test-core format-check wheels test-sanitizers test-python test-node test-ruby test-e2e bench install format clean
+.PHONY: all deps build demo story test test-core format-check version-check wheels test-sanitizers test-python test-node test-ruby test-e2e bench install format clean
 
 all: build
 
@@ -73,6 +73,10 @@ FORMAT_FILES = $(shell git ls-files '*.c' '*.cc' '*.cpp' '*.h' '*.hpp')
 
 format:
 	clang-format -i $(FORMAT_FILES)
+
+# The version lives in VERSION (packaging/set-version.sh X.Y.Z writes it everywhere); make test checks it.
+version-check:
+	@bash packaging/check-version.sh
 
 # make test runs it first: a file clang-format would change fails the run, naming the file.
 format-check:

@@ -11,6 +11,7 @@ run() {
   if "$@"; then echo "==== $name: passed"; else echo "==== $name: FAILED"; failed+=("$name"); fi
 }
 run "formatting (clang-format)" make --no-print-directory format-check
+run "versions (VERSION and every manifest)" make --no-print-directory version-check
 run "core and C ABI (GoogleTest, ctest)" ctest --test-dir "$build" --output-on-failure -j "$(nproc)"
 [ "${FW_SANITIZERS:-1}" = 1 ] && run "core and C ABI under sanitizers" make --no-print-directory test-sanitizers
 for suite in python wheel node ruby e2e; do

@@ -7,6 +7,8 @@ import pathlib
 
 import pytest
 
+import os
+
 import floodwall
 from conftest import admitted_soon, eventually
 
@@ -200,4 +202,8 @@ def test_a_closed_client_refuses_further_calls():
 
 
 def test_versions_agree():
-    assert floodwall.__version__ == "0.1.0"
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    version = open(os.path.join(root, "VERSION")).read().strip()
+    assert floodwall.__version__ == version  # the core's fw_version()
+    from importlib.metadata import version as dist_version
+    assert dist_version("floodwall") == version  # the wheel's metadata, which pyproject reads from VERSION
