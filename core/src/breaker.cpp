@@ -37,14 +37,14 @@ void Breaker::record(bool failure, int64_t now_us) {
   if (!failure) return;
   Window w = window(now_us);
   if (w.calls >= o_.min_calls && static_cast<double>(w.failures) >= o_.failure_ratio * static_cast<double>(w.calls))
-    open(now_us, now_us + o_.open_us);
+    open(now_us + o_.open_us);
 }
 
 void Breaker::trip(int64_t now_us) {
-  if (state() == BreakerState::closed) open(now_us, now_us + o_.open_us);
+  if (state() == BreakerState::closed) open(now_us + o_.open_us);
 }
 
-void Breaker::open(int64_t /*now_us*/, int64_t until_us) {
+void Breaker::open(int64_t until_us) {
   open_until_us_ = until_us;
   clear();
   state_.store(static_cast<uint8_t>(BreakerState::open), std::memory_order_release);
@@ -71,7 +71,7 @@ void Breaker::probe_result(bool ok, int64_t now_us) {
   // At most one probe per open period: a probe that failed at once waits out the rest of it; one that
   // waited its whole deadline (a silent store) is followed by the next at once, so that the store is
   // seen again as soon as it answers.
-  open(now_us, std::max(now_us, probe_sent_us_ + o_.open_us));
+  open(std::max(now_us, probe_sent_us_ + o_.open_us));
 }
 
 }  // namespace floodwall

@@ -54,7 +54,7 @@ class Breaker {
     int64_t start_us = INT64_MIN;
     int64_t calls = 0, failures = 0;
   };
-  void open(int64_t now_us, int64_t until_us);
+  void open(int64_t until_us);
   void slide(int64_t now_us);
   void clear();
 

@@ -346,9 +346,11 @@ AdmitResult RedisStore::admit(const AdmitOp &op) {
       breaker_.closed() && !in_forked_child()) {
     std::unique_lock lock(direct_mu_, std::try_to_lock);
     if (lock.owns_lock()) {
+      // Decided by Redis, or undecided with its reason (the fallback decides, and the next admit takes
+      // the I/O thread).
       AdmitResult r;
-      if (direct_admit(op, r)) return r;
-      return r;  // undecided, with its reason: the fallback decides, and the next admit takes the I/O thread
+      direct_admit(op, r);
+      return r;
     }
   }
   thread_local SyncWaiter waiter;
@@ -625,7 +627,7 @@ bool RedisStore::any_ready() const {
 
 bool RedisStore::any_answering(int64_t since_us) const {
   for (const Conn &conn : conns_)
-    if (conn.state == Conn::State::ready && conn.answered_sent_us > since_us) return true;
+    if (conn.state == Conn::State::ready && conn.last_read_us > since_us) return true;
   return false;
 }
 
@@ -817,7 +819,6 @@ void RedisStore::read(Conn &conn, int64_t now) {
     }
     Call *c = conn.inflight.front();
     conn.inflight.pop_front();
-    conn.answered_sent_us = std::max(conn.answered_sent_us, c->appended_us);
     if (conn.awaiting) conn.awaiting--;
     if (c->kind == Kind::release) conn.releases_done++;
     handle(conn, c, r, now);
@@ -929,7 +930,7 @@ void RedisStore::expire(int64_t now) {
       const size_t before = conn.inflight.size();
       read(conn, now);
       if (conn.state != Conn::State::ready) continue;
-      if (conn.inflight.size() != before) conn.quiet_since_us = now;
+      if (conn.inflight.size() != before) conn.quiet_since_us = conn.last_read_us = now;
     }
     // A call that missed its deadline while replies kept arriving was late because of the queue; one
     // that got no reply byte on its connection since it was sent, for its whole deadline, was not
@@ -1072,7 +1073,7 @@ void RedisStore::run() {
           on_connected(conn, now);
         continue;
       }
-      if (rev & POLLIN) conn.quiet_since_us = now;
+      if (rev & POLLIN) conn.quiet_since_us = conn.last_read_us = now;
       if (rev & (POLLIN | POLLERR | POLLHUP)) read(conn, now);
       if (conn.state == Conn::State::ready && (rev & POLLOUT)) flush(conn, now);
     }

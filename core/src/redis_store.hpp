@@ -110,9 +110,7 @@ class RedisStore final : public Store {
     // Since when the connection has had commands outstanding and no reply byte: the breaker's silence
     // test. Reset by every read, and by a command sent on an idle connection.
     int64_t quiet_since_us = 0;
-    // When the newest call whose reply was read had been sent: Redis is answering now if that is recent
-    // (a reply read late to a call sent long ago says nothing about now).
-    int64_t answered_sent_us = 0;
+    int64_t last_read_us = 0;  // when reply bytes were last read: Redis answered something then
     // Releases appended and answered (replies come in order; a broken connection answers them all),
     // and how many must be answered before the lanes may change.
     uint64_t releases_sent = 0, releases_done = 0, drain_to = 0;
@@ -155,8 +153,9 @@ class RedisStore final : public Store {
   // every waiting admit now (their callers' fallback decides), instead of at their deadlines.
   void trip(FailReason why, int64_t now);
   bool any_ready() const;
-  // Some connection read the reply of a call sent after since_us: Redis answered what followed a call
-  // that got nothing back (a reply read late to a call sent earlier says nothing about now).
+  // Some connection read reply bytes after since_us (when a call that got nothing back was sent): Redis is
+  // answering, only not that call (a deep queue, or a broken connection). In a deep pipeline the replies
+  // read are to calls sent long before; what counts is that bytes still come.
   bool any_answering(int64_t since_us) const;
   // Commands outstanding and no reply byte for `for_us`.
   static bool silent(const Conn &conn, int64_t now, int64_t for_us) {
