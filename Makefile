@@ -37,14 +37,17 @@ test-core: build
 # TSan does not support a child that starts threads after a multi-threaded fork, which is what they do).
 # ASan skips the one that forks while other threads allocate: GCC 12's ASan does not hold its allocator's
 # locks across fork(), so a thread the child starts can hang inside ASan's own allocator (seen with gdb:
-# AsanThread::Init -> free -> SizeClassAllocator64 mutex); the plain build runs it.
+# AsanThread::Init -> free -> SizeClassAllocator64 mutex); the plain build runs it. Neither runs the
+# overload test (20,000 admits at once must find Redis answering within 50 ms): a sanitizer's slowdown on
+# two cores starves Redis for whole deadlines, which the breaker rightly takes for silence.
+SAN_SKIP = ForkingWhileOtherThreads|AdmitsBeyondWhatRedisAnswersInTime
 test-sanitizers: deps
 	cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFW_WERROR=ON -DFW_SANITIZE=address,undefined -DFW_BUILD_BENCH=OFF
 	cmake --build $(SAN_BUILD) -j $(JOBS) --target core_tests capi_tests c_test
-	ASAN_OPTIONS=detect_leaks=1 ctest --test-dir $(SAN_BUILD) --output-on-failure -j $(JOBS) -LE install -E 'ForkingWhileOtherThreads'
+	ASAN_OPTIONS=detect_leaks=1 ctest --test-dir $(SAN_BUILD) --output-on-failure -j $(JOBS) -LE install -E '$(SAN_SKIP)'
 	cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFW_WERROR=ON -DFW_SANITIZE=thread -DFW_BUILD_BENCH=OFF
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target core_tests capi_tests
-	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir $(TSAN_BUILD) --output-on-failure -R 'Concurren|Threads|Redis' -E '^Fork\.' -j $(JOBS)
+	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir $(TSAN_BUILD) --output-on-failure -R 'Concurren|Threads|Redis' -E '^Fork\.|$(SAN_SKIP)' -j $(JOBS)
 
 test-python: build
 	@bash packaging/test-python.sh
