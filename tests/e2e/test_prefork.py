@@ -31,13 +31,22 @@ def redis():
     r.stop()
 
 
-def shm_url(what: str) -> str:
-    name = f"fwe2e-{what}-{os.getpid()}"
-    try:
-        os.unlink(f"/dev/shm/floodwall.{name}")
-    except FileNotFoundError:
-        pass
-    return f"shm://{name}"
+@pytest.fixture
+def shm_url():
+    """shm://NAME for one test; its segment is removed before and after."""
+    made = []
+
+    def url(what: str) -> str:
+        path = f"/dev/shm/floodwall.fwe2e-{what}-{os.getpid()}"
+        made.append(path)
+        if os.path.exists(path):
+            os.unlink(path)
+        return f"shm://fwe2e-{what}-{os.getpid()}"
+
+    yield url
+    for path in made:
+        if os.path.exists(path):
+            os.unlink(path)
 
 
 def serve(cmd: list[str], store: str, tmp_path, port: int) -> subprocess.Popen:
@@ -95,7 +104,7 @@ def test_gunicorn_preload_sync_workers_on_redis(redis, tmp_path):
         stop(proc)
 
 
-def test_gunicorn_workers_on_shm(tmp_path):
+def test_gunicorn_workers_on_shm(tmp_path, shm_url):
     port = free_port()
     proc = serve([PY, "-m", "gunicorn", "-w", "4", "-b", f"127.0.0.1:{port}", "wsgi_app:app"], shm_url("gunicorn"),
                  tmp_path, port)
@@ -105,7 +114,7 @@ def test_gunicorn_workers_on_shm(tmp_path):
         stop(proc)
 
 
-def test_uvicorn_workers_on_shm(tmp_path):
+def test_uvicorn_workers_on_shm(tmp_path, shm_url):
     port = free_port()
     proc = serve([PY, "-m", "uvicorn", "--workers", "2", "--port", str(port), "--log-level", "warning",
                   "asgi_app:app"], shm_url("uvicorn"), tmp_path, port)
@@ -116,7 +125,7 @@ def test_uvicorn_workers_on_shm(tmp_path):
 
 
 @pytest.mark.parametrize("store", ["redis", "shm"])
-def test_puma_cluster_mode_with_preload(redis, tmp_path, store):
+def test_puma_cluster_mode_with_preload(redis, tmp_path, store, shm_url):
     port = free_port()
     url = f"redis://127.0.0.1:{redis.port}/0" if store == "redis" else shm_url("puma")
     if store == "redis":
@@ -131,7 +140,7 @@ def test_puma_cluster_mode_with_preload(redis, tmp_path, store):
         stop(proc)
 
 
-def test_node_cluster_on_shm(tmp_path):
+def test_node_cluster_on_shm(tmp_path, shm_url):
     port = free_port()
     proc = serve(["node", "cluster.js", str(port)], shm_url("node"), tmp_path, port)
     try:
