@@ -178,8 +178,9 @@ void Guard::finish(const Prepared &p, const AdmitResult &store_result, fw_decisi
     // The store could not answer in time. Never stop limiting silently: count it, and let redis.fallback
     // decide. "local": the same policy on an in-process table, so a flood is still held.
     d.fail_reason = static_cast<fw_fail_reason>(store_result.reason);
-    for (auto [on, l] : {std::pair{op.rate, Limiter::request_rate}, std::pair{op.conc, Limiter::concurrency},
-                         std::pair{op.fleet, Limiter::fleet}})
+    const std::pair<bool, Limiter> asked[] = {
+        {op.rate, Limiter::request_rate}, {op.conc, Limiter::concurrency}, {op.fleet, Limiter::fleet}};
+    for (auto [on, l] : asked)
       if (on) metrics_.failed(l, store_result.reason);
     if (fallback_) {
       local = fallback_->admit(op);
@@ -196,8 +197,7 @@ void Guard::finish(const Prepared &p, const AdmitResult &store_result, fw_decisi
     } else {
       // "open": allowed with no limiter at all, and counted as such.
       d.failed_open = 1;
-      for (auto [on, l] : {std::pair{op.rate, Limiter::request_rate}, std::pair{op.conc, Limiter::concurrency},
-                           std::pair{op.fleet, Limiter::fleet}})
+      for (auto [on, l] : asked)
         if (on) metrics_.count(p.route, l, Outcome::failed_open);
       metrics_.source(Source::failed_open);
     }

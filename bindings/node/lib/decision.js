@@ -5,7 +5,8 @@
 
 const LIMITERS = [null, 'request_rate', 'concurrency', 'fleet', 'utilization'];
 const LIMITER_CODES = { request_rate: 1, concurrency: 2, fleet: 3, utilization: 4 };
-const FAIL_REASONS = [null, 'timeout', 'connection', 'breaker', 'config', 'error', 'overload'];
+// The core's names, by code (the addon is the module index.js loaded; require caches it).
+const FAIL_REASONS = [null, ...require(require('./addon_path').addonPath()).failReasons];
 const TWO_32 = 2 ** 32;
 
 // "Name: value\r\n" lines of fw_format_headers, into an object in the core's order.

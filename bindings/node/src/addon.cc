@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -442,6 +443,15 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("setErrorFactory", Napi::Function::New<SetErrorFactory>(env, "setErrorFactory"));
   exports.Set("version", Napi::String::New(env, fw_version()));
   exports.Set("rawSize", Napi::Number::New(env, kRawSize));
+  // The core's names of the fail reasons, from 1 on (lib/decision.js indexes them by code): never a list
+  // of our own that a new reason could slip past.
+  Napi::Array reasons = Napi::Array::New(env);
+  for (int r = FW_FAIL_NONE + 1;; r++) {
+    const char *name = fw_fail_reason_name(static_cast<fw_fail_reason>(r));
+    if (std::strcmp(name, "unknown") == 0) break;
+    reasons.Set(reasons.Length(), name);
+  }
+  exports.Set("failReasons", reasons);
   Napi::Object codes = Napi::Object::New(env);
   codes.Set("FW_ERROR", static_cast<int>(FW_ERROR));
   codes.Set("FW_ENOMEM", static_cast<int>(FW_ENOMEM));
