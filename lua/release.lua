@@ -6,7 +6,8 @@
 -- ARGV[2]  the slot id
 -- Reply:   the number of slots removed
 local rcall = redis.call
+local RELEASE = string.byte('1')
 local removed = 0
-if string.byte(ARGV[1], 1) == 49 then removed = removed + rcall('ZREM', KEYS[1], ARGV[2]) end
-if string.byte(ARGV[1], 2) == 49 then removed = removed + rcall('ZREM', KEYS[2], ARGV[2]) end
+if string.byte(ARGV[1], 1) == RELEASE then removed = removed + rcall('ZREM', KEYS[1], ARGV[2]) end
+if string.byte(ARGV[1], 2) == RELEASE then removed = removed + rcall('ZREM', KEYS[2], ARGV[2]) end
 return removed

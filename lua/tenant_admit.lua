@@ -16,8 +16,7 @@
 -- Reply:   for a request-rate-only admit one integer, the micro-tokens left when the bucket had enough
 --          and -1 - (the micro-tokens it has) when it had not (an array costs Redis a table and more
 --          reply to write); the client knows the mode it sent, so whether the admit committed follows.
---          With a slot: {committed, rate_ok, micro-tokens left, conc_ok, tenant in-flight, fleet_ok,
---          fleet in-flight}.
+--          With a slot: {committed, rate_ok, micro-tokens left, conc_ok, tenant in-flight, fleet_ok}.
 --
 -- The clock is Redis' TIME, so every app server of a fleet shares one clock. Numbers are integers
 -- below 2^53 (micro-tokens, microseconds, a bucket's debt in ns: a policy rule keeps refills under 90
@@ -30,8 +29,9 @@
 -- Redis a third of the SET. A key the script did not write with this rule (an older floodwall wrote
 -- full_at + 1 s) is safe too: a full_at in the same second is never later than that.
 local rcall = redis.call
+local NOT_ASKED, ENFORCE = string.byte('-'), string.byte('E')
 local r, c, f = string.byte(ARGV[1], 1, 3)
-local rate_on, conc_on, fleet_on = r ~= 45, c ~= 45, f ~= 45 -- 45 is '-'
+local rate_on, conc_on, fleet_on = r ~= NOT_ASKED, c ~= NOT_ASKED, f ~= NOT_ASKED
 
 local t = rcall('TIME')
 local sec, usec = tonumber(t[1]), tonumber(t[2])
@@ -70,7 +70,7 @@ if fleet_on then
 end
 
 local committed = 1
-if (r == 69 and rate_ok == 0) or (c == 69 and conc_ok == 0) or (f == 69 and fleet_ok == 0) then -- 69 is 'E'
+if (r == ENFORCE and rate_ok == 0) or (c == ENFORCE and conc_ok == 0) or (f == ENFORCE and fleet_ok == 0) then
   committed = 0
 else
   -- Writes from here on. TTLs only collect garbage: a bucket key outlives its refill to full.
@@ -100,11 +100,10 @@ else
   end
   if fleet_on and fleet_ok == 1 then
     take_slot(KEYS[3], fleet_ttl)
-    fleet_count = fleet_count + 1
   end
 end
 if not (conc_on or fleet_on) then
   if rate_ok == 1 then return tokens end
   return -1 - tokens
 end
-return {committed, rate_ok, tokens, conc_ok, in_flight, fleet_ok, fleet_count}
+return {committed, rate_ok, tokens, conc_ok, in_flight, fleet_ok}

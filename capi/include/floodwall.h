@@ -119,31 +119,72 @@ FW_EXTERN int fw_client_new(fw_client **out, const char *policy_json);
 /** Stops the client's I/O thread, decides pending admits by the fallback and frees it. NULL is a no-op. */
 FW_EXTERN void fw_client_free(fw_client *c);
 
+/* ------------------------------------------------------------------------------------------ buffers */
+
+/** A byte buffer owned by the library; free its contents with fw_buf_dispose. */
+typedef struct fw_buf {
+  char *ptr;   /* NUL-terminated for convenience; NULL when empty */
+  size_t size; /* bytes, without the terminating NUL */
+} fw_buf;
+
+#define FW_BUF_INIT \
+  { NULL, 0 }
+
+/** Frees buf->ptr and resets *buf to empty. NULL and an empty buffer are no-ops. */
+FW_EXTERN void fw_buf_dispose(fw_buf *buf);
+
 /* ------------------------------------------------------------------------------------------ request */
 
-#define FW_REQUEST_VERSION 1
+/* Version 2 appended headers, header_count and peer: the request as the server saw it, from which the
+   core derives the tenant key (policy section "tenant") when no tenant is given. */
+#define FW_REQUEST_VERSION 2
+
+/** One HTTP header field (or any name/value pair): bytes, not NUL-terminated, any case in the name. */
+typedef struct fw_header {
+  const char *name;
+  size_t name_len;
+  const char *value;
+  size_t value_len;
+} fw_header;
 
 typedef struct fw_request {
   unsigned version;   /* FW_REQUEST_VERSION */
-  const char *tenant; /* the tenant id, any bytes (NUL-safe): 1 to any number of bytes */
+  const char *tenant; /* the tenant id, any bytes (NUL-safe). NULL: derived from headers and peer by the
+                         policy's "tenant" section. Version 2: an empty id is the anonymous tenant (version 1:
+                         FW_EINVAL) */
   size_t tenant_len;  /* length of tenant in bytes */
   const char *route;  /* route family, NUL-terminated; NULL or "" means the default route */
   const char *method; /* HTTP method, NUL-terminated; NULL means "GET" */
   uint64_t cost;      /* tokens this request costs; 0 means 1; above the tenant's burst is FW_EINVAL */
   int critical;       /* non-zero: never counted by the fleet shedder, shed last by utilization */
   int sandbox;        /* non-zero: sandbox traffic, shed first by utilization */
+  /* Version 2. Read only when tenant is NULL. */
+  const fw_header *headers; /* the request's header fields in arrival order (a name may repeat); may be NULL */
+  size_t header_count;
+  const char *peer; /* the connection's peer address as text (IPv4, IPv6, IPv4-mapped IPv6; a port or
+                       brackets are tolerated); NULL or empty when unknown (a Unix socket) */
+  size_t peer_len;
 } fw_request;
 
 #define FW_REQUEST_INIT \
-  { FW_REQUEST_VERSION, NULL, 0, NULL, NULL, 0, 0, 0 }
+  { FW_REQUEST_VERSION, NULL, 0, NULL, NULL, 0, 0, 0, NULL, 0, NULL, 0 }
+
+/**
+ * The tenant id that fw_admit would use for this request: req->tenant when given, else the key derived from
+ * its headers and peer address (policy section "tenant": a Bearer token or API key hashed to
+ * "key:<32 hex digits>", else "ip:<address>" with IPv6 grouped to ipv6_prefix bits, else "anonymous").
+ * On success *out owns new contents (dispose with fw_buf_dispose).
+ */
+FW_EXTERN int fw_tenant_key(fw_client *c, const fw_request *req, fw_buf *out);
 
 /* ----------------------------------------------------------------------------------------- decision */
 
 /** Holds a request's slots (concurrency, fleet, in-flight accounting); 0 holds nothing. */
 typedef uint64_t fw_ticket;
 
-/* Version 2 appended `degraded`. A caller that passes a version 1 struct gets the version 1 fields only. */
-#define FW_DECISION_VERSION 2
+/* Version 2 appended `degraded`, version 3 `cost`. A caller that passes an older struct gets its fields
+   only; a version above FW_DECISION_VERSION is FW_EINVAL. */
+#define FW_DECISION_VERSION 3
 
 typedef struct fw_decision {
   unsigned version;           /* set by the caller to FW_DECISION_VERSION */
@@ -167,10 +208,12 @@ typedef struct fw_decision {
   /* Version 2. Non-zero when the local fallback table decided (redis.fallback "local"): the same policy
      in this process, while the store could not answer in time. fail_reason says why. */
   int degraded;
+  /* Version 3. The tokens the request asked for (its cost, 0 counted as 1), named in a rejection's message. */
+  uint64_t cost;
 } fw_decision;
 
 #define FW_DECISION_INIT \
-  { FW_DECISION_VERSION, 0, 0, FW_LIMITER_NONE, FW_LIMITER_NONE, 0, FW_FAIL_NONE, 0, 0, 0, 0, 0.0, 0, 0, 0, 0 }
+  { FW_DECISION_VERSION, 0, 0, FW_LIMITER_NONE, FW_LIMITER_NONE, 0, FW_FAIL_NONE, 0, 0, 0, 0, 0.0, 0, 0, 0, 0, 0 }
 
 /**
  * Decides one request: utilization shedder (local) -> request rate + concurrency (one atomic store
@@ -196,6 +239,20 @@ typedef void (*fw_admit_cb)(void *payload, int status, const fw_decision *d);
 FW_EXTERN int fw_admit_async(fw_client *c, const fw_request *req, fw_admit_cb cb, void *payload);
 
 /**
+ * fw_admit_async, telling whether cb was called inline: on return *completed is 1 when cb has already
+ * been called on this thread (the memory and shm stores, a bad request, a decision the fallback made at
+ * once), 0 when it will be called from the I/O thread. `completed` may be NULL.
+ */
+FW_EXTERN int fw_admit_async2(fw_client *c, const fw_request *req, fw_admit_cb cb, void *payload, int *completed);
+
+/**
+ * Whether fw_admit can wait on I/O with this client's store: 1 for a network store (Redis), 0 for the
+ * in-process ones (memory://, shm://), whose admits take well under a microsecond. A binding uses it to
+ * decide whether to give up its interpreter lock around an admit.
+ */
+FW_EXTERN int fw_client_can_block(fw_client *c, int *out);
+
+/**
  * Releases what a ticket holds. Idempotent: releasing twice, releasing 0 or an unknown ticket is a
  * no-op returning 0. Never fails the caller: a store error is counted and the slot heals after ttl_s.
  */
@@ -216,20 +273,6 @@ FW_EXTERN int fw_report_utilization(fw_client *c, double u);
 /** The utilization shedder's current shedding amount in [resting, 1] (0 when not configured). */
 FW_EXTERN int fw_shedding_amount(fw_client *c, double *out);
 
-/* ------------------------------------------------------------------------------------------ buffers */
-
-/** A byte buffer owned by the library; free its contents with fw_buf_dispose. */
-typedef struct fw_buf {
-  char *ptr;   /* NUL-terminated for convenience; NULL when empty */
-  size_t size; /* bytes, without the terminating NUL */
-} fw_buf;
-
-#define FW_BUF_INIT \
-  { NULL, 0 }
-
-/** Frees buf->ptr and resets *buf to empty. NULL and an empty buffer are no-ops. */
-FW_EXTERN void fw_buf_dispose(fw_buf *buf);
-
 /* --------------------------------------------------------------------------------------- formatter */
 
 /**
@@ -242,6 +285,68 @@ FW_EXTERN int fw_format_headers(fw_client *c, const fw_decision *d, fw_buf *out)
 
 /** The JSON body of a rejection (429 or 503); an empty buffer for an allowed decision. */
 FW_EXTERN int fw_format_body(fw_client *c, const fw_decision *d, fw_buf *out);
+
+#define FW_RESPONSE_VERSION 1
+#define FW_RESPONSE_MAX_HEADERS 8
+
+/**
+ * Everything a middleware needs to answer for a decision, as name/value pairs: no binding parses text.
+ * headers are the limit headers in a fixed order (RateLimit-Policy, RateLimit, RateLimit-Limit,
+ * RateLimit-Remaining, RateLimit-Reset, then Retry-After on a rejection); names are static, values point
+ * into memory the struct owns. On a rejection, body and content_type are the body to send (policy
+ * "body_format": "json", or "problem+json" for RFC 9457); for an allowed decision both are empty.
+ */
+typedef struct fw_response {
+  unsigned version; /* FW_RESPONSE_VERSION */
+  int status;       /* the decision's status: 200, 429 or 503 */
+  size_t header_count;
+  fw_header headers[FW_RESPONSE_MAX_HEADERS];
+  const char *content_type; /* NUL-terminated, static; "" for an allowed decision */
+  const char *body;         /* NUL-terminated; "" for an allowed decision */
+  size_t body_len;
+  void *storage_; /* private: what the values and the body point into */
+} fw_response;
+
+#define FW_RESPONSE_INIT \
+  { FW_RESPONSE_VERSION, 0, 0, {{NULL, 0, NULL, 0}}, "", "", 0, NULL }
+
+/** Fills *out for a decision. Dispose of it with fw_response_dispose, also after a failure. */
+FW_EXTERN int fw_format_response(fw_client *c, const fw_decision *d, fw_response *out);
+/** Frees what fw_format_response put in *r and resets it to empty. NULL is a no-op. */
+FW_EXTERN void fw_response_dispose(fw_response *r);
+
+/* ------------------------------------------------------------------------------------------ backoff */
+
+#define FW_BACKOFF_VERSION 1
+
+/**
+ * How a caller of a floodwall-protected API comes back after a 429 or a 503: capped exponential backoff
+ * with full jitter, never earlier than the server's Retry-After. One set of defaults for every language.
+ */
+typedef struct fw_backoff {
+  unsigned version;  /* FW_BACKOFF_VERSION */
+  double base_s;     /* the first retry waits up to base_s; default 0.1 */
+  double cap_s;      /* no jitter above cap_s; default 20 */
+  unsigned attempts; /* calls in all, the first one included; default 5 */
+} fw_backoff;
+
+#define FW_BACKOFF_INIT \
+  { FW_BACKOFF_VERSION, 0.1, 20.0, 5 }
+
+/**
+ * The wait in seconds before retry number `attempt` (0 for the first retry):
+ * max(retry_after_s, 0) + random01 * min(cap_s, base_s * 2^attempt). retry_after_s < 0 means the server
+ * sent none. random01 is a uniform random number in [0, 1) from the caller (so tests can fix it).
+ * FW_EINVAL naming the field for base_s <= 0, cap_s < base_s, attempts 0, random01 outside [0, 1) or a NaN.
+ */
+FW_EXTERN int fw_backoff_delay(const fw_backoff *b, unsigned attempt, double retry_after_s, double random01,
+                               double *out_s);
+
+/**
+ * A Retry-After field value in seconds: delay-seconds, or an HTTP-date (IMF-fixdate, RFC 850 or asctime)
+ * counted from now_unix_s (never negative). FW_EINVAL when the value is neither.
+ */
+FW_EXTERN int fw_parse_retry_after(const char *value, size_t len, double now_unix_s, double *out_s);
 
 /* ------------------------------------------------------------------------------------------ metrics */
 

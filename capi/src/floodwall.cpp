@@ -5,14 +5,39 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <new>
+#include <optional>
 #include <string>
 
+#include "backoff.hpp"
 #include "formatter.hpp"
 #include "guard.hpp"
 #include "policy.hpp"
 #include "process_guard.hpp"
+#include "request_tenant.hpp"
+#include "store.hpp"
 #include "store_factory.hpp"
+
+// The C enums and the core's are one vocabulary: a value crosses the ABI by a cast.
+static_assert(FW_LIMITER_NONE == static_cast<int>(floodwall::Limiter::none));
+static_assert(FW_LIMITER_REQUEST_RATE == static_cast<int>(floodwall::Limiter::request_rate));
+static_assert(FW_LIMITER_CONCURRENCY == static_cast<int>(floodwall::Limiter::concurrency));
+static_assert(FW_LIMITER_FLEET == static_cast<int>(floodwall::Limiter::fleet));
+static_assert(FW_LIMITER_UTILIZATION == static_cast<int>(floodwall::Limiter::utilization));
+static_assert(FW_LIMITER_COUNT == floodwall::kLimiterCount);
+static_assert(FW_MODE_ENFORCE == static_cast<int>(floodwall::Mode::enforce));
+static_assert(FW_MODE_DARK == static_cast<int>(floodwall::Mode::dark));
+static_assert(FW_MODE_OFF == static_cast<int>(floodwall::Mode::off));
+static_assert(FW_FAIL_NONE == static_cast<int>(floodwall::FailReason::none));
+static_assert(FW_FAIL_TIMEOUT == static_cast<int>(floodwall::FailReason::timeout));
+static_assert(FW_FAIL_CONNECTION == static_cast<int>(floodwall::FailReason::connection));
+static_assert(FW_FAIL_BREAKER == static_cast<int>(floodwall::FailReason::breaker));
+static_assert(FW_FAIL_CONFIG == static_cast<int>(floodwall::FailReason::config));
+static_assert(FW_FAIL_ERROR == static_cast<int>(floodwall::FailReason::error));
+static_assert(FW_FAIL_OVERLOAD == static_cast<int>(floodwall::FailReason::overload));
+static_assert(FW_FAIL_OVERLOAD + 1 == floodwall::kFailReasonCount);
+static_assert(FW_RESPONSE_MAX_HEADERS >= 6, "RateLimit-Policy, RateLimit, -Limit, -Remaining, -Reset, Retry-After");
 
 struct fw_client {
   explicit fw_client(floodwall::Policy p) : client(std::move(p)) {}
@@ -60,25 +85,38 @@ int guarded(F &&f) noexcept {
   }
 }
 
-// fw_decision grows by appending: a version 1 struct ends where `degraded` begins.
+// fw_decision grows by appending: a version 1 struct ends where `degraded` begins, version 2 where
+// `cost` begins.
 constexpr size_t kDecisionV1Size = offsetof(fw_decision, degraded);
+constexpr size_t kDecisionV2Size = offsetof(fw_decision, cost);
 static_assert(kDecisionV1Size == 96, "the version 1 fw_decision layout is frozen");
+static_assert(kDecisionV2Size == 104, "the version 2 fw_decision layout is frozen (sizeof, with its padding)");
 
 unsigned decision_version(const fw_decision *d) {
   unsigned v = d->version;
-  if (v > FW_DECISION_VERSION)
+  if (v < 1 || v > FW_DECISION_VERSION)
     throw floodwall::BadRequest("decision.version: unsupported (" + std::to_string(v) + "; this library knows 1 to " +
                                 std::to_string(FW_DECISION_VERSION) + ")");
   return v;
 }
 
+// The bytes a caller's struct of that version has.
+size_t decision_size(unsigned version) {
+  return version == 1 ? kDecisionV1Size : version == 2 ? kDecisionV2Size : sizeof(fw_decision);
+}
+
 // A caller's decision as this library's: the fields its version has, the later ones at their defaults.
 fw_decision read_decision(const fw_decision *d) {
-  if (decision_version(d) >= 2) return *d;
+  unsigned v = decision_version(d);
+  if (v == FW_DECISION_VERSION) return *d;
   fw_decision full = FW_DECISION_INIT;
-  std::memcpy(&full, d, kDecisionV1Size);
+  std::memcpy(&full, d, decision_size(v));
   return full;
 }
+
+// fw_request grows by appending too: a version 1 struct ends where `headers` begins.
+constexpr size_t kRequestV1Size = offsetof(fw_request, headers);
+static_assert(kRequestV1Size == 56, "the version 1 fw_request layout is frozen");
 
 // Out of line and cold: the message is built only for a request that is refused, and keeping it out of
 // to_request lets that be inlined into every admit.
@@ -89,11 +127,26 @@ fw_decision read_decision(const fw_decision *d) {
   throw floodwall::BadRequest("tenant: NULL with a non-zero length");
 }
 
-floodwall::Request to_request(const fw_request *req) {
+constexpr std::string_view kAnonymous = "anonymous";
+
+// The request as the core takes it. A version 2 request without a tenant has one derived from its
+// headers and peer into `derived`, which must outlive the returned Request.
+floodwall::Request to_request(const fw_request *req, const floodwall::Policy &policy, std::string &derived) {
   if (!req || req->version < 1 || req->version > FW_REQUEST_VERSION || (!req->tenant && req->tenant_len))
     bad_request(req);
   floodwall::Request r;
-  r.tenant = {req->tenant ? req->tenant : "", req->tenant_len};
+  if (req->version >= 2 && !req->tenant) {
+    if ((!req->headers && req->header_count) || (!req->peer && req->peer_len))
+      throw floodwall::BadRequest(!req->peer && req->peer_len ? "peer: NULL with a non-zero length"
+                                                              : "headers: NULL with a non-zero count");
+    derived = floodwall::derive_tenant(policy.tenant, req->headers, req->headers ? req->header_count : 0,
+                                       {req->peer ? req->peer : "", req->peer ? req->peer_len : 0});
+    r.tenant = derived;
+  } else if (req->version >= 2 && req->tenant_len == 0) {
+    r.tenant = kAnonymous;  // an empty key is one anonymous tenant, limited like any other
+  } else {
+    r.tenant = {req->tenant ? req->tenant : "", req->tenant_len};
+  }
   r.route = req->route ? std::string_view(req->route) : std::string_view();
   r.method = req->method ? std::string_view(req->method) : std::string_view();
   r.cost = req->cost;
@@ -209,35 +262,65 @@ int fw_admit(fw_client *c, const fw_request *req, fw_decision *out) {
     need_client(c);
     if (!out) throw floodwall::BadRequest("out: must not be NULL");
     unsigned version = decision_version(out);
-    if (version >= 2) {
-      guard_of(c).admit(to_request(req), *out);
+    floodwall::Guard &g = guard_of(c);
+    std::string derived;
+    if (version == FW_DECISION_VERSION) {
+      g.admit(to_request(req, g.policy(), derived), *out);
       return FW_OK;
     }
     fw_decision full;
-    guard_of(c).admit(to_request(req), full);
+    g.admit(to_request(req, g.policy(), derived), full);
     full.version = version;  // the caller's struct keeps its own version
-    std::memcpy(out, &full, kDecisionV1Size);
+    std::memcpy(out, &full, decision_size(version));
     return FW_OK;
   });
 }
 
-int fw_admit_async(fw_client *c, const fw_request *req, fw_admit_cb cb, void *payload) {
+int fw_admit_async2(fw_client *c, const fw_request *req, fw_admit_cb cb, void *payload, int *completed) {
+  if (completed) *completed = 0;
   if (!cb) return fail(FW_EINVAL, "cb: must not be NULL");
-  bool called = false;
+  bool called = false, was_inline = false;
   int rc = guarded([&]() -> int {
     need_client(c);
-    floodwall::Request r = to_request(req);
+    floodwall::Guard &g = guard_of(c);
+    std::string derived;  // the Guard copies the tenant before admit_async returns
+    floodwall::Request r = to_request(req, g.policy(), derived);
     called = true;  // from here on, the Guard calls cb exactly once (or throws before calling it)
-    guard_of(c).admit_async(r, cb, payload);
+    was_inline = g.admit_async(r, cb, payload);
     return FW_OK;
   });
   if (rc != FW_OK && called) {
     // A bad request: report it through the callback too, so that a caller waiting on it never hangs.
     fw_decision d = FW_DECISION_INIT;
     cb(payload, rc, &d);
-    return FW_OK;
+    was_inline = true;
+    rc = FW_OK;
   }
+  if (completed && rc == FW_OK) *completed = was_inline ? 1 : 0;
   return rc;
+}
+
+int fw_admit_async(fw_client *c, const fw_request *req, fw_admit_cb cb, void *payload) {
+  return fw_admit_async2(c, req, cb, payload, nullptr);
+}
+
+int fw_tenant_key(fw_client *c, const fw_request *req, fw_buf *out) {
+  return guarded([&]() -> int {
+    need_client(c);
+    std::string derived;
+    floodwall::Request r = to_request(req, guard_of(c).policy(), derived);
+    if (r.tenant.empty()) throw floodwall::BadRequest("tenant: must not be empty");
+    return set_buf(out, std::string(r.tenant));
+  });
+}
+
+int fw_client_can_block(fw_client *c, int *out) {
+  return guarded([&]() -> int {
+    need_client(c);
+    if (!out) throw floodwall::BadRequest("out: must not be NULL");
+    *out = guard_of(c).store().can_block() ? 1 : 0;
+    return FW_OK;
+  });
 }
 
 int fw_release(fw_client *c, fw_ticket t) {
@@ -307,6 +390,72 @@ int fw_format_body(fw_client *c, const fw_decision *d, fw_buf *out) {
     need_client(c);
     if (!d) throw floodwall::BadRequest("decision: must not be NULL");
     return set_buf(out, floodwall::format_body(read_decision(d), guard_of(c).policy()));
+  });
+}
+
+namespace {
+// What an fw_response's values and body point into.
+struct ResponseStorage {
+  floodwall::HeaderFields headers;
+  std::string body;
+};
+}  // namespace
+
+int fw_format_response(fw_client *c, const fw_decision *d, fw_response *out) {
+  return guarded([&]() -> int {
+    need_client(c);
+    if (!d) throw floodwall::BadRequest("decision: must not be NULL");
+    if (!out) throw floodwall::BadRequest("out: must not be NULL");
+    if (out->version != FW_RESPONSE_VERSION)
+      throw floodwall::BadRequest("response.version: unsupported (" + std::to_string(out->version) + ")");
+    fw_response_dispose(out);
+    fw_decision full = read_decision(d);
+    const floodwall::Policy &policy = guard_of(c).policy();
+    auto storage = std::make_unique<ResponseStorage>();
+    storage->headers = floodwall::response_headers(full);
+    storage->body = floodwall::format_body(full, policy);
+    out->status = full.status;
+    out->header_count = storage->headers.count;
+    for (size_t i = 0; i < storage->headers.count; i++) {
+      const floodwall::HeaderField &h = storage->headers.items[i];
+      out->headers[i] = {h.name, std::strlen(h.name), h.value.data(), h.value.size()};
+    }
+    out->content_type = floodwall::body_content_type(full, policy);
+    out->body = storage->body.c_str();
+    out->body_len = storage->body.size();
+    out->storage_ = storage.release();
+    return FW_OK;
+  });
+}
+
+void fw_response_dispose(fw_response *r) {
+  if (!r) return;
+  delete static_cast<ResponseStorage *>(r->storage_);
+  unsigned version = r->version;
+  fw_response empty = FW_RESPONSE_INIT;
+  *r = empty;
+  r->version = version;
+}
+
+int fw_backoff_delay(const fw_backoff *b, unsigned attempt, double retry_after_s, double random01, double *out_s) {
+  return guarded([&]() -> int {
+    if (!b) throw floodwall::BadRequest("backoff: must not be NULL");
+    if (!out_s) throw floodwall::BadRequest("out: must not be NULL");
+    if (b->version != FW_BACKOFF_VERSION)
+      throw floodwall::BadRequest("backoff.version: unsupported (" + std::to_string(b->version) + ")");
+    *out_s = floodwall::backoff_delay(*b, attempt, retry_after_s, random01);
+    return FW_OK;
+  });
+}
+
+int fw_parse_retry_after(const char *value, size_t len, double now_unix_s, double *out_s) {
+  return guarded([&]() -> int {
+    if (!value && len) throw floodwall::BadRequest("value: NULL with a non-zero length");
+    if (!out_s) throw floodwall::BadRequest("out: must not be NULL");
+    std::optional<double> s = floodwall::parse_retry_after({value ? value : "", len}, now_unix_s);
+    if (!s) return fail(FW_EINVAL, "retry_after: neither delay-seconds nor an HTTP-date");
+    *out_s = *s;
+    return FW_OK;
   });
 }
 

@@ -76,6 +76,7 @@ void Guard::prepare(const Request &rq, Prepared &p) {
   if (rq.tenant.empty()) throw BadRequest("tenant: must not be empty");
   p.op.tenant.assign(rq.tenant);
   uint64_t cost = rq.cost == 0 ? 1 : rq.cost;
+  p.cost = cost;
   std::string_view method = rq.method.empty() ? std::string_view("GET") : rq.method;
   p.route = metrics_.route_index(rq.route);
 
@@ -156,6 +157,7 @@ constexpr fw_decision kAllowed = [] {
 
 void Guard::finish(const Prepared &p, const AdmitResult &store_result, fw_decision &d) {
   d = kAllowed;
+  d.cost = p.cost;
   if (p.shed_dark) d.dark_limiter = FW_LIMITER_UTILIZATION;
   const AdmitOp &op = p.op;
   if (p.bucket) {
@@ -252,6 +254,13 @@ void Guard::admit(const Request &rq, fw_decision &out) {
   finish(p, !p.shed && (p.op.rate || p.op.conc || p.op.fleet) ? store_->admit(p.op) : AdmitResult{}, out);
 }
 
+namespace {
+// Whether the admit this thread is submitting has completed already. A callback may submit another
+// admit, so each submission keeps the outer one's state and puts it back.
+thread_local bool tl_submitting = false;
+thread_local bool tl_completed_inline = false;
+}  // namespace
+
 class Guard::Pending final : public AdmitCompletion {
  public:
   Pending(Guard &g, fw_admit_cb cb, void *payload) : g_(g), cb_(cb), payload_(payload) {}
@@ -264,6 +273,7 @@ class Guard::Pending final : public AdmitCompletion {
     } catch (...) {
       status = FW_ERROR;
     }
+    if (tl_submitting) tl_completed_inline = true;  // before cb: it may submit admits of its own
     cb_(payload_, status, &d);
     delete this;
   }
@@ -274,15 +284,22 @@ class Guard::Pending final : public AdmitCompletion {
   void *payload_;
 };
 
-void Guard::admit_async(const Request &rq, fw_admit_cb cb, void *payload) {
+bool Guard::admit_async(const Request &rq, fw_admit_cb cb, void *payload) {
   auto pending = std::make_unique<Pending>(*this, cb, payload);
   prepare(rq, pending->p);
   if (pending->p.shed || !(pending->p.op.rate || pending->p.op.conc || pending->p.op.fleet)) {
     pending.release()->complete(AdmitResult{});
-    return;
+    return true;
   }
+  bool outer_submitting = tl_submitting, outer_completed = tl_completed_inline;
+  tl_submitting = true;
+  tl_completed_inline = false;
   Pending *raw = pending.release();
   store_->admit_async(raw->p.op, raw);
+  bool completed = tl_completed_inline;
+  tl_submitting = outer_submitting;
+  tl_completed_inline = outer_completed;
+  return completed;
 }
 
 void Guard::release(fw_ticket t) {

@@ -45,8 +45,9 @@ class Guard {
 
   // Fills `out`; throws BadRequest for a request that cannot be decided.
   void admit(const Request &rq, fw_decision &out);
-  // Calls cb exactly once (inline for the memory store); throws BadRequest before calling it.
-  void admit_async(const Request &rq, fw_admit_cb cb, void *payload);
+  // Calls cb exactly once (inline for the memory store); throws BadRequest before calling it. Returns
+  // true when cb has been called before the return (on this thread).
+  bool admit_async(const Request &rq, fw_admit_cb cb, void *payload);
   void release(fw_ticket t);
 
   void set_mode(Limiter l, Mode m);
@@ -72,6 +73,7 @@ class Guard {
     bool shed_dark = false;  // it would have rejected (dark)
     bool util_counted = false;
     const BucketLimits *bucket = nullptr;
+    uint64_t cost = 1;  // the tokens asked for (0 counted as 1), for the rejection's message
   };
   struct Held {
     TenantKey tenant;

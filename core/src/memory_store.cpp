@@ -144,11 +144,9 @@ AdmitResult MemoryStore::admit(const AdmitOp &op) {
     r.conc_ok = in_flight < op.conc_limit;
   }
   std::unique_lock<std::mutex> fleet_lock;
-  int64_t fleet_count = 0;
   if (op.fleet) {
     fleet_lock = std::unique_lock(fleet_mu_);
-    fleet_count = live(fleet_, now, op.fleet_ttl_us);
-    r.fleet_ok = fleet_count < op.fleet_cap;
+    r.fleet_ok = live(fleet_, now, op.fleet_ttl_us) < op.fleet_cap;
   }
 
   r.committed = commits(op, r.rate_ok, r.conc_ok, r.fleet_ok);
@@ -169,11 +167,9 @@ AdmitResult MemoryStore::admit(const AdmitOp &op) {
   }
   if (r.committed && op.fleet && r.fleet_ok) {
     fleet_.push_back({op.slot, now});
-    fleet_count++;
   }
   r.tokens_m = tokens;
   r.conc_count = in_flight;
-  r.fleet_count = fleet_count;
   return r;
 }
 

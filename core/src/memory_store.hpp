@@ -30,7 +30,6 @@ class MemoryStore final : public Store {
   void admit_async(const AdmitOp &op, AdmitCompletion *done) override;
   void release(const ReleaseOp &op) override;
   StoreStats stats() const override;
-  const char *kind() const override { return "memory"; }
 
  private:
   struct Slot {

@@ -1,5 +1,6 @@
 #include "policy.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -221,6 +222,63 @@ bool valid_prefix(const std::string &p) {
   return true;
 }
 
+// The "tenant" section: where a request that names no tenant takes its key from (request_tenant.hpp).
+TenantPolicy tenant_policy(const json &v) {
+  Section s(v, "tenant", {"from", "trusted_proxies", "forwarded_header", "ipv6_prefix"});
+  TenantPolicy t;
+  if (s.has("from")) {
+    const json &from = s.at("from");
+    if (!from.is_array() || from.empty())
+      throw PolicyError("tenant.from", "must be a non-empty array of \"authorization\", \"x-api-key\" or \"ip\" (got " +
+                                           show(from) + ")");
+    t.from.clear();
+    for (size_t i = 0; i < from.size(); i++) {
+      std::string path = "tenant.from[" + std::to_string(i) + "]";
+      std::string name = from[i].is_string() ? from[i].get<std::string>() : "";
+      TenantPolicy::Source src;
+      if (name == "authorization")
+        src = TenantPolicy::Source::authorization;
+      else if (name == "x-api-key")
+        src = TenantPolicy::Source::api_key;
+      else if (name == "ip")
+        src = TenantPolicy::Source::ip;
+      else
+        throw PolicyError(path, "must be \"authorization\", \"x-api-key\" or \"ip\" (got " + show(from[i]) + ")");
+      // A repeated source would be tried twice for nothing: most likely a typo for another one.
+      if (std::find(t.from.begin(), t.from.end(), src) != t.from.end())
+        throw PolicyError(path, "\"" + name + "\" is listed twice");
+      t.from.push_back(src);
+    }
+  }
+  if (s.has("trusted_proxies")) {
+    const json &tp = s.at("trusted_proxies");
+    if (!tp.is_array())
+      throw PolicyError("tenant.trusted_proxies", "must be an array of IP addresses or CIDRs (got " + show(tp) + ")");
+    if (tp.size() > 1024) throw PolicyError("tenant.trusted_proxies", "must have at most 1024 entries");
+    for (size_t i = 0; i < tp.size(); i++) {
+      std::optional<Cidr> c;
+      if (tp[i].is_string()) c = parse_cidr(tp[i].get<std::string>());
+      if (!c)
+        throw PolicyError("tenant.trusted_proxies[" + std::to_string(i) + "]",
+                          "must be an IP address or CIDR (got " + show(tp[i]) + ")");
+      t.trusted_proxies.push_back(*c);
+    }
+    normalize_networks(t.trusted_proxies);
+  }
+  if (s.has("forwarded_header")) {
+    std::string h = s.string("forwarded_header", "x-forwarded-for");
+    if (h == "x-forwarded-for")
+      t.forwarded_header = TenantPolicy::ForwardedHeader::x_forwarded_for;
+    else if (h == "forwarded")
+      t.forwarded_header = TenantPolicy::ForwardedHeader::forwarded;
+    else
+      throw PolicyError("tenant.forwarded_header",
+                        "must be \"x-forwarded-for\" or \"forwarded\" (got " + show(s.at("forwarded_header")) + ")");
+  }
+  t.ipv6_prefix = static_cast<int>(s.integer("ipv6_prefix", t.ipv6_prefix, 1, 128));
+  return t;
+}
+
 }  // namespace
 
 Policy parse_policy(std::string_view text) {
@@ -231,14 +289,24 @@ Policy parse_policy(std::string_view text) {
     throw PolicyError("policy", std::string("is not valid JSON (") + e.what() + ")");
   }
   Section top(doc, "",
-              {"store", "prefix", "docs_url", "max_tenants", "request_rate", "concurrency", "fleet", "utilization",
-               "redis", "description"});
+              {"store", "prefix", "docs_url", "body_format", "max_tenants", "request_rate", "concurrency", "fleet",
+               "utilization", "redis", "description", "tenant"});
   Policy p;
   p.store = top.string("store", p.store);
   p.prefix = top.string("prefix", p.prefix);
   if (!valid_prefix(p.prefix)) throw PolicyError("prefix", "must be 1-64 characters of [A-Za-z0-9_.:-]");
   p.docs_url = top.string("docs_url", "");
   if (p.docs_url.size() > 512) throw PolicyError("docs_url", "must be at most 512 characters");
+  if (top.has("body_format")) {
+    std::string f = top.string("body_format", "json");
+    if (f == "json")
+      p.body_format = BodyFormat::json;
+    else if (f == "problem+json")
+      p.body_format = BodyFormat::problem_json;
+    else
+      throw PolicyError("body_format",
+                        "must be \"json\" or \"problem+json\" (got " + show(top.at("body_format")) + ")");
+  }
   top.string("description", "");
   p.max_tenants = top.integer("max_tenants", p.max_tenants, 1, 100'000'000);
 
@@ -328,6 +396,7 @@ Policy parse_policy(std::string_view text) {
     p.redis.breaker_open_ms = s.integer("breaker_open_ms", p.redis.breaker_open_ms, 1, 3'600'000);
     p.redis.flags_poll_ms = s.integer("flags_poll_ms", p.redis.flags_poll_ms, 10, 3'600'000);
   }
+  if (top.has("tenant")) p.tenant = tenant_policy(top.at("tenant"));
   return p;
 }
 

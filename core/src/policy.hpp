@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "request_tenant.hpp"
 #include "tenant_key.hpp"
 
 namespace floodwall {
@@ -95,16 +96,21 @@ struct RedisOptions {
   int64_t flags_poll_ms = 1000;    // how often the fleet-wide modes are read
 };
 
+// The body of a rejection: floodwall's JSON ({"error": {...}}) or an RFC 9457 problem document.
+enum class BodyFormat : uint8_t { json = 0, problem_json = 1 };
+
 struct Policy {
   std::string store = "memory://";
   std::string prefix = "floodwall";
-  std::string docs_url;          // appended to rejection messages when set
+  std::string docs_url;  // appended to rejection messages when set
+  BodyFormat body_format = BodyFormat::json;
   int64_t max_tenants = 100000;  // memory store bound; the oldest tenants are evicted beyond it
   std::optional<RequestRatePolicy> request_rate;
   std::optional<ConcurrencyPolicy> concurrency;
   std::optional<FleetPolicy> fleet;
   std::optional<UtilizationPolicy> utilization;
   RedisOptions redis;
+  TenantPolicy tenant;  // how a request that names no tenant gets one (request_tenant.hpp)
 
   // The bucket of one tenant: its override when there is one.
   const BucketLimits *bucket_for(const TenantKey &key) const {

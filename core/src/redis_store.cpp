@@ -103,17 +103,17 @@ bool is_config_error(std::string_view e) {
 
 // An admit's reply. A request-rate-only admit: one integer, the micro-tokens left (>= 0) or -1 - the
 // micro-tokens the bucket had when it had too few; it committed unless an enforced bucket said no. With
-// a slot: {committed, rate_ok, tokens, conc_ok, tenant in-flight, fleet_ok, fleet in-flight}. False for
-// a reply of another shape.
+// a slot: {committed, rate_ok, tokens, conc_ok, tenant in-flight, fleet_ok}. False for a reply of
+// another shape.
 bool parse_admit_reply(const redisReply *r, bool slot, bool rate_enforce, AdmitResult &res) {
-  long long v[7] = {0, 1, 0, 1, 0, 1, 0};
+  long long v[6] = {0, 1, 0, 1, 0, 1};
   if (!slot && r->type == REDIS_REPLY_INTEGER) {
     bool rate_ok = r->integer >= 0;
     v[0] = rate_ok || !rate_enforce;
     v[1] = rate_ok;
     v[2] = rate_ok ? r->integer : -1 - r->integer;
-  } else if (slot && r->type == REDIS_REPLY_ARRAY && r->elements == 7) {
-    for (size_t i = 0; i < 7; i++) v[i] = r->element[i]->type == REDIS_REPLY_INTEGER ? r->element[i]->integer : 0;
+  } else if (slot && r->type == REDIS_REPLY_ARRAY && r->elements == 6) {
+    for (size_t i = 0; i < 6; i++) v[i] = r->element[i]->type == REDIS_REPLY_INTEGER ? r->element[i]->integer : 0;
   } else {
     return false;
   }
@@ -124,7 +124,6 @@ bool parse_admit_reply(const redisReply *r, bool slot, bool rate_enforce, AdmitR
   res.conc_ok = v[3] == 1;
   res.conc_count = v[4];
   res.fleet_ok = v[5] == 1;
-  res.fleet_count = v[6];
   return true;
 }
 
@@ -284,13 +283,6 @@ void RedisStore::free_direct() {
   fds_.clear(kDirectFdSlot);
   redisFree(direct_);
   direct_ = nullptr;
-}
-
-std::string RedisStore::rate_key(const TenantKey &t) const {
-  return std::string(tenant_key(t, "rate"));
-}
-std::string RedisStore::conc_key(const TenantKey &t) const {
-  return std::string(tenant_key(t, "conc"));
 }
 
 // ------------------------------------------------------------------------------------ callers

@@ -65,7 +65,7 @@ class RedisStore final : public Store {
   void admit_async(const AdmitOp &op, AdmitCompletion *done) override;
   void release(const ReleaseOp &op) override;
   StoreStats stats() const override;
-  const char *kind() const override { return "redis"; }
+  bool can_block() const override { return true; }
   void abandon_after_fork() override;
   // At exit (atexit, for a store nobody freed): waits, briefly, until what callers queued, releases
   // above all, has been answered.
@@ -73,8 +73,6 @@ class RedisStore final : public Store {
 
   // Key names, for tests and operators: <prefix>:{<tenant>}:rate, ...:conc, <prefix>:fleet, where
   // <tenant> is the id itself when it is made of [A-Za-z0-9._:@-] only, else '~' and its base64url.
-  std::string rate_key(const TenantKey &t) const;
-  std::string conc_key(const TenantKey &t) const;
   std::string fleet_key() const { return fleet_key_; }
   std::string flags_key() const { return prefix_ + ":flags"; }
 

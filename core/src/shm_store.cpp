@@ -430,7 +430,6 @@ AdmitResult ShmStore::admit(const AdmitOp &op) {
   Shard *fleet = nullptr;
   std::optional<Lock> fleet_lock;
   Slot *fleet_slots = nullptr;
-  int64_t fleet_count = 0;
   if (op.fleet) {
     fleet = reinterpret_cast<Shard *>(static_cast<char *>(base_) + layout_->g.fleet_off);
     fleet_slots = reinterpret_cast<Slot *>(static_cast<char *>(base_) + layout_->g.fleet_slots_off);
@@ -440,8 +439,7 @@ AdmitResult ShmStore::admit(const AdmitOp &op) {
       sweep(*fleet, fleet_slots, kFleetSlots, now, op.fleet_ttl_us, [](uint64_t) {});
       full = (fleet->slots + 1) * 4 > kFleetSlots * 3;
     }
-    fleet_count = static_cast<int64_t>(fleet->slots);
-    r.fleet_ok = fleet_count < op.fleet_cap && !full;
+    r.fleet_ok = static_cast<int64_t>(fleet->slots) < op.fleet_cap && !full;
   }
 
   r.committed = commits(op, r.rate_ok, r.conc_ok, r.fleet_ok);
@@ -460,12 +458,12 @@ AdmitResult ShmStore::admit(const AdmitOp &op) {
       in_flight++;
     }
   }
-  if (r.committed && op.fleet && r.fleet_ok &&
-      insert_slot(fleet_slots, kFleetSlots, fleet->slots, Slot{op.slot.hi, op.slot.lo, 0, now, pid_, 0}))
-    fleet_count++;
+  // fleet_ok refused a table three quarters full, so there is room; were there none, the request would
+  // only go uncounted, and its release is a no-op.
+  if (r.committed && op.fleet && r.fleet_ok)
+    insert_slot(fleet_slots, kFleetSlots, fleet->slots, Slot{op.slot.hi, op.slot.lo, 0, now, pid_, 0});
   r.tokens_m = tokens;
   r.conc_count = in_flight;
-  r.fleet_count = fleet_count;
   return r;
 }
 

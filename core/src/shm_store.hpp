@@ -43,7 +43,6 @@ class ShmStore final : public Store {
   void admit_async(const AdmitOp &op, AdmitCompletion *done) override;
   void release(const ReleaseOp &op) override;
   StoreStats stats() const override;
-  const char *kind() const override { return "shm"; }
 
   // Publishes this process's time-weighted busy workers and its workers, and returns the machine's
   // utilization: the sum of busy over the sum of workers of its live processes (dead ones reaped).

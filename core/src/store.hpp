@@ -52,7 +52,6 @@ struct AdmitResult {
   bool committed = false;  // true when the request consumed (no enforcing limiter rejected)
   int64_t tokens_m = 0;    // the bucket after this request
   int64_t conc_count = 0;  // the tenant's in-flight requests after this request
-  int64_t fleet_count = 0;
 };
 
 // The commit rule, shared by every store (lua/tenant_admit.lua has the same lines): a request that an
@@ -111,7 +110,8 @@ class Store {
   virtual std::optional<double> box_utilization(double /*busy*/, int64_t /*workers*/, int64_t /*now_us*/) {
     return std::nullopt;
   }
-  virtual const char *kind() const = 0;
+  // Whether admit() can wait on I/O (a network store); the in-process stores answer at once.
+  virtual bool can_block() const { return false; }
 
   // The fleet-wide mode in force for a limiter, -1 when none is set (a store shared by a fleet carries
   // them; the Redis store polls them). A plain load, not a virtual call: the Guard reads it on every

@@ -42,7 +42,6 @@ class TenantKey {
   static TenantKey from_canonical(std::string_view canonical);
 
   std::string_view view() const { return {buf_.data(), len_}; }
-  bool hashed() const { return len_ == kSize; }
   // The id as it appears in a Redis key: itself when it has only [A-Za-z0-9._:@-], else '~' and its
   // base64url (no padding). Never a brace, a space or a control byte.
   std::string encoded() const;

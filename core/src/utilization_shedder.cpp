@@ -41,7 +41,6 @@ double UtilizationController::amount(int64_t now_us) const {
 void UtilizationController::sample(double u, int64_t now_us) {
   amount_ = amount(now_us);
   last_us_ = now_us;
-  last_u_ = u;
   derivative_ = derivative(p_, u);
   next_sample_us_ = now_us + static_cast<int64_t>(p_.sample_s * 1e6);
 }

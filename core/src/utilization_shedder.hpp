@@ -32,7 +32,6 @@ class UtilizationController {
   void sample(double u, int64_t now_us);
   double amount(int64_t now_us) const;
   int64_t next_sample_us() const { return next_sample_us_; }
-  double last_utilization() const { return last_u_; }
 
  private:
   UtilizationPolicy p_;
@@ -41,7 +40,6 @@ class UtilizationController {
   double derivative_ = 0;  // per second
   int64_t last_us_;
   int64_t next_sample_us_;
-  double last_u_ = 0;
 };
 
 // Time-weighted busy workers: the integral of in-flight requests over time, read per sample.

@@ -81,10 +81,13 @@ int main(void) {
   CHECK(fw_admit_async(c, &r, on_decision, &async_allowed) == FW_OK);
   CHECK(callbacks == 1 && async_allowed == 1);
 
-  /* Bad input: empty tenant, cost above the burst. Nothing throws, nothing crashes. */
+  /* Bad input: an empty tenant of a version 1 caller, cost above the burst. Nothing throws, nothing
+     crashes. (Version 2 takes an empty tenant as the anonymous one.) */
   r.tenant_len = 0;
+  r.version = 1;
   CHECK(fw_admit(c, &r, &d) == FW_EINVAL);
   CHECK(strstr(fw_error_last()->message, "tenant") != NULL);
+  r.version = FW_REQUEST_VERSION;
   r.tenant_len = 4;
   r.cost = 6;
   CHECK(fw_admit(c, &r, &d) == FW_EINVAL);

@@ -122,7 +122,9 @@ TEST(CApi, HostileTenantIdsGetDefinedAnswers) {
   }
   fw_request r = request("");
   fw_decision d = FW_DECISION_INIT;
+  r.version = 1;  // a version 1 caller: an empty tenant is an error, as it always was
   EXPECT_EQ(fw_admit(fw.get(), &r, &d), FW_EINVAL);
+  r.version = FW_REQUEST_VERSION;
   r.tenant = nullptr;
   r.tenant_len = 3;
   EXPECT_EQ(fw_admit(fw.get(), &r, &d), FW_EINVAL);

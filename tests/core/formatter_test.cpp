@@ -11,33 +11,114 @@ namespace {
 const char *kRoutes = R"({"request_rate": {"rate": 100, "burst": 500}, "concurrency": {"limit": 20}})";
 }
 
-TEST(Formatter, AllowedResponseCarriesDraft11AndLegacyHeaders) {
+// RateLimit-Policy lists every policy; RateLimit reports the one closest to exhaustion: 19 of 20 slots
+// left is closer than 499 of 500 tokens.
+TEST(Formatter, AllowedResponseCarriesTheDraftsFieldsAndTheLegacyOnes) {
   Sim s(kRoutes);
   fw_decision d = s.admit("t");
   EXPECT_EQ(floodwall::format_headers(d),
             "RateLimit-Policy: \"request_rate\";q=500;w=5, \"concurrency\";q=20;qu=\"concurrent-requests\"\r\n"
-            "RateLimit: \"request_rate\";r=499;t=1, \"concurrency\";r=19\r\n"
+            "RateLimit: \"concurrency\";r=19\r\n"
             "RateLimit-Limit: 500\r\n"
             "RateLimit-Remaining: 499\r\n"
             "RateLimit-Reset: 1\r\n");
   EXPECT_EQ(floodwall::format_body(d, s.guard->policy()), "");
 }
 
+// On a rejection the effective window t is the Retry-After value: the draft forbids a Retry-After earlier
+// than the end of the window RateLimit states (t=5 with Retry-After 1 was the bug).
 TEST(Formatter, RequestRateRejectionSaysWhichLimitWhatItIsAndWhenToComeBack) {
   Sim s(R"({"request_rate": {"rate": 100, "burst": 500}})");
   for (int i = 0; i < 500; i++) s.admit("t");
-  fw_decision d = s.admit("t", 300);
+  fw_decision d = s.admit("t");
   EXPECT_EQ(floodwall::format_headers(d),
             "RateLimit-Policy: \"request_rate\";q=500;w=5\r\n"
-            "RateLimit: \"request_rate\";r=0;t=5\r\n"
+            "RateLimit: \"request_rate\";r=0;t=1\r\n"
             "RateLimit-Limit: 500\r\n"
             "RateLimit-Remaining: 0\r\n"
-            "RateLimit-Reset: 5\r\n"
-            "Retry-After: 3\r\n");
+            "RateLimit-Reset: 1\r\n"
+            "Retry-After: 1\r\n");
   EXPECT_EQ(
       floodwall::format_body(d, s.guard->policy()),
       R"({"error":{"type":"rate_limit_error","limit_type":"request_rate","message":"Request rate limit exceeded: )"
-      R"(100 requests/second sustained (bursts to 500). Retry after 3s.","limit":500,"rate":100,"retry_after":3}})");
+      R"(100 requests/second sustained (bursts to 500). Retry after 1s.","limit":500,"rate":100,"retry_after":1}})");
+}
+
+// A request that costs 300 tokens is told so, in the unit the limit is counted in.
+TEST(Formatter, AWeightedRejectionNamesItsCostAndTheLimit) {
+  Sim s(R"({"request_rate": {"rate": 100, "burst": 500}})");
+  for (int i = 0; i < 500; i++) s.admit("t");
+  fw_decision d = s.admit("t", 300);
+  EXPECT_EQ(d.cost, 300u);
+  EXPECT_EQ(floodwall::format_headers(d),
+            "RateLimit-Policy: \"request_rate\";q=500;w=5\r\n"
+            "RateLimit: \"request_rate\";r=0;t=3\r\n"
+            "RateLimit-Limit: 500\r\n"
+            "RateLimit-Remaining: 0\r\n"
+            "RateLimit-Reset: 3\r\n"
+            "Retry-After: 3\r\n");
+  EXPECT_EQ(floodwall::format_body(d, s.guard->policy()),
+            R"({"error":{"type":"rate_limit_error","limit_type":"request_rate","message":"Request rate limit )"
+            R"(exceeded: this request costs 300 tokens; the limit is 100 tokens/second sustained (bursts to 500). )"
+            R"(Retry after 3s.","limit":500,"rate":100,"cost":300,"retry_after":3}})");
+}
+
+TEST(Formatter, ProblemJsonBodiesUseTheDraftsProblemTypes) {
+  Sim s(R"({"request_rate": {"rate": 100, "burst": 2}, "body_format": "problem+json"})");
+  s.admit("t");
+  s.admit("t");
+  fw_decision d = s.admit("t");
+  EXPECT_STREQ(floodwall::body_content_type(d, s.guard->policy()), "application/problem+json");
+  EXPECT_EQ(floodwall::format_body(d, s.guard->policy()),
+            R"({"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Request cannot be )"
+            R"(satisfied as assigned quota has been exceeded","status":429,"detail":"Request rate limit exceeded: 100 )"
+            R"(requests/second sustained (bursts to 2). Retry after 1s.","violated-policies":["request_rate"],)"
+            R"("limit_type":"request_rate","limit":2,"rate":100,"retry_after":1})");
+  Sim f(R"({"fleet": {"capacity": 1}, "body_format": "problem+json"})");
+  f.admit("a");
+  fw_decision shed = f.admit("b");
+  ASSERT_EQ(shed.status, 503);
+  std::string body = floodwall::format_body(shed, f.guard->policy());
+  EXPECT_EQ(body.rfind(R"({"type":"https://iana.org/assignments/http-problem-types#temporary-reduced-capacity",)", 0),
+            0u)
+      << body;
+  EXPECT_NE(body.find(R"("status":503)"), std::string::npos);
+  EXPECT_NE(body.find(R"("violated-policies":["fleet"])"), std::string::npos);
+  EXPECT_STREQ(floodwall::body_content_type(s.admit("other"), s.guard->policy()), "") << "allowed: no body";
+  Sim plain(kRoutes);
+  EXPECT_STREQ(floodwall::body_content_type(shed, plain.guard->policy()), "application/json");
+}
+
+TEST(Formatter, BodyFormatIsValidated) {
+  EXPECT_THROW(
+      {
+        try {
+          floodwall::parse_policy(R"({"body_format": "xml"})");
+        } catch (const floodwall::PolicyError &e) {
+          EXPECT_EQ(e.field(), "body_format");
+          throw;
+        }
+      },
+      floodwall::PolicyError);
+}
+
+// When the request rate rejects, RateLimit reports its bucket even when the concurrency limit is closer to
+// exhaustion; and when concurrency rejects, its slots.
+TEST(Formatter, RateLimitReportsTheLimitThatRejected) {
+  Sim s(R"({"request_rate": {"rate": 100, "burst": 3}, "concurrency": {"limit": 2}})");
+  fw_decision a = s.admit("t");
+  EXPECT_EQ(floodwall::response_headers(a).items[1].value, "\"concurrency\";r=1") << "1 of 2 slots < 2 of 3 tokens";
+  fw_decision b = s.admit("t");
+  fw_decision c = s.admit("t");
+  ASSERT_EQ(c.limiter, FW_LIMITER_CONCURRENCY);
+  EXPECT_EQ(floodwall::response_headers(c).items[1].value, "\"concurrency\";r=0");
+  s.guard->release(a.ticket);
+  s.guard->release(b.ticket);
+  fw_decision d = s.admit("t");
+  fw_decision e = s.admit("t");
+  ASSERT_EQ(e.limiter, FW_LIMITER_REQUEST_RATE);
+  EXPECT_EQ(floodwall::response_headers(e).items[1].value, "\"request_rate\";r=0;t=1");
+  s.guard->release(d.ticket);
 }
 
 TEST(Formatter, ConcurrencyRejection) {

@@ -1,0 +1,212 @@
+// The version 2 request and the version 3 decision, the response as name/value pairs, the tenant derived
+// in the core, the can-block query and fw_admit_async2's inline flag, through the C ABI.
+#include <floodwall.h>
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstring>
+#include <floodwall.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace {
+
+std::vector<fw_header> headers_of(const std::vector<std::pair<std::string, std::string>> &h) {
+  std::vector<fw_header> out;
+  for (const auto &[n, v] : h) out.push_back({n.data(), n.size(), v.data(), v.size()});
+  return out;
+}
+
+std::string key_of(fw_client *c, const std::vector<std::pair<std::string, std::string>> &h, const char *peer) {
+  std::vector<fw_header> hs = headers_of(h);
+  fw_request r = FW_REQUEST_INIT;
+  r.headers = hs.data();
+  r.header_count = hs.size();
+  r.peer = peer;
+  r.peer_len = peer ? std::strlen(peer) : 0;
+  fw_buf b = FW_BUF_INIT;
+  EXPECT_EQ(fw_tenant_key(c, &r, &b), FW_OK);
+  std::string key(b.ptr ? b.ptr : "", b.size);
+  fw_buf_dispose(&b);
+  return key;
+}
+
+}  // namespace
+
+TEST(CApiRequest, AdmitsWithoutATenantDeriveItFromHeadersAndPeer) {
+  floodwall::Client fw(R"({"request_rate": {"rate": 0.001, "burst": 2}})");
+  std::vector<std::pair<std::string, std::string>> bearer = {{"Host", "api"}, {"authorization", "Bearer s3cret"}};
+  std::string key = key_of(fw.get(), bearer, "10.0.0.1");
+  EXPECT_EQ(key.rfind("key:", 0), 0u) << key;
+  EXPECT_EQ(key.size(), 36u);
+  EXPECT_EQ(key.find("s3cret"), std::string::npos) << "a secret never becomes a key";
+  EXPECT_EQ(key_of(fw.get(), bearer, "192.0.2.9"), key) << "one credential, one bucket, whatever the address";
+  EXPECT_EQ(key_of(fw.get(), {}, "192.0.2.9"), "ip:192.0.2.9");
+  EXPECT_EQ(key_of(fw.get(), {}, nullptr), "anonymous");
+
+  // Two admits from different peers with one token spend one bucket of 2.
+  std::vector<fw_header> hs = headers_of(bearer);
+  fw_request r = FW_REQUEST_INIT;
+  r.headers = hs.data();
+  r.header_count = hs.size();
+  fw_decision d = FW_DECISION_INIT;
+  for (const char *peer : {"10.0.0.1", "10.0.0.2", "10.0.0.3"}) {
+    r.peer = peer;
+    r.peer_len = std::strlen(peer);
+    ASSERT_EQ(fw_admit(fw.get(), &r, &d), FW_OK);
+  }
+  EXPECT_FALSE(d.allowed) << "the third admit of one token is over the burst of 2";
+  // The same key given explicitly is the same bucket.
+  fw_request explicit_key = FW_REQUEST_INIT;
+  explicit_key.tenant = key.data();
+  explicit_key.tenant_len = key.size();
+  ASSERT_EQ(fw_admit(fw.get(), &explicit_key, &d), FW_OK);
+  EXPECT_FALSE(d.allowed);
+}
+
+TEST(CApiRequest, AnEmptyTenantIsTheAnonymousOneAndNeverSkipped) {
+  floodwall::Client fw(R"({"request_rate": {"rate": 0.001, "burst": 1}})");
+  fw_request r = FW_REQUEST_INIT;
+  r.tenant = "";
+  fw_decision d = FW_DECISION_INIT;
+  ASSERT_EQ(fw_admit(fw.get(), &r, &d), FW_OK);
+  EXPECT_TRUE(d.allowed);
+  ASSERT_EQ(fw_admit(fw.get(), &r, &d), FW_OK);
+  EXPECT_FALSE(d.allowed) << "every empty key shares one bucket";
+  fw_request derived = FW_REQUEST_INIT;  // no tenant, no headers, no peer: anonymous too
+  ASSERT_EQ(fw_admit(fw.get(), &derived, &d), FW_OK);
+  EXPECT_FALSE(d.allowed);
+}
+
+TEST(CApiRequest, NullArraysWithLengthsAreErrorsNamingTheField) {
+  floodwall::Client fw(R"({"request_rate": {"rate": 1, "burst": 1}})");
+  fw_request r = FW_REQUEST_INIT;
+  r.header_count = 3;
+  fw_decision d = FW_DECISION_INIT;
+  EXPECT_EQ(fw_admit(fw.get(), &r, &d), FW_EINVAL);
+  EXPECT_NE(std::string(fw_error_last()->message).find("headers"), std::string::npos);
+  r.header_count = 0;
+  r.peer_len = 4;
+  EXPECT_EQ(fw_admit(fw.get(), &r, &d), FW_EINVAL);
+  EXPECT_NE(std::string(fw_error_last()->message).find("peer"), std::string::npos);
+}
+
+// A caller built against the version 1 header passes the smaller struct: the library reads nothing past
+// it (the bytes after it here would be wild pointers), and a NULL tenant stays an error for it.
+TEST(CApiRequest, AVersionOneRequestIsReadAsVersionOne) {
+  floodwall::Client fw(R"({"request_rate": {"rate": 1, "burst": 3}})");
+  alignas(fw_request) unsigned char buf[sizeof(fw_request)];
+  std::memset(buf, 0xAB, sizeof buf);
+  fw_request v1 = FW_REQUEST_INIT;
+  v1.version = 1;
+  v1.tenant = "old";
+  v1.tenant_len = 3;
+  std::memcpy(buf, &v1, offsetof(fw_request, headers));
+  fw_decision d = FW_DECISION_INIT;
+  ASSERT_EQ(fw_admit(fw.get(), reinterpret_cast<fw_request *>(buf), &d), FW_OK);
+  EXPECT_TRUE(d.allowed);
+  v1.tenant = nullptr;
+  v1.tenant_len = 0;
+  std::memcpy(buf, &v1, offsetof(fw_request, headers));
+  EXPECT_EQ(fw_admit(fw.get(), reinterpret_cast<fw_request *>(buf), &d), FW_EINVAL);
+}
+
+TEST(CApiRequest, AVersionTwoDecisionGetsItsFieldsAndNothingBeyond) {
+  floodwall::Client fw(R"({"request_rate": {"rate": 1, "burst": 3}})");
+  constexpr size_t kV2 = offsetof(fw_decision, cost);
+  alignas(fw_decision) unsigned char buf[sizeof(fw_decision) + 16];
+  std::memset(buf, 0xAB, sizeof buf);
+  fw_decision init = FW_DECISION_INIT;
+  init.version = 2;
+  std::memcpy(buf, &init, kV2);
+  fw_request r = FW_REQUEST_INIT;
+  r.tenant = "v2";
+  r.tenant_len = 2;
+  ASSERT_EQ(fw_admit(fw.get(), &r, reinterpret_cast<fw_decision *>(buf)), FW_OK);
+  for (size_t i = kV2; i < sizeof buf; i++) ASSERT_EQ(buf[i], 0xAB) << "byte " << i << " written";
+  fw_decision zero = FW_DECISION_INIT;
+  zero.version = 0;
+  EXPECT_EQ(fw_admit(fw.get(), &r, &zero), FW_EINVAL);
+  EXPECT_NE(std::string(fw_error_last()->message).find("decision.version"), std::string::npos);
+}
+
+TEST(CApiResponse, HeadersComeAsNameValuePairsWithTheBodyAndItsType) {
+  floodwall::Client fw(R"({"request_rate": {"rate": 100, "burst": 1}, "body_format": "problem+json"})");
+  fw_request r = FW_REQUEST_INIT;
+  r.tenant = "t";
+  r.tenant_len = 1;
+  fw_decision d = FW_DECISION_INIT;
+  ASSERT_EQ(fw_admit(fw.get(), &r, &d), FW_OK);
+  fw_response resp = FW_RESPONSE_INIT;
+  ASSERT_EQ(fw_format_response(fw.get(), &d, &resp), FW_OK);
+  EXPECT_EQ(resp.status, 200);
+  ASSERT_EQ(resp.header_count, 5u);
+  EXPECT_EQ(std::string(resp.headers[0].name, resp.headers[0].name_len), "RateLimit-Policy");
+  EXPECT_EQ(std::string(resp.headers[0].value, resp.headers[0].value_len), "\"request_rate\";q=1;w=1");
+  EXPECT_EQ(std::string(resp.headers[1].name, resp.headers[1].name_len), "RateLimit");
+  EXPECT_STREQ(resp.content_type, "");
+  EXPECT_EQ(resp.body_len, 0u);
+
+  ASSERT_EQ(fw_admit(fw.get(), &r, &d), FW_OK);
+  ASSERT_EQ(d.status, 429);
+  ASSERT_EQ(fw_format_response(fw.get(), &d, &resp), FW_OK) << "reusing a filled response frees its contents";
+  EXPECT_EQ(resp.status, 429);
+  ASSERT_EQ(resp.header_count, 6u);
+  EXPECT_EQ(std::string(resp.headers[5].name, resp.headers[5].name_len), "Retry-After");
+  EXPECT_STREQ(resp.content_type, "application/problem+json");
+  fw_buf text = FW_BUF_INIT;
+  ASSERT_EQ(fw_format_body(fw.get(), &d, &text), FW_OK);
+  EXPECT_EQ(std::string(resp.body, resp.body_len), std::string(text.ptr, text.size)) << "one formatter";
+  fw_buf_dispose(&text);
+  ASSERT_EQ(fw_format_headers(fw.get(), &d, &text), FW_OK);
+  std::string joined;
+  for (size_t i = 0; i < resp.header_count; i++)
+    joined += std::string(resp.headers[i].name, resp.headers[i].name_len) + ": " +
+              std::string(resp.headers[i].value, resp.headers[i].value_len) + "\r\n";
+  EXPECT_EQ(joined, std::string(text.ptr, text.size));
+  fw_buf_dispose(&text);
+  fw_response_dispose(&resp);
+  EXPECT_EQ(resp.header_count, 0u);
+  fw_response_dispose(&resp);
+  fw_response_dispose(nullptr);
+
+  fw_response bad = FW_RESPONSE_INIT;
+  bad.version = 7;
+  EXPECT_EQ(fw_format_response(fw.get(), &d, &bad), FW_EINVAL);
+  EXPECT_NE(std::string(fw_error_last()->message).find("response.version"), std::string::npos);
+}
+
+TEST(CApiClient, CanBlockOnlyOnANetworkStore) {
+  int out = -1;
+  floodwall::Client memory(R"({"request_rate": {"rate": 1, "burst": 1}})");
+  ASSERT_EQ(fw_client_can_block(memory.get(), &out), FW_OK);
+  EXPECT_EQ(out, 0);
+  // Nothing listens on port 1; a Redis store that cannot connect yet is still a Redis store.
+  floodwall::Client redis(R"({"store": "redis://127.0.0.1:1/0", "request_rate": {"rate": 1, "burst": 1}})");
+  ASSERT_EQ(fw_client_can_block(redis.get(), &out), FW_OK);
+  EXPECT_EQ(out, 1);
+  EXPECT_EQ(fw_client_can_block(nullptr, &out), FW_EINVAL);
+  EXPECT_EQ(fw_client_can_block(memory.get(), nullptr), FW_EINVAL);
+}
+
+TEST(CApiClient, AdmitAsync2SaysWhenItCompletedInline) {
+  floodwall::Client fw(R"({"request_rate": {"rate": 1, "burst": 1}})");
+  int calls = 0;
+  auto cb = [](void *p, int, const fw_decision *) { ++*static_cast<int *>(p); };
+  fw_request r = FW_REQUEST_INIT;
+  r.tenant = "t";
+  r.tenant_len = 1;
+  int completed = -1;
+  ASSERT_EQ(fw_admit_async2(fw.get(), &r, cb, &calls, &completed), FW_OK);
+  EXPECT_EQ(completed, 1) << "the memory store decides inline";
+  EXPECT_EQ(calls, 1);
+  r.cost = 5;  // above the burst: a bad request, reported through the callback, inline
+  completed = -1;
+  ASSERT_EQ(fw_admit_async2(fw.get(), &r, cb, &calls, &completed), FW_OK);
+  EXPECT_EQ(completed, 1);
+  EXPECT_EQ(calls, 2);
+  completed = -1;
+  EXPECT_EQ(fw_admit_async2(fw.get(), &r, nullptr, nullptr, &completed), FW_EINVAL);
+  EXPECT_EQ(completed, 0);
+}
