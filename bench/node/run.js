@@ -4,8 +4,10 @@
 // 2. Redis: admits/s from Node, floodwall against rate-limiter-flexible (ioredis) on the same redis-server,
 //    in one run, with the same number of requests in flight.
 // Starts its own redis-server on a free port (or uses REDIS_URL, and REDIS_PID for its CPU per call).
+const { execFileSync } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
+const path = require('node:path');
 const { Floodwall } = require('../..');
 const { startRedis } = require('../../tests/node/helpers');
 
@@ -31,14 +33,41 @@ async function timeAwait(n, fn) {
   return nsPerOp(start, n);
 }
 
+const MEMORY_POLICY = { request_rate: { rate: 1e6, burst: 1e9 } };
+const ROOT = path.resolve(__dirname, '..', '..');
+
+// The core's own cost, measured outside Node: fw_admit + fw_release in a loop of a tiny C++ program
+// (bench/python/capi_admit.cpp, the same baseline as the Python benchmark's), linked with the
+// libfloodwall_static.a that `npm install` built for the addon (its Release build).
+function capiAdmitProgram() {
+  const lib = path.join(ROOT, 'build-node', 'core', 'libfloodwall_static.a');
+  if (!fs.existsSync(lib)) throw new Error(`${lib} is missing: run \`npm install\` (or npm run build) first`);
+  const src = path.join(ROOT, 'bench', 'python', 'capi_admit.cpp');
+  const exe = path.join(ROOT, 'build-node', 'bench', 'capi_admit');
+  const mtime = (f) => fs.statSync(f).mtimeMs;
+  if (!fs.existsSync(exe) || mtime(exe) < Math.max(mtime(src), mtime(lib))) {
+    fs.mkdirSync(path.dirname(exe), { recursive: true });
+    const hiredis = execFileSync('pkg-config', ['--libs', 'hiredis'], { encoding: 'utf8' }).trim().split(/\s+/);
+    execFileSync('c++', ['-std=c++20', '-O2', '-I', path.join(ROOT, 'capi', 'include'), src, lib, ...hiredis,
+      '-lpthread', '-o', exe], { stdio: 'inherit' });
+  }
+  return exe;
+}
+
+// Nanoseconds per fw_admit + fw_release in C.
+function capiNs(exe, n) {
+  return Number(execFileSync(exe, [String(n), JSON.stringify(MEMORY_POLICY)], { encoding: 'utf8' }));
+}
+
 async function memory() {
-  const fw = new Floodwall({ request_rate: { rate: 1e6, burst: 1e9 } });
+  const fw = new Floodwall(MEMORY_POLICY);
+  const capi = capiAdmitProgram();
   const request = { tenant: 'acme' };
   const value = {};
   const best = { promise: Infinity, core: Infinity, admit: Infinity, headers: Infinity };
   for (let round = 0; round < ROUNDS; round++) {
     best.promise = Math.min(best.promise, await timeAwait(MEM_N, () => Promise.resolve(value)));
-    best.core = Math.min(best.core, (fw._coreAdmitLoop(MEM_N, 'acme') / MEM_N) * 1e9);
+    best.core = Math.min(best.core, capiNs(capi, MEM_N));
     best.admit = Math.min(best.admit, await timeAwait(MEM_N, () => fw.admit(request)));
     best.headers = Math.min(best.headers, await timeAwait(MEM_N / 4, async () => (await fw.admit(request)).headers));
   }

@@ -11,7 +11,20 @@ export interface Policy {
   store?: string;
   prefix?: string;
   docs_url?: string;
+  /** The body of a rejection: floodwall's JSON (default) or RFC 9457 problem details. */
+  body_format?: 'json' | 'problem+json';
   max_tenants?: number;
+  /** Where the core takes the tenant of a request that names none (admit without a tenant, the middleware's default). */
+  tenant?: {
+    /** Tried in order (default all three): a Bearer token, an X-API-Key (both hashed), the client's address. */
+    from?: Array<'authorization' | 'x-api-key' | 'ip'>;
+    /** Proxies (addresses or CIDRs) whose forwarded-for header is believed (default none). */
+    trusted_proxies?: string[];
+    /** The header that trusted proxies set (default "x-forwarded-for"). */
+    forwarded_header?: 'x-forwarded-for' | 'forwarded';
+    /** IPv6 clients are grouped by this many leading bits (1-128, default 64). */
+    ipv6_prefix?: number;
+  };
   description?: string;
   request_rate?: {
     rate: number;
@@ -48,9 +61,27 @@ export interface Policy {
   };
 }
 
-export interface AdmitRequest {
-  /** The tenant id: any bytes, at least one. */
-  tenant: string | Uint8Array;
+/**
+ * A request's header fields: a flat [name, value, name, value, ...] array (Node's req.rawHeaders) or an
+ * array of [name, value] pairs; every field in arrival order, repeats allowed, names in any case. Strings
+ * are taken as Latin-1 (one byte per character, as node:http decodes header bytes); Buffers as they are.
+ */
+export type HeaderList = ReadonlyArray<string | Uint8Array> | ReadonlyArray<readonly [string | Uint8Array, string | Uint8Array]>;
+
+/** Who a request is from: its tenant, or what the core derives one from (policy section "tenant"). */
+export interface RequestIdentity {
+  /**
+   * The tenant id: any bytes ('' is the anonymous tenant). Absent, undefined or null: derived by the core
+   * from `headers` and `peer` (a Bearer token or API key, hashed; else the client's address).
+   */
+  tenant?: string | Uint8Array | null;
+  /** The request's headers; read only when there is no tenant. */
+  headers?: HeaderList | null;
+  /** The connection's peer address (req.socket.remoteAddress); read only when there is no tenant. */
+  peer?: string | null;
+}
+
+export interface AdmitRequest extends RequestIdentity {
   /** The route family ('' or absent: the default route). */
   route?: string | null;
   /** The HTTP method (absent: GET). */
@@ -83,10 +114,14 @@ export class Decision {
   readonly rate: number;
   readonly concurrencyLimit: number;
   readonly concurrencyRemaining: number;
+  /** The tokens the request asked for (its cost, 0 counted as 1). */
+  readonly cost: number;
   readonly ticket: Ticket;
   /** The core's response headers, in order: RateLimit-Policy, RateLimit, RateLimit-Limit, -Remaining, -Reset, Retry-After. */
   readonly headers: Record<string, string>;
-  /** The JSON body of a rejection, or null when allowed. */
+  /** The Content-Type of a rejection's body ('application/json' or 'application/problem+json'), or null when allowed. */
+  readonly contentType: string | null;
+  /** The body of a rejection, or null when allowed. */
   readonly body: string | null;
   toJSON(): object;
 }
@@ -95,6 +130,8 @@ export class Floodwall {
   /** @param policy an object, a JSON document or the path of a JSON file. @throws PolicyError, StoreError */
   constructor(policy?: Policy | string | URL);
   admit(request: AdmitRequest): Promise<Decision>;
+  /** The tenant id admit() would use: the tenant as given, else "key:<32 hex>", "ip:<address>" or "anonymous". */
+  tenantKey(request: RequestIdentity): string;
   release(decision: Decision | Ticket | null | undefined): void;
   setMode(limiter: LimiterName, mode: Mode): void;
   getMode(limiter: LimiterName): Mode;
@@ -125,7 +162,9 @@ export const version: string;
 /** The parts of Express's request and response that the middleware uses (no dependency on @types/express). */
 export interface MiddlewareRequest {
   method: string;
-  ip?: string;
+  /** Every header of the request, [name, value, ...]: what the core derives the tenant from. */
+  rawHeaders?: string[];
+  socket?: { remoteAddress?: string };
   baseUrl?: string;
   route?: { path?: unknown };
   floodwall?: Decision;
@@ -141,11 +180,15 @@ export interface MiddlewareResponse {
   [key: string]: any;
 }
 export type NextFunction = (err?: unknown) => void;
+type Key = string | Uint8Array | null | undefined;
 type PerRequest<T, Req, Res> = T | ((req: Req, res: Res) => T | Promise<T>);
 
 export interface ExpressOptions<Req extends MiddlewareRequest = MiddlewareRequest, Res extends MiddlewareResponse = MiddlewareResponse> {
-  /** The tenant of a request (default: req.ip). */
-  keyGenerator?: (req: Req, res: Res) => string | Uint8Array | Promise<string | Uint8Array>;
+  /**
+   * The tenant of a request. Absent, or returning undefined or null: the core derives it from
+   * req.rawHeaders and req.socket.remoteAddress (policy section "tenant"). '' is the anonymous tenant.
+   */
+  keyGenerator?: (req: Req, res: Res) => Key | Promise<Key>;
   /** The route family (default: req.baseUrl + req.route.path, the pattern). */
   route?: PerRequest<string, Req, Res>;
   cost?: PerRequest<number, Req, Res>;
@@ -153,7 +196,7 @@ export interface ExpressOptions<Req extends MiddlewareRequest = MiddlewareReques
   sandbox?: PerRequest<boolean, Req, Res>;
   /** Requests for which it answers true are not limited at all. */
   skip?: (req: Req, res: Res) => boolean | Promise<boolean>;
-  /** Sends a rejection (default: the decision's status and JSON body; the headers are already set). */
+  /** Sends a rejection (default: the decision's status, body and contentType; its limit headers are already set on res). */
   handler?: (req: Req, res: Res, next: NextFunction, decision: Decision) => unknown;
 }
 
@@ -164,22 +207,33 @@ export function express<Req extends MiddlewareRequest = MiddlewareRequest, Res e
 
 // ------------------------------------------------------------------------------------ client side
 
+/** The core's backoff defaults (FW_BACKOFF_INIT), in milliseconds: the same in every floodwall language. */
+export const backoffDefaults: {
+  /** Milliseconds of the first retry's range (100). */
+  readonly base: number;
+  /** The largest range in milliseconds (20000). */
+  readonly cap: number;
+  /** Calls in all, the first one included (5): retry() makes attempts - 1 retries. */
+  readonly attempts: number;
+};
+
 export interface BackoffOptions {
-  /** Milliseconds of the first retry's range (default 100). */
+  /** Milliseconds of the first retry's range (default backoffDefaults.base). */
   base?: number;
-  /** The largest range in milliseconds (default 20000). */
+  /** The largest range in milliseconds (default backoffDefaults.cap). */
   cap?: number;
   /** The server's Retry-After (seconds or an HTTP-date): the wait starts there. */
   retryAfter?: string | number | null;
+  /** A uniform random number in [0, 1) (default Math.random). */
   random?: () => number;
 }
-/** Milliseconds to wait before retry `attempt` (0-based): Retry-After plus full jitter. */
+/** Milliseconds to wait before retry `attempt` (0-based): Retry-After plus full jitter, computed by the core. */
 export function backoff(attempt: number, options?: BackoffOptions): number;
-/** Retry-After in milliseconds, or null. */
+/** Retry-After (delay-seconds or an HTTP-date, counted from `now` in ms) in milliseconds, or null. */
 export function parseRetryAfter(value: string | number | null | undefined, now?: number): number | null;
 
 export interface RetryOptions extends Omit<BackoffOptions, 'retryAfter'> {
-  /** Retries after the first call (default 4). */
+  /** Retries after the first call (default backoffDefaults.attempts - 1). */
   retries?: number;
   /** Statuses that are retried (default [429, 503]). */
   statuses?: number[];

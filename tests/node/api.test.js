@@ -88,12 +88,14 @@ describe('admit on the memory store', () => {
       assert.notEqual(d.ticket, 0);
       assert.deepEqual(Object.entries(d.headers), [
         ['RateLimit-Policy', '"request_rate";q=500;w=5, "concurrency";q=20;qu="concurrent-requests"'],
-        ['RateLimit', '"request_rate";r=499;t=1, "concurrency";r=19'],
+        ['RateLimit', '"concurrency";r=19'], // the policy closest to exhaustion: 19/20 left against 499/500
         ['RateLimit-Limit', '500'],
         ['RateLimit-Remaining', '499'],
         ['RateLimit-Reset', '1'],
       ]);
       assert.equal(d.body, null);
+      assert.equal(d.contentType, null);
+      assert.equal(d.cost, 1);
       fw.release(d);
     });
   });
@@ -110,6 +112,7 @@ describe('admit on the memory store', () => {
       assert.equal(d.ticket, 0);
       assert.equal(d.headers['Retry-After'], String(d.retryAfter));
       assert.equal(d.headers['RateLimit-Remaining'], '0');
+      assert.equal(d.contentType, 'application/json');
       assert.deepEqual(JSON.parse(d.body), {
         error: {
           type: 'rate_limit_error',
@@ -125,13 +128,19 @@ describe('admit on the memory store', () => {
     });
   });
 
-  test('cost spends that many tokens; cost 0 counts as 1', async () => {
+  test('cost spends that many tokens; cost 0 counts as 1; the decision says what it asked for', async () => {
     await withClient({ request_rate: { rate: 0.001, burst: 10 } }, async (fw) => {
-      assert.equal((await fw.admit({ tenant: 'a', cost: 5 })).remaining, 5);
-      assert.equal((await fw.admit({ tenant: 'a', cost: 0 })).remaining, 4);
+      const five = await fw.admit({ tenant: 'a', cost: 5 });
+      assert.equal(five.remaining, 5);
+      assert.equal(five.cost, 5);
+      const zero = await fw.admit({ tenant: 'a', cost: 0 });
+      assert.equal(zero.remaining, 4);
+      assert.equal(zero.cost, 1);
       assert.equal((await fw.admit({ tenant: 'a' })).remaining, 3);
       const d = await fw.admit({ tenant: 'a', cost: 4 });
       assert.equal(d.status, 429);
+      assert.equal(d.cost, 4);
+      assert.match(d.body, /\b4\b/, 'the rejection names the cost');
       assert.equal((await fw.admit({ tenant: 'a', cost: 3 })).remaining, 0, 'a rejection spends nothing');
     });
   });
@@ -255,6 +264,8 @@ describe('admit on the memory store', () => {
       assert.equal(json.limiter, 'request_rate');
       assert.deepEqual(json.headers, d.headers);
       assert.equal(json.body, d.body);
+      assert.equal(json.contentType, 'application/json');
+      assert.equal(json.cost, 1);
     });
   });
 
@@ -263,6 +274,75 @@ describe('admit on the memory store', () => {
       const decisions = await Promise.all(Array.from({ length: 1000 }, () => fw.admit({ tenant: 't' })));
       const remaining = decisions.map((d) => d.remaining).sort((a, b) => a - b);
       assert.deepEqual(remaining, Array.from({ length: 1000 }, (_, i) => i));
+    });
+  });
+});
+
+describe('the tenant: given, or derived by the core from the headers and the peer', () => {
+  const BEARER = 'Bearer 0123456789abcdef';
+
+  test('tenantKey: a hashed credential, else the peer address, else anonymous; a given tenant as it is', async () => {
+    await withClient(undefined, (fw) => {
+      const key = fw.tenantKey({ headers: ['Authorization', BEARER], peer: '203.0.113.7' });
+      assert.match(key, /^key:[0-9a-f]{32}$/);
+      assert.ok(!key.includes('0123456789abcdef'), 'the token is hashed');
+      assert.match(fw.tenantKey({ headers: ['X-API-Key', 'k-1'] }), /^key:[0-9a-f]{32}$/);
+      assert.notEqual(fw.tenantKey({ headers: ['X-API-Key', 'k-1'] }), fw.tenantKey({ headers: ['X-API-Key', 'k-2'] }));
+      assert.equal(fw.tenantKey({ headers: ['Accept', '*/*'], peer: '203.0.113.7' }), 'ip:203.0.113.7');
+      assert.equal(fw.tenantKey({ peer: '::ffff:203.0.113.7' }), 'ip:203.0.113.7', 'IPv4-mapped IPv6 is the IPv4 address');
+      assert.equal(fw.tenantKey({}), 'anonymous');
+      assert.equal(fw.tenantKey({ tenant: null, headers: null, peer: null }), 'anonymous');
+      assert.equal(fw.tenantKey({ tenant: 'acme', headers: ['Authorization', BEARER] }), 'acme', 'a tenant is used as given');
+    });
+  });
+
+  test('both header layouts, any case, strings or Buffers: one key', async () => {
+    await withClient(undefined, (fw) => {
+      const key = fw.tenantKey({ headers: ['Authorization', BEARER] });
+      for (const headers of [
+        [['authorization', BEARER]],
+        ['Host', 'example.test', 'AUTHORIZATION', BEARER, 'Accept', '*/*'],
+        [['Host', 'example.test'], ['Authorization', BEARER]],
+        [Buffer.from('authorization'), Buffer.from(BEARER)],
+        [[Buffer.from('Authorization'), BEARER]],
+      ]) {
+        assert.equal(fw.tenantKey({ headers, peer: '198.51.100.1' }), key, JSON.stringify(headers));
+      }
+    });
+  });
+
+  test('header strings are Latin-1, as node:http decodes the bytes a client sent', async () => {
+    await withClient(undefined, (fw) => {
+      const bytes = Buffer.from([0x42, 0x65, 0x61, 0x72, 0x65, 0x72, 0x20, 0x74, 0xe9, 0xff]); // 'Bearer t\xe9\xff'
+      assert.equal(fw.tenantKey({ headers: ['Authorization', bytes.toString('latin1')] }),
+        fw.tenantKey({ headers: [Buffer.from('Authorization'), bytes] }));
+    });
+  });
+
+  test('admit without a tenant decides on the derived one; \'\' is the anonymous tenant', async () => {
+    await withClient({ request_rate: { rate: 0.001, burst: 10 } }, async (fw) => {
+      const bearer = (peer) => ({ headers: ['Authorization', BEARER], peer });
+      assert.equal((await fw.admit(bearer('192.0.2.1'))).remaining, 9);
+      assert.equal((await fw.admit(bearer('192.0.2.2'))).remaining, 8, 'the same credential from another peer');
+      assert.equal((await fw.admit({ tenant: fw.tenantKey(bearer()) })).remaining, 7, 'tenantKey names that bucket');
+      assert.equal((await fw.admit({ peer: '192.0.2.1' })).remaining, 9);
+      assert.equal((await fw.admit({ tenant: 'ip:192.0.2.1' })).remaining, 8);
+      assert.equal((await fw.admit({})).remaining, 9, 'nothing to derive from: the anonymous tenant');
+      const empty = await fw.admit({ tenant: '' });
+      assert.equal(empty.allowed, true, 'an empty tenant is limited, not refused');
+      assert.equal(empty.remaining, 8, 'an empty tenant is that same anonymous tenant');
+      assert.equal((await fw.admit({ tenant: Buffer.alloc(0) })).remaining, 7, 'and so is an empty Buffer');
+      assert.equal(fw.tenantKey({ tenant: '' }), 'anonymous');
+    });
+  });
+
+  test('the request\'s own bytes are copied: reusing the header array afterwards changes nothing', async () => {
+    await withClient({ request_rate: { rate: 0.001, burst: 10 } }, async (fw) => {
+      const headers = ['Authorization', BEARER];
+      const pending = fw.admit({ headers });
+      headers[1] = 'Bearer other';
+      assert.equal((await pending).remaining, 9);
+      assert.equal((await fw.admit({ headers: ['Authorization', BEARER] })).remaining, 8);
     });
   });
 });
@@ -296,6 +376,7 @@ describe('metrics, modes and close', () => {
     assert.equal(fw.closed, true);
     fw.release(d);
     await assert.rejects(fw.admit({ tenant: 't' }), ClosedError);
+    assert.throws(() => fw.tenantKey({ peer: '192.0.2.1' }), ClosedError);
     assert.throws(() => fw.metrics(), ClosedError);
     assert.throws(() => fw.setMode('request_rate', 'dark'), ClosedError);
     assert.throws(() => d.headers, ClosedError, 'formatting needs the client');

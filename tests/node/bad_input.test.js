@@ -68,13 +68,21 @@ describe('a bad request rejects with InvalidArgumentError naming the field', () 
     [undefined, 'request'],
     [null, 'request'],
     ['acme', 'request'],
-    [{}, 'tenant'],
     [{ tenant: 42 }, 'tenant'],
-    [{ tenant: null }, 'tenant'],
+    [{ tenant: false }, 'tenant'],
     [{ tenant: { id: 'a' } }, 'tenant'],
     [{ tenant: new Uint16Array(2) }, 'tenant'],
-    [{ tenant: '' }, 'tenant'],
-    [{ tenant: Buffer.alloc(0) }, 'tenant'],
+    [{ headers: 'Authorization: Bearer x' }, 'headers'],
+    [{ headers: { authorization: 'Bearer x' } }, 'headers'],
+    [{ headers: ['Authorization'] }, 'headers'],
+    [{ headers: ['Authorization', 5] }, 'headers'],
+    [{ headers: ['Authorization', null] }, 'headers'],
+    [{ headers: [['Authorization', 'Bearer x'], 'Accept'] }, 'headers'],
+    [{ headers: [['Authorization']] }, 'headers'],
+    [{ headers: [['Authorization', 'Bearer x', 'extra']] }, 'headers'],
+    [{ headers: [['Authorization', new Uint16Array(2)]] }, 'headers'],
+    [{ peer: 127001 }, 'peer'],
+    [{ peer: ['127.0.0.1'] }, 'peer'],
     [{ tenant: 't', cost: -1 }, 'cost'],
     [{ tenant: 't', cost: 1.5 }, 'cost'],
     [{ tenant: 't', cost: NaN }, 'cost'],
@@ -101,6 +109,21 @@ describe('a bad request rejects with InvalidArgumentError naming the field', () 
       });
     });
   }
+
+  test('no tenant, no headers, no peer: not an error, the anonymous tenant', async () => {
+    for (const request of [{}, { tenant: null }, { tenant: undefined, headers: [], peer: null }]) {
+      const d = await fw.admit(request);
+      assert.equal(d.allowed, true);
+    }
+    assert.equal((await fw.admit({ tenant: '' })).allowed, true, 'an empty tenant is limited, not refused');
+  });
+
+  test('tenantKey throws the same errors, synchronously', () => {
+    for (const [request, field] of [[null, 'request'], [{ tenant: 42 }, 'tenant'], [{ headers: 'x' }, 'headers'],
+      [{ headers: ['a', 1] }, 'headers'], [{ peer: 1 }, 'peer']]) {
+      assert.throws(() => fw.tenantKey(request), (err) => err instanceof InvalidArgumentError && err.field === field);
+    }
+  });
 
   test('a rejected request spends nothing', async () => {
     await assert.rejects(fw.admit({ tenant: 'fresh', cost: 11 }), InvalidArgumentError);
@@ -149,6 +172,7 @@ describe('bad middleware options throw TypeError at setup', () => {
     [[null], 'fw'],
     [[{}], 'fw'],
     [[fw, { keyGenerator: 'ip' }], 'keyGenerator'],
+    [[fw, { keyGenerator: null }], 'keyGenerator'],
     [[fw, { skip: true }], 'skip'],
     [[fw, { handler: 429 }], 'handler'],
   ]) {

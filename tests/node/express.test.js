@@ -1,6 +1,7 @@
 'use strict';
 // The Express middleware over real HTTP, on Express 4 and Express 5: headers on every response, the core's
-// 429 and 503 bodies, req.floodwall, and a ticket released exactly once on every path.
+// 429 and 503 bodies, req.floodwall, a ticket released exactly once on every path, the tenant derived by
+// the core from the request (or given by keyGenerator), and the skip and handler hooks.
 const assert = require('node:assert/strict');
 const http = require('node:http');
 const { test, describe } = require('node:test');
@@ -30,7 +31,8 @@ async function serve(expressLib, fw, options = {}) {
   const app = expressLib();
   app.set('env', 'test'); // the default error handler stays quiet
   const held = [];
-  app.use(floodwall.express(fw, { keyGenerator: (req) => req.get('x-tenant') || req.ip, ...options }));
+  // No x-tenant header: undefined, so the core derives the tenant from the request.
+  app.use(floodwall.express(fw, { keyGenerator: (req) => req.get('x-tenant'), ...options }));
   app.get('/ok', (req, res) => res.json({ decided: Boolean(req.floodwall), remaining: req.floodwall?.remaining }));
   app.get('/held', (req, res) => held.push(res)); // answers only when the test says so
   app.get('/boom', () => {
@@ -68,7 +70,7 @@ for (const [name, expressLib] of EXPRESSES) {
         const res = await request(srv.port, '/ok', { headers: { 'x-tenant': 'acme' } });
         assert.equal(res.status, 200);
         assert.equal(res.headers['ratelimit-policy'], '"request_rate";q=500;w=5, "concurrency";q=20;qu="concurrent-requests"');
-        assert.equal(res.headers.ratelimit, '"request_rate";r=499;t=1, "concurrency";r=19');
+        assert.equal(res.headers.ratelimit, '"concurrency";r=19');
         assert.equal(res.headers['ratelimit-limit'], '500');
         assert.equal(res.headers['ratelimit-remaining'], '499');
         assert.equal(res.headers['ratelimit-reset'], '1');
@@ -208,7 +210,7 @@ for (const [name, expressLib] of EXPRESSES) {
         assert.equal(skipped.headers['ratelimit-limit'], undefined);
         const heavy = await request(srv.port, '/ok', { headers: { 'x-tenant': 't', 'x-cost': '4' } });
         assert.equal(heavy.headers['ratelimit-remaining'], '6');
-        assert.equal(heavy.headers.ratelimit, '"request_rate";r=6;t=4000, "concurrency";r=4');
+        assert.equal(heavy.headers.ratelimit, '"request_rate";r=6;t=4000');
         const other = await request(srv.port, '/boom', { headers: { 'x-tenant': 't' } });
         assert.equal(other.headers['ratelimit-policy'], '"request_rate";q=10;w=10000', 'concurrency counts /ok only');
         const tooHeavy = await request(srv.port, '/ok', { headers: { 'x-tenant': 't', 'x-cost': '11' } });
@@ -221,19 +223,104 @@ for (const [name, expressLib] of EXPRESSES) {
       }
     });
 
+    test('without a keyGenerator one Bearer token is one bucket, whichever peer it comes from', async () => {
+      const fw = new Floodwall({ request_rate: { rate: 0.001, burst: 5 } });
+      const srv = await serve(expressLib, fw, { keyGenerator: undefined });
+      const bearer = { authorization: 'Bearer s3cr3t-token' };
+      const remaining = async (localAddress, headers = {}) => {
+        const res = await request(srv.port, '/ok', { headers, localAddress });
+        assert.equal(res.status, 200);
+        return res.headers['ratelimit-remaining'];
+      };
+      try {
+        assert.equal(await remaining('127.0.0.2', bearer), '4');
+        assert.equal(await remaining('127.0.0.3', bearer), '3', 'the same token from another peer: the same bucket');
+        assert.equal(await remaining('127.0.0.3', { authorization: 'Bearer another' }), '4', 'another token: another bucket');
+        // Without a credential the peer is the tenant: the two peers really were two clients.
+        assert.equal(await remaining('127.0.0.2'), '4');
+        assert.equal(await remaining('127.0.0.3'), '4');
+        assert.equal(await remaining('127.0.0.2'), '3');
+        assert.equal(fw.tenantKey({ headers: Object.entries(bearer), peer: '127.0.0.9' }),
+          fw.tenantKey({ headers: ['Authorization', 'Bearer s3cr3t-token'] }));
+        assert.ok(!JSON.stringify(fw.metrics()).includes('s3cr3t'), 'the token is hashed, never kept');
+      } finally {
+        await srv.close();
+        fw.close();
+      }
+    });
+
+    test('behind a trusted proxy the client is the X-Forwarded-For entry, from anywhere else the peer', async () => {
+      const fw = new Floodwall({ request_rate: { rate: 0.001, burst: 5 }, tenant: { trusted_proxies: ['127.0.0.1/32'] } });
+      const srv = await serve(expressLib, fw, { keyGenerator: undefined });
+      const remaining = async (localAddress, forwardedFor) => {
+        const res = await request(srv.port, '/ok', { headers: { 'x-forwarded-for': forwardedFor }, localAddress });
+        return res.headers['ratelimit-remaining'];
+      };
+      try {
+        assert.equal(await remaining('127.0.0.1', '203.0.113.5'), '4');
+        assert.equal(await remaining('127.0.0.1', '198.51.100.9, 203.0.113.5'), '3', 'the right-most entry');
+        assert.equal(await remaining('127.0.0.1', '203.0.113.6'), '4', 'another client behind the proxy');
+        assert.equal(await remaining('127.0.0.2', '203.0.113.5'), '4', 'an untrusted peer is the client itself');
+        assert.equal(fw.tenantKey({ headers: ['X-Forwarded-For', '203.0.113.5'], peer: '127.0.0.1' }), 'ip:203.0.113.5');
+      } finally {
+        await srv.close();
+        fw.close();
+      }
+    });
+
+    test('keyGenerator returning undefined derives the tenant; returning \'\' is one anonymous tenant, limited', async () => {
+      const fw = new Floodwall({ request_rate: { rate: 0.001, burst: 2 } });
+      const srv = await serve(expressLib, fw, { keyGenerator: (req) => (req.get('x-anonymous') ? '' : undefined) });
+      try {
+        const anonymous = (localAddress) => request(srv.port, '/ok', { headers: { 'x-anonymous': '1' }, localAddress });
+        assert.equal((await anonymous('127.0.0.2')).status, 200);
+        assert.equal((await anonymous('127.0.0.3')).status, 200);
+        const third = await anonymous('127.0.0.4');
+        assert.equal(third.status, 429, 'an empty key is limited as one tenant, never skipped');
+        assert.equal(third.headers['ratelimit-remaining'], '0');
+        const derived = await request(srv.port, '/ok', { localAddress: '127.0.0.2' });
+        assert.equal(derived.status, 200, 'undefined: the peer\'s own bucket');
+        assert.equal(derived.headers['ratelimit-remaining'], '1');
+      } finally {
+        await srv.close();
+        fw.close();
+      }
+    });
+
+    test('the default handler sends the core\'s content type: problem+json when the policy asks', async () => {
+      const fw = new Floodwall({ request_rate: { rate: 0.001, burst: 1 }, body_format: 'problem+json' });
+      const srv = await serve(expressLib, fw);
+      try {
+        await request(srv.port, '/ok');
+        const res = await request(srv.port, '/ok');
+        assert.equal(res.status, 429);
+        assert.equal(res.headers['content-type'], 'application/problem+json');
+        const problem = JSON.parse(res.body);
+        assert.equal(problem.status, 429);
+        assert.equal(typeof problem.type, 'string');
+        assert.equal(Number(res.headers['content-length']), Buffer.byteLength(res.body));
+      } finally {
+        await srv.close();
+        fw.close();
+      }
+    });
+
     test('a custom handler sends the rejection and gets the decision', async () => {
       const fw = new Floodwall({ request_rate: { rate: 0.001, burst: 1 } });
       const srv = await serve(expressLib, fw, {
         handler: (req, res, next, decision) => {
-          res.status(418).send(`slow down: ${decision.limiter} ${req.floodwall === decision}`);
+          res.setHeader('Retry-After', '60'); // its own value wins over the decision's
+          res.status(418).send(`slow down: ${decision.limiter} ${req.floodwall === decision} ${decision.contentType}`);
         },
       });
       try {
         await request(srv.port, '/ok', { headers: { 'x-tenant': 't' } });
         const res = await request(srv.port, '/ok', { headers: { 'x-tenant': 't' } });
         assert.equal(res.status, 418);
-        assert.equal(res.body, 'slow down: request_rate true');
-        assert.ok(Number(res.headers['retry-after']) >= 1, 'the headers are set before the handler runs');
+        assert.equal(res.body, 'slow down: request_rate true application/json');
+        assert.equal(res.headers['retry-after'], '60');
+        assert.equal(res.headers['ratelimit-remaining'], '0', 'the limit headers are set before the handler runs');
+        assert.equal(res.headers['ratelimit-policy'], '"request_rate";q=1;w=1000');
       } finally {
         await srv.close();
         fw.close();
@@ -257,8 +344,9 @@ describe('Express 5 only', () => {
     await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
     try {
       for (let i = 0; i < 3; i++) assert.equal((await request(server.address().port, '/async-boom')).status, 500);
-      const d = await fw.admit({ tenant: '127.0.0.1' });
+      const d = await fw.admit({ peer: '127.0.0.1' }); // the tenant the middleware's requests derived
       assert.equal(d.allowed, true, 'no slot was leaked');
+      assert.equal(d.concurrencyRemaining, 0);
       fw.release(d);
     } finally {
       server.closeAllConnections();

@@ -72,11 +72,12 @@ async function startRedis() {
 
 /**
  * One HTTP request over a real socket: resolves { status, headers, rawHeaders, body }.
- * `abortAfterMs` destroys the request that long after it was sent (a client leaving mid-request).
+ * `abortAfterMs` destroys the request that long after it was sent (a client leaving mid-request);
+ * `localAddress` is the address the connection comes from (any of 127.0.0.0/8: another client).
  */
-function request(port, path, { method = 'GET', headers = {}, abortAfterMs } = {}) {
+function request(port, path, { method = 'GET', headers = {}, abortAfterMs, localAddress } = {}) {
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, path, method, headers, agent: false }, (res) => {
+    const req = http.request({ host: '127.0.0.1', port, path, method, headers, agent: false, localAddress }, (res) => {
       let body = '';
       res.setEncoding('utf8');
       res.on('data', (c) => (body += c));

@@ -1,7 +1,7 @@
 'use strict';
 // A decision of the core (fw_decision), built from the addon's raw Float64Array (src/addon.cc, RawIndex).
-// Headers and body are the core's formatter output, computed on first use and cached: an admit that
-// nobody formats (a benchmark, a worker that only counts) does not pay for them.
+// Headers, content type and body are the core's fw_format_response, computed on first use and cached: an
+// admit that nobody formats (a benchmark, a worker that only counts) does not pay for them.
 
 const LIMITERS = [null, 'request_rate', 'concurrency', 'fleet', 'utilization'];
 const LIMITER_CODES = { request_rate: 1, concurrency: 2, fleet: 3, utilization: 4 };
@@ -9,21 +9,10 @@ const LIMITER_CODES = { request_rate: 1, concurrency: 2, fleet: 3, utilization: 
 const FAIL_REASONS = [null, ...require(require('./addon_path').addonPath()).failReasons];
 const TWO_32 = 2 ** 32;
 
-// "Name: value\r\n" lines of fw_format_headers, into an object in the core's order.
-function parseHeaders(text) {
-  const headers = {};
-  for (let at = 0, end; (end = text.indexOf('\r\n', at)) > at; at = end + 2) {
-    const colon = text.indexOf(': ', at);
-    headers[text.slice(at, colon)] = text.slice(colon + 2, end);
-  }
-  return headers;
-}
-
 class Decision {
   #core;
   #failReason;
-  #headers;
-  #body;
+  #response;
 
   constructor(core, raw) {
     this.#core = core;
@@ -50,6 +39,8 @@ class Decision {
     /** The tenant's concurrency cap on this route and the slots left (both 0 when not counted). */
     this.concurrencyLimit = raw[11];
     this.concurrencyRemaining = raw[12];
+    /** The tokens the request asked for (its cost, 0 counted as 1). */
+    this.cost = raw[16];
     /** What the request holds until fw.release(decision): a number (a bigint past 2^53), 0 for nothing. */
     this.ticket = raw[13] === 0 ? raw[14] : raw[13] < 2 ** 21 ? raw[13] * TWO_32 + raw[14]
       : (BigInt(raw[13]) << 32n) | BigInt(raw[14]);
@@ -60,25 +51,33 @@ class Decision {
     return FAIL_REASONS[this.#failReason];
   }
 
-  /** The response headers (RateLimit-Policy, RateLimit, RateLimit-Limit/-Remaining/-Reset, Retry-After). */
+  /**
+   * The response headers, names as the core spells them, in its order: RateLimit-Policy, RateLimit,
+   * RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, then Retry-After on a rejection.
+   */
   get headers() {
-    if (this.#headers === undefined) this.#headers = parseHeaders(this.#format('formatHeaders'));
-    return this.#headers;
+    return this.#format().headers;
   }
 
-  /** The JSON body of a rejection (429 or 503), or null when allowed. */
+  /** The Content-Type of the rejection's body ('application/json' or 'application/problem+json'), or null when allowed. */
+  get contentType() {
+    return this.#format().contentType;
+  }
+
+  /** The body of a rejection (429 or 503), or null when allowed. */
   get body() {
-    if (this.#body === undefined) this.#body = this.#format('formatBody') || null;
-    return this.#body;
+    return this.#format().body;
   }
 
   toJSON() {
-    const { headers, body, failReason } = this;
-    return { ...this, failReason, headers, body };
+    const { headers, contentType, body, failReason } = this;
+    return { ...this, failReason, headers, contentType, body };
   }
 
-  // Writes this decision back into the client's scratch array, where the addon's formatters read it.
-  #format(kind) {
+  // fw_format_response of this decision, once: written back into the client's scratch array, where the
+  // addon reads it.
+  #format() {
+    if (this.#response !== undefined) return this.#response;
     const raw = this.#core.scratch;
     raw[0] = this.allowed ? 1 : 0;
     raw[1] = this.status;
@@ -96,8 +95,20 @@ class Decision {
     raw[13] = 0;
     raw[14] = 0;
     raw[15] = this.degraded ? 1 : 0;
-    return this.#core.native[kind](this.#core.handle);
+    raw[16] = this.cost;
+    // The names and values come as one string, cut by the lengths of the core's name/value pairs, which
+    // the addon leaves in the scratch array; the object keeps the core's order.
+    const [contentType, body, fields] = this.#core.native.formatResponse(this.#core.handle);
+    const headers = {};
+    for (let i = 0, at = 0; i < raw[0]; i++) {
+      const name = at + raw[1 + 2 * i];
+      const end = name + raw[2 + 2 * i];
+      headers[fields.slice(at, name)] = fields.slice(name, end);
+      at = end;
+    }
+    this.#response = { headers, contentType: contentType || null, body: body || null };
+    return this.#response;
   }
 }
 
-module.exports = { Decision, parseHeaders };
+module.exports = { Decision };

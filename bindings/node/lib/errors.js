@@ -29,7 +29,7 @@ class FloodwallError extends Error {
 class PolicyError extends FloodwallError {}
 /** The store could not be set up (a bad or unknown store URL). */
 class StoreError extends FloodwallError {}
-/** A bad argument (empty tenant, cost above the burst, unknown limiter or mode); `field` names it. */
+/** A bad argument (a tenant or header of the wrong type, cost above the burst, unknown limiter or mode); `field` names it. */
 class InvalidArgumentError extends FloodwallError {}
 /** The client was closed. */
 class ClosedError extends FloodwallError {}

@@ -1,13 +1,10 @@
 'use strict';
 // Express middleware (Express 4 and 5), after express-rate-limit's conventions where they fit: keyGenerator,
 // skip and handler options, limit headers on every response, the decision on the request. What it adds:
-// the core's RateLimit headers and JSON body, 503s from the shedders, and a ticket released exactly once
-// when the response ends - on 'finish', or on 'close' when the client goes away mid-request.
-
-// express-rate-limit's default key: the client's address (behind a proxy, set Express's 'trust proxy').
-function defaultKeyGenerator(req) {
-  return req.ip || (req.socket && req.socket.remoteAddress) || '';
-}
+// the tenant derived by the core from the request (the same key as floodwall's Python and Ruby
+// middlewares give the same request), the core's RateLimit headers and rejection bodies, 503s from the
+// shedders, and a ticket released exactly once when the response ends - on 'finish', or on 'close' when
+// the client goes away mid-request.
 
 // The route family: the mount path plus the route's pattern ('/users/:id', never '/users/42'), so that
 // concurrency.routes can name it and the metrics stay bounded. At app level (no route matched yet) it
@@ -19,8 +16,8 @@ function defaultRoute(req) {
 
 function defaultHandler(req, res, next, decision) {
   res.statusCode = decision.status;
-  // The core's body as it is: res.send() would append "; charset=utf-8" to the type.
-  res.setHeader('Content-Type', 'application/json');
+  // The core's body and type as they are: res.send() would append "; charset=utf-8" to the type.
+  res.setHeader('Content-Type', decision.contentType);
   res.setHeader('Content-Length', Buffer.byteLength(decision.body));
   res.end(decision.body);
 }
@@ -51,11 +48,13 @@ function releaseWhenDone(fw, decision, res) {
  * @param {import('./index').Floodwall} fw
  * @param {object} [options] keyGenerator(req, res), route, cost, critical, sandbox (values or functions of
  *   (req, res), possibly async), skip(req, res), handler(req, res, next, decision) for rejections.
+ *   Without a keyGenerator, or when it returns undefined or null, the core derives the tenant from
+ *   req.rawHeaders and req.socket.remoteAddress (policy section "tenant"); '' is the anonymous tenant.
  */
 function express(fw, options = {}) {
   if (!fw || typeof fw.admit !== 'function') throw new TypeError('express(fw, options): fw must be a Floodwall');
   const {
-    keyGenerator = defaultKeyGenerator,
+    keyGenerator,
     route = defaultRoute,
     cost = 1,
     critical = false,
@@ -63,7 +62,8 @@ function express(fw, options = {}) {
     skip = () => false,
     handler = defaultHandler,
   } = options;
-  for (const [name, fn] of Object.entries({ keyGenerator, skip, handler })) {
+  const hooks = keyGenerator === undefined ? { skip, handler } : { keyGenerator, skip, handler };
+  for (const [name, fn] of Object.entries(hooks)) {
     if (typeof fn !== 'function') throw new TypeError(`express(fw, options): ${name} must be a function`);
   }
 
@@ -71,7 +71,11 @@ function express(fw, options = {}) {
   async function decide(req, res, next) {
     if (await skip(req, res)) return true;
     const decision = await fw.admit({
-      tenant: await keyGenerator(req, res),
+      tenant: keyGenerator === undefined ? undefined : await keyGenerator(req, res),
+      // Read by the core only when there is no tenant. The peer, not req.ip: which X-Forwarded-For entry
+      // to believe is the policy's tenant.trusted_proxies, the same in every language.
+      headers: req.rawHeaders,
+      peer: req.socket ? req.socket.remoteAddress : undefined,
       route: await resolveOption(route, req, res),
       method: req.method,
       cost: await resolveOption(cost, req, res),
@@ -93,4 +97,4 @@ function express(fw, options = {}) {
   };
 }
 
-module.exports = { express, defaultKeyGenerator, defaultRoute };
+module.exports = { express, defaultRoute };

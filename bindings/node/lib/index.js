@@ -47,6 +47,34 @@ function optionalBoolean(value, field) {
   return value;
 }
 
+// Who the request is from: the tenant as given (a string, its UTF-8 bytes; a Buffer or Uint8Array, its
+// bytes; '' the anonymous tenant), or, when it is undefined or null, the headers and the peer address from
+// which the core derives it (policy section "tenant"). Checked here; the addon checks each header entry.
+function tenantArg(value) {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'string' && !(value instanceof Uint8Array)) {
+    throw invalid('tenant: must be a string, a Buffer, or null to derive it from the headers and the peer');
+  }
+  return value;
+}
+
+function headersArg(value) {
+  if (value === undefined || value === null) return undefined;
+  if (!Array.isArray(value)) throw invalid('headers: must be an array: flat [name, value, ...] (req.rawHeaders) or [name, value] pairs');
+  return value;
+}
+
+function peerArg(value) {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'string') throw invalid('peer: must be a string (the connection\'s peer address)');
+  return value;
+}
+
+function requestObject(request) {
+  if (typeof request !== 'object' || request === null) throw invalid('request: must be an object');
+  return request;
+}
+
 class Floodwall {
   #core; // { native, handle, scratch }: shared with the decisions, which format themselves through it
   #closed = false;
@@ -61,27 +89,36 @@ class Floodwall {
   }
 
   /**
-   * Decides one request. Never blocks the event loop: on Redis it resolves from the core's I/O thread.
+   * Decides one request: {tenant?, headers?, peer?, route?, method?, cost?, critical?, sandbox?}. Without
+   * a tenant (undefined or null) the core derives it from the headers and the peer address.
+   * Never blocks the event loop: on Redis it resolves from the core's I/O thread.
    * Rejects with InvalidArgumentError (naming the field) for a request that cannot be decided.
    */
   admit(request) {
     try {
-      if (typeof request !== 'object' || request === null) throw invalid('request: must be an object');
-      const { tenant, cost = 1 } = request;
-      if (typeof tenant !== 'string' && !(tenant instanceof Uint8Array)) {
-        throw invalid('tenant: must be a string or a Buffer');
-      }
+      requestObject(request);
+      const { cost = 1 } = request;
       if (!Number.isSafeInteger(cost) || cost < 0) throw invalid('cost: must be a non-negative integer');
       const core = this.#core;
-      const pending = native.admit(core.handle, tenant, optionalString(request.route, 'route'),
-        optionalString(request.method, 'method'), cost, optionalBoolean(request.critical, 'critical'),
-        optionalBoolean(request.sandbox, 'sandbox'));
+      const pending = native.admit(core.handle, tenantArg(request.tenant), headersArg(request.headers), peerArg(request.peer),
+        optionalString(request.route, 'route'), optionalString(request.method, 'method'), cost,
+        optionalBoolean(request.critical, 'critical'), optionalBoolean(request.sandbox, 'sandbox'));
       // Decided inline (the memory store): the numbers are in the scratch array, read them right away.
       if (pending === undefined) return Promise.resolve(new Decision(core, core.scratch));
       return pending.then((raw) => new Decision(core, raw));
     } catch (err) {
       return Promise.reject(err);
     }
+  }
+
+  /**
+   * The tenant id that admit() would use for {tenant?, headers?, peer?}: the tenant as given, else the one
+   * the core derives ("key:<32 hex digits>" for a Bearer token or an API key, "ip:<address>", "anonymous").
+   * @throws {InvalidArgumentError} naming the field.
+   */
+  tenantKey(request) {
+    requestObject(request);
+    return native.tenantKey(this.#core.handle, tenantArg(request.tenant), headersArg(request.headers), peerArg(request.peer));
   }
 
   /** Frees what a decision holds. Idempotent; never throws; accepts a decision or its ticket. */
@@ -131,21 +168,17 @@ class Floodwall {
   get closed() {
     return this.#closed;
   }
-
-  /** For bench/node: seconds that n blocking admits take inside the core, without the binding. */
-  _coreAdmitLoop(n, tenant) {
-    return native.coreAdmitLoop(this.#core.handle, n, tenant);
-  }
 }
 
 const { express } = require('./express');
-const { backoff, retry, parseRetryAfter } = require('./retry');
+const { backoff, backoffDefaults, retry, parseRetryAfter } = require('./retry');
 
 module.exports = {
   Floodwall,
   Decision,
   express,
   backoff,
+  backoffDefaults,
   retry,
   parseRetryAfter,
   version: native.version,

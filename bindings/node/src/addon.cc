@@ -1,21 +1,22 @@
 // floodwall.node: a thin, mechanical map of the C ABI (capi/include/floodwall.h) for lib/index.js.
 //
-// Decisions cross into JavaScript as 15 numbers (see kRaw* below) rather than as objects: building a
-// 15-property object through Node-API costs more than the memory store's whole decision, while a
+// Decisions cross into JavaScript as 17 numbers (see kRaw* below) rather than as objects: building a
+// 17-property object through Node-API costs more than the memory store's whole decision, while a
 // Float64Array write is free and lib/decision.js turns it into a Decision with plain JS property stores.
 //
-// fw_admit_async calls back inline for the memory store (and for bad requests): the numbers go into the
-// client's scratch array and admit() returns undefined. For the Redis store it calls back from the core's
-// I/O thread: the decision is copied, handed to the JS thread through a thread-safe function, and the
-// promise that admit() returned resolves there. The event loop never waits on Redis.
+// fw_admit_async2 calls back inline for the memory store (and for bad requests) and says so: the numbers go
+// into the client's scratch array and admit() returns undefined. For the Redis store it calls back from
+// the core's I/O thread: the decision is copied, handed to the JS thread through a thread-safe function,
+// and the promise that admit() returned resolves there. The event loop never waits on Redis.
 #include <napi.h>
 
-#include <chrono>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "floodwall.h"
 
@@ -39,6 +40,7 @@ enum RawIndex {
   kRawTicketHigh,  // the 64-bit ticket as two exact 32-bit halves
   kRawTicketLow,
   kRawDegraded,
+  kRawCost,
   kRawSize
 };
 
@@ -59,6 +61,7 @@ void ToRaw(const fw_decision &d, double *out) {
   out[kRawTicketHigh] = static_cast<double>(d.ticket >> 32);
   out[kRawTicketLow] = static_cast<double>(d.ticket & 0xffffffffu);
   out[kRawDegraded] = d.degraded ? 1 : 0;
+  out[kRawCost] = static_cast<double>(d.cost);  // at most the burst: exact
 }
 
 fw_decision FromRaw(const double *in) {
@@ -78,6 +81,7 @@ fw_decision FromRaw(const double *in) {
   d.concurrency_limit = static_cast<int64_t>(in[kRawConcurrencyLimit]);
   d.concurrency_remaining = static_cast<int64_t>(in[kRawConcurrencyRemaining]);
   d.ticket = (static_cast<fw_ticket>(in[kRawTicketHigh]) << 32) | static_cast<fw_ticket>(in[kRawTicketLow]);
+  d.cost = static_cast<uint64_t>(in[kRawCost]);
   return d;
 }
 
@@ -107,6 +111,11 @@ Napi::Value MakeError(Napi::Env env, int code, const std::string &message) {
 
 void Check(Napi::Env env, int rc) {
   if (rc != FW_OK) Throw(env, rc, LastMessage(rc));
+}
+
+// A failing napi_* call (a pending exception, a value of the wrong type) as a JS exception.
+void CheckNapi(Napi::Env env, napi_status status) {
+  if (status != napi_ok) throw Napi::Error::New(env);
 }
 
 Napi::Value TakeBuf(Napi::Env env, fw_buf &buf) {
@@ -144,9 +153,145 @@ class Utf8Arg {
   size_t len_ = 0;
 };
 
+// The bytes of a Uint8Array (a Buffer); an empty one is "" (its data pointer may be NULL), never NULL.
+const char *BytesOf(const Napi::Value &v, size_t *len) {
+  auto bytes = v.As<Napi::Uint8Array>();
+  *len = bytes.ByteLength();
+  return *len ? reinterpret_cast<const char *>(bytes.Data()) : "";
+}
+
+// ------------------------------------------------------------------------------------ request identity
+
+// The request's header fields as fw_header pairs, from a flat [name, value, ...] array (req.rawHeaders)
+// or an array of [name, value] pairs. Strings are byte strings, one byte per character (Latin-1): that is
+// how node:http (and fetch's Headers) hold the bytes of a header, so the core hashes the bytes the client
+// sent, as it does in every language. Buffers are taken as they are. The bytes live here until the next
+// request; one list per client, reused, so a request allocates nothing once the buffers have grown.
+class HeaderList {
+ public:
+  // Reads the JS array `list`; data() and its pointers stay valid until the next Read.
+  void Read(Napi::Env env, napi_value list) {
+    bytes_.clear();
+    spans_.clear();
+    headers_.clear();
+    uint32_t n = 0;
+    CheckNapi(env, napi_get_array_length(env, list, &n));
+    if (n == 0) return;
+    napi_value first;
+    CheckNapi(env, napi_get_element(env, list, 0, &first));
+    bool pairs = false;
+    CheckNapi(env, napi_is_array(env, first, &pairs));
+    if (pairs) {
+      for (uint32_t i = 0; i < n; i++) {
+        napi_value pair;
+        CheckNapi(env, napi_get_element(env, list, i, &pair));
+        bool is_array = false;
+        uint32_t len = 0;
+        CheckNapi(env, napi_is_array(env, pair, &is_array));
+        if (is_array) CheckNapi(env, napi_get_array_length(env, pair, &len));
+        if (!is_array || len != 2) Bad(env, "entry " + std::to_string(i) + " must be a [name, value] pair");
+        for (uint32_t k = 0; k < 2; k++) {
+          napi_value item;
+          CheckNapi(env, napi_get_element(env, pair, k, &item));
+          Append(env, item, i);
+        }
+      }
+    } else {
+      if (n % 2) Bad(env, "a flat list must hold names and values in turn (an even length)");
+      for (uint32_t i = 0; i < n; i++) {
+        napi_value item;
+        CheckNapi(env, napi_get_element(env, list, i, &item));
+        Append(env, item, i);
+      }
+    }
+    // Only now that bytes_ has stopped growing do the pointers into it hold.
+    for (size_t i = 0; i + 1 < spans_.size(); i += 2) {
+      headers_.push_back({bytes_.data() + spans_[i].first, spans_[i].second, bytes_.data() + spans_[i + 1].first,
+                          spans_[i + 1].second});
+    }
+  }
+
+  const fw_header *data() const { return headers_.empty() ? nullptr : headers_.data(); }
+  size_t size() const { return headers_.size(); }
+
+ private:
+  [[noreturn]] static void Bad(Napi::Env env, const std::string &why) {
+    Throw(env, FW_EINVAL, "headers: " + why + " (a flat [name, value, ...] array or [name, value] pairs)");
+  }
+
+  void Append(Napi::Env env, napi_value item, uint32_t entry) {
+    size_t at = bytes_.size();
+    // Most fields fit in 256 bytes: one call copies them (and fails for a value that is not a string,
+    // which may be a Buffer). A copy that filled the room may have been cut short: then ask for the
+    // length and copy again.
+    constexpr size_t kRoom = 256;
+    bytes_.resize(at + kRoom);
+    size_t len = 0;
+    napi_status st = napi_get_value_string_latin1(env, item, bytes_.data() + at, kRoom, &len);
+    if (st == napi_ok) {
+      if (len + 1 >= kRoom) {
+        CheckNapi(env, napi_get_value_string_latin1(env, item, nullptr, 0, &len));
+        bytes_.resize(at + len + 1);  // napi writes a terminating NUL
+        CheckNapi(env, napi_get_value_string_latin1(env, item, bytes_.data() + at, len + 1, &len));
+      }
+      bytes_.resize(at + len);
+      spans_.emplace_back(at, len);
+      return;
+    }
+    bytes_.resize(at);
+    if (st != napi_string_expected) CheckNapi(env, st);
+    bool typed = false;
+    CheckNapi(env, napi_is_typedarray(env, item, &typed));
+    if (typed && Napi::Value(env, item).As<Napi::TypedArray>().TypedArrayType() == napi_uint8_array) {
+      const char *p = BytesOf(Napi::Value(env, item), &len);
+      bytes_.append(p, len);
+      spans_.emplace_back(at, len);
+      return;
+    }
+    Bad(env, "entry " + std::to_string(entry) + " must be a string or a Buffer");
+  }
+
+  std::string bytes_;
+  std::vector<std::pair<size_t, size_t>> spans_;  // (offset, length) in bytes_: name, value, name, value...
+  std::vector<fw_header> headers_;
+};
+
+// The tenant, headers and peer of a request (three arguments from `first` on) set into *req for one call.
+// A tenant (string: UTF-8; Uint8Array: its bytes; '' the anonymous tenant) is used as it is; null or
+// undefined leaves req->tenant NULL, so that the core derives it from the headers and the peer.
+class Identity {
+ public:
+  Identity(const Napi::CallbackInfo &info, size_t first, HeaderList &headers, fw_request *req) : tenant_(info[first]) {
+    if (info[first].IsTypedArray()) {
+      req->tenant = BytesOf(info[first], &req->tenant_len);
+    } else {
+      req->tenant = tenant_.get();
+      req->tenant_len = tenant_.size();
+    }
+    if (req->tenant) return;  // the core reads headers and peer only to derive a tenant
+    if (info[first + 1].IsArray()) {
+      headers.Read(info.Env(), info[first + 1]);
+      req->headers = headers.data();
+      req->header_count = headers.size();
+    }
+    peer_.emplace(info[first + 2]);
+    req->peer = peer_->get();
+    req->peer_len = peer_->size();
+  }
+
+ private:
+  Utf8Arg tenant_;
+  std::optional<Utf8Arg> peer_;
+};
+
 // ------------------------------------------------------------------------------------------------ client
 
 class Client;
+
+// Who has claimed a Call: the decision's callback (kDecided: the JS thread takes the result as it returns
+// from admit) or the JS thread once fw_admit_async2 has returned without it (kAwaited: the callback hands
+// the call over through the thread-safe function). Whichever comes second knows that the other has run.
+enum CallState { kPending, kDecided, kAwaited };
 
 // One admit in flight. Completed inline, it never leaves Admit() (and is kept for the next admit);
 // completed on the I/O thread, it travels through the thread-safe function and is freed on the JS thread.
@@ -155,11 +300,18 @@ struct Call {
   int status = FW_OK;
   std::string message;
   fw_decision d = FW_DECISION_INIT;
-  bool done_inline = false;
-  std::optional<Napi::Promise::Deferred> deferred;  // set on the JS thread once we know it is async
-};
+  std::atomic<int> state{kPending};
+  std::optional<Napi::Promise::Deferred> deferred;  // created on the JS thread when it may wait
 
-thread_local const Call *tls_inline_call = nullptr;
+  void Reset() {
+    client = nullptr;
+    status = FW_OK;
+    message.clear();
+    d = FW_DECISION_INIT;
+    state.store(kPending, std::memory_order_relaxed);
+    deferred.reset();
+  }
+};
 
 void OnDecision(void *payload, int status, const fw_decision *d);
 
@@ -196,6 +348,8 @@ class Client {
   }
   fw_client *raw() const { return c_; }
   double *scratch() const { return scratch_; }
+  HeaderList &headers() { return headers_; }
+  std::string &fields() { return fields_; }
 
   // Stops the I/O thread (pending admits complete, failed open, through tsfn_), then lets tsfn_ go.
   void Shutdown() {
@@ -211,53 +365,49 @@ class Client {
     if (tsfn_.NonBlockingCall(call) != napi_ok) delete call;  // the environment is going away
   }
 
-  // admit(handle, tenant: string | Uint8Array, route?: string, method?: string, cost: number,
-  //       critical: boolean, sandbox: boolean): undefined (decided inline: see scratch) | Promise<Float64Array>
+  // admit(handle, tenant: string | Uint8Array | null, headers: array | null, peer: string | null,
+  //       route?: string, method?: string, cost: number, critical: boolean, sandbox: boolean):
+  //   undefined (decided inline: see scratch) | Promise<Float64Array>
   Napi::Value Admit(const Napi::CallbackInfo &info) {
     Napi::Env env = info.Env();
     fw_client *c = Need(env);
     fw_request req = FW_REQUEST_INIT;
-    std::optional<Utf8Arg> tenant;
-    if (info[1].IsTypedArray()) {
-      auto bytes = info[1].As<Napi::Uint8Array>();
-      req.tenant = reinterpret_cast<const char *>(bytes.Data());
-      req.tenant_len = bytes.ByteLength();
-    } else {
-      tenant.emplace(info[1]);
-      req.tenant = tenant->get();
-      req.tenant_len = tenant->size();
-    }
-    Utf8Arg route(info[2]), method(info[3]);
+    Identity identity(info, 1, headers_, &req);
+    Utf8Arg route(info[4]), method(info[5]);
     req.route = route.get();
     req.method = method.get();
-    req.cost = static_cast<uint64_t>(info[4].As<Napi::Number>().Int64Value());
-    req.critical = info[5].As<Napi::Boolean>().Value();
-    req.sandbox = info[6].As<Napi::Boolean>().Value();
+    req.cost = static_cast<uint64_t>(info[6].As<Napi::Number>().Int64Value());
+    req.critical = info[7].As<Napi::Boolean>().Value();
+    req.sandbox = info[8].As<Napi::Boolean>().Value();
 
     std::unique_ptr<Call> call = spare_ ? std::move(spare_) : std::make_unique<Call>();
     call->client = this;
-    tls_inline_call = call.get();
-    int rc = fw_admit_async(c, &req, OnDecision, call.get());
-    tls_inline_call = nullptr;
-    Check(env, rc);  // only NULL arguments: the callback was not called
-    if (call->done_inline) {
+    int completed = 0;
+    Check(env, fw_admit_async2(c, &req, OnDecision, call.get(), &completed));  // fails for NULL arguments only
+    std::optional<Napi::Promise> promise;
+    if (!completed) {
+      // Made before the call is claimed: once it is, the I/O thread may hand it over (or, at environment
+      // teardown, free it) at any moment. The promise settles on this thread, so only after we return.
+      call->deferred.emplace(env);
+      promise = call->deferred->Promise();
+      // The callback may have run on the I/O thread meanwhile: then its result is here already.
+      completed = call->state.exchange(kAwaited, std::memory_order_acq_rel) == kDecided;
+    }
+    if (completed) {
       int status = call->status;
       std::string message = std::move(call->message);
       if (status == FW_OK) ToRaw(call->d, scratch_);
-      *call = Call{};
+      call->Reset();
       spare_ = std::move(call);
       if (status != FW_OK) Throw(env, status, message);
       return env.Undefined();
     }
-    // The I/O thread owns the completion now; OnJsThread runs on this thread, so only after we return.
-    call->deferred.emplace(env);
-    Napi::Promise promise = call->deferred->Promise();
     if (pending_++ == 0) {
       napi_create_reference(env, info[0], 1, &pending_ref_);  // keep the client alive while admits wait
       tsfn_.Ref(env);
     }
-    call.release();
-    return promise;
+    call.release();  // the I/O thread owns it now
+    return *promise;
   }
 
  private:
@@ -290,6 +440,8 @@ class Client {
   Tsfn tsfn_;
   size_t pending_ = 0;  // admits waiting on the I/O thread; touched on the JS thread only
   std::unique_ptr<Call> spare_;
+  HeaderList headers_;  // the last request's header bytes: the JS thread's only
+  std::string fields_;  // the last formatted response's header names and values (FormatResponse)
 };
 
 void OnDecision(void *payload, int status, const fw_decision *d) {
@@ -297,11 +449,9 @@ void OnDecision(void *payload, int status, const fw_decision *d) {
   call->status = status;
   if (d) call->d = *d;
   if (status != FW_OK) call->message = LastMessage(status);  // thread-local: read it on this thread
-  if (call == tls_inline_call) {                             // inline, on the JS thread, before fw_admit_async returned
-    call->done_inline = true;
-    return;
-  }
-  call->client->Complete(call);
+  // Inline (on the JS thread, within fw_admit_async2), or on the I/O thread before Admit claimed the call:
+  // Admit takes the result. Otherwise Admit is waiting on the promise.
+  if (call->state.exchange(kDecided, std::memory_order_acq_rel) == kAwaited) call->client->Complete(call);
 }
 
 // ---------------------------------------------------------------------------------------------- functions
@@ -322,6 +472,18 @@ Napi::Value Create(const Napi::CallbackInfo &info) {
 
 Napi::Value Admit(const Napi::CallbackInfo &info) {
   return Client::From(info)->Admit(info);
+}
+
+// tenantKey(handle, tenant, headers, peer): string, the tenant id fw_admit would use
+Napi::Value TenantKey(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  Client *client = Client::From(info);
+  fw_client *c = client->Need(env);
+  fw_request req = FW_REQUEST_INIT;
+  Identity identity(info, 1, client->headers(), &req);
+  fw_buf buf = FW_BUF_INIT;
+  Check(env, fw_tenant_key(c, &req, &buf));
+  return TakeBuf(env, buf);
 }
 
 // release(handle, ticket: number | bigint); never fails, a no-op after close
@@ -373,15 +535,43 @@ Napi::Value SheddingAmount(const Napi::CallbackInfo &info) {
   return Napi::Number::New(env, amount);
 }
 
-// formatHeaders(handle) / formatBody(handle): of the decision lib/decision.js wrote back into the scratch array.
-template <int (*Format)(fw_client *, const fw_decision *, fw_buf *)>
-Napi::Value FormatDecision(const Napi::CallbackInfo &info) {
+// formatResponse(handle): [contentType, body, fields] for the decision that lib/decision.js wrote back into
+// the scratch array; on return the scratch array holds [header count, name length, value length, ...] and
+// `fields` is the headers' names and values, in the core's order, one after the other. The lengths are the
+// core's fw_header lengths (names and values are ASCII: a byte is a character), so lib/decision.js slices
+// the pairs out without reading a byte of them; one string instead of one per name and value, each of which
+// costs more to create through Node-API than the core takes to format them all.
+static_assert(1 + 2 * FW_RESPONSE_MAX_HEADERS <= kRawSize, "the scratch array holds the header lengths");
+
+Napi::Value FormatResponse(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
   Client *client = Client::From(info);
+  fw_client *c = client->Need(env);
   fw_decision d = FromRaw(client->scratch());
-  fw_buf buf = FW_BUF_INIT;
-  Check(env, Format(client->Need(env), &d, &buf));
-  return TakeBuf(env, buf);
+  fw_response resp = FW_RESPONSE_INIT;
+  int rc = fw_format_response(c, &d, &resp);
+  if (rc != FW_OK) {
+    fw_response_dispose(&resp);
+    Check(env, rc);
+  }
+  std::string &fields = client->fields();
+  fields.clear();
+  double *lengths = client->scratch();
+  lengths[0] = static_cast<double>(resp.header_count);
+  for (size_t i = 0; i < resp.header_count; i++) {
+    const fw_header &h = resp.headers[i];
+    fields.append(h.name, h.name_len).append(h.value, h.value_len);
+    lengths[1 + 2 * i] = static_cast<double>(h.name_len);
+    lengths[2 + 2 * i] = static_cast<double>(h.value_len);
+  }
+  Napi::Array out = Napi::Array::New(env, 3);
+  out.Set(0u, Napi::String::New(env, resp.content_type ? resp.content_type : ""));
+  out.Set(1u, Napi::String::New(env, resp.body ? resp.body : "", resp.body_len));
+  napi_value text;
+  CheckNapi(env, napi_create_string_latin1(env, fields.data(), fields.size(), &text));
+  out.Set(2u, text);
+  fw_response_dispose(&resp);
+  return out;
 }
 
 template <int (*Metrics)(fw_client *, fw_buf *)>
@@ -397,24 +587,34 @@ Napi::Value Close(const Napi::CallbackInfo &info) {
   return info.Env().Undefined();
 }
 
-// coreAdmitLoop(handle, n, tenant): seconds that n blocking fw_admit + fw_release calls take in C, for
-// bench/node/run.js to tell the core's own cost from the binding's.
-Napi::Value CoreAdmitLoop(const Napi::CallbackInfo &info) {
+// ----------------------------------------------------------------------------------------------- backoff
+
+// backoffDelay(base_s, cap_s, attempt, retry_after_s, random01): seconds (fw_backoff_delay; attempts is the
+// core's default, which the delay does not depend on)
+Napi::Value BackoffDelay(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
-  fw_client *c = Client::From(info)->Need(env);
-  int64_t n = info[1].As<Napi::Number>().Int64Value();
-  std::string tenant = info[2].As<Napi::String>().Utf8Value();
-  fw_request req = FW_REQUEST_INIT;
-  req.tenant = tenant.data();
-  req.tenant_len = tenant.size();
-  auto start = std::chrono::steady_clock::now();
-  for (int64_t i = 0; i < n; i++) {
-    fw_decision d = FW_DECISION_INIT;
-    Check(env, fw_admit(c, &req, &d));
-    fw_release(c, d.ticket);
-  }
-  std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-  return Napi::Number::New(env, took.count());
+  fw_backoff b = FW_BACKOFF_INIT;
+  b.base_s = info[0].As<Napi::Number>().DoubleValue();
+  b.cap_s = info[1].As<Napi::Number>().DoubleValue();
+  double attempt = info[2].As<Napi::Number>().DoubleValue();  // a non-negative integer (lib/retry.js)
+  unsigned n = attempt >= 4294967295.0 ? 4294967295u : static_cast<unsigned>(attempt);
+  double out = 0;
+  Check(env, fw_backoff_delay(&b, n, info[3].As<Napi::Number>().DoubleValue(), info[4].As<Napi::Number>().DoubleValue(),
+                              &out));
+  return Napi::Number::New(env, out);
+}
+
+// parseRetryAfter(value: string, now_unix_s: number): seconds, or null when the value is neither
+// delay-seconds nor an HTTP-date
+Napi::Value ParseRetryAfter(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  Utf8Arg value(info[0]);
+  double out = 0;
+  int rc = fw_parse_retry_after(value.get() ? value.get() : "", value.size(), info[1].As<Napi::Number>().DoubleValue(),
+                                &out);
+  if (rc == FW_EINVAL) return env.Null();
+  Check(env, rc);
+  return Napi::Number::New(env, out);
 }
 
 // ------------------------------------------------------------------------------------------------ module
@@ -429,20 +629,28 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   env.SetInstanceData(new InstanceData());
   exports.Set("create", Napi::Function::New<Create>(env, "create"));
   exports.Set("admit", Napi::Function::New<Admit>(env, "admit"));
+  exports.Set("tenantKey", Napi::Function::New<TenantKey>(env, "tenantKey"));
   exports.Set("release", Napi::Function::New<Release>(env, "release"));
   exports.Set("setMode", Napi::Function::New<SetMode>(env, "setMode"));
   exports.Set("getMode", Napi::Function::New<GetMode>(env, "getMode"));
   exports.Set("reportUtilization", Napi::Function::New<ReportUtilization>(env, "reportUtilization"));
   exports.Set("sheddingAmount", Napi::Function::New<SheddingAmount>(env, "sheddingAmount"));
-  exports.Set("formatHeaders", Napi::Function::New<FormatDecision<fw_format_headers>>(env, "formatHeaders"));
-  exports.Set("formatBody", Napi::Function::New<FormatDecision<fw_format_body>>(env, "formatBody"));
+  exports.Set("formatResponse", Napi::Function::New<FormatResponse>(env, "formatResponse"));
   exports.Set("metricsJson", Napi::Function::New<MetricsText<fw_metrics_json>>(env, "metricsJson"));
   exports.Set("metricsPrometheus", Napi::Function::New<MetricsText<fw_metrics_prometheus>>(env, "metricsPrometheus"));
   exports.Set("close", Napi::Function::New<Close>(env, "close"));
-  exports.Set("coreAdmitLoop", Napi::Function::New<CoreAdmitLoop>(env, "coreAdmitLoop"));
+  exports.Set("backoffDelay", Napi::Function::New<BackoffDelay>(env, "backoffDelay"));
+  exports.Set("parseRetryAfter", Napi::Function::New<ParseRetryAfter>(env, "parseRetryAfter"));
   exports.Set("setErrorFactory", Napi::Function::New<SetErrorFactory>(env, "setErrorFactory"));
   exports.Set("version", Napi::String::New(env, fw_version()));
   exports.Set("rawSize", Napi::Number::New(env, kRawSize));
+  // The one set of backoff defaults (FW_BACKOFF_INIT), for lib/retry.js to take rather than restate.
+  const fw_backoff defaults = FW_BACKOFF_INIT;
+  Napi::Object backoff = Napi::Object::New(env);
+  backoff.Set("base_s", defaults.base_s);
+  backoff.Set("cap_s", defaults.cap_s);
+  backoff.Set("attempts", defaults.attempts);
+  exports.Set("backoffDefaults", backoff);
   // The core's names of the fail reasons, from 1 on (lib/decision.js indexes them by code): never a list
   // of our own that a new reason could slip past.
   Napi::Array reasons = Napi::Array::New(env);

@@ -1,11 +1,16 @@
 // Compiled by types.test.js with tsc --strict --noEmit: the declarations describe the API as it is used.
 import express = require('express');
 import {
-  Floodwall, Decision, PolicyError, InvalidArgumentError, express as floodwall, backoff, retry, parseRetryAfter,
-  type Policy, type LimiterName,
+  Floodwall, Decision, PolicyError, InvalidArgumentError, express as floodwall, backoff, backoffDefaults, retry,
+  parseRetryAfter, type Policy, type LimiterName, type HeaderList,
 } from 'floodwall';
 
-const policy: Policy = { request_rate: { rate: 100, burst: 500 }, concurrency: { limit: 20, routes: ['/search'] } };
+const policy: Policy = {
+  request_rate: { rate: 100, burst: 500 },
+  concurrency: { limit: 20, routes: ['/search'] },
+  tenant: { from: ['authorization', 'ip'], trusted_proxies: ['10.0.0.0/8'], ipv6_prefix: 56 },
+  body_format: 'problem+json',
+};
 const fw = new Floodwall(policy);
 new Floodwall('{"fleet":{"capacity":10}}');
 new Floodwall(new URL('file:///etc/floodwall.json'));
@@ -18,7 +23,16 @@ async function main(): Promise<void> {
   const numbers: number[] = [d.limit, d.remaining, d.reset, d.retryAfter, d.rate, d.concurrencyLimit, d.concurrencyRemaining];
   const headers: Record<string, string> = d.headers;
   const body: string | null = d.body;
-  console.log(allowed, status, limiter, numbers, headers, body, d.failedOpen, d.failReason);
+  const contentType: string | null = d.contentType;
+  const cost: number = d.cost;
+  console.log(allowed, status, limiter, numbers, headers, body, contentType, cost, d.failedOpen, d.failReason);
+  const flat: HeaderList = ['Authorization', 'Bearer t', 'Accept', '*/*'];
+  const pairs: HeaderList = [['Authorization', 'Bearer t'], [Buffer.from('X-API-Key'), Buffer.from('k')]];
+  await fw.admit({ headers: flat, peer: '192.0.2.1', route: '/search' });
+  await fw.admit({ tenant: null, headers: pairs });
+  await fw.admit({});
+  const key: string = fw.tenantKey({ headers: flat, peer: null });
+  console.log(key);
   fw.release(d);
   fw.release(d.ticket);
   fw.setMode('request_rate', 'dark');
@@ -33,14 +47,16 @@ async function main(): Promise<void> {
   }
   // @ts-expect-error: an unknown limiter name
   fw.setMode('requests', 'dark');
-  // @ts-expect-error: the tenant is required
-  await fw.admit({ route: '/' });
+  // @ts-expect-error: header entries are strings or Buffers
+  await fw.admit({ headers: [1, 2] });
+  // @ts-expect-error: the peer is an address string
+  fw.tenantKey({ peer: 127 });
   // @ts-expect-error: cost is a number
   await fw.admit({ tenant: 't', cost: '1' });
 
   const app = express();
   app.use(floodwall(fw, {
-    keyGenerator: (req) => req.get('x-api-key') ?? req.ip ?? '',
+    keyGenerator: (req) => req.get('x-tenant'), // undefined: derived by the core
     cost: (req) => (req.method === 'POST' ? 5 : 1),
     critical: false,
     skip: (req) => req.path === '/health',
@@ -50,7 +66,8 @@ async function main(): Promise<void> {
   }));
   app.get('/', (req, res) => res.json({ remaining: (req as { floodwall?: Decision }).floodwall?.remaining }));
 
-  const wait: number = backoff(3, { base: 50, cap: 5000, retryAfter: '2' });
+  app.use(floodwall(fw)); // no keyGenerator at all
+  const wait: number = backoff(3, { base: backoffDefaults.base / 2, cap: backoffDefaults.cap, retryAfter: '2', random: Math.random });
   const ms: number | null = parseRetryAfter('Wed, 21 Oct 2015 07:28:00 GMT');
   const res = await retry(() => fetch('http://127.0.0.1:1/'), { retries: 2, onRetry: ({ wait: w }) => console.log(w) });
   console.log(wait, ms, res.status);

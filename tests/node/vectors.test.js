@@ -1,0 +1,115 @@
+'use strict';
+// tests/vectors.json, the vectors shared by the core, Python, Node and Ruby suites, through the Node
+// binding's public API: every vector of every section. A missing file or a missing or empty section fails.
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const path = require('node:path');
+const { test, describe } = require('node:test');
+const { Floodwall, backoff, parseRetryAfter } = require('../..');
+
+const FILE = path.resolve(__dirname, '..', 'vectors.json');
+const SECTIONS = ['tenant_keys', 'backoff', 'retry_after', 'decisions'];
+
+function load() {
+  assert.ok(fs.existsSync(FILE), `${FILE} is missing`);
+  return JSON.parse(fs.readFileSync(FILE, 'utf8'));
+}
+
+// Read once, at load: a file that is missing or not JSON fails here, loudly, and so does every section.
+let vectors;
+let loadError;
+try {
+  vectors = load();
+} catch (err) {
+  loadError = err;
+}
+
+function section(name) {
+  if (loadError) throw loadError;
+  const cases = vectors[name];
+  assert.ok(Array.isArray(cases), `${path.basename(FILE)} has no "${name}" section`);
+  assert.ok(cases.length > 0, `${path.basename(FILE)}: the "${name}" section is empty`);
+  return cases;
+}
+
+function label(v, i) {
+  return `${i}${v.name ? `: ${v.name}` : ''}`;
+}
+
+// Seconds, to a nanosecond: the API speaks milliseconds and converts.
+function near(actual, expected, message) {
+  assert.equal(typeof actual, 'number', message);
+  assert.ok(Math.abs(actual - expected) <= 1e-9, `${message}: ${actual} != ${expected}`);
+}
+
+test('the vectors file has every section, none empty', () => {
+  for (const name of SECTIONS) section(name);
+});
+
+describe('tenant_keys', () => {
+  test('every vector: tenantKey({headers, peer}) under its "tenant" section', () => {
+    const cases = section('tenant_keys');
+    cases.forEach((v, i) => {
+      const fw = new Floodwall(v.tenant === undefined ? {} : { tenant: v.tenant });
+      try {
+        assert.ok(Array.isArray(v.headers), `${label(v, i)}: headers must be an array`);
+        const key = fw.tenantKey({ headers: v.headers, peer: v.peer ?? undefined });
+        assert.equal(key, v.key, label(v, i));
+        // The flat layout (req.rawHeaders) gives the same key as the pairs.
+        assert.equal(fw.tenantKey({ headers: v.headers.flat(), peer: v.peer }), v.key, `${label(v, i)} (flat)`);
+      } finally {
+        fw.close();
+      }
+    });
+  });
+});
+
+describe('backoff', () => {
+  test('every vector: backoff(attempt, {base, cap, retryAfter, random})', () => {
+    section('backoff').forEach((v, i) => {
+      const options = { random: () => v.random };
+      if (v.base_s !== undefined) options.base = v.base_s * 1000;
+      if (v.cap_s !== undefined) options.cap = v.cap_s * 1000;
+      if (v.retry_after_s >= 0) options.retryAfter = v.retry_after_s;
+      near(backoff(v.attempt, options) / 1000, v.delay_s, label(v, i));
+    });
+  });
+});
+
+describe('retry_after', () => {
+  test('every vector: parseRetryAfter(value, now)', () => {
+    section('retry_after').forEach((v, i) => {
+      const ms = parseRetryAfter(v.value, v.now * 1000);
+      if (v.seconds === null) assert.equal(ms, null, `${label(v, i)}: ${JSON.stringify(v.value)} is unparseable`);
+      else near(ms / 1000, v.seconds, `${label(v, i)}: ${JSON.stringify(v.value)}`);
+    });
+  });
+});
+
+describe('decisions', () => {
+  // One test per case. When the section is missing there are none here: the first test above fails.
+  const cases = !loadError && Array.isArray(vectors.decisions) ? vectors.decisions : [];
+  cases.forEach((c, i) => {
+    test(`${label(c, i)}: status, headers in order, content type and body`, async () => {
+      assert.ok(Array.isArray(c.requests) && c.requests.length > 0, `${label(c, i)}: no requests`);
+      const fw = new Floodwall(c.policy);
+      const held = [];
+      try {
+        for (const [j, r] of c.requests.entries()) {
+          const d = await fw.admit({ tenant: r.tenant, headers: r.headers, peer: r.peer, route: r.route,
+            method: r.method, cost: r.cost });
+          const where = `${label(c, i)}, request ${j}`;
+          assert.equal(d.status, r.expect.status, `${where}: status`);
+          assert.deepEqual(Object.entries(d.headers), r.expect.headers, `${where}: headers`);
+          assert.equal(d.contentType ?? '', r.expect.content_type, `${where}: content type`);
+          assert.equal(d.body ?? '', r.expect.body, `${where}: body`);
+          if (r.hold) held.push(d);
+          else fw.release(d);
+        }
+      } finally {
+        held.forEach((d) => fw.release(d));
+        fw.close();
+      }
+    });
+  });
+});
