@@ -31,13 +31,45 @@ class TestBackoff < Minitest::Test
     assert_equal 7.0, Floodwall::Backoff.retry_after_seconds("7", now: now)
     assert_equal 90.0, Floodwall::Backoff.retry_after_seconds((now + 90).httpdate, now: now)
     assert_equal 0.0, Floodwall::Backoff.retry_after_seconds((now - 90).httpdate, now: now)
+    assert_equal 90.0, Floodwall::Backoff.retry_after_seconds((now + 90).httpdate, now: now.to_i), "now: Unix seconds"
+    assert_equal 90.0, Floodwall::Backoff.retry_after_seconds("Thursday, 01-Jan-26 12:01:30 GMT", now: now), "RFC 850"
+    assert_equal 90.0, Floodwall::Backoff.retry_after_seconds("Thu Jan  1 12:01:30 2026", now: now), "asctime"
+    assert_equal 3.0, Floodwall::Backoff.retry_after_seconds(3)
     assert_nil Floodwall::Backoff.retry_after_seconds("soon", now: now)
+    assert_nil Floodwall::Backoff.retry_after_seconds("1.5", now: now)
     assert_nil Floodwall::Backoff.retry_after_seconds(nil)
   end
 
-  def test_bad_settings_are_argument_errors
-    [{ base: 0 }, { base: -1 }, { base: 1, cap: 0.5 }, { attempts: 0 }, { attempts: 1.5 }].each do |settings|
-      assert_raises(ArgumentError) { Floodwall::Backoff.new(**settings) }
+  # The one set of defaults of every language, FW_BACKOFF_INIT, read from the core.
+  def test_the_defaults_are_the_cores
+    backoff = Floodwall::Backoff.new
+    assert_equal [0.1, 20.0, 5], [backoff.base, backoff.cap, backoff.attempts]
+    assert_equal [0.1, 20.0, 5], [Floodwall::Backoff::DEFAULT_BASE, Floodwall::Backoff::DEFAULT_CAP,
+                                  Floodwall::Backoff::DEFAULT_ATTEMPTS]
+  end
+
+  Fixed = Struct.new(:rand)
+
+  # max(Retry-After, 0) + random * min(cap, base * 2**attempt), the random number from random:.
+  def test_a_delay_is_the_cores_with_the_random_number_of_random
+    backoff = Floodwall::Backoff.new(base: 0.5, cap: 4, random: Fixed.new(0.5))
+    assert_in_delta 0.25, backoff.delay(0), 1e-12
+    assert_in_delta 1.0, backoff.delay(2), 1e-12
+    assert_in_delta 2.0, backoff.delay(10), 1e-12, "the cap"
+    assert_in_delta 9.0, backoff.delay(3, retry_after: "7"), 1e-12, "Retry-After and the jitter on top"
+    assert_in_delta 7.5, backoff.delay(1, retry_after: 7), 1e-12
+    assert_in_delta 0.5, backoff.delay(1, retry_after: "soon"), 1e-12, "an unparseable Retry-After is none"
+    error = assert_raises(ArgumentError) { Floodwall::Backoff.new(random: Fixed.new(1.0)).delay(0) }
+    assert_match(/random/, error.message)
+    assert_raises(ArgumentError) { backoff.delay(-1) }
+  end
+
+  def test_bad_settings_are_argument_errors_naming_the_setting
+    { { base: 0 } => "base", { base: -1 } => "base", { base: 1, cap: 0.5 } => "cap", { attempts: 0 } => "attempts",
+      { attempts: -1 } => "attempts", { attempts: 1.5 } => "attempts", { base: "1" } => "base",
+      { base: Float::NAN } => "base" }.each do |settings, name|
+      error = assert_raises(ArgumentError, settings.inspect) { Floodwall::Backoff.new(**settings) }
+      assert_match(/#{name}/, error.message, settings.inspect)
     end
   end
 

@@ -21,7 +21,13 @@ class TestBadInput < Minitest::Test
     "utilization.bad" => { utilization: { good: 0.9, bad: 0.5 } },
     "prefix" => { prefix: "a b" },
     "max_tenants" => { max_tenants: 0 },
-    "store: must be a string" => { store: 5 }
+    "store: must be a string" => { store: 5 },
+    "tenant.trusted_proxies[0]" => { tenant: { trusted_proxies: ["10.0.0.0/33"] } },
+    "tenant.trusted_proxies[1]" => { tenant: { trusted_proxies: ["10.0.0.0/8", "not-an-ip"] } },
+    "tenant.ipv6_prefix: must be between 1 and 128 (got 0)" => { tenant: { ipv6_prefix: 0 } },
+    "tenant.ipv6_prefix: must be between 1 and 128 (got 129)" => { tenant: { ipv6_prefix: 129 } },
+    "tenant.from[0]" => { tenant: { from: ["cookie"] } },
+    "tenant.bogus: unknown key" => { tenant: { bogus: 1 } }
   }.freeze
 
   BAD_POLICIES.each_with_index do |(field, policy), i|
@@ -65,19 +71,60 @@ class TestBadInput < Minitest::Test
       @fw.close
     end
 
-    def test_an_empty_tenant_names_tenant
-      error = assert_raises(Floodwall::InvalidArgumentError) { @fw.admit(tenant: "") }
-      assert_kind_of ArgumentError, error
-      assert_equal Floodwall::Native::EINVAL, error.code
-      assert error.message.start_with?("tenant"), error.message
+    # An empty tenant is not an error any more: it is the anonymous tenant, limited like any other.
+    def test_an_empty_tenant_is_the_anonymous_tenant_not_an_error
+      d = @fw.admit(tenant: "")
+      assert d.allowed?
+      assert_equal 4, d.remaining
+      assert_equal "anonymous", @fw.tenant_key(tenant: "")
+      @fw.release(d)
     end
 
-    def test_a_tenant_that_is_not_a_string
-      [nil, 42, :acme].each { |t| assert_raises(TypeError) { @fw.admit(tenant: t) } }
+    def test_a_tenant_that_is_not_a_string_or_nil
+      [42, :acme, ["acme"]].each do |t|
+        error = assert_raises(TypeError) { @fw.admit(tenant: t) }
+        assert error.message.start_with?("tenant"), error.message
+        assert_raises(TypeError) { @fw.tenant_key(tenant: t) }
+      end
     end
 
-    def test_a_missing_tenant_keyword
-      assert_raises(ArgumentError) { @fw.admit }
+    # No tenant keyword (or tenant: nil) is not a mistake: the core derives the tenant, here from nothing.
+    def test_a_missing_tenant_keyword_is_the_cores_derivation
+      d = @fw.admit
+      assert d.allowed?
+      assert_equal 4, d.remaining
+      assert_equal 3, @fw.admit(tenant: "anonymous").remaining, "nothing to go by: the anonymous tenant"
+    end
+
+    def test_headers_of_the_wrong_shape_name_headers
+      [["x-api-key: acme", "a String"], [[["x-api-key"]], "a pair of one"], [[%w[a b c]], "a triple"],
+       [[["x-api-key", 5]], "a value that is not a String"], [{ 5 => "acme" }, "a name that is not a String"],
+       [[nil], "nil for a pair"], [{ "x-api-key" => ["a", "b"] }, "an Array value"]].each do |headers, what|
+        error = assert_raises(TypeError, what) { @fw.admit(headers: headers) }
+        assert error.message.start_with?("headers"), "#{what}: #{error.message}"
+        assert_raises(TypeError, what) { @fw.tenant_key(headers: headers) }
+      end
+      assert_raises(TypeError) { @fw.admit(peer: 127) }
+      assert_raises(TypeError) { @fw.tenant_key(peer: :localhost) }
+      held = Array.new(2) { @fw.admit(tenant: "anonymous") }
+      assert(held.all?(&:allowed?), "the refused admits held no slot")
+      held.each { |d| @fw.release(d) }
+    end
+
+    # What a caller sends never reaches a response header: a credential is hashed, an address that does
+    # not parse is not an address.
+    def test_cr_and_lf_in_headers_never_reach_the_response
+      ["Bearer a\r\nX-Evil: 1", "a\nX-Evil: 1"].each do |credential|
+        key = @fw.tenant_key(headers: [["Authorization", credential], ["X-API-Key", credential]])
+        assert_match(/\A(key:\h{32}|anonymous)\z/, key)
+      end
+      refute_match(/Evil/, @fw.tenant_key(peer: "1.2.3.4\r\nX-Evil: 1"))
+      evil = [["X-API-Key", "k\r\nX-Evil: 1"]]
+      @fw.release(@fw.admit(headers: evil, peer: "\r\nX-Evil: 1", cost: 5))
+      d = @fw.admit(headers: evil, peer: "\r\nX-Evil: 1")
+      refute d.allowed?
+      refute_match(/Evil|\r|\n/, d.headers.to_a.join)
+      refute_match(/Evil/, d.body)
     end
 
     def test_a_cost_above_the_burst_names_cost_and_consumes_nothing

@@ -30,11 +30,16 @@ class TestClient < Minitest::Test
     assert_equal 200, d.status
     assert_nil d.limiter
     assert_equal [500, 499, 1, 0], [d.limit, d.remaining, d.reset, d.retry_after]
+    # RateLimit reports the policy closest to exhaustion: 19 of 20 slots is nearer than 499 of 500 tokens.
     assert_equal({ "RateLimit-Policy" => '"request_rate";q=500;w=5, "concurrency";q=20;qu="concurrent-requests"',
-                   "RateLimit" => '"request_rate";r=499;t=1, "concurrency";r=19',
+                   "RateLimit" => '"concurrency";r=19',
                    "RateLimit-Limit" => "500", "RateLimit-Remaining" => "499", "RateLimit-Reset" => "1" }, d.headers)
     assert_equal %w[RateLimit-Policy RateLimit RateLimit-Limit RateLimit-Remaining RateLimit-Reset], d.headers.keys
+    assert d.headers.frozen?
+    assert(d.headers.all? { |k, v| k.frozen? && v.frozen? })
     assert_nil d.body
+    assert_nil d.content_type
+    assert_equal 1, d.cost
     refute d.failed_open?
     assert_nil d.fail_reason
     assert_operator d.ticket, :>, 0
@@ -50,10 +55,68 @@ class TestClient < Minitest::Test
     assert_equal 3, d.retry_after
     assert_equal 0, d.ticket
     assert_equal "3", d.headers["Retry-After"]
+    assert_equal '"request_rate";r=0;t=3', d.headers["RateLimit"], "Retry-After is never earlier than t"
     assert_equal "Retry-After", d.headers.keys.last
+    assert_equal 300, d.cost
+    assert_equal "application/json", d.content_type
     assert_equal '{"error":{"type":"rate_limit_error","limit_type":"request_rate","message":"Request rate limit ' \
-                 'exceeded: 100 requests/second sustained (bursts to 500). Retry after 3s.","limit":500,' \
-                 '"rate":100,"retry_after":3}}', d.body
+                 'exceeded: this request costs 300 tokens; the limit is 100 tokens/second sustained (bursts to 500). ' \
+                 'Retry after 3s.","limit":500,"rate":100,"cost":300,"retry_after":3}}', d.body
+    assert d.body.frozen?
+  end
+
+  def test_a_problem_json_rejection_has_its_content_type
+    fw = Floodwall::Client.new(request_rate: { rate: 1, burst: 1 }, body_format: "problem+json")
+    fw.admit(tenant: "p")
+    d = fw.admit(tenant: "p")
+    assert_equal [429, "application/problem+json"], [d.status, d.content_type]
+    assert_equal 429, JSON.parse(d.body)["status"]
+  ensure
+    fw&.close
+  end
+
+  # With no tenant, the core derives it (policy section "tenant"): a Bearer token or X-API-Key, hashed,
+  # the same bucket from any address; else the peer address; else one anonymous tenant.
+  def test_the_core_derives_the_tenant_from_the_headers_and_the_peer
+    fw = Floodwall::Client.new(request_rate: { rate: 0.001, burst: 3 })
+    bearer = [["Authorization", "Bearer t0k3n"]]
+    key = fw.tenant_key(headers: bearer, peer: "192.0.2.1")
+    assert_match(/\Akey:\h{32}\z/, key)
+    refute_includes key, "t0k3n", "a credential is hashed, never kept raw"
+    assert_equal key, fw.tenant_key(headers: { "authorization" => "bearer t0k3n" }, peer: "198.51.100.9"),
+                 "a Hash of headers, any case, any address: the same key"
+    assert_equal key, fw.tenant_key(headers: [%w[X-API-Key t0k3n]]), "an API key of the same value is the same tenant"
+    assert_equal 2, fw.admit(headers: bearer, peer: "192.0.2.1").remaining
+    assert_equal 1, fw.admit(headers: [["authorization", "Bearer t0k3n"]], peer: "192.0.2.2").remaining
+    assert_equal 0, fw.admit(tenant: key).remaining, "the derived key is the tenant id admit used"
+    refute fw.admit(headers: { authorization: "Bearer t0k3n" }).allowed?, "Symbol names are header names too"
+
+    assert_equal "ip:192.0.2.1", fw.tenant_key(headers: [%w[Host example]], peer: "192.0.2.1")
+    assert_equal "ip:192.0.2.1", fw.tenant_key(peer: "::ffff:192.0.2.1"), "IPv4-mapped IPv6 is IPv4"
+    assert_equal "anonymous", fw.tenant_key
+    assert_equal "acme", fw.tenant_key(tenant: "acme", headers: bearer), "a tenant given is the tenant"
+  ensure
+    fw&.close
+  end
+
+  def test_an_empty_tenant_and_a_request_with_nothing_to_go_by_are_one_anonymous_tenant
+    fw = Floodwall::Client.new(request_rate: { rate: 0.001, burst: 3 })
+    assert_equal [2, 1, 0], [fw.admit(tenant: ""), fw.admit, fw.admit(headers: [], peer: "")].map(&:remaining)
+    refute fw.admit(tenant: "").allowed?
+    assert_equal "anonymous", fw.tenant_key(tenant: "")
+  ensure
+    fw&.close
+  end
+
+  # Only a store that does I/O (Redis) makes admits give up the GVL: the core says which (fw_client_can_block).
+  def test_the_in_process_stores_do_not_block
+    segment = "/dev/shm/floodwall.fw-rb-#{Process.pid}" # shm://NAME's segment, removed afterwards
+    ["memory://", "shm://fw-rb-#{Process.pid}"].each do |store|
+      Floodwall::Client.open(store: store) { |fw| refute fw.instance_variable_get(:@handle).blocking?, store }
+    end
+    Floodwall::Client.open(store: "redis://127.0.0.1:1/0") { |fw| assert fw.instance_variable_get(:@handle).blocking? }
+  ensure
+    File.delete(segment) if segment && File.exist?(segment)
   end
 
   def test_a_rejected_request_spends_no_tokens
@@ -219,7 +282,7 @@ class TestClient < Minitest::Test
     fw.close
     fw.close
     assert fw.closed?
-    [-> { fw.admit(tenant: "acme") }, -> { fw.release(d) }, -> { fw.metrics }, -> { fw.prometheus },
+    [-> { fw.admit(tenant: "acme") }, -> { fw.admit(headers: []) }, -> { fw.tenant_key }, -> { fw.release(d) }, -> { fw.metrics }, -> { fw.prometheus },
      -> { fw.set_mode(:fleet, :off) }, -> { fw.report_utilization(0.5) }, -> { d.headers }].each do |call|
       error = assert_raises(Floodwall::ClosedError) { call.call }
       assert_kind_of Floodwall::Error, error

@@ -46,7 +46,13 @@ class TestExamples < Minitest::Test
       assert rejected, "a burst of 100 requests should meet the limit of 10 (+5/s)"
       assert_operator Integer(rejected["Retry-After"]), :>=, 1
       assert_equal "request_rate", JSON.parse(rejected.body).dig("error", "limit_type")
+      assert_equal "application/json", rejected["Content-Type"]
+      assert_equal "429", http.get("/", "Authorization" => "Bearer acme").code,
+                   "the core's tenant: a Bearer token of the same value is the same caller"
       assert_equal "200", http.get("/", "X-API-Key" => "someone-else").code, "tenants are apart"
+      health = http.get("/health")
+      assert_equal "200", health.code, "skip: health checks are not limited"
+      assert_nil health["RateLimit-Limit"]
     end
   ensure
     if pid

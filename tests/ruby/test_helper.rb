@@ -133,8 +133,14 @@ module FloodwallTest
       FloodwallTest.wait_for_port(@port)
     end
 
-    def get(path, headers = {})
-      Net::HTTP.start("127.0.0.1", @port, read_timeout: 10) { |http| http.get(path, headers) }
+    # from: the client's own address, any of 127.0.0.0/8 (Linux answers them all on the loopback), so
+    # that the server sees requests from different REMOTE_ADDRs.
+    # (Header names given without braces are Ruby keywords: `more` takes them.)
+    def get(path, headers = {}, from: nil, **more)
+      http = Net::HTTP.new("127.0.0.1", @port)
+      http.read_timeout = 10
+      http.local_host = from if from
+      http.start { http.get(path, headers.merge(more)) }
     end
 
     def stop

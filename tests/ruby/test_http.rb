@@ -8,20 +8,28 @@ module HTTPSuite
   include FloodwallTest
 
   SEED_BODY = '{"error":{"type":"rate_limit_error","limit_type":"request_rate","message":"Request rate limit ' \
-              'exceeded: 100 requests/second sustained (bursts to 500). Retry after 3s.","limit":500,' \
-              '"rate":100,"retry_after":3}}'
+              'exceeded: this request costs 300 tokens; the limit is 100 tokens/second sustained (bursts to 500). ' \
+              'Retry after 3s.","limit":500,"rate":100,"cost":300,"retry_after":3}}'
 
-  def serve(policy, inner = ->(_env) { [200, { "Content-Type" => "text/plain" }, ["hello"]] }, &block)
+  HELLO = ->(_env) { [200, { "Content-Type" => "text/plain" }, ["hello"]] }
+
+  # The middleware with its defaults (the core derives the tenant) unless the test gives options.
+  def serve(policy, inner = HELLO, options = {}, &block)
     @fw = Floodwall::Client.new(policy)
     fw = @fw
+    options = { cost: ->(env) { Integer(env.fetch("HTTP_X_COST", "1")) } }.merge(options)
     app = Rack::Builder.new do
-      use Floodwall::Rack, client: fw, key: ->(env) { env["HTTP_X_API_KEY"] },
-                           cost: ->(env) { Integer(env.fetch("HTTP_X_COST", "1")) }
+      use Floodwall::Rack, client: fw, **options
       run inner
     end
     FloodwallTest::Server.open(app, server_kind, &block)
   ensure
     @fw&.close
+  end
+
+  # The tenant the middleware gives a request with this X-API-Key, to look at its bucket directly.
+  def api_key(key)
+    @fw.tenant_key(headers: [["X-API-Key", key]])
   end
 
   def test_200_429_and_their_exact_headers_and_body
@@ -30,7 +38,7 @@ module HTTPSuite
       assert_equal "200", ok.code
       assert_equal "hello", ok.body
       assert_equal '"request_rate";q=500;w=5, "concurrency";q=20;qu="concurrent-requests"', ok["RateLimit-Policy"]
-      assert_equal '"request_rate";r=499;t=1, "concurrency";r=19', ok["RateLimit"]
+      assert_equal '"concurrency";r=19', ok["RateLimit"]
       assert_equal %w[500 499 1], %w[Limit Remaining Reset].map { |h| ok["RateLimit-#{h}"] }
       assert_nil ok["Retry-After"]
 
@@ -67,8 +75,66 @@ module HTTPSuite
   def test_the_slot_is_released_when_the_app_raises
     serve({ concurrency: { limit: 1 } }, ->(_env) { raise "boom" }) do |server|
       3.times { assert_equal "500", server.get("/", "X-API-Key" => "acme").code }
-      d = @fw.admit(tenant: "acme")
+      d = @fw.admit(tenant: api_key("acme"))
       assert d.allowed?, "no slot leaked by the raising app"
+    end
+  end
+
+  # The default tenant is the core's: one Bearer token is one bucket whatever address it comes from, and
+  # without a credential each address (REMOTE_ADDR, here 127.0.0.x) is a bucket of its own.
+  def test_one_bearer_token_from_two_addresses_is_one_bucket
+    serve(request_rate: { rate: 0.001, burst: 3 }) do |server|
+      token = { "Authorization" => "Bearer t0k3n" }
+      assert_equal "2", server.get("/", token, from: "127.0.0.2")["RateLimit-Remaining"]
+      assert_equal "1", server.get("/", token, from: "127.0.0.3")["RateLimit-Remaining"], "one bucket"
+      assert_equal "0", server.get("/", token, from: "127.0.0.4")["RateLimit-Remaining"]
+      assert_equal "429", server.get("/", token, from: "127.0.0.5").code
+      %w[127.0.0.2 127.0.0.3].each do |addr|
+        assert_equal "2", server.get("/", {}, from: addr)["RateLimit-Remaining"],
+                     "#{addr}: no credential, its own bucket"
+      end
+      assert_equal 1, @fw.admit(tenant: "ip:127.0.0.2").remaining, "the peer address is the server's REMOTE_ADDR"
+    end
+  end
+
+  # A key: that returns nil leaves the tenant to the core; one that returns "" is one anonymous tenant,
+  # limited together from every address.
+  def test_a_key_returning_nil_or_an_empty_string
+    serve({ request_rate: { rate: 0.001, burst: 2 } }, HELLO, key: ->(env) { env["HTTP_X_TENANT"] }) do |server|
+      assert_equal "1", server.get("/", { "X-API-Key" => "acme" }, from: "127.0.0.2")["RateLimit-Remaining"]
+      assert_equal 0, @fw.admit(tenant: api_key("acme")).remaining, "nil: the core's key (the API key's)"
+
+      assert_equal "1", server.get("/", { "X-Tenant" => "" }, from: "127.0.0.2")["RateLimit-Remaining"]
+      assert_equal "0", server.get("/", { "X-Tenant" => "" }, from: "127.0.0.3")["RateLimit-Remaining"]
+      rejected = server.get("/", { "X-Tenant" => "" }, from: "127.0.0.4")
+      assert_equal "429", rejected.code, "an empty key is limited, as one tenant from every address"
+      assert_equal "application/json", rejected["Content-Type"]
+      refute @fw.admit(tenant: "").allowed?
+    end
+  end
+
+  def test_skip_serves_undecided
+    health = ->(env) { env["PATH_INFO"] == "/health" }
+    serve({ request_rate: { rate: 0.001, burst: 1 } }, HELLO, skip: health) do |server|
+      assert_equal "200", server.get("/").code
+      assert_equal "429", server.get("/").code
+      health = server.get("/health")
+      assert_equal ["200", "hello", nil], [health.code, health.body, health["RateLimit-Limit"]]
+    end
+  end
+
+  def test_on_reject_answers_the_rejection
+    on_reject = lambda do |_env, decision|
+      [decision.status, { "Content-Type" => "text/plain" }, ["over the limit; back in #{decision.retry_after}s\n"]]
+    end
+    serve({ request_rate: { rate: 0.001, burst: 1 } }, HELLO, on_reject: on_reject) do |server|
+      assert_equal "200", server.get("/").code
+      rejected = server.get("/")
+      assert_equal "429", rejected.code
+      assert_match(/\Aover the limit; back in \d+s\n\z/, rejected.body)
+      assert_equal "text/plain", rejected["Content-Type"]
+      assert_operator Integer(rejected["Retry-After"]), :>=, 1
+      assert_equal %w[1 0], [rejected["RateLimit-Limit"], rejected["RateLimit-Remaining"]]
     end
   end
 end
@@ -90,9 +156,9 @@ class TestHTTPPuma < Minitest::Test
       socket = TCPSocket.new("127.0.0.1", server.port)
       socket.write("GET / HTTP/1.1\r\nHost: x\r\nX-API-Key: acme\r\n\r\n")
       assert_match(%r{\AHTTP/1.1 200}, socket.readpartial(1024))
-      refute @fw.admit(tenant: "acme").allowed?, "the slot is held while the body streams"
+      refute @fw.admit(tenant: api_key("acme")).allowed?, "the slot is held while the body streams"
       socket.close
-      assert eventually(timeout: 10) { @fw.admit(tenant: "acme").tap { |d| @fw.release(d) }.allowed? },
+      assert eventually(timeout: 10) { @fw.admit(tenant: api_key("acme")).tap { |d| @fw.release(d) }.allowed? },
              "the slot should come back once Puma sees the disconnect"
     end
   end

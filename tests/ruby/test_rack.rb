@@ -11,8 +11,8 @@ class TestRack < Minitest::Test
 
   SEED = { request_rate: { rate: 100, burst: 500 }, concurrency: { limit: 20 } }.freeze
   SEED_BODY = '{"error":{"type":"rate_limit_error","limit_type":"request_rate","message":"Request rate limit ' \
-              'exceeded: 100 requests/second sustained (bursts to 500). Retry after 3s.","limit":500,' \
-              '"rate":100,"retry_after":3}}'
+              'exceeded: this request costs 300 tokens; the limit is 100 tokens/second sustained (bursts to 500). ' \
+              'Retry after 3s.","limit":500,"rate":100,"cost":300,"retry_after":3}}'
 
   # Counts releases, to show that each ticket is given back exactly once.
   class CountingClient < Floodwall::Client
@@ -57,7 +57,7 @@ class TestRack < Minitest::Test
     assert_equal "yes", last_response.headers["X-App"]
     assert_equal '"request_rate";q=500;w=5, "concurrency";q=20;qu="concurrent-requests"',
                  last_response.headers["RateLimit-Policy"]
-    assert_equal '"request_rate";r=499;t=1, "concurrency";r=19', last_response.headers["RateLimit"]
+    assert_equal '"concurrency";r=19', last_response.headers["RateLimit"]
     assert_equal %w[500 499 1], %w[Limit Remaining Reset].map { |h| last_response.headers["RateLimit-#{h}"] }
     assert_nil last_response.headers["Retry-After"]
   end
@@ -72,12 +72,12 @@ class TestRack < Minitest::Test
     assert_equal SEED_BODY, last_response.body
     headers = last_response.headers.to_h
     # A token may have come back between the two requests (100/s): remaining and reset are read, not fixed.
-    remaining, reset = headers.fetch("RateLimit").match(/\A"request_rate";r=(\d+);t=(\d+), "concurrency";r=20\z/)&.captures
+    remaining, reset = headers.fetch("RateLimit").match(/\A"request_rate";r=(\d+);t=(\d+)\z/)&.captures
     assert remaining, headers["RateLimit"]
     assert_equal({ "RateLimit-Policy" => '"request_rate";q=500;w=5, "concurrency";q=20;qu="concurrent-requests"',
-                   "RateLimit" => %("request_rate";r=#{remaining};t=#{reset}, "concurrency";r=20),
+                   "RateLimit" => %("request_rate";r=#{remaining};t=#{reset}),
                    "RateLimit-Limit" => "500", "RateLimit-Remaining" => remaining, "RateLimit-Reset" => reset,
-                   "Retry-After" => "3", "Content-Type" => "application/json",
+                   "Retry-After" => reset, "Content-Type" => "application/json",
                    "Content-Length" => SEED_BODY.bytesize.to_s }, headers)
     assert_equal %w[RateLimit-Policy RateLimit RateLimit-Limit RateLimit-Remaining RateLimit-Reset Retry-After
                     Content-Type Content-Length], headers.keys
@@ -98,15 +98,109 @@ class TestRack < Minitest::Test
     assert_equal 200, last_response.status
   end
 
-  def test_a_request_without_a_key_or_with_an_empty_one_passes_undecided
+  def test_a_rejection_takes_its_content_type_from_the_decision
+    @fw.close
+    @fw = CountingClient.new(request_rate: { rate: 0.001, burst: 1 }, body_format: "problem+json")
+    2.times { get "/", {}, "HTTP_X_API_KEY" => "acme" }
+    assert_equal 429, last_response.status
+    assert_equal "application/problem+json", last_response.headers["Content-Type"]
+    assert_equal 429, JSON.parse(last_response.body)["status"]
+  end
+
+  # The new contract: a key: that returns nil hands the request to the core's derivation (here: no
+  # credential, so the peer address); one that returns "" is the anonymous tenant, limited as one tenant
+  # whatever the address. Neither passes undecided any more.
+  def test_a_key_of_nil_is_the_cores_derivation_and_an_empty_key_the_anonymous_tenant
+    @fw.close
+    @fw = CountingClient.new(request_rate: { rate: 0.001, burst: 3 })
+    get "/", {}, "REMOTE_ADDR" => "192.0.2.1"
+    assert_equal 200, last_response.status
+    assert_equal "2", last_response.headers["RateLimit-Remaining"], "no key: decided all the same"
+    assert_equal 1, @fw.admit(tenant: "ip:192.0.2.1").remaining, "the core's key of a request with no credential"
+
+    %w[10.0.0.1 10.0.0.2 10.0.0.3].each_with_index do |addr, i|
+      get "/", {}, "HTTP_X_API_KEY" => "", "REMOTE_ADDR" => addr
+      assert_equal 200, last_response.status
+      assert_equal (2 - i).to_s, last_response.headers["RateLimit-Remaining"], "one anonymous bucket from every address"
+    end
+    get "/", {}, "HTTP_X_API_KEY" => "", "REMOTE_ADDR" => "10.0.0.4"
+    assert_equal 429, last_response.status
+    refute @fw.admit.allowed?, "the empty key is the core's anonymous tenant"
+    decided = @fw.metrics.dig("decisions", "request_rate").values_at("allowed", "rejected").sum
+    assert_equal 5 + 2, decided, "the five requests and the two admits of the test were all decided"
+  end
+
+  # With no key: at all, the core derives the tenant from the env's HTTP_* headers and REMOTE_ADDR: one
+  # Bearer token is one bucket from any address; without a credential each address has its own.
+  def test_the_default_key_is_the_cores_derivation_from_headers_and_remote_addr
+    @fw.close
+    @fw = CountingClient.new(request_rate: { rate: 0.001, burst: 3 })
+    @options = {}
+    get "/", {}, "HTTP_AUTHORIZATION" => "Bearer t0k3n", "REMOTE_ADDR" => "192.0.2.1"
+    assert_equal "2", last_response.headers["RateLimit-Remaining"]
+    get "/", {}, "HTTP_AUTHORIZATION" => "Bearer t0k3n", "REMOTE_ADDR" => "198.51.100.7"
+    assert_equal "1", last_response.headers["RateLimit-Remaining"], "the same token from another address: one bucket"
+    get "/", {}, "HTTP_X_API_KEY" => "t0k3n", "REMOTE_ADDR" => "203.0.113.9"
+    assert_equal "0", last_response.headers["RateLimit-Remaining"], "an API key of the same value: the same tenant"
+    refute @fw.admit(tenant: @fw.tenant_key(headers: [["Authorization", "Bearer t0k3n"]])).allowed?,
+           "the middleware's tenant is the key the core derives"
+
+    %w[192.0.2.1 192.0.2.2].each do |addr|
+      get "/", {}, "REMOTE_ADDR" => addr
+      assert_equal "2", last_response.headers["RateLimit-Remaining"], "#{addr}: a bucket of its own"
+    end
+  end
+
+  def test_rack_headers_turns_the_env_back_into_header_names
+    env = Rack::MockRequest.env_for("/", "HTTP_X_API_KEY" => "acme", "HTTP_AUTHORIZATION" => "Bearer t",
+                                         "CONTENT_TYPE" => "text/plain", "REMOTE_ADDR" => "192.0.2.1", "HTTP_" => "x")
+    headers = Floodwall::Rack.headers(env)
+    assert_equal({ "x-api-key" => "acme", "authorization" => "Bearer t" }, headers)
+    assert(headers.keys.all?(&:frozen?))
+  end
+
+  def test_skip_lets_a_request_through_undecided
+    @fw.close
+    @fw = CountingClient.new(request_rate: { rate: 0.001, burst: 1 })
+    @options = { skip: ->(env) { env["PATH_INFO"] == "/health" } }
+    get "/"
+    get "/"
+    assert_equal 429, last_response.status
+    3.times do
+      get "/health"
+      assert_equal 200, last_response.status, "a skipped request is not limited"
+      assert_nil last_response.headers["RateLimit-Limit"], "nor decided"
+    end
+    assert_equal 2, @fw.metrics.dig("decisions", "request_rate").values_at("allowed", "rejected").sum
+    assert_equal 1, @fw.releases.values.sum, "the one allowed decision was released; the skipped ones had none"
+  end
+
+  # on_reject builds the rejection; the limit headers it did not set are added (names without case), the
+  # ones it set are its own.
+  def test_on_reject_builds_the_rejection_and_gets_the_limit_headers_it_did_not_set
+    @fw.close
+    @fw = CountingClient.new(request_rate: { rate: 0.001, burst: 1 })
+    seen = []
+    @options = { on_reject: lambda do |env, decision|
+      seen << [env["PATH_INFO"], decision.limiter]
+      [decision.status, { "Content-Type" => "text/plain", "retry-after" => "60" }.freeze, ["slow down\n"]]
+    end }
     get "/"
     assert_equal 200, last_response.status
-    assert_nil last_response.headers["RateLimit-Limit"]
-    header "X-API-Key", ""
-    get "/"
-    assert_equal 200, last_response.status
-    assert_nil last_response.headers["RateLimit-Limit"]
-    assert_equal 0, @fw.metrics.dig("decisions", "request_rate", "allowed")
+    get "/reports"
+    assert_equal 429, last_response.status
+    assert_equal "slow down\n", last_response.body
+    assert_equal "text/plain", last_response.headers["Content-Type"]
+    assert_equal "60", last_response.headers["Retry-After"], "the handler's own Retry-After stays"
+    assert_equal ["1", "0"], last_response.headers.values_at("RateLimit-Limit", "RateLimit-Remaining")
+    assert_equal '"request_rate";q=1;w=1000', last_response.headers["RateLimit-Policy"]
+    assert_equal [["/reports", "request_rate"]], seen
+  end
+
+  def test_hooks_must_be_callable
+    %i[key skip on_reject].each do |hook|
+      assert_raises(ArgumentError) { Floodwall::Rack.new(@inner, client: @fw, hook => "nope") }
+    end
   end
 
   def test_a_key_that_is_not_a_string_is_used_as_one
@@ -173,15 +267,15 @@ class TestRack < Minitest::Test
     assert_equal Gem::Version.new(Rack.release) >= Gem::Version.new("3"), Floodwall::Rack::LOWERCASE
   end
 
-  # Rack 3's lower-case names come from the same native table as Decision#headers, on either Rack.
+  # Rack 3's lower-case names come from the same native response as Decision#headers, on either Rack.
   def test_lower_case_headers_are_the_decisions_headers_downcased
     fw = Floodwall::Client.new(request_rate: { rate: 1, burst: 2 })
     [fw.admit(tenant: "acme"), fw.admit(tenant: "acme"), fw.admit(tenant: "acme")].each do |d|
-      lower = Floodwall::Native.headers(d, true)
+      lower = Floodwall::Native.response(d, true)[0]
       assert_equal d.headers.transform_keys(&:downcase), lower
       assert_equal d.headers.keys.map(&:downcase), lower.keys
       assert(lower.keys.all? { |k| k.frozen? && k.encoding == Encoding::UTF_8 })
     end
-    assert_includes Floodwall::Native.headers(fw.admit(tenant: "acme"), true).keys, "retry-after"
+    assert_includes Floodwall::Native.response(fw.admit(tenant: "acme"), true)[0].keys, "retry-after"
   end
 end

@@ -25,7 +25,7 @@ class TestRedis < Minitest::Test
     assert d.allowed?
     refute d.failed_open? || d.degraded?, "redis-server on #{@redis.port} should have answered (#{d.fail_reason})"
     assert_equal({ "RateLimit-Policy" => '"request_rate";q=500;w=5, "concurrency";q=20;qu="concurrent-requests"',
-                   "RateLimit" => '"request_rate";r=499;t=1, "concurrency";r=19',
+                   "RateLimit" => '"concurrency";r=19',
                    "RateLimit-Limit" => "500", "RateLimit-Remaining" => "499", "RateLimit-Reset" => "1" }, d.headers)
   end
 
@@ -35,8 +35,23 @@ class TestRedis < Minitest::Test
     d = fw.admit(tenant: "acme", cost: 300)
     assert_equal [false, 429, "request_rate", 3], [d.allowed?, d.status, d.limiter, d.retry_after]
     assert_equal '{"error":{"type":"rate_limit_error","limit_type":"request_rate","message":"Request rate limit ' \
-                 'exceeded: 100 requests/second sustained (bursts to 500). Retry after 3s.","limit":500,' \
-                 '"rate":100,"retry_after":3}}', d.body
+                 'exceeded: this request costs 300 tokens; the limit is 100 tokens/second sustained (bursts to 500). ' \
+                 'Retry after 3s.","limit":500,"rate":100,"cost":300,"retry_after":3}}', d.body
+    assert_equal "application/json", d.content_type
+  end
+
+  # A derived tenant is one bucket in Redis from any address, and the credential is hashed: no Redis key
+  # holds it.
+  def test_a_derived_tenant_shares_one_bucket_and_keeps_its_credential_out_of_redis
+    one = client(request_rate: { rate: 0.001, burst: 2 })
+    two = client(request_rate: { rate: 0.001, burst: 2 })
+    token = [["Authorization", "Bearer s3cr3t-t0k3n"]]
+    assert_equal 1, one.admit(headers: token, peer: "192.0.2.1").remaining
+    assert_equal 0, two.admit(headers: token, peer: "198.51.100.2").remaining
+    refute one.admit(headers: [["X-API-Key", "s3cr3t-t0k3n"]]).allowed?
+    keys = @redis.command("KEYS", "*")
+    refute_empty keys
+    assert(keys.none? { |k| k.include?("s3cr3t") }, keys.inspect)
   end
 
   def test_concurrency_and_fleet_hold_slots_in_redis_until_released

@@ -3,8 +3,12 @@ require "sinatra"
 require "floodwall"
 
 FLOODWALL = Floodwall::Client.new(request_rate: { rate: 5, burst: 10 }, concurrency: { limit: 4 })
-use Floodwall::Rack, client: FLOODWALL, key: ->(env) { env["HTTP_X_API_KEY"] || env["REMOTE_ADDR"] }
+use Floodwall::Rack, client: FLOODWALL, skip: ->(env) { env["PATH_INFO"] == "/health" }
 
 get "/" do
   "hello\n"
+end
+
+get "/health" do
+  "ok\n"
 end

@@ -7,14 +7,22 @@
  * - fw_rb_raise: the one place where a status code becomes an exception (through the table in
  *   lib/floodwall/errors.rb);
  * - Native::Handle, the client as Ruby holds it, so that #close cannot free a client that another Ruby
- *   thread is still using while it waits on Redis without the GVL;
- * - admit and release, which run fw_admit / fw_release without the GVL, so that Puma's threads do not
- *   serialise behind one thread's round trip to Redis.
+ *   thread is still using while it waits on Redis without the GVL; it asks the core once
+ *   (fw_client_can_block) whether admits can wait on I/O at all;
+ * - admit and release, which run fw_admit / fw_release without the GVL when they can wait, so that
+ *   Puma's threads do not serialise behind one thread's round trip to Redis;
+ * - the request: a tenant String, or the request's headers (an Array of [name, value] pairs or a Hash)
+ *   and peer address, from which the core derives the tenant (admit, tenant_key); rack_headers turns a
+ *   Rack env's HTTP_* keys back into header names;
+ * - response: fw_format_response's name/value pairs, content type and body as Ruby objects;
+ * - the backoff calls (fw_backoff_delay, fw_parse_retry_after) and FW_BACKOFF_INIT's defaults.
  * fw_admit_async is not wrapped: a blocking admit without the GVL is what Ruby servers want.
  */
 %module "floodwall::native"
 
 %{
+#include <limits.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +54,7 @@ typedef struct fw_rb_handle {
   fw_client *client;
   long busy;
   bool closed;
-  bool blocking; /* the store does I/O (Redis): admit and release give up the GVL while they wait */
+  bool blocking; /* fw_client_can_block: admit and release give up the GVL while they wait on the store */
 } fw_rb_handle;
 
 /* A forked child (Puma's cluster mode forks workers from a preloaded app) needs nothing here: the core
@@ -83,7 +91,7 @@ static void *fw_rb_unwrap(VALUE obj, swig_type_info *type) {
 }
 
 /* A decision as Ruby holds it: the C ABI's fw_decision first (SWIG's accessors read it there), then the
-   handle of the client that made it, which formats its headers and body and which it keeps alive. */
+   handle of the client that made it, which formats its response and which it keeps alive. */
 typedef struct fw_rb_decision {
   fw_decision d;
   VALUE handle;
@@ -102,21 +110,6 @@ static VALUE fw_rb_decision_new(const fw_decision *d, VALUE handle) {
   return obj;
 }
 
-typedef struct fw_rb_admit_call {
-  fw_client *client;
-  fw_request request;
-  fw_decision *out;
-  int rc;
-  bool ran;
-} fw_rb_admit_call;
-
-static void *fw_rb_admit_without_gvl(void *p) {
-  fw_rb_admit_call *call = (fw_rb_admit_call *)p;
-  call->rc = fw_admit(call->client, &call->request, call->out);
-  call->ran = true;
-  return NULL;
-}
-
 /* A string that is read without the GVL must not change meanwhile: a frozen one (or a frozen copy,
    which shares the bytes) cannot be modified by another thread. */
 static VALUE fw_rb_string(VALUE s, bool without_gvl) {
@@ -132,28 +125,159 @@ static uint64_t fw_rb_cost(VALUE cost) {
   return NUM2ULL(cost); /* RangeError above 2**64 - 1 */
 }
 
+/*
+ * The request's header fields, copied into one buffer of the caller's (fw_header array, then the bytes):
+ * a header String in a Ruby Array or Hash can be moved by GC.compact in another thread while the admit
+ * runs without the GVL (only what the C stack points at is pinned), and copying a few hundred bytes costs
+ * less than a frozen copy of each String. The first pass counts and checks, the second copies; no Ruby
+ * code runs in or between them (no to_str, no to_ary), so both see the same headers.
+ */
+typedef struct fw_rb_headers_acc {
+  size_t count, bytes; /* pass 1: what to allocate; pass 2: what has been copied */
+  size_t max_count, max_bytes;
+  fw_header *out; /* NULL in pass 1 */
+  char *bytes_out;
+} fw_rb_headers_acc;
+
+static VALUE fw_rb_header_string(VALUE s, const char *what) {
+  if (RB_SYMBOL_P(s) && what[0] == 'n') return rb_sym2str(s);
+  if (!RB_TYPE_P(s, T_STRING))
+    rb_raise(rb_eTypeError, "headers: a header %s must be a String, not %s", what, rb_obj_classname(s));
+  return s;
+}
+
+static void fw_rb_header_add(fw_rb_headers_acc *a, VALUE name, VALUE value) {
+  name = fw_rb_header_string(name, "name");
+  value = fw_rb_header_string(value, "value");
+  size_t name_len = (size_t)RSTRING_LEN(name), value_len = (size_t)RSTRING_LEN(value);
+  if (!a->out) {
+    a->count++;
+    a->bytes += name_len + value_len;
+    return;
+  }
+  if (a->count >= a->max_count || a->bytes + name_len + value_len > a->max_bytes)
+    rb_raise(rb_eRuntimeError, "headers: changed while they were read");
+  fw_header *h = &a->out[a->count++];
+  char *p = a->bytes_out + a->bytes;
+  memcpy(p, RSTRING_PTR(name), name_len);
+  memcpy(p + name_len, RSTRING_PTR(value), value_len);
+  h->name = p;
+  h->name_len = name_len;
+  h->value = p + name_len;
+  h->value_len = value_len;
+  a->bytes += name_len + value_len;
+}
+
+static int fw_rb_header_pair(VALUE name, VALUE value, VALUE acc) {
+  fw_rb_header_add((fw_rb_headers_acc *)acc, name, value);
+  return ST_CONTINUE;
+}
+
+static void fw_rb_headers_pass(VALUE headers, fw_rb_headers_acc *a) {
+  if (RB_TYPE_P(headers, T_HASH)) {
+    rb_hash_foreach(headers, fw_rb_header_pair, (VALUE)a);
+    return;
+  }
+  for (long i = 0; i < RARRAY_LEN(headers); i++) {
+    VALUE pair = RARRAY_AREF(headers, i);
+    if (!RB_TYPE_P(pair, T_ARRAY) || RARRAY_LEN(pair) != 2)
+      rb_raise(rb_eTypeError, "headers[%ld]: expected a [name, value] pair, not %s", i,
+               RB_TYPE_P(pair, T_ARRAY) ? "an Array of another size" : rb_obj_classname(pair));
+    fw_rb_header_add(a, RARRAY_AREF(pair, 0), RARRAY_AREF(pair, 1));
+  }
+}
+
+/* The tenant part of a request: a tenant String (any bytes; "" is the anonymous tenant), or nil and the
+   headers and peer address the core derives it from. Headers and peer are only read when tenant is nil.
+   `keep` holds what the request points into (GC-guarded by the caller); `tmp` the header buffer, freed
+   by the caller with rb_free_tmp_buffer (or by the GC when an exception comes first). */
+typedef struct fw_rb_request {
+  fw_request r;
+  VALUE tenant, peer, route, method;
+  volatile VALUE tmp;
+} fw_rb_request;
+
+static void fw_rb_request_tenant(fw_rb_request *q, VALUE tenant, VALUE headers, VALUE peer, bool without_gvl) {
+  q->tenant = q->peer = q->route = q->method = Qnil;
+  q->tmp = 0;
+  if (!NIL_P(tenant)) {
+    if (!RB_TYPE_P(tenant, T_STRING))
+      rb_raise(rb_eTypeError, "tenant: must be a String or nil, not %s", rb_obj_classname(tenant));
+    q->tenant = fw_rb_string(tenant, without_gvl);
+    return;
+  }
+  if (!NIL_P(peer)) {
+    if (!RB_TYPE_P(peer, T_STRING))
+      rb_raise(rb_eTypeError, "peer: must be a String or nil, not %s", rb_obj_classname(peer));
+    q->peer = fw_rb_string(peer, without_gvl);
+  }
+  if (NIL_P(headers)) return;
+  if (!RB_TYPE_P(headers, T_HASH) && !RB_TYPE_P(headers, T_ARRAY))
+    rb_raise(rb_eTypeError, "headers: expected an Array of [name, value] pairs or a Hash, not %s",
+             rb_obj_classname(headers));
+  fw_rb_headers_acc a = {0, 0, 0, 0, NULL, NULL};
+  fw_rb_headers_pass(headers, &a);
+  if (a.count == 0) return;
+  if (a.count > (size_t)LONG_MAX / 2 / sizeof(fw_header) || a.bytes > (size_t)LONG_MAX / 2)
+    rb_raise(rb_eArgError, "headers: too large");
+  size_t table = a.count * sizeof(fw_header);
+  char *buf = (char *)rb_alloc_tmp_buffer(&q->tmp, (long)(table + a.bytes + 1));
+  fw_rb_headers_acc b = {0, 0, a.count, a.bytes, (fw_header *)buf, buf + table};
+  fw_rb_headers_pass(headers, &b);
+  q->r.headers = b.out;
+  q->r.header_count = b.count;
+}
+
+/* Points the fw_request at the Strings: done last, after every conversion that can allocate. */
+static void fw_rb_request_point(fw_rb_request *q) {
+  if (!NIL_P(q->tenant)) {
+    q->r.tenant = RSTRING_PTR(q->tenant);
+    q->r.tenant_len = (size_t)RSTRING_LEN(q->tenant); /* binary-safe: NUL bytes are part of the id */
+  }
+  if (!NIL_P(q->peer)) {
+    q->r.peer = RSTRING_PTR(q->peer);
+    q->r.peer_len = (size_t)RSTRING_LEN(q->peer);
+  }
+  q->r.route = NIL_P(q->route) ? NULL : StringValueCStr(q->route); /* raises on an embedded NUL */
+  q->r.method = NIL_P(q->method) ? NULL : StringValueCStr(q->method);
+}
+
+typedef struct fw_rb_admit_call {
+  fw_client *client;
+  const fw_request *request;
+  fw_decision *out;
+  int rc;
+  bool ran;
+} fw_rb_admit_call;
+
+static void *fw_rb_admit_without_gvl(void *p) {
+  fw_rb_admit_call *call = (fw_rb_admit_call *)p;
+  call->rc = fw_admit(call->client, call->request, call->out);
+  call->ran = true;
+  return NULL;
+}
+
 static VALUE fw_rb_admit(VALUE handle, VALUE tenant, VALUE route, VALUE method, VALUE cost, VALUE critical,
-                         VALUE sandbox) {
+                         VALUE sandbox, VALUE headers, VALUE peer) {
   fw_rb_handle *h = (fw_rb_handle *)fw_rb_unwrap(handle, SWIGTYPE_p_fw_rb_handle);
   fw_decision out = FW_DECISION_INIT;
-  tenant = fw_rb_string(tenant, h->blocking);
-  if (!NIL_P(route)) route = fw_rb_string(route, h->blocking);
-  if (!NIL_P(method)) method = fw_rb_string(method, h->blocking);
-  fw_rb_admit_call call = {NULL, FW_REQUEST_INIT, &out, FW_OK, false};
-  call.request.tenant = RSTRING_PTR(tenant);
-  call.request.tenant_len = (size_t)RSTRING_LEN(tenant); /* binary-safe: NUL bytes are part of the id */
-  call.request.route = NIL_P(route) ? NULL : StringValueCStr(route); /* raises on an embedded NUL */
-  call.request.method = NIL_P(method) ? NULL : StringValueCStr(method);
-  call.request.cost = fw_rb_cost(cost);
-  call.request.critical = RTEST(critical); /* Ruby truthiness */
-  call.request.sandbox = RTEST(sandbox);
-  /* The memory store never waits: giving up the GVL would cost more than its admit. The _gvl2 variant
-     does not act on an interrupt (Thread#kill, Timeout, the VM's time-slice timer) that arrives while
-     the admit waits, so a decision that holds a slot always reaches Ruby and fw_rb_leave always runs.
-     When an interrupt is already pending it does not call the function at all: the interrupt is then
-     handled here, before anything is held (a Thread#raise or Timeout raises, the timer lets the other
-     threads run), and the admit tried again. Waiting on Redis with the GVL held instead would stop every
-     thread of the process for as long as Redis takes, up to the deadline. */
+  fw_rb_request q = {FW_REQUEST_INIT, Qnil, Qnil, Qnil, Qnil, 0};
+  fw_rb_request_tenant(&q, tenant, headers, peer, h->blocking);
+  if (!NIL_P(route)) q.route = fw_rb_string(route, h->blocking);
+  if (!NIL_P(method)) q.method = fw_rb_string(method, h->blocking);
+  q.r.cost = fw_rb_cost(cost);
+  q.r.critical = RTEST(critical); /* Ruby truthiness */
+  q.r.sandbox = RTEST(sandbox);
+  fw_rb_request_point(&q);
+  fw_rb_admit_call call = {NULL, &q.r, &out, FW_OK, false};
+  /* The in-process stores never wait (fw_client_can_block says 0): giving up the GVL would cost more than
+     their admit. The _gvl2 variant does not act on an interrupt (Thread#kill, Timeout, the VM's
+     time-slice timer) that arrives while the admit waits, so a decision that holds a slot always reaches
+     Ruby and fw_rb_leave always runs. When an interrupt is already pending it does not call the function
+     at all: the interrupt is then handled here, before anything is held (a Thread#raise or Timeout
+     raises, the timer lets the other threads run), and the admit tried again. Waiting on Redis with the
+     GVL held instead would stop every thread of the process for as long as Redis takes, up to the
+     deadline. */
   if (!h->blocking) {
     call.client = fw_rb_enter(h);
     fw_rb_admit_without_gvl(&call);
@@ -166,11 +290,62 @@ static VALUE fw_rb_admit(VALUE handle, VALUE tenant, VALUE route, VALUE method, 
       if (!call.ran) rb_thread_check_ints();
     }
   }
-  RB_GC_GUARD(tenant);
-  RB_GC_GUARD(route);
-  RB_GC_GUARD(method);
+  RB_GC_GUARD(q.tenant);
+  RB_GC_GUARD(q.peer);
+  RB_GC_GUARD(q.route);
+  RB_GC_GUARD(q.method);
+  if (q.tmp) rb_free_tmp_buffer(&q.tmp);
   if (call.rc != FW_OK) fw_rb_raise(call.rc);
   return fw_rb_decision_new(&out, handle);
+}
+
+/* The tenant id the core would use for the request (fw_tenant_key). It never waits: the GVL stays. */
+static VALUE fw_rb_tenant_key(VALUE handle, VALUE tenant, VALUE headers, VALUE peer) {
+  fw_rb_handle *h = (fw_rb_handle *)fw_rb_unwrap(handle, SWIGTYPE_p_fw_rb_handle);
+  fw_rb_request q = {FW_REQUEST_INIT, Qnil, Qnil, Qnil, Qnil, 0};
+  fw_rb_request_tenant(&q, tenant, headers, peer, false);
+  fw_rb_request_point(&q);
+  fw_buf buf = FW_BUF_INIT;
+  int rc = fw_tenant_key(fw_rb_client(h), &q.r, &buf);
+  RB_GC_GUARD(q.tenant);
+  RB_GC_GUARD(q.peer);
+  if (q.tmp) rb_free_tmp_buffer(&q.tmp);
+  if (rc != FW_OK) {
+    fw_buf_dispose(&buf);
+    fw_rb_raise(rc);
+  }
+  VALUE key = rb_utf8_str_new(buf.ptr ? buf.ptr : "", (long)buf.size);
+  fw_buf_dispose(&buf);
+  return key;
+}
+
+/* A Rack env's request headers as a Hash of header names: HTTP_X_API_KEY -> "x-api-key" (frozen,
+   interned names), the env's own value Strings. CONTENT_TYPE and CONTENT_LENGTH are left out (no
+   tenant comes from them), and so is any entry whose key or value is not a String. */
+static int fw_rb_rack_header(VALUE key, VALUE value, VALUE out) {
+  if (!RB_TYPE_P(key, T_STRING) || !RB_TYPE_P(value, T_STRING)) return ST_CONTINUE;
+  long len = RSTRING_LEN(key);
+  const char *k = RSTRING_PTR(key);
+  if (len <= 5 || memcmp(k, "HTTP_", 5) != 0) return ST_CONTINUE;
+  char small[128];
+  VALUE heap = 0;
+  char *name = len - 5 <= (long)sizeof small ? small : (char *)rb_alloc_tmp_buffer(&heap, len - 5);
+  k = RSTRING_PTR(key); /* the allocation may have run the GC, which may have moved an embedded key */
+  for (long i = 5; i < len; i++) {
+    char c = k[i];
+    name[i - 5] = c == '_' ? '-' : (c >= 'A' && c <= 'Z' ? (char)(c + 32) : c);
+  }
+  VALUE interned = rb_enc_interned_str(name, len - 5, rb_utf8_encoding());
+  if (heap) rb_free_tmp_buffer(&heap);
+  rb_hash_aset(out, interned, value);
+  return ST_CONTINUE;
+}
+
+static VALUE fw_rb_rack_headers(VALUE env) {
+  Check_Type(env, T_HASH);
+  VALUE out = rb_hash_new();
+  rb_hash_foreach(env, fw_rb_rack_header, out);
+  return out;
 }
 
 typedef struct fw_rb_release_call {
@@ -196,17 +371,23 @@ static int fw_rb_release(fw_rb_handle *h, fw_ticket ticket) {
   return FW_OK;
 }
 
-static fw_rb_handle *new_fw_rb_handle(const char *policy_json, bool blocking) {
+static fw_rb_handle *new_fw_rb_handle(const char *policy_json) {
   fw_client *c = NULL;
   int rc = fw_client_new(&c, policy_json);
   if (rc != FW_OK) fw_rb_raise(rc);
+  int can_block = 1;
+  rc = fw_client_can_block(c, &can_block);
+  if (rc != FW_OK) {
+    fw_client_free(c);
+    fw_rb_raise(rc);
+  }
   fw_rb_handle *h = (fw_rb_handle *)calloc(1, sizeof *h);
   if (!h) {
     fw_client_free(c);
     rb_raise(rb_eNoMemError, "floodwall: out of memory");
   }
   h->client = c;
-  h->blocking = blocking;
+  h->blocking = can_block != 0;
   return h;
 }
 
@@ -225,37 +406,110 @@ static bool fw_rb_handle_closed_p(fw_rb_handle *h) {
   return h->closed;
 }
 
-/* The core's headers as a Hash, built here: splitting the formatted text in Ruby (String#split per line,
-   then to_h) cost five times the formatting itself. Names are frozen, interned strings, which Hash#[]=
-   takes without copying; lowercase gives Rack 3's lower-case names. */
-static VALUE fw_rb_headers(VALUE decision, VALUE lowercase) {
-  fw_rb_decision *rd = (fw_rb_decision *)fw_rb_unwrap(decision, SWIGTYPE_p_fw_decision);
-  fw_buf buf = FW_BUF_INIT;
-  int rc = fw_format_headers(fw_rb_client((fw_rb_handle *)DATA_PTR(rd->handle)), &rd->d, &buf);
-  if (rc != FW_OK) fw_rb_raise(rc);
-  VALUE out = rb_hash_new();
-  const char *p = buf.ptr, *end = buf.ptr + buf.size;
-  while (p && p < end) {
-    const char *eol = (const char *)memchr(p, '\r', (size_t)(end - p));
-    if (!eol) eol = end;
-    const char *colon = (const char *)memchr(p, ':', (size_t)(eol - p));
-    if (colon && colon + 1 < eol && colon[1] == ' ') {
-      char name[64];
-      size_t n = (size_t)(colon - p);
-      if (RTEST(lowercase) && n <= sizeof name) {
-        for (size_t i = 0; i < n; i++) name[i] = (char)(p[i] >= 'A' && p[i] <= 'Z' ? p[i] + 32 : p[i]);
-        rb_hash_aset(out, rb_enc_interned_str(name, (long)n, rb_utf8_encoding()),
-                     rb_utf8_str_new(colon + 2, eol - colon - 2));
-      } else {
-        VALUE key = RTEST(lowercase) ? rb_funcall(rb_utf8_str_new(p, (long)n), rb_intern("downcase"), 0)
-                                     : rb_enc_interned_str(p, (long)n, rb_utf8_encoding());
-        rb_hash_aset(out, rb_obj_freeze(key), rb_utf8_str_new(colon + 2, eol - colon - 2));
+static bool fw_rb_handle_blocking_p(fw_rb_handle *h) {
+  return h->blocking;
+}
+
+/* The core's response for a decision (fw_format_response) as [headers, content_type, body]: headers a
+   Hash built here from the name/value pairs in the core's order, names frozen and interned (Hash#[]=
+   takes them without copying), values frozen; lowercase gives Rack 3's lower-case names. content_type
+   and body are nil for an allowed decision. */
+typedef struct fw_rb_response_call {
+  fw_response r;
+  VALUE lowercase;
+} fw_rb_response_call;
+
+static VALUE fw_rb_response_build(VALUE p) {
+  const fw_rb_response_call *call = (const fw_rb_response_call *)p;
+  const fw_response *r = &call->r;
+  VALUE headers = rb_hash_new();
+  for (size_t i = 0; i < r->header_count; i++) {
+    const fw_header *f = &r->headers[i];
+    VALUE name;
+    char lower[64];
+    if (RTEST(call->lowercase) && f->name_len <= sizeof lower) {
+      for (size_t j = 0; j < f->name_len; j++) {
+        char c = f->name[j];
+        lower[j] = c >= 'A' && c <= 'Z' ? (char)(c + 32) : c;
       }
+      name = rb_enc_interned_str(lower, (long)f->name_len, rb_utf8_encoding());
+    } else if (RTEST(call->lowercase)) {
+      name = rb_funcall(rb_utf8_str_new(f->name, (long)f->name_len), rb_intern("downcase"), 0);
+      name = rb_obj_freeze(name);
+    } else {
+      name = rb_enc_interned_str(f->name, (long)f->name_len, rb_utf8_encoding());
     }
-    p = eol + 2; /* past "\r\n" */
+    rb_hash_aset(headers, name, rb_obj_freeze(rb_utf8_str_new(f->value, (long)f->value_len)));
   }
-  fw_buf_dispose(&buf);
-  return out;
+  VALUE content_type = r->content_type && r->content_type[0]
+                           ? rb_enc_interned_str(r->content_type, (long)strlen(r->content_type), rb_utf8_encoding())
+                           : Qnil;
+  VALUE body = r->body && r->body_len ? rb_obj_freeze(rb_utf8_str_new(r->body, (long)r->body_len)) : Qnil;
+  return rb_ary_new_from_args(3, headers, content_type, body);
+}
+
+static VALUE fw_rb_response_dispose(VALUE p) {
+  fw_response_dispose(&((fw_rb_response_call *)p)->r);
+  return Qnil;
+}
+
+static VALUE fw_rb_response(VALUE decision, VALUE lowercase) {
+  fw_rb_decision *rd = (fw_rb_decision *)fw_rb_unwrap(decision, SWIGTYPE_p_fw_decision);
+  fw_client *c = fw_rb_client((fw_rb_handle *)DATA_PTR(rd->handle));
+  fw_rb_response_call call = {FW_RESPONSE_INIT, lowercase};
+  int rc = fw_format_response(c, &rd->d, &call.r);
+  if (rc != FW_OK) {
+    fw_response_dispose(&call.r);
+    fw_rb_raise(rc);
+  }
+  return rb_ensure(fw_rb_response_build, (VALUE)&call, fw_rb_response_dispose, (VALUE)&call);
+}
+
+/* A whole number for an unsigned field of the core: a negative one must not wrap around. */
+static unsigned fw_rb_unsigned(VALUE v, const char *field) {
+  if (!RB_INTEGER_TYPE_P(v)) rb_raise(rb_eTypeError, "%s: must be an Integer, not %s", field, rb_obj_classname(v));
+  if (FIXNUM_P(v) ? FIX2LONG(v) < 0 : RTEST(rb_funcall(v, rb_intern("negative?"), 0))) {
+    char message[96];
+    snprintf(message, sizeof message, "%s: must not be negative", field);
+    fw_rb_raise_message(FW_EINVAL, message);
+  }
+  unsigned long long n = NUM2ULL(v);
+  if (n > UINT_MAX) rb_raise(rb_eRangeError, "%s: %llu is too big", field, n);
+  return (unsigned)n;
+}
+
+/* FW_BACKOFF_INIT, the one set of defaults of every language: [base_s, cap_s, attempts]. */
+static VALUE fw_rb_backoff_defaults(void) {
+  fw_backoff b = FW_BACKOFF_INIT;
+  return rb_ary_new_from_args(3, DBL2NUM(b.base_s), DBL2NUM(b.cap_s), UINT2NUM(b.attempts));
+}
+
+/* fw_backoff_delay: seconds before retry number `attempt`; retry_after_s < 0 (or nil) means none. */
+static VALUE fw_rb_backoff_delay(VALUE base_s, VALUE cap_s, VALUE attempts, VALUE attempt, VALUE retry_after_s,
+                                 VALUE random01) {
+  fw_backoff b = FW_BACKOFF_INIT;
+  b.base_s = NUM2DBL(base_s);
+  b.cap_s = NUM2DBL(cap_s);
+  b.attempts = fw_rb_unsigned(attempts, "backoff.attempts");
+  unsigned n = fw_rb_unsigned(attempt, "attempt");
+  double retry_after = NIL_P(retry_after_s) ? -1.0 : NUM2DBL(retry_after_s);
+  double random = NUM2DBL(random01);
+  double out = 0.0;
+  int rc = fw_backoff_delay(&b, n, retry_after, random, &out);
+  if (rc != FW_OK) fw_rb_raise(rc);
+  return DBL2NUM(out);
+}
+
+/* fw_parse_retry_after: a Retry-After value in seconds from now_unix_s, or nil when it is neither
+   delay-seconds nor an HTTP-date. */
+static VALUE fw_rb_parse_retry_after(VALUE value, VALUE now_unix_s) {
+  StringValue(value);
+  double now = NUM2DBL(now_unix_s);
+  double out = 0.0;
+  int rc = fw_parse_retry_after(RSTRING_PTR(value), (size_t)RSTRING_LEN(value), now, &out);
+  if (rc == FW_EINVAL) return Qnil;
+  if (rc != FW_OK) fw_rb_raise(rc);
+  return DBL2NUM(out);
 }
 %}
 
@@ -264,22 +518,38 @@ static VALUE fw_rb_headers(VALUE decision, VALUE lowercase) {
 %rename(Decision) fw_decision;
 %rename(Handle) fw_rb_handle;
 %rename("closed?") fw_rb_handle::closed_p;
+%rename("blocking?") fw_rb_handle::blocking_p;
 
-/* Wrapped by hand above, or not for Ruby at all. */
+/* Wrapped by hand above, or not for Ruby at all. The text formatters (fw_format_headers, fw_format_body)
+   are left out: fw_format_response gives the same as pairs, which no one has to parse. */
 %ignore fw_client_new;
 %ignore fw_client_free;
+%ignore fw_client_can_block;
 %ignore fw_admit;
 %ignore fw_admit_async;
+%ignore fw_admit_async2;
 %ignore fw_admit_cb;
 %ignore fw_release;
+%ignore fw_tenant_key;
 %ignore fw_error;
 %ignore fw_error_last;
 %ignore fw_buf;
 %ignore fw_buf_dispose;
+%ignore fw_header;
 %ignore fw_request;
+%ignore fw_response;
+%ignore fw_format_headers;
+%ignore fw_format_body;
+%ignore fw_format_response;
+%ignore fw_response_dispose;
+%ignore fw_backoff;
+%ignore fw_backoff_delay;
+%ignore fw_parse_retry_after;
 %ignore FW_REQUEST_INIT;
 %ignore FW_DECISION_INIT;
 %ignore FW_BUF_INIT;
+%ignore FW_RESPONSE_INIT;
+%ignore FW_BACKOFF_INIT;
 %ignore FW_EXTERN;
 
 %include <stdint.i>
@@ -287,8 +557,8 @@ static VALUE fw_rb_headers(VALUE decision, VALUE lowercase) {
 /* Every int that a fw_* function returns is a status: raise on failure (fw_rb_raise), else return the
    out parameter (below) or nil. */
 %typemap(out) int fw_limiter_from_name, int fw_mode_from_name, int fw_set_mode, int fw_get_mode,
-              int fw_report_utilization, int fw_shedding_amount, int fw_format_headers, int fw_format_body,
-              int fw_metrics_json, int fw_metrics_prometheus, int fw_rb_release
+              int fw_report_utilization, int fw_shedding_amount, int fw_metrics_json, int fw_metrics_prometheus,
+              int fw_rb_release
   "if ($1 != FW_OK) fw_rb_raise($1); $result = Qnil;"
 
 /* The client parameter of every entry point is a Native::Handle; a closed one raises Floodwall::ClosedError. */
@@ -297,12 +567,6 @@ static VALUE fw_rb_headers(VALUE decision, VALUE lowercase) {
 }
 %typemap(in) fw_rb_handle *h, struct fw_rb_handle *self "$1 = (fw_rb_handle *)fw_rb_unwrap($input, $descriptor(fw_rb_handle *));"
 %typemap(in) struct fw_decision *self "$1 = (fw_decision *)fw_rb_unwrap($input, $descriptor(fw_decision *));"
-/* The formatter takes the decision alone: the client is the one that made it. */
-%typemap(in) (fw_client *c, const fw_decision *d) {
-  fw_rb_decision *rd = (fw_rb_decision *)fw_rb_unwrap($input, $descriptor(fw_decision *));
-  $1 = fw_rb_client((fw_rb_handle *)DATA_PTR(rd->handle));
-  $2 = &rd->d;
-}
 
 /* Out parameters come back as return values. */
 %typemap(in, numinputs=0) fw_buf *out (fw_buf buf = FW_BUF_INIT) "$1 = &buf;"
@@ -339,6 +603,7 @@ static VALUE fw_rb_headers(VALUE decision, VALUE lowercase) {
 %immutable fw_decision::concurrency_limit;
 %immutable fw_decision::concurrency_remaining;
 %immutable fw_decision::ticket;
+%immutable fw_decision::cost;
 %nodefaultctor fw_decision;
 
 %include "floodwall.h"
@@ -347,13 +612,23 @@ typedef struct fw_rb_handle {
 } fw_rb_handle;
 
 %extend fw_rb_handle {
-  fw_rb_handle(const char *policy_json, bool blocking);
+  fw_rb_handle(const char *policy_json);
   ~fw_rb_handle();
   void close();
   bool closed_p();
+  bool blocking_p();
 }
 
-/* Declared as methods of Native, taking the handle first like the rest of the C ABI. */
-VALUE fw_rb_admit(VALUE handle, VALUE tenant, VALUE route, VALUE method, VALUE cost, VALUE critical, VALUE sandbox);
+/* Declared as methods of Native, taking the handle first like the rest of the C ABI. Native.admit's
+   headers and peer may be left out (a tenant String given): one wrapper that counts its arguments. */
+%feature("compactdefaultargs") fw_rb_admit;
+VALUE fw_rb_admit(VALUE handle, VALUE tenant, VALUE route, VALUE method, VALUE cost, VALUE critical, VALUE sandbox,
+                  VALUE headers = Qnil, VALUE peer = Qnil);
+VALUE fw_rb_tenant_key(VALUE handle, VALUE tenant, VALUE headers, VALUE peer);
+VALUE fw_rb_rack_headers(VALUE env);
 int fw_rb_release(fw_rb_handle *h, fw_ticket ticket);
-VALUE fw_rb_headers(VALUE decision, VALUE lowercase);
+VALUE fw_rb_response(VALUE decision, VALUE lowercase);
+VALUE fw_rb_backoff_defaults(void);
+VALUE fw_rb_backoff_delay(VALUE base_s, VALUE cap_s, VALUE attempts, VALUE attempt, VALUE retry_after_s,
+                          VALUE random01);
+VALUE fw_rb_parse_retry_after(VALUE value, VALUE now_unix_s);

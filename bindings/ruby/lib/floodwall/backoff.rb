@@ -1,39 +1,46 @@
 # frozen_string_literal: true
 
-require "time"
-
 module Floodwall
-  # Retries for the callers of a floodwall-protected service: exponential backoff with full jitter
-  # (a random delay in [0, min(cap, base * 2**attempt)], so that rejected clients do not come back in
-  # step), never earlier than the server's Retry-After.
+  # Retries for the callers of a floodwall-protected service: capped exponential backoff with full jitter
+  # (a random delay in [0, min(cap, base * 2**attempt)), so that rejected clients do not come back in
+  # step), never earlier than the server's Retry-After. The numbers are the core's (fw_backoff_delay,
+  # fw_parse_retry_after), the same in every language, and so are the defaults (FW_BACKOFF_INIT: base 0.1 s,
+  # cap 20 s, 5 attempts); the loop and the sleeping are Ruby's.
   #
   #   backoff = Floodwall::Backoff.new(base: 0.1, cap: 10, attempts: 5)
   #   response = backoff.run { Net::HTTP.get_response(uri) } # retried while it answers 429 or 503
   class Backoff
     RETRY_STATUSES = [429, 503].freeze
+    # The core's defaults (FW_BACKOFF_INIT): seconds, seconds, calls.
+    DEFAULT_BASE, DEFAULT_CAP, DEFAULT_ATTEMPTS = Native.backoff_defaults
 
     attr_reader :base, :cap, :attempts
 
-    # base, cap: seconds; attempts: calls in all, the first one included. random and sleeper are there
-    # for tests and for callers with their own clock.
-    def initialize(base: 0.1, cap: 10.0, attempts: 5, random: Random.new, sleeper: ->(s) { sleep(s) })
-      raise ArgumentError, "base: must be positive" unless base.is_a?(Numeric) && base.positive?
-      raise ArgumentError, "cap: must be at least base" unless cap.is_a?(Numeric) && cap >= base
-      raise ArgumentError, "attempts: must be a positive Integer" unless attempts.is_a?(Integer) && attempts.positive?
+    # base, cap: seconds; attempts: calls in all, the first one included. random (anything with #rand
+    # giving a Float in [0, 1)) and sleeper are there for tests and for callers with their own clock.
+    # Bad settings raise an ArgumentError naming the setting (the core's checks: base > 0, cap >= base,
+    # attempts >= 1).
+    def initialize(base: DEFAULT_BASE, cap: DEFAULT_CAP, attempts: DEFAULT_ATTEMPTS, random: Random.new,
+                   sleeper: ->(s) { sleep(s) })
+      raise ArgumentError, "base: must be a number" unless base.is_a?(Numeric)
+      raise ArgumentError, "cap: must be a number" unless cap.is_a?(Numeric)
+      raise ArgumentError, "attempts: must be an Integer" unless attempts.is_a?(Integer)
 
       @base = base.to_f
       @cap = cap.to_f
       @attempts = attempts
+      Native.backoff_delay(@base, @cap, @attempts, 0, nil, 0.0) # the core checks the settings
       @random = random
       @sleeper = sleeper
     end
 
-    # Seconds to wait before retry number `attempt` (0 for the first retry). retry_after: the server's
-    # Retry-After (seconds or an HTTP date), honoured as a floor, with the jitter added on top of it.
+    # Seconds to wait before retry number `attempt` (0 for the first retry), as the core computes it:
+    # max(Retry-After, 0) + random * min(cap, base * 2**attempt), with random from the random: object.
+    # retry_after: the server's Retry-After (seconds, or a header value: delay-seconds or an HTTP date),
+    # honoured as a floor with the jitter on top of it; nil (or one that does not parse) for none.
     def delay(attempt, retry_after: nil)
-      jitter = @random.rand * [@cap, @base * (2**attempt)].min
-      floor = self.class.retry_after_seconds(retry_after)
-      floor ? floor + jitter : jitter
+      floor = retry_after.is_a?(Numeric) ? retry_after : self.class.retry_after_seconds(retry_after)
+      Native.backoff_delay(@base, @cap, @attempts, attempt, floor, @random.rand)
     end
 
     # Calls the block (with the attempt number) until its response is not a 429 or 503, or the attempts
@@ -51,18 +58,14 @@ module Floodwall
       end
     end
 
-    # Retry-After as seconds: delta-seconds or an HTTP date; nil when absent or unreadable.
+    # Retry-After as seconds (never negative), parsed by the core: delay-seconds or an HTTP date
+    # (IMF-fixdate, RFC 850 or asctime) counted from now (a Time, or Unix seconds); nil when absent or
+    # unparseable. A Numeric is taken as seconds already.
     def self.retry_after_seconds(value, now: Time.now)
       case value
       when nil then nil
       when Numeric then [value.to_f, 0.0].max
-      when /\A\s*\d+\s*\z/ then value.to_f
-      else
-        begin
-          [Time.httpdate(value.to_s.strip) - now, 0.0].max
-        rescue ArgumentError
-          nil
-        end
+      else Native.parse_retry_after(value.to_s, now.to_f)
       end
     end
 

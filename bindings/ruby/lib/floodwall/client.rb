@@ -4,13 +4,15 @@ require "json"
 require "pathname"
 
 module Floodwall
-  # A floodwall client: one policy, one store ("memory://" or "redis://host:port/db"). Thread-safe; share
-  # one per process. Admits release the GVL while they wait on Redis, so server threads run in parallel.
+  # A floodwall client: one policy, one store ("memory://", "shm://NAME" or "redis://host:port/db").
+  # Thread-safe; share one per process. Admits release the GVL while they wait on Redis, so server threads
+  # run in parallel.
   #
   #   fw = Floodwall::Client.new(request_rate: { rate: 100, burst: 500 }, concurrency: { limit: 20 })
   #   fw.admit(tenant: "acme", route: "/stops", method: "POST", cost: 3) do |decision|
   #     decision.allowed? ? serve : reject(decision.status, decision.headers, decision.body)
   #   end # the block form always releases
+  #   fw.admit(headers: [["Authorization", "Bearer t0k3n"]], peer: "203.0.113.7") # the core derives the tenant
   class Client
     DEFER = { Object => :never }.freeze # Thread.handle_interrupt masks: see #admit
     DELIVER = { Object => :immediate }.freeze
@@ -31,24 +33,35 @@ module Floodwall
     # policy: a Hash (symbol or string keys), a JSON document, or the path of a JSON file. A bad policy
     # raises Floodwall::PolicyError naming the field.
     def initialize(policy)
-      json = policy_json(policy)
-      @waits = !memory_store?(json)
-      @handle = Native::Handle.new(json, @waits)
+      @handle = Native::Handle.new(policy_json(policy))
+      # Whether admits can wait on I/O (a Redis store), as the core says (fw_client_can_block): only then
+      # do they give up the GVL and take the interrupt-deferring path below.
+      @waits = @handle.blocking?
     end
 
-    # Decides one request. tenant is any non-empty String (binary-safe); route is the route family
-    # (nil: the default route); cost is the tokens it costs. With a block: yields the Decision, releases
-    # it afterwards whatever happens, and returns the block's value.
+    # Decides one request. With a block: yields the Decision, releases it afterwards whatever happens,
+    # and returns the block's value.
+    #
+    # The tenant: a String (any bytes; "" is the anonymous tenant, limited like any other), or nil to
+    # let the core derive it from the request's headers and peer address as the policy's "tenant"
+    # section says (by default a hashed Bearer token or X-API-Key, else "ip:<peer>", else "anonymous"),
+    # the same in every language. headers: the request's header fields, an Array of [name, value] pairs
+    # (in arrival order, repeats allowed, any case) or a Hash; peer: the connection's peer address
+    # (Rack's REMOTE_ADDR). Both are read only when tenant is nil. route is the route family (nil: the
+    # default route); cost is the tokens it costs.
     #
     # On Redis, an exception sent from another thread (Timeout, Rack::Timeout, Thread#raise or #kill)
     # while the admit waits is held until the decision is in hand, then raised with the decision given
     # back, so it cannot drop a decision that holds a slot. With a block, it is held until the block runs,
-    # and the release after the block cannot be cut short by it either. (The memory store never waits, so
-    # nothing can arrive during its admit, and it skips the masks: they would triple its cost.)
-    def admit(tenant:, route: nil, method: "GET", cost: 1, critical: false, sandbox: false, &block)
-      return admit_deferring_interrupts(tenant, route, method, cost, critical, sandbox, &block) if @waits
+    # and the release after the block cannot be cut short by it either. (The in-process stores never wait,
+    # so nothing can arrive during their admit, and they skip the masks: they would triple its cost.)
+    def admit(tenant: nil, headers: nil, peer: nil, route: nil, method: "GET", cost: 1, critical: false,
+              sandbox: false, &block)
+      if @waits
+        return admit_deferring_interrupts(tenant, headers, peer, route, method, cost, critical, sandbox, &block)
+      end
 
-      decision = Native.admit(@handle, tenant, route, method, cost, critical, sandbox)
+      decision = Native.admit(@handle, tenant, route, method, cost, critical, sandbox, headers, peer)
       return decision unless block_given?
 
       begin
@@ -56,6 +69,13 @@ module Floodwall
       ensure
         release(decision)
       end
+    end
+
+    # The tenant id that #admit would use for the same arguments: tenant itself when given, else the key
+    # the core derives from headers and peer ("key:<32 hex digits>" for a hashed credential,
+    # "ip:<address>", or "anonymous").
+    def tenant_key(tenant: nil, headers: nil, peer: nil)
+      Native.tenant_key(@handle, tenant, headers, peer)
     end
 
     # Gives back what a decision (or a ticket) holds. Idempotent, never fails.
@@ -112,9 +132,9 @@ module Floodwall
 
     # Client#admit on Redis: interrupts held while the admit waits and raised only where the decision
     # can still be given back.
-    def admit_deferring_interrupts(tenant, route, method, cost, critical, sandbox)
+    def admit_deferring_interrupts(tenant, headers, peer, route, method, cost, critical, sandbox)
       Thread.handle_interrupt(DEFER) do
-        decision = Native.admit(@handle, tenant, route, method, cost, critical, sandbox)
+        decision = Native.admit(@handle, tenant, route, method, cost, critical, sandbox, headers, peer)
         begin
           Thread.handle_interrupt(DELIVER) {} if Thread.pending_interrupt?
         rescue Exception # every exception, Interrupt included: give the decision back, then re-raise
@@ -129,15 +149,6 @@ module Floodwall
           release(decision)
         end
       end
-    end
-
-    # Admits give up the GVL only when they can wait on I/O: the embedded memory store (the default)
-    # answers in well under a microsecond, less than a GVL hand-over costs.
-    def memory_store?(json)
-      store = JSON.parse(json, allow_nan: true)["store"]
-      store.nil? || store.start_with?("memory")
-    rescue StandardError # not JSON, not an object, not a string: the core names the error
-      false
     end
 
     def policy_json(policy)

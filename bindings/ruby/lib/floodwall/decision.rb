@@ -2,8 +2,8 @@
 
 module Floodwall
   # The answer to one admit: the core's fw_decision itself (Native::Decision, made by Native.admit), with
-  # Ruby names on top. Its headers and body come from the core's formatter, so that every language
-  # answers with the same bytes.
+  # Ruby names on top. Its headers, content type and body come from the core's formatter
+  # (fw_format_response), so that every language answers with the same bytes.
   Decision = Native::Decision
 
   class Decision
@@ -12,8 +12,9 @@ module Floodwall
     private_constant :LIMITERS
 
     # Also inherited from the native struct: status (200, 429 or 503), limit (the bucket's capacity),
-    # remaining (whole tokens left), rate (tokens/s), concurrency_limit, concurrency_remaining, and
-    # ticket (what Client#release gives back; 0 when nothing is held).
+    # remaining (whole tokens left), rate (tokens/s), concurrency_limit, concurrency_remaining, cost (the
+    # tokens the request asked for, 0 counted as 1), and ticket (what Client#release gives back; 0 when
+    # nothing is held).
 
     def allowed?
       allowed != 0
@@ -56,28 +57,41 @@ module Floodwall
       retry_after_s
     end
 
-    # The response headers, in the core's order: {"RateLimit-Policy" => ..., ..., "Retry-After" => ...}.
+    # The response headers, in the core's order (fw_format_response): a frozen Hash {"RateLimit-Policy" =>
+    # ..., "RateLimit" => ..., "RateLimit-Limit" => ..., "RateLimit-Remaining" => ..., "RateLimit-Reset" =>
+    # ..., "Retry-After" => ...} (Retry-After on a rejection only).
     def headers
-      @headers ||= Native.headers(self, false).freeze
+      response[0]
     end
 
-    # The JSON body of a rejection (429 or 503); nil for an allowed decision.
-    def body
-      return @body if defined?(@body)
+    # The Content-Type of a rejection's body ("application/json", or "application/problem+json" with the
+    # policy's "body_format": "problem+json"); nil for an allowed decision.
+    def content_type
+      response[1]
+    end
 
-      text = Native.format_body(self)
-      @body = text.empty? ? nil : text.freeze
+    # The body of a rejection (429 or 503), as the core wrote it; nil for an allowed decision.
+    def body
+      response[2]
     end
 
     def to_h
       { allowed: allowed?, status: status, limiter: limiter, dark_limiter: dark_limiter,
         failed_open: failed_open?, degraded: degraded?, fail_reason: fail_reason, limit: limit, remaining: remaining, reset: reset,
         retry_after: retry_after, rate: rate, concurrency_limit: concurrency_limit,
-        concurrency_remaining: concurrency_remaining, ticket: ticket }
+        concurrency_remaining: concurrency_remaining, cost: cost, ticket: ticket }
     end
 
     def inspect
       "#<Floodwall::Decision #{to_h.map { |k, v| "#{k}=#{v.inspect}" }.join(" ")}>"
+    end
+
+    private
+
+    # [headers, content_type, body] from the core's formatter, made once: the client that made the
+    # decision formats it (a closed one raises Floodwall::ClosedError).
+    def response
+      @response ||= Native.response(self, false).tap { |r| r[0].freeze }.freeze
     end
   end
 end

@@ -21,7 +21,7 @@ module Floodwall
     include Error
   end
 
-  # A bad argument: an empty tenant, a cost above the burst, an unknown limiter or mode (FW_EINVAL).
+  # A bad argument: a cost above the burst, an unknown limiter or mode, a bad backoff setting (FW_EINVAL).
   class InvalidArgumentError < ArgumentError
     include Error
   end

@@ -7,26 +7,54 @@ require "rack/body_proxy"
 module Floodwall
   # Rack middleware:
   #
-  #   use Floodwall::Rack, client: fw, key: ->(env) { env["HTTP_X_API_KEY"] }
+  #   use Floodwall::Rack, client: fw                      # the core derives each request's tenant
+  #   use Floodwall::Rack, client: fw, skip: ->(env) { env["PATH_INFO"] == "/health" },
+  #                        on_reject: ->(env, d) { [d.status, { "Content-Type" => "text/plain" }, ["slow down\n"]] }
   #
-  # key: the tenant of a request (default: the client's address); nil or "" (a missing or empty API key
-  # header, say) lets the request through without a decision, as the core refuses an empty tenant.
-  # route, cost, critical, sandbox: a value, or a callable that gets the env.
-  # Every decided response carries the core's limit headers; a rejection is answered here with 429/503,
-  # the core's JSON body and Retry-After. The ticket is released exactly once: when the response body is
-  # closed (as a Rack server does at the end of the response, on a client abort, or when a body is closed
-  # early), or at once when the app raises.
+  # The tenant: by default the core derives it from the request's headers (the env's HTTP_* entries,
+  # turned back into header names) and its peer address (REMOTE_ADDR), as the policy's "tenant" section
+  # says: a hashed Bearer token or X-API-Key, else "ip:<address>" (X-Forwarded-For only from the policy's
+  # trusted_proxies), else "anonymous". This is the same key as Python's and Node's middleware make, so
+  # one caller lands in one bucket behind every service of a fleet.
+  #
+  # Options:
+  #   key:       ->(env) { tenant } to choose the tenant yourself. nil means "the core's derivation"; ""
+  #              is the anonymous tenant, limited as one tenant (never skipped); anything else is
+  #              turned into a String (to_s).
+  #   skip:      ->(env) { true } lets a request through undecided (health checks, internal callers):
+  #              no admit, no limit headers.
+  #   on_reject: ->(env, decision) { [status, headers, body] } builds the response to a rejection; the
+  #              decision's limit headers are added to what it returns unless it set them itself.
+  #   route, cost, critical, sandbox: a value, or a callable that gets the env.
+  # Every decided response carries the core's limit headers; a rejection is answered (unless on_reject
+  # does) with the decision's status (429/503), the core's body and its Content-Type, and Retry-After.
+  # The ticket is released exactly once: when the response body is closed (as a Rack server does at the
+  # end of the response, on a client abort, or when a body is closed early), or at once when the app
+  # raises.
   class Rack
     # Rack 3 wants lower-case header names; Rack 2 takes the formatter's names as they are.
     LOWERCASE = Gem::Version.new(::Rack.release) >= Gem::Version.new("3")
     CONTENT_TYPE = LOWERCASE ? "content-type" : "Content-Type"
     CONTENT_LENGTH = LOWERCASE ? "content-length" : "Content-Length"
 
-    def initialize(app, client:, key: ->(env) { env["REMOTE_ADDR"] }, route: nil, cost: 1, critical: false,
+    # The request's header fields of a Rack env, as the core wants them for its tenant derivation: a Hash
+    # of lower-case header names (HTTP_X_API_KEY -> "x-api-key") to the env's values. CONTENT_TYPE and
+    # CONTENT_LENGTH are left out. For a key: callable of your own that wants the core's key for part of
+    # the traffic: fw.tenant_key(headers: Floodwall::Rack.headers(env), peer: env["REMOTE_ADDR"]).
+    def self.headers(env)
+      Native.rack_headers(env)
+    end
+
+    def initialize(app, client:, key: nil, skip: nil, on_reject: nil, route: nil, cost: 1, critical: false,
                    sandbox: false)
+      { key: key, skip: skip, on_reject: on_reject }.each do |name, hook|
+        raise ArgumentError, "#{name}: must respond to #call" unless hook.nil? || hook.respond_to?(:call)
+      end
       @app = app
       @client = client
       @key = key
+      @skip = skip
+      @on_reject = on_reject
       @route = route
       @cost = cost
       @critical = critical
@@ -34,13 +62,10 @@ module Floodwall
     end
 
     def call(env)
-      tenant = @key.call(env)&.to_s
-      return @app.call(env) if tenant.nil? || tenant.empty?
+      return @app.call(env) if @skip&.call(env)
 
-      decision = @client.admit(tenant: tenant, route: option(@route, env), method: env["REQUEST_METHOD"],
-                               cost: option(@cost, env), critical: option(@critical, env),
-                               sandbox: option(@sandbox, env))
-      return reject(decision) unless decision.allowed?
+      decision = admit(env)
+      return reject(env, decision) unless decision.allowed?
 
       begin
         status, headers, body = @app.call(env)
@@ -56,20 +81,41 @@ module Floodwall
 
     private
 
+    def admit(env)
+      tenant = @key&.call(env)
+      options = { route: option(@route, env), method: env["REQUEST_METHOD"], cost: option(@cost, env),
+                  critical: option(@critical, env), sandbox: option(@sandbox, env) }
+      if tenant.nil? # the core's derivation, from the same inputs as in every language
+        @client.admit(headers: Native.rack_headers(env), peer: env["REMOTE_ADDR"], **options)
+      else
+        @client.admit(tenant: tenant.to_s, **options)
+      end
+    end
+
     def option(value, env)
       value.respond_to?(:call) ? value.call(env) : value
     end
 
     def limit_headers(decision)
-      LOWERCASE ? Native.headers(decision, true) : decision.headers
+      LOWERCASE ? Native.response(decision, true)[0] : decision.headers
     end
 
     # A rejection holds no slot (its ticket is 0), so there is nothing to release.
-    def reject(decision)
-      body = decision.body
-      headers = limit_headers(decision).merge(CONTENT_TYPE => "application/json",
-                                              CONTENT_LENGTH => body.bytesize.to_s)
-      [decision.status, headers, [body]]
+    def reject(env, decision)
+      return custom_reject(env, decision) if @on_reject
+
+      headers, content_type, body =
+        LOWERCASE ? Native.response(decision, true) : [decision.headers, decision.content_type, decision.body]
+      [decision.status, headers.merge(CONTENT_TYPE => content_type, CONTENT_LENGTH => body.bytesize.to_s), [body]]
+    end
+
+    # on_reject's response, with the limit headers it did not set (names compared without case).
+    def custom_reject(env, decision)
+      status, headers, body = @on_reject.call(env, decision)
+      headers = headers.nil? || headers.frozen? ? (headers || {}).dup : headers
+      own = headers.keys.map { |name| name.to_s.downcase }
+      limit_headers(decision).each { |name, value| headers[name] = value unless own.include?(name.downcase) }
+      [status, headers, body]
     end
   end
 end

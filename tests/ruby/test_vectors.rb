@@ -1,0 +1,91 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+
+# tests/vectors.json, the vectors that the core, Python, Node and Ruby suites all check: every vector of
+# every section, through the gem's public API (Client#tenant_key, Client#admit and the Decision's
+# status, headers, content type and body, Backoff#delay, Backoff.retry_after_seconds). A missing file,
+# section or an empty section fails.
+class TestVectors < Minitest::Test
+  PATH = File.join(FloodwallTest::ROOT, "tests/vectors.json")
+  SECTIONS = %w[tenant_keys backoff retry_after decisions].freeze
+
+  # A random: for Floodwall::Backoff that always draws the vector's number.
+  Fixed = Struct.new(:rand)
+
+  def vectors
+    flunk "#{PATH} is missing" unless File.file?(PATH)
+    @vectors ||= JSON.parse(File.read(PATH))
+  end
+
+  def section(name)
+    list = vectors[name]
+    flunk "#{PATH}: no #{name.inspect} section" if list.nil?
+    assert_kind_of Array, list, "#{PATH}: #{name} should be a list"
+    refute_empty list, "#{PATH}: #{name} is empty"
+    list
+  end
+
+  def test_the_file_has_every_section
+    SECTIONS.each { |name| section(name) }
+  end
+
+  def test_tenant_keys
+    failures = section("tenant_keys").filter_map do |v|
+      policy = v.key?("tenant") ? { "tenant" => v["tenant"] } : {}
+      key = Floodwall::Client.open(policy) { |fw| fw.tenant_key(headers: v.fetch("headers"), peer: v.fetch("peer")) }
+      "#{v["name"]}: #{key.inspect}, expected #{v["key"].inspect}" unless key == v.fetch("key")
+    end
+    assert_empty failures, failures.join("\n")
+  end
+
+  def test_backoff
+    defaults = Floodwall::Backoff.new
+    failures = section("backoff").filter_map do |v|
+      backoff = Floodwall::Backoff.new(base: v.fetch("base_s", defaults.base), cap: v.fetch("cap_s", defaults.cap),
+                                       random: Fixed.new(v.fetch("random")))
+      retry_after = v.fetch("retry_after_s")
+      delay = backoff.delay(v.fetch("attempt"), retry_after: retry_after.negative? ? nil : retry_after)
+      "#{v.inspect}: #{delay}, expected #{v["delay_s"]}" unless (delay - v.fetch("delay_s")).abs <= 1e-9
+    end
+    assert_empty failures, failures.join("\n")
+  end
+
+  def test_retry_after
+    failures = section("retry_after").filter_map do |v|
+      seconds = Floodwall::Backoff.retry_after_seconds(v.fetch("value"), now: v.fetch("now"))
+      expected = v.fetch("seconds")
+      ok = expected.nil? ? seconds.nil? : !seconds.nil? && (seconds - expected).abs <= 1e-9
+      "#{v.inspect}: #{seconds.inspect}" unless ok
+    end
+    assert_empty failures, failures.join("\n")
+  end
+
+  def test_decisions
+    failures = section("decisions").flat_map do |c|
+      Floodwall::Client.open(c.fetch("policy")) { |fw| decide(fw, c) }
+    end
+    assert_empty failures, failures.join("\n")
+  end
+
+  private
+
+  # Admits the case's requests in order and returns its mismatches; each decision is released at once,
+  # or at the end of the case when the request says "hold".
+  def decide(fw, c)
+    held = []
+    requests = c.fetch("requests")
+    refute_empty requests, "#{c["name"]}: no requests"
+    requests.each_with_index.filter_map do |r, i|
+      who = r.key?("tenant") ? { tenant: r["tenant"] } : { headers: r["headers"], peer: r["peer"] }
+      d = fw.admit(**who, route: r["route"], method: r.fetch("method", "GET"), cost: r.fetch("cost", 1))
+      r["hold"] ? held << d : fw.release(d)
+      want = %w[status headers content_type body].to_h { |k| [k, r.fetch("expect").fetch(k)] }
+      got = { "status" => d.status, "headers" => d.headers.to_a, "content_type" => d.content_type.to_s,
+              "body" => d.body.to_s }
+      "#{c["name"]}, request #{i}:\n  got      #{got.inspect}\n  expected #{want.inspect}" unless got == want
+    end
+  ensure
+    held&.each { |d| fw.release(d) }
+  end
+end
