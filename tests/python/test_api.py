@@ -21,12 +21,13 @@ def test_first_admit_carries_the_seed_headers_in_order(make_client):
     assert d.allowed and d.status == 200 and d.limiter is None
     assert list(d.headers.items()) == [
         ("RateLimit-Policy", '"request_rate";q=500;w=5, "concurrency";q=20;qu="concurrent-requests"'),
-        ("RateLimit", '"request_rate";r=499;t=1, "concurrency";r=19'),
+        ("RateLimit", '"concurrency";r=19'),
         ("RateLimit-Limit", "500"),
         ("RateLimit-Remaining", "499"),
         ("RateLimit-Reset", "1"),
     ]
-    assert d.body == ""
+    assert d.body == "" and d.content_type == ""  # nothing to send for an allowed request
+    assert d.cost == 1
     assert (d.limit, d.remaining, d.reset, d.retry_after) == (500, 499, 1, 0)
     assert (d.concurrency_limit, d.concurrency_remaining) == (20, 19)
     assert d.ticket != 0 and not d.failed_open and d.fail_reason is None and d.dark_limiter is None
@@ -41,6 +42,7 @@ def test_a_drained_bucket_answers_429_with_retry_after_and_the_core_body(make_cl
     assert (d.allowed, d.status, d.limiter, d.remaining) == (False, 429, "request_rate", 0)
     assert d.retry_after >= 1 and d.headers["Retry-After"] == str(d.retry_after)
     assert list(d.headers)[-1] == "Retry-After"
+    assert d.content_type == "application/json"
     body = json.loads(d.body)
     assert body == {
         "error": {
@@ -61,6 +63,58 @@ def test_cost_spends_that_many_tokens(make_client):
     assert fw.admit("acme", cost=4).remaining == 6
     assert fw.admit("acme", cost=6).remaining == 0
     assert fw.admit("acme", cost=1).status == 429
+
+
+def test_a_weighted_rejection_names_its_cost_and_the_limit(make_client):
+    fw = make_client({"request_rate": {"rate": 1, "burst": 10}})
+    fw.admit("acme", cost=8)
+    d = fw.admit("acme", cost=5)
+    assert (d.status, d.cost) == (429, 5)
+    error = json.loads(d.body)["error"]
+    assert error["cost"] == 5 and error["limit"] == 10
+    assert "costs 5 tokens" in error["message"] and "1 tokens/second" in error["message"]
+    assert fw.admit("acme", cost=0).cost == 1  # 0 counts as 1
+
+
+def test_problem_json_bodies_carry_their_own_content_type(make_client):
+    fw = make_client({"request_rate": {"rate": 1, "burst": 1}, "body_format": "problem+json"})
+    assert fw.admit("acme").content_type == ""
+    d = fw.admit("acme")
+    assert d.content_type == "application/problem+json"
+    problem = json.loads(d.body)
+    assert problem["status"] == 429 and problem["type"].startswith("https://")
+    assert problem["retry_after"] == d.retry_after
+
+
+def test_the_core_derives_the_tenant_from_the_headers_and_the_peer(make_client):
+    fw = make_client({"request_rate": {"rate": 1, "burst": 2}})
+    bearer = fw.tenant_key(headers=[("Authorization", "Bearer tok")], peer="192.0.2.1")
+    assert bearer.startswith("key:") and len(bearer) == 4 + 32 and "tok" not in bearer
+    # The same token is one tenant whatever the peer, the header's case, str or bytes, or a mapping.
+    assert fw.tenant_key(headers=[(b"authorization", b"Bearer tok")], peer=b"198.51.100.9") == bearer
+    assert fw.tenant_key(headers={"AUTHORIZATION": "Bearer tok"}) == bearer
+    assert fw.tenant_key(headers=iter([("x-api-key", "tok")])) == bearer  # a secret is one tenant however sent
+    assert fw.tenant_key(peer="192.0.2.1") == "ip:192.0.2.1"
+    assert fw.tenant_key(peer="[::ffff:192.0.2.1]:443") == "ip:192.0.2.1"
+    assert fw.tenant_key() == "anonymous" == fw.tenant_key("")
+    assert fw.tenant_key("acme", headers=[("Authorization", "Bearer tok")]) == "acme"  # a given tenant wins
+    # admit() decides with that key.
+    assert fw.admit(headers=[("Authorization", "Bearer tok")], peer="192.0.2.1").remaining == 1
+    assert fw.admit(headers=[(b"x-api-key", b"tok")], peer="203.0.113.5").remaining == 0
+    assert fw.admit(bearer).status == 429
+    assert fw.admit(peer="192.0.2.1").remaining == 1
+
+
+def test_trusted_proxies_hand_the_key_to_the_forwarded_client(make_client):
+    fw = make_client({"tenant": {"trusted_proxies": ["10.0.0.0/8"]}})
+    xff = [("X-Forwarded-For", "198.51.100.7, 10.0.0.3")]
+    assert fw.tenant_key(headers=xff, peer="10.0.0.2") == "ip:198.51.100.7"
+    assert fw.tenant_key(headers=xff, peer="192.0.2.1") == "ip:192.0.2.1"  # an untrusted peer is the client
+
+
+def test_can_block_is_true_only_for_a_network_store(make_client, store):
+    fw = make_client({})
+    assert fw.can_block is store["store"].startswith("redis://")
 
 
 def test_tenants_have_separate_buckets_and_str_is_its_utf8_bytes(make_client):
@@ -197,6 +251,8 @@ def test_a_closed_client_refuses_further_calls():
         fw.admit("acme")
     with pytest.raises(floodwall.ClosedError):
         d.headers
+    with pytest.raises(floodwall.ClosedError):
+        fw.tenant_key(peer="192.0.2.1")
     d.release()  # releasing after close is harmless: the client holds nothing any more
     fw.close()  # idempotent
 

@@ -86,7 +86,7 @@ def test_a_200_carries_the_limit_headers(make_client, serve):
     assert r.status_code == 200 and r.json() == {"hello": "world"}
     assert limit_headers(r) == [
         ("ratelimit-policy", '"request_rate";q=500;w=5, "concurrency";q=20;qu="concurrent-requests"'),
-        ("ratelimit", '"request_rate";r=499;t=1, "concurrency";r=19'),
+        ("ratelimit", '"concurrency";r=19'),  # the policy closest to exhaustion
         ("ratelimit-limit", "500"),
         ("ratelimit-remaining", "499"),
         ("ratelimit-reset", "1"),
@@ -102,10 +102,10 @@ def test_a_429_has_the_exact_headers_and_the_core_body(make_client, serve):
     assert r.headers["content-type"] == "application/json"
     assert limit_headers(r) == [
         ("ratelimit-policy", '"request_rate";q=2;w=2'),
-        ("ratelimit", '"request_rate";r=0;t=2'),
+        ("ratelimit", '"request_rate";r=0;t=1'),  # on a 429, t is when a retry passes: Retry-After
         ("ratelimit-limit", "2"),
         ("ratelimit-remaining", "0"),
-        ("ratelimit-reset", "2"),
+        ("ratelimit-reset", "1"),
         ("retry-after", "1"),
     ]
     assert r.content == (
@@ -132,10 +132,10 @@ def test_a_503_from_the_fleet_shedder_has_the_exact_headers_and_the_core_body(ma
     assert r.status_code == 503 and r.headers["content-type"] == "application/json"
     assert limit_headers(r) == [  # a shed request spends no token of its tenant
         ("ratelimit-policy", '"request_rate";q=20;w=2'),
-        ("ratelimit", '"request_rate";r=20;t=0'),
+        ("ratelimit", '"request_rate";r=20;t=1'),  # never earlier than Retry-After
         ("ratelimit-limit", "20"),
         ("ratelimit-remaining", "20"),
-        ("ratelimit-reset", "0"),
+        ("ratelimit-reset", "1"),
         ("retry-after", "1"),
     ]
     assert r.content == FLEET_503_BODY
@@ -295,3 +295,138 @@ def test_wrapping_a_starlette_app_from_outside_routes_by_its_templates_too(make_
     routes = fw.metrics()["routes"]
     assert routes["/items/{item_id}"]["request_rate"]["allowed"] == 2
     assert routes["/v1/things/{n}"]["request_rate"]["allowed"] == 1
+
+
+# ------------------------------------------------------------------------- tenant keys and hooks
+
+
+def from_peer(server, peer: str) -> httpx.Client:
+    """An HTTP client whose connections come from `peer` (any 127.0.0.0/8 address is this host on Linux):
+    the server sees a different client address."""
+    return httpx.Client(base_url=server.url, transport=httpx.HTTPTransport(local_address=peer))
+
+
+def test_one_bearer_token_from_two_peers_is_one_bucket(make_client, serve):
+    server, _ = serve(make_client({"request_rate": {"rate": 0.001, "burst": 1}}))
+    token = {"Authorization": "Bearer shared-token"}
+    with from_peer(server, "127.0.0.2") as a, from_peer(server, "127.0.0.3") as b:
+        assert a.get("/hello", headers=token).status_code == 200
+        assert b.get("/hello", headers=token).status_code == 429  # another peer, the same credential
+        # Without a credential the peers are two tenants, so the peers did differ.
+        assert a.get("/hello").status_code == 200
+        assert b.get("/hello").status_code == 200
+        assert b.get("/hello").status_code == 429
+
+
+def test_the_core_derives_the_key_from_the_headers_and_the_peer(make_client, serve):
+    fw = make_client({"request_rate": {"rate": 0.001, "burst": 2}})
+    server, _ = serve(fw, key=None)  # None is the default: spelled out here
+    with from_peer(server, "127.0.0.4") as http:
+        http.get("/hello", headers={"X-API-Key": "k-1"})
+        http.get("/hello")
+    # The tenants the middleware used are the ones the core names for those headers and peers.
+    assert fw.admit(fw.tenant_key(headers=[(b"x-api-key", b"k-1")], peer="127.0.0.4")).remaining == 0
+    assert fw.admit(fw.tenant_key(peer="127.0.0.4")).remaining == 0
+    assert fw.tenant_key(peer="127.0.0.4") == "ip:127.0.0.4"
+
+
+def test_a_key_of_empty_string_is_one_anonymous_tenant(make_client, serve):
+    fw = make_client({"request_rate": {"rate": 0.001, "burst": 2}})
+    server, _ = serve(fw, key=lambda scope: "")
+    with from_peer(server, "127.0.0.2") as a, from_peer(server, "127.0.0.3") as b:
+        assert a.get("/hello", headers={"Authorization": "Bearer one"}).status_code == 200
+        r = b.get("/hello", headers={"Authorization": "Bearer two"})
+        assert r.status_code == 200 and r.headers["ratelimit-remaining"] == "0"  # limited, not skipped
+        assert a.get("/hello").status_code == 429
+    assert fw.admit("").status == 429  # the middleware's tenant was ""
+
+
+def test_skip_lets_requests_through_undecided(make_client, serve):
+    fw = make_client({"request_rate": {"rate": 0.001, "burst": 1}})
+    server, _ = serve(fw, skip=lambda scope: scope["path"] == "/hello")
+    with httpx.Client(base_url=server.url) as http:
+        for _ in range(3):
+            r = http.get("/hello")
+            assert r.status_code == 200 and r.json() == {"hello": "world"}
+            assert limit_headers(r) == []  # not decided at all
+        assert http.get("/users/1").status_code == 200
+        assert http.get("/users/1").status_code == 429
+    counts = fw.metrics()["decisions"]["request_rate"]
+    assert (counts["allowed"], counts["rejected"]) == (1, 1)
+
+
+def test_an_async_skip_predicate_is_awaited(make_client, serve):
+    async def skip(scope):
+        await asyncio.sleep(0)
+        return dict(scope["headers"]).get(b"x-internal") == b"yes"
+
+    server, _ = serve(make_client({"request_rate": {"rate": 0.001, "burst": 1}}), skip=skip)
+    with httpx.Client(base_url=server.url) as http:
+        assert http.get("/hello").status_code == 200
+        assert http.get("/hello").status_code == 429
+        assert http.get("/hello", headers={"X-Internal": "yes"}).status_code == 200
+
+
+def test_on_reject_builds_the_response_and_gets_the_limit_headers_it_did_not_set(make_client, serve):
+    from starlette.responses import JSONResponse
+
+    seen = []
+
+    def on_reject(scope, decision):
+        seen.append((scope["path"], decision.status, decision.limiter, decision.cost))
+        return JSONResponse(
+            {"slow_down": decision.retry_after, "limit": decision.limit},
+            status_code=decision.status,
+            headers={"Retry-After": "7"},
+        )
+
+    client = CountingClient(make_client({"request_rate": {"rate": 1, "burst": 2}}))
+    server, _ = serve(client, on_reject=on_reject)
+    with httpx.Client(base_url=server.url) as http:
+        assert [http.get("/hello").status_code for _ in range(2)] == [200, 200]
+        r = http.get("/hello")
+    assert r.status_code == 429 and r.json() == {"slow_down": 1, "limit": 2}
+    assert r.headers["content-type"] == "application/json"
+    assert r.headers.get_list("retry-after") == ["7"]  # its own, not the decision's as well
+    assert r.headers["ratelimit-limit"] == "2" and r.headers["ratelimit-remaining"] == "0"
+    assert seen == [("/hello", 429, "request_rate", 1)]
+    eventually(client.balanced, what="every ticket released once")
+
+
+def test_an_async_on_reject_may_answer_with_any_asgi_app(make_client, serve):
+    from starlette.responses import PlainTextResponse
+
+    async def on_reject(scope, decision):
+        await asyncio.sleep(0)
+        return PlainTextResponse(f"busy, cost {decision.cost}", status_code=decision.status)
+
+    server, _ = serve(make_client({"request_rate": {"rate": 1, "burst": 2}}), on_reject=on_reject)
+    with httpx.Client(base_url=server.url) as http:
+        assert [http.get("/hello").status_code for _ in range(2)] == [200, 200]
+        r = http.get("/hello")
+    assert r.status_code == 429 and r.text == "busy, cost 1"
+    assert r.headers["content-type"].startswith("text/plain")
+    assert r.headers["retry-after"] == "1"  # the decision's, since the handler set none
+
+
+def test_on_reject_returning_none_answers_with_the_default_rejection(make_client, serve):
+    calls = []
+    fw = make_client({"request_rate": {"rate": 1, "burst": 1}})
+    server, _ = serve(fw, on_reject=lambda scope, decision: calls.append(decision.status))
+    with httpx.Client(base_url=server.url) as http:
+        http.get("/hello")
+        r = http.get("/hello")
+    assert r.status_code == 429 and r.headers["content-type"] == "application/json"
+    assert r.json()["error"]["limit_type"] == "request_rate" and calls == [429]
+
+
+def test_the_content_type_of_a_rejection_is_the_decisions(make_client, serve):
+    fw = make_client({"request_rate": {"rate": 1, "burst": 1}, "body_format": "problem+json"})
+    server, _ = serve(fw)
+    with httpx.Client(base_url=server.url) as http:
+        http.get("/hello")
+        r = http.get("/hello")
+    assert r.status_code == 429 and r.headers["content-type"] == "application/problem+json"
+    assert r.headers["content-length"] == str(len(r.content))
+    problem = r.json()
+    assert problem["status"] == 429 and problem["type"].startswith("https://")

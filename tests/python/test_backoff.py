@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import inspect
 import random
 import time
 
@@ -17,11 +18,24 @@ from floodwall import backoff
 from floodwall.asgi import FloodwallMiddleware
 
 
+def test_the_defaults_are_the_cores():
+    assert backoff.DEFAULTS == (0.1, 20.0, 5)  # FW_BACKOFF_INIT, read from the native module
+    assert (backoff.DEFAULTS.base, backoff.DEFAULTS.cap, backoff.DEFAULTS.attempts) == (0.1, 20.0, 5)
+    for f in (backoff.send_with_backoff, backoff.send_with_backoff_async):
+        params = inspect.signature(f).parameters
+        assert (params["base"].default, params["cap"].default, params["attempts"].default) == backoff.DEFAULTS
+    for f in (backoff.delay, backoff.full_jitter):
+        params = inspect.signature(f).parameters
+        assert (params["base"].default, params["cap"].default) == backoff.DEFAULTS[:2]
+
+
 @pytest.mark.parametrize("attempt", range(12))
 def test_the_window_doubles_from_base_up_to_cap(attempt):
-    top = backoff.full_jitter(attempt, base=0.5, cap=30.0, random=lambda: 1.0)
-    assert top == min(30.0, 0.5 * 2**attempt)
+    half = backoff.full_jitter(attempt, base=0.5, cap=30.0, random=lambda: 0.5)
+    assert half == pytest.approx(0.5 * min(30.0, 0.5 * 2**attempt), abs=1e-12)
     assert backoff.full_jitter(attempt, base=0.5, cap=30.0, random=lambda: 0.0) == 0.0
+    default = backoff.full_jitter(attempt, random=lambda: 0.5)
+    assert default == pytest.approx(0.5 * min(20.0, 0.1 * 2**attempt), abs=1e-12)
 
 
 def test_full_jitter_spreads_waits_over_the_whole_window():
@@ -32,7 +46,8 @@ def test_full_jitter_spreads_waits_over_the_whole_window():
 
 
 def test_a_huge_attempt_is_capped_without_overflow():
-    assert backoff.full_jitter(10_000, base=0.5, cap=30.0, random=lambda: 1.0) == 30.0
+    assert backoff.full_jitter(10_000, base=0.5, cap=30.0, random=lambda: 0.5) == 15.0
+    assert backoff.full_jitter(2**80, base=0.5, cap=30.0, random=lambda: 0.5) == 15.0
 
 
 def test_a_negative_attempt_is_a_value_error():
@@ -40,19 +55,32 @@ def test_a_negative_attempt_is_a_value_error():
         backoff.full_jitter(-1)
 
 
-def test_retry_after_is_a_floor_under_the_jitter():
-    assert backoff.delay(0, 3.0, base=0.5, random=lambda: 0.5) == 3.0
-    assert backoff.delay(8, 3.0, base=0.5, cap=30.0, random=lambda: 1.0) == 30.0
+@pytest.mark.parametrize("kw,field", [({"base": 0.0}, "base_s"), ({"base": 2.0, "cap": 1.0}, "cap_s"),
+                                      ({"random": lambda: 1.0}, "random"), ({"random": lambda: -0.1}, "random")])
+def test_bad_settings_are_value_errors_naming_them(kw, field):
+    with pytest.raises(floodwall.InvalidArgumentError, match=field):
+        backoff.delay(0, **kw)
+
+
+def test_the_jitter_comes_on_top_of_retry_after():
+    assert backoff.delay(0, 3.0, base=0.5, random=lambda: 0.5) == 3.25
+    assert backoff.delay(8, 3.0, base=0.5, cap=30.0, random=lambda: 0.5) == 18.0
+    assert backoff.delay(0, 3.0, base=0.5, random=lambda: 0.0) == 3.0  # never earlier than Retry-After
     assert backoff.delay(2, None, base=0.5, random=lambda: 0.5) == 1.0
+    assert backoff.delay(2, -1.0, base=0.5, random=lambda: 0.5) == 1.0  # negative: the server sent none
 
 
 def test_retry_after_parses_seconds_and_http_dates():
     now = time.time()
     assert backoff.parse_retry_after("3") == 3.0
     assert backoff.parse_retry_after(" 120 ") == 120.0
+    assert backoff.parse_retry_after(b"120") == 120.0
     assert backoff.parse_retry_after(email.utils.formatdate(now + 10, usegmt=True), now=now) == pytest.approx(10, abs=1)
     assert backoff.parse_retry_after(email.utils.formatdate(now - 10, usegmt=True), now=now) == 0.0
-    for bad in (None, "", "-1", "soon", "1.5e3"):
+    assert backoff.parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", now=784111767.0) == 10.0
+    assert backoff.parse_retry_after("Sunday, 06-Nov-94 08:49:37 GMT", now=784111767.0) == 10.0
+    assert backoff.parse_retry_after("Sun Nov  6 08:49:37 1994", now=784111767.0) == 10.0
+    for bad in (None, "", "-1", "soon", "1.5e3", "+1"):
         assert backoff.parse_retry_after(bad) is None
 
 
@@ -93,8 +121,9 @@ def test_send_with_backoff_waits_out_a_real_429(serve_protected):
     r = backoff.send_with_backoff(send, base=0.05, sleep=sleep)
     assert r.status_code == 200 and r.json() == {"price": 42}
     assert responses[0].status_code == 429 and len(sleeps) == len(responses) - 1
-    for rejected, slept in zip(responses, sleeps):
-        assert slept >= float(rejected.headers["retry-after"])  # never earlier than the server said
+    for attempt, (rejected, slept) in enumerate(zip(responses, sleeps)):
+        retry_after = float(rejected.headers["retry-after"])
+        assert retry_after <= slept < retry_after + 0.05 * 2**attempt  # Retry-After, plus the jitter
 
 
 def test_send_with_backoff_gives_up_after_its_attempts(serve_protected):
@@ -134,6 +163,10 @@ def test_send_with_backoff_async_does_not_block_the_loop(serve_protected):
     assert ticks > 5  # the loop ran while the client waited out Retry-After
 
 
-def test_zero_attempts_is_a_value_error():
+def test_zero_attempts_is_a_value_error_before_any_call():
+    calls = []
     with pytest.raises(ValueError, match="attempts"):
-        backoff.send_with_backoff(lambda: None, attempts=0)
+        backoff.send_with_backoff(lambda: calls.append(1), attempts=0)
+    with pytest.raises(ValueError, match="attempts"):
+        asyncio.run(backoff.send_with_backoff_async(lambda: calls.append(1), attempts=0))
+    assert calls == []

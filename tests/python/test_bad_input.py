@@ -107,17 +107,63 @@ def test_tenants_that_differ_only_after_a_nul_are_different(make_client):
 
 
 @pytest.mark.parametrize("tenant", ["", b""])
-def test_an_empty_tenant_is_an_invalid_argument_naming_tenant(make_client, tenant):
-    fw = make_client({"request_rate": {"rate": 1, "burst": 1}})
-    with pytest.raises(floodwall.InvalidArgumentError, match="^tenant: "):
-        fw.admit(tenant)
+def test_an_empty_tenant_is_the_anonymous_tenant_and_limited(make_client, tenant):
+    fw = make_client({"request_rate": {"rate": 0.001, "burst": 2}})
+    assert fw.admit(tenant).remaining == 1
+    assert fw.admit("").remaining == 0 and fw.admit(b"").status == 429  # one bucket, never skipped
+    assert fw.admit().status == 429  # nothing to derive from: the same anonymous tenant
+    assert fw.tenant_key(tenant) == "anonymous"
 
 
-@pytest.mark.parametrize("tenant", [None, 42, ["acme"], bytearray(b"acme")])
-def test_a_tenant_that_is_neither_str_nor_bytes_is_a_type_error(tenant):
+@pytest.mark.parametrize("tenant", [42, ["acme"], bytearray(b"acme")])
+def test_a_tenant_that_is_neither_str_nor_bytes_nor_none_is_a_type_error(tenant):
     fw = floodwall.Floodwall({})
     with pytest.raises(TypeError, match="tenant"):
         fw.admit(tenant)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("headers", [42, "authorization: x", b"x", [("only-a-name",)], [("a", "b", "c")],
+                                     [(1, "v")], [("n", None)], ["ab"], [b"ab"]])
+def test_headers_that_are_not_name_value_pairs_are_a_type_error(headers):
+    fw = floodwall.Floodwall({})
+    with pytest.raises(TypeError, match="header"):
+        fw.admit(headers=headers)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="header"):
+        fw.tenant_key(headers=headers)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("peer", [42, ("127.0.0.1", 80)])
+def test_a_peer_that_is_neither_str_nor_bytes_is_a_type_error(peer):
+    fw = floodwall.Floodwall({})
+    with pytest.raises(TypeError, match="peer"):
+        fw.admit(peer=peer)  # type: ignore[arg-type]
+
+
+HOSTILE_HEADERS = [
+    ("Authorization", "Bearer acme\r\nX-Injected: yes"),
+    ("X-API-Key", "\x00acme\x00"),
+    ("Authorization", "x" * (1 << 20)),
+    ("X-Forwarded-For", "acme\r\nX-Injected: yes, " + "1.2.3.4, " * 10000),
+]
+
+
+@pytest.mark.parametrize("i", range(len(HOSTILE_HEADERS)))
+def test_hostile_headers_never_reach_a_response_header(make_client, i):
+    fw = make_client({"request_rate": {"rate": 1, "burst": 1}, "tenant": {"trusted_proxies": ["0.0.0.0/0"]}})
+    headers = [HOSTILE_HEADERS[i]]
+    key = fw.tenant_key(headers=headers, peer="10.0.0.1")
+    assert key.isascii() and "acme" not in key and "\r" not in key and "\n" not in key and len(key) <= 46
+    fw.admit(headers=headers, peer="10.0.0.1")
+    d = fw.admit(headers=headers, peer="10.0.0.1")
+    assert d.status == 429  # one tenant: the hostile bytes were hashed or dropped, the same way each time
+    text = "".join(f"{k}: {v}\r\n" for k, v in d.headers.items()) + d.content_type + d.body
+    assert text.isascii() and "acme" not in text and "Injected" not in text and "\x00" not in text
+
+
+@pytest.mark.parametrize("peer", ["1.2.3.4\r\nX-Injected: yes", "/run/app.sock", "", "01.2.3.4", "not an address"])
+def test_a_peer_that_is_no_address_is_the_anonymous_tenant(peer):
+    fw = floodwall.Floodwall({})
+    assert fw.tenant_key(peer=peer) == "anonymous"
 
 
 def test_a_str_tenant_that_is_not_encodable_raises_unicode_error():
@@ -210,6 +256,7 @@ def test_bad_input_raises_from_admit_async_too(make_client):
     fw = make_client({"request_rate": {"rate": 1, "burst": 5}})
     with pytest.raises(floodwall.InvalidArgumentError, match="^cost: "):
         asyncio.run(_admit_async(fw, tenant="acme", cost=6))
-    with pytest.raises(floodwall.InvalidArgumentError, match="^tenant: "):
-        asyncio.run(_admit_async(fw, tenant=""))
+    with pytest.raises(TypeError, match="header"):
+        asyncio.run(_admit_async(fw, headers=[("only-a-name",)]))
+    assert asyncio.run(_admit_async(fw, tenant="")).allowed  # the anonymous tenant, as from admit()
     assert fw.admit("acme").remaining == 4

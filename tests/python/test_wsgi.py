@@ -11,8 +11,8 @@ import pytest
 from flask import Flask, Response, stream_with_context
 
 from conftest import CountingClient, eventually, serve_wsgi
-from floodwall.wsgi import FloodwallMiddleware
-from test_asgi import FLEET_503_BODY, limit_headers
+from floodwall.wsgi import FloodwallMiddleware, request_headers
+from test_asgi import FLEET_503_BODY, from_peer, limit_headers
 
 
 def build_app(client, propagate=False, **options) -> Flask:
@@ -76,7 +76,7 @@ def test_a_200_carries_the_limit_headers(make_client, serve):
     assert r.status_code == 200 and r.json() == {"hello": "world"}
     assert limit_headers(r) == [
         ("ratelimit-policy", '"request_rate";q=500;w=5, "concurrency";q=20;qu="concurrent-requests"'),
-        ("ratelimit", '"request_rate";r=499;t=1, "concurrency";r=19'),
+        ("ratelimit", '"concurrency";r=19'),  # the policy closest to exhaustion
         ("ratelimit-limit", "500"),
         ("ratelimit-remaining", "499"),
         ("ratelimit-reset", "1"),
@@ -91,10 +91,10 @@ def test_a_429_has_the_exact_headers_and_the_core_body(make_client, serve):
     assert r.headers["content-type"] == "application/json"
     assert limit_headers(r) == [
         ("ratelimit-policy", '"request_rate";q=2;w=2'),
-        ("ratelimit", '"request_rate";r=0;t=2'),
+        ("ratelimit", '"request_rate";r=0;t=1'),  # on a 429, t is when a retry passes: Retry-After
         ("ratelimit-limit", "2"),
         ("ratelimit-remaining", "0"),
-        ("ratelimit-reset", "2"),
+        ("ratelimit-reset", "1"),
         ("retry-after", "1"),
     ]
     assert r.content == (
@@ -115,10 +115,10 @@ def test_a_503_from_the_fleet_shedder_has_the_exact_headers_and_the_core_body(ma
     assert r.headers["content-type"] == "application/json"
     assert limit_headers(r) == [
         ("ratelimit-policy", '"request_rate";q=20;w=2'),
-        ("ratelimit", '"request_rate";r=20;t=0'),
+        ("ratelimit", '"request_rate";r=20;t=1'),  # never earlier than Retry-After
         ("ratelimit-limit", "20"),
         ("ratelimit-remaining", "20"),
-        ("ratelimit-reset", "0"),
+        ("ratelimit-reset", "1"),
         ("retry-after", "1"),
     ]
     assert r.content == FLEET_503_BODY
@@ -164,11 +164,12 @@ def test_the_iterable_closed_early_releases_exactly_once(make_client):
     it = iter(body)
     next(it)
     assert seen["status"].startswith("200") and dict(seen["headers"])["RateLimit"] == '"concurrency";r=0'
-    assert not client.fw.admit("ip:127.0.0.1").allowed
+    tenant = client.fw.tenant_key(peer="127.0.0.1")  # the core's key for this environ: its REMOTE_ADDR
+    assert not client.fw.admit(tenant).allowed
     body.close()
     body.close()  # a second close is harmless
     assert client.released == client.admitted
-    assert client.fw.admit("ip:127.0.0.1").allowed
+    assert client.fw.admit(tenant).allowed
 
 
 def test_the_default_key_is_the_bearer_token_else_the_client_address(make_client, serve):
@@ -225,3 +226,103 @@ def test_threads_of_the_server_share_the_bucket_exactly(make_client, serve):
     for t in threads:
         t.join()
     assert statuses.count(200) == 15 and statuses.count(429) == 25
+
+
+# ------------------------------------------------------------------------- tenant keys and hooks
+
+
+def test_the_headers_come_back_from_the_http_keys_of_the_environ():
+    environ = {"HTTP_X_API_KEY": "k", "HTTP_AUTHORIZATION": "Bearer t\xe9", "CONTENT_TYPE": "text/plain",
+               "CONTENT_LENGTH": "3", "REMOTE_ADDR": "10.0.0.1", "wsgi.input": None}
+    assert sorted(request_headers(environ)) == [("authorization", b"Bearer t\xe9"), ("x-api-key", b"k")]
+
+
+def test_one_api_key_from_two_peers_is_one_bucket(make_client, serve):
+    server, _ = serve(make_client({"request_rate": {"rate": 0.001, "burst": 1}}))
+    key = {"X-API-Key": "shared-key"}
+    with from_peer(server, "127.0.0.2") as a, from_peer(server, "127.0.0.3") as b:
+        assert a.get("/hello", headers=key).status_code == 200
+        assert b.get("/hello", headers=key).status_code == 429  # another peer, the same credential
+        assert a.get("/hello").status_code == 200  # without one the peers are two tenants
+        assert b.get("/hello").status_code == 200
+        assert b.get("/hello").status_code == 429
+
+
+def test_a_bearer_token_through_wsgi_is_the_key_the_core_names(make_client, serve):
+    fw = make_client({"request_rate": {"rate": 0.001, "burst": 2}})
+    server, _ = serve(fw, key=None)  # None is the default: spelled out here
+    with from_peer(server, "127.0.0.5") as http:
+        http.get("/hello", headers={"Authorization": "Bearer tok"})
+        http.get("/hello")
+    assert fw.admit(fw.tenant_key(headers=[("Authorization", "Bearer tok")])).remaining == 0
+    assert fw.admit(fw.tenant_key(peer="127.0.0.5")).remaining == 0
+
+
+def test_a_key_of_empty_string_is_one_anonymous_tenant(make_client, serve):
+    fw = make_client({"request_rate": {"rate": 0.001, "burst": 2}})
+    server, _ = serve(fw, key=lambda environ: "")
+    with from_peer(server, "127.0.0.2") as a, from_peer(server, "127.0.0.3") as b:
+        assert a.get("/hello", headers={"X-API-Key": "one"}).status_code == 200
+        r = b.get("/hello", headers={"X-API-Key": "two"})
+        assert r.status_code == 200 and r.headers["ratelimit-remaining"] == "0"  # limited, not skipped
+        assert a.get("/hello").status_code == 429
+    assert fw.admit("").status == 429  # the middleware's tenant was ""
+
+
+def test_a_key_callable_returning_none_lets_the_core_derive_it(make_client, serve):
+    server, _ = serve(make_client({"request_rate": {"rate": 0.001, "burst": 1}}), key=lambda environ: None)
+    assert httpx.get(server.url + "/hello", headers={"X-API-Key": "a"}).status_code == 200
+    assert httpx.get(server.url + "/hello", headers={"X-API-Key": "a"}).status_code == 429
+    assert httpx.get(server.url + "/hello", headers={"X-API-Key": "b"}).status_code == 200
+
+
+def test_skip_lets_requests_through_undecided(make_client, serve):
+    fw = make_client({"request_rate": {"rate": 0.001, "burst": 1}})
+    server, _ = serve(fw, skip=lambda environ: environ["PATH_INFO"] == "/hello")
+    for _ in range(3):
+        r = httpx.get(server.url + "/hello")
+        assert r.status_code == 200 and r.json() == {"hello": "world"} and limit_headers(r) == []
+    assert httpx.get(server.url + "/users/1").status_code == 200
+    assert httpx.get(server.url + "/users/1").status_code == 429
+    counts = fw.metrics()["decisions"]["request_rate"]
+    assert (counts["allowed"], counts["rejected"]) == (1, 1)
+
+
+def test_on_reject_builds_the_response_and_gets_the_limit_headers_it_did_not_set(make_client, serve):
+    seen = []
+
+    def on_reject(environ, decision):
+        seen.append((environ["PATH_INFO"], decision.status, decision.limiter, decision.cost))
+        return Response(f"slow down, {decision.limit} per window", status=decision.status,
+                        headers={"Retry-After": "7"}, mimetype="text/plain")
+
+    client = CountingClient(make_client({"request_rate": {"rate": 1, "burst": 2}}))
+    server, _ = serve(client, on_reject=on_reject)
+    assert [httpx.get(server.url + "/hello").status_code for _ in range(2)] == [200, 200]
+    r = httpx.get(server.url + "/hello")
+    assert r.status_code == 429 and r.text == "slow down, 2 per window"
+    assert r.headers["content-type"].startswith("text/plain")
+    assert r.headers.get_list("retry-after") == ["7"]  # its own, not the decision's as well
+    assert r.headers["ratelimit-limit"] == "2" and r.headers["ratelimit-remaining"] == "0"
+    assert seen == [("/hello", 429, "request_rate", 1)]
+    eventually(client.balanced, what="every ticket released once")
+
+
+def test_on_reject_returning_none_answers_with_the_default_rejection(make_client, serve):
+    calls = []
+    server, _ = serve(make_client({"request_rate": {"rate": 1, "burst": 1}}),
+                      on_reject=lambda environ, decision: calls.append(decision.status))
+    httpx.get(server.url + "/hello")
+    r = httpx.get(server.url + "/hello")
+    assert r.status_code == 429 and r.headers["content-type"] == "application/json"
+    assert r.json()["error"]["limit_type"] == "request_rate" and calls == [429]
+
+
+def test_the_content_type_of_a_rejection_is_the_decisions(make_client, serve):
+    server, _ = serve(make_client({"request_rate": {"rate": 1, "burst": 1}, "body_format": "problem+json"}))
+    httpx.get(server.url + "/hello")
+    r = httpx.get(server.url + "/hello")
+    assert r.status_code == 429 and r.headers["content-type"] == "application/problem+json"
+    assert r.headers["content-length"] == str(len(r.content))
+    problem = r.json()
+    assert problem["status"] == 429 and problem["type"].startswith("https://")

@@ -7,8 +7,15 @@ through Redis ("redis://host:port/db") with the Node and Ruby services of the sa
     fw = Floodwall({"request_rate": {"rate": 100, "burst": 500}, "concurrency": {"limit": 20}})
     with fw.admit("tenant-42", route="/search") as d:   # the context manager always releases
         if not d.allowed:
-            return d.status, d.headers, d.body          # 429 or 503, headers and JSON body from the core
+            return d.status, d.headers, d.content_type, d.body   # 429 or 503, all from the core
         ...
+
+The tenant may also be left to the core, which derives it from the request's headers and peer address
+(policy section "tenant": a hashed Bearer token or X-API-Key, else the client address), the same way in
+every floodwall language:
+
+    d = fw.admit(headers=[(b"authorization", b"Bearer t0ken")], peer="203.0.113.7")
+    fw.tenant_key(headers=[("X-API-Key", "k")])          # "key:<32 hex digits>"
 
 Middleware: floodwall.asgi (Starlette, FastAPI, any ASGI app) and floodwall.wsgi (Flask, any WSGI app).
 Callers of a floodwall-protected API: floodwall.backoff.
@@ -21,7 +28,7 @@ import itertools
 import json
 import os
 import weakref
-from typing import Any, Dict, Mapping, Optional, Union
+from typing import Any, Dict, Iterable, Mapping, Optional, Tuple, Union
 
 from . import _floodwall
 from ._floodwall import (
@@ -54,6 +61,9 @@ LIMITERS = ("request_rate", "concurrency", "fleet", "utilization")
 MODES = ("enforce", "dark", "off")
 
 Tenant = Union[str, bytes]
+#: A request's header fields: (name, value) pairs of str or bytes in arrival order (a name may repeat, any
+#: case), as ASGI's scope["headers"]; or a mapping, whose items() are taken.
+Headers = Union[Iterable[Tuple[Union[str, bytes], Union[str, bytes]]], Mapping[Any, Any]]
 PolicyLike = Union[Mapping[str, Any], str, bytes, "os.PathLike[str]"]
 
 
@@ -69,16 +79,6 @@ def _policy_text(policy: PolicyLike) -> str:
         with open(policy, encoding="utf-8") as f:
             return f.read()
     raise TypeError("policy: must be a dict, a JSON string or a path to a JSON file")
-
-
-def _store_blocks(text: str) -> bool:
-    """Whether admits may wait on I/O (then the GIL is released around them). The core validates the
-    policy; this only peeks at the store, and assumes the worst when it cannot tell."""
-    try:
-        store = json.loads(text).get("store", "memory://")
-    except (ValueError, AttributeError):
-        return True
-    return not (isinstance(store, str) and store.startswith("memory"))
 
 
 class _LoopWaiter:
@@ -111,7 +111,7 @@ class Floodwall:
 
     def __init__(self, policy: PolicyLike) -> None:
         text = _policy_text(policy)
-        self._c = _floodwall.Client(text, _store_blocks(text))
+        self._c = _floodwall.Client(text)
         self._admit = self._c.admit  # bound once: admit() is the hot path
         self._waiters: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopWaiter]" = (
             weakref.WeakKeyDictionary()
@@ -120,26 +120,34 @@ class Floodwall:
 
     def admit(
         self,
-        tenant: Tenant,
+        tenant: Optional[Tenant] = None,
         *,
+        headers: Optional[Headers] = None,
+        peer: Optional[Union[str, bytes]] = None,
         route: Optional[str] = None,
         method: Optional[str] = "GET",
         cost: int = 1,
         critical: bool = False,
         sandbox: bool = False,
     ) -> Decision:
-        """Decides one request. Blocks for at most the store's deadline (with the GIL released).
+        """Decides one request. Blocks for at most the store's deadline (with the GIL released when the
+        store can block, see can_block).
 
-        ``tenant`` is any non-empty str (sent as UTF-8) or bytes. ``cost`` 0 counts as 1; a cost above the
-        tenant's burst raises InvalidArgumentError. Release the decision when the request ends
-        (``with fw.admit(...) as d:`` does it).
+        ``tenant`` is any str (sent as UTF-8) or bytes; "" is the anonymous tenant, limited like any other.
+        ``tenant=None`` lets the core derive it (see tenant_key()) from ``headers``, the request's header
+        fields as (name, value) pairs of str or bytes (all of them, in arrival order, any case), and
+        ``peer``, the connection's peer address (None when unknown); both are ignored when a tenant is given.
+        ``cost`` 0 counts as 1; a cost above the tenant's burst raises InvalidArgumentError. Release the
+        decision when the request ends (``with fw.admit(...) as d:`` does it).
         """
-        return self._admit(tenant, route, method, cost, critical, sandbox)
+        return self._admit(tenant, headers, peer, route, method, cost, critical, sandbox)
 
     async def admit_async(
         self,
-        tenant: Tenant,
+        tenant: Optional[Tenant] = None,
         *,
+        headers: Optional[Headers] = None,
+        peer: Optional[Union[str, bytes]] = None,
         route: Optional[str] = None,
         method: Optional[str] = "GET",
         cost: int = 1,
@@ -153,12 +161,33 @@ class Floodwall:
         if waiter is None:
             waiter = self._waiters[loop] = _LoopWaiter(self._c, loop)
         token = next(self._tokens)
-        d = self._c.admit_async(waiter.queue, token, tenant, route, method, cost, critical, sandbox)
+        d = self._c.admit_async(waiter.queue, token, tenant, headers, peer, route, method, cost, critical, sandbox)
         if d is not None:
             return d
         fut = loop.create_future()
         waiter.futures[token] = fut
         return await fut
+
+    def tenant_key(
+        self,
+        tenant: Optional[Tenant] = None,
+        *,
+        headers: Optional[Headers] = None,
+        peer: Optional[Union[str, bytes]] = None,
+    ) -> str:
+        """The tenant id admit() would use for these arguments: ``tenant`` itself when given (a bytes tenant
+        that is not UTF-8 comes back with surrogate escapes), else the key the core derives from ``headers``
+        and ``peer`` by the policy's "tenant" section: "key:<32 hex digits>" (the SHA-256 of a Bearer token
+        or X-API-Key, never the secret itself), "ip:<address>" (IPv6 grouped to ipv6_prefix bits; behind
+        trusted_proxies, the client that X-Forwarded-For or Forwarded names), else "anonymous"."""
+        return self._c.tenant_key(tenant, headers, peer)
+
+    @property
+    def can_block(self) -> bool:
+        """Whether admit() may wait on I/O with this client's store: True for Redis, False for the
+        in-process stores (memory://, shm://), whose admits take well under a microsecond. admit()
+        releases the GIL exactly when this is True."""
+        return self._c.can_block
 
     def release(self, decision: Union[Decision, int]) -> None:
         """Releases what a decision holds (concurrency and fleet slots). Idempotent; never raises for a

@@ -4,15 +4,31 @@
     app.add_middleware(FloodwallMiddleware, client=Floodwall("policy.json"))
 
 Every HTTP response gets the core's limit headers; a rejected request is answered 429 or 503 with the
-core's JSON body and Retry-After, without reaching the application. The ticket is released when the
+core's body, its Content-Type (application/json, or application/problem+json under the policy's
+"body_format") and Retry-After, without reaching the application. The ticket is released when the
 application returns, raises, or is cancelled (a client that disconnects mid-stream: the server or
 Starlette's StreamingResponse cancels or ends the app), exactly once. Non-HTTP scopes (lifespan,
 websocket) pass through untouched.
 
-Options are constants or callables of the ASGI scope:
+The tenant: by default the middleware hands the core every header of the request (``scope["headers"]``
+as they are) and the peer address (``scope["client"][0]``), and the core derives the key by the policy's
+"tenant" section, as every floodwall language does: the Authorization bearer token or the X-API-Key
+header, hashed, else the client address (X-Forwarded-For and Forwarded only from
+``tenant.trusted_proxies``), else "anonymous".
 
-- ``key``: the tenant id (str or bytes). Default: the Authorization bearer token or the X-API-Key header,
-  hashed, else the client address. A callable may return None for the default.
+Hooks:
+
+- ``key``: the tenant id (str or bytes), a constant or a callable of the scope. None (the default), or a
+  callable returning None, lets the core derive it. "" is the anonymous tenant: limited as one tenant,
+  never skipped.
+- ``skip``: a predicate of the scope (plain or async); True lets the request through undecided, with no
+  limit headers (health checks, internal callers).
+- ``on_reject``: ``on_reject(scope, decision)`` (plain or async) builds the rejection itself and returns
+  an ASGI app to answer with, such as a Starlette ``Response``; the decision's limit headers are added to
+  it unless it set them. Returning None answers with the default rejection.
+
+Options, constants or callables of the ASGI scope:
+
 - ``route``: the route family (the policy's ``concurrency.routes`` and the metrics' routes use it).
   Default: the path template of the Starlette/FastAPI route that will serve the request, e.g.
   ``/users/{user_id}``. Starlette only sets ``scope["route"]`` after routing, which happens inside the
@@ -25,27 +41,19 @@ Options are constants or callables of the ASGI scope:
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, List, MutableMapping, Optional, Tuple
+import inspect
+from typing import Any, Awaitable, Callable, List, MutableMapping, Optional, Tuple, Union
 
-from . import Floodwall
-from ._middleware import Option, address_key, credential_key, resolve
+from . import Decision, Floodwall
+from ._middleware import Option, resolve, with_limits
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-
-def default_key(scope: Scope) -> str:
-    authorization = api_key = None
-    for name, value in scope.get("headers", ()):
-        if name == b"authorization":
-            authorization = value
-        elif name == b"x-api-key":
-            api_key = value
-    client = scope.get("client")
-    return credential_key(authorization, api_key) or address_key(client[0] if client else None)
+Skip = Callable[[Scope], Union[bool, Awaitable[bool]]]
+OnReject = Callable[[Scope, Decision], Union[Optional[ASGIApp], Awaitable[Optional[ASGIApp]]]]
 
 
 def _starlette_template(routes: Any, scope: Scope) -> Optional[str]:
@@ -87,7 +95,9 @@ class FloodwallMiddleware:
         app: ASGIApp,
         client: Floodwall,
         *,
-        key: Option[Any] = default_key,
+        key: Option[Any] = None,
+        skip: Optional[Skip] = None,
+        on_reject: Optional[OnReject] = None,
         route: Option[Optional[str]] = default_route,
         method: Option[Optional[str]] = _method,
         cost: Option[int] = 1,
@@ -100,18 +110,31 @@ class FloodwallMiddleware:
         if route is default_route and routes is not None:
             # Wrapping a Starlette app from the outside: scope["app"] is not set yet, the app is known.
             route = lambda scope: _starlette_template(routes, scope) or ""  # noqa: E731
-        self.key, self.route, self.method = key, route, method
+        self.key, self.skip, self.on_reject = key, skip, on_reject
+        self.route, self.method = route, method
         self.cost, self.critical, self.sandbox = cost, critical, sandbox
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        if self.skip is not None:
+            skipped = self.skip(scope)
+            if inspect.isawaitable(skipped):
+                skipped = await skipped
+            if skipped:
+                await self.app(scope, receive, send)
+                return
         tenant = resolve(self.key, scope)
-        if tenant is None:
-            tenant = default_key(scope)
+        headers = peer = None
+        if tenant is None:  # the core derives it from the request as the server saw it
+            headers = scope.get("headers")
+            client = scope.get("client")
+            peer = client[0] if client else None
         decision = await self.client.admit_async(
             tenant,
+            headers=headers,
+            peer=peer,
             route=resolve(self.route, scope),
             method=resolve(self.method, scope),
             cost=resolve(self.cost, scope),
@@ -122,28 +145,40 @@ class FloodwallMiddleware:
             limit_headers: List[Tuple[bytes, bytes]] = [
                 (name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in decision.headers.items()
             ]
+
+            async def send_with_limits(message: Message) -> None:
+                if message["type"] == "http.response.start":
+                    message = dict(message)
+                    message["headers"] = with_limits(message.get("headers", ()), limit_headers)
+                await send(message)
+
             if not decision.allowed:
+                response = None
+                if self.on_reject is not None:
+                    response = self.on_reject(scope, decision)
+                    if inspect.isawaitable(response):
+                        response = await response
+                if response is not None:
+                    await response(scope, receive, send_with_limits)
+                    return
                 body = decision.body.encode("utf-8")
                 await send(
                     {
                         "type": "http.response.start",
                         "status": decision.status,
                         "headers": limit_headers
-                        + [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+                        + [
+                            (b"content-type", decision.content_type.encode("latin-1")),
+                            (b"content-length", str(len(body)).encode()),
+                        ],
                     }
                 )
                 await send({"type": "http.response.body", "body": body})
                 return
-
-            async def send_with_limits(message: Message) -> None:
-                if message["type"] == "http.response.start":
-                    message = dict(message)
-                    message["headers"] = list(message.get("headers", ())) + limit_headers
-                await send(message)
 
             await self.app(scope, receive, send_with_limits)
         finally:
             decision.release()  # normal end, exception, cancellation (disconnect): always, once
 
 
-__all__ = ["FloodwallMiddleware", "default_key", "default_route"]
+__all__ = ["FloodwallMiddleware", "default_route"]

@@ -4,15 +4,31 @@
     app.wsgi_app = FloodwallMiddleware(app.wsgi_app, Floodwall("policy.json"))
 
 Every response gets the core's limit headers; a rejected request is answered 429 or 503 with the core's
-JSON body and Retry-After, without reaching the application. The ticket is released exactly once: when
-the application raises, or when the server closes the response iterable (PEP 3333 servers call close()
+body, its Content-Type (application/json, or application/problem+json under the policy's "body_format")
+and Retry-After, without reaching the application. The ticket is released exactly once: when the
+application raises, or when the server closes the response iterable (PEP 3333 servers call close()
 after the last byte, after an error while iterating, and when the client disconnects or a streaming body
 is abandoned early).
 
-Options are constants or callables of the WSGI environ:
+The tenant: by default the middleware hands the core the request's headers (the environ's ``HTTP_*``
+keys turned back into header names: ``HTTP_X_API_KEY`` is ``x-api-key``) and the peer address
+(``REMOTE_ADDR``), and the core derives the key by the policy's "tenant" section, as every floodwall
+language does: the Authorization bearer token or the X-API-Key header, hashed, else the client address
+(X-Forwarded-For and Forwarded only from ``tenant.trusted_proxies``), else "anonymous".
 
-- ``key``: the tenant id (str or bytes). Default: the Authorization bearer token or the X-API-Key header,
-  hashed, else REMOTE_ADDR. A callable may return None for the default.
+Hooks:
+
+- ``key``: the tenant id (str or bytes), a constant or a callable of the environ. None (the default), or
+  a callable returning None, lets the core derive it. "" is the anonymous tenant: limited as one tenant,
+  never skipped.
+- ``skip``: a predicate of the environ; True lets the request through undecided, with no limit headers
+  (health checks, internal callers).
+- ``on_reject``: ``on_reject(environ, decision)`` builds the rejection itself and returns a WSGI app to
+  answer with, such as a werkzeug/Flask ``Response``; the decision's limit headers are added to it unless
+  it set them. Returning None answers with the default rejection.
+
+Options, constants or callables of the WSGI environ:
+
 - ``route``: the route family. Default: for a Flask app (or its ``app.wsgi_app``), the rule that will
   serve the request, e.g. ``/users/<int:user_id>``, matched against ``app.url_map``; a path no rule
   matches counts as the default route "". For other apps, PATH_INFO.
@@ -25,21 +41,30 @@ from http import HTTPStatus
 from typing import Any, Callable, Iterable, Iterator, List, Optional, Tuple
 
 from . import Decision, Floodwall
-from ._middleware import Option, address_key, credential_key, resolve
+from ._middleware import Option, resolve, with_limits
 
 Environ = dict
 StartResponse = Callable[..., Any]
 WSGIApp = Callable[[Environ, StartResponse], Iterable[bytes]]
+OnReject = Callable[[Environ, Decision], Optional[WSGIApp]]
 
 
-def default_key(environ: Environ) -> str:
-    def header(name: str) -> Optional[bytes]:
-        value = environ.get(name)
-        return value.encode("latin-1") if value else None  # PEP 3333: header values are latin-1 strs
+def _latin1(value: str) -> bytes:
+    try:
+        return value.encode("latin-1")  # PEP 3333: header values are the raw bytes as latin-1 strs
+    except UnicodeEncodeError:  # a server that decoded them otherwise
+        return value.encode("utf-8", "surrogateescape")
 
-    return credential_key(header("HTTP_AUTHORIZATION"), header("HTTP_X_API_KEY")) or address_key(
-        environ.get("REMOTE_ADDR")
-    )
+
+def request_headers(environ: Environ) -> List[Tuple[str, bytes]]:
+    """The request's header fields from the environ's ``HTTP_*`` keys: ``HTTP_X_API_KEY`` is ``x-api-key``
+    (the server has already joined repeated fields with commas). CONTENT_TYPE and CONTENT_LENGTH are left
+    out: no tenant is derived from them."""
+    return [
+        (name[5:].replace("_", "-").lower(), _latin1(value))
+        for name, value in environ.items()
+        if name.startswith("HTTP_") and isinstance(value, str)
+    ]
 
 
 def _flask_route(url_map: Any) -> Callable[[Environ], str]:
@@ -90,7 +115,9 @@ class FloodwallMiddleware:
         app: WSGIApp,
         client: Floodwall,
         *,
-        key: Option[Any] = default_key,
+        key: Option[Any] = None,
+        skip: Optional[Callable[[Environ], bool]] = None,
+        on_reject: Optional[OnReject] = None,
         route: Option[Optional[str]] = None,
         method: Option[Optional[str]] = _method,
         cost: Option[int] = 1,
@@ -104,15 +131,22 @@ class FloodwallMiddleware:
             # after the middleware was installed count too).
             url_map = getattr(getattr(app, "__self__", app), "url_map", None)
             route = _flask_route(url_map) if url_map is not None else _path
-        self.key, self.route, self.method = key, route, method
+        self.key, self.skip, self.on_reject = key, skip, on_reject
+        self.route, self.method = route, method
         self.cost, self.critical, self.sandbox = cost, critical, sandbox
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+        if self.skip is not None and self.skip(environ):
+            return self.app(environ, start_response)
         tenant = resolve(self.key, environ)
-        if tenant is None:
-            tenant = default_key(environ)
+        headers = peer = None
+        if tenant is None:  # the core derives it from the request as the server saw it
+            headers = request_headers(environ)
+            peer = environ.get("REMOTE_ADDR") or None
         decision = self.client.admit(
             tenant,
+            headers=headers,
+            peer=peer,
             route=resolve(self.route, environ),
             method=resolve(self.method, environ),
             cost=resolve(self.cost, environ),
@@ -121,18 +155,23 @@ class FloodwallMiddleware:
         )
         try:
             limit_headers: List[Tuple[str, str]] = list(decision.headers.items())
+
+            def start_with_limits(status: str, headers: List[Tuple[str, str]], exc_info: Any = None) -> Any:
+                return start_response(status, with_limits(headers, limit_headers), exc_info)
+
             if not decision.allowed:
+                response = self.on_reject(environ, decision) if self.on_reject is not None else None
+                if response is not None:
+                    # A rejection holds nothing, but the answer may still be streaming: release on close.
+                    return _Releasing(response(environ, start_with_limits), decision)
                 body = decision.body.encode("utf-8")
                 status = HTTPStatus(decision.status)
                 start_response(
                     f"{status.value} {status.phrase}",
-                    limit_headers + [("Content-Type", "application/json"), ("Content-Length", str(len(body)))],
+                    limit_headers + [("Content-Type", decision.content_type), ("Content-Length", str(len(body)))],
                 )
                 decision.release()  # a rejection holds nothing; releasing keeps "every path" literal
                 return [body]
-
-            def start_with_limits(status: str, headers: List[Tuple[str, str]], exc_info: Any = None) -> Any:
-                return start_response(status, list(headers) + limit_headers, exc_info)
 
             result = self.app(environ, start_with_limits)
         except BaseException:
@@ -141,4 +180,4 @@ class FloodwallMiddleware:
         return _Releasing(result, decision)
 
 
-__all__ = ["FloodwallMiddleware", "default_key"]
+__all__ = ["FloodwallMiddleware", "request_headers"]

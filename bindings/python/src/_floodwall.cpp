@@ -1,9 +1,12 @@
 // floodwall._floodwall: a thin, mechanical map of the C ABI (floodwall.h) and nothing else. The idiomatic
-// layer (policy loading, asyncio, middleware) is pure Python in floodwall/.
+// layer (policy loading, asyncio, middleware, the retry loop) is pure Python in floodwall/.
 //
-// Three things here are more than a one-line forward, and each says why:
+// Four things here are more than a one-line forward, and each says why:
 // - Status codes become exceptions in exactly one place: exception_for().
-// - Blocking calls release the GIL when the store can block (Redis), so other threads run meanwhile.
+// - Blocking calls release the GIL only when fw_client_can_block says the store can block (Redis), so
+//   other threads run meanwhile; on the in-process stores the call is shorter than a GIL hand-off.
+// - A request's headers are (name, value) pairs of str or bytes, WSGI/ASGI style, handed to the core as
+//   fw_header views into the Python objects, which are kept alive for the call.
 // - fw_admit_async completes on the core's I/O thread, which must never wait for the GIL (a Python thread
 //   holding it would stall every pipelined Redis reply). Its callback therefore only copies the decision
 //   into a CompletionQueue and writes one byte to a pipe; the asyncio loop watches the pipe and drains it.
@@ -13,12 +16,14 @@
 
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <condition_variable>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <utility>
 #include <vector>
@@ -75,7 +80,8 @@ PyObject *new_exception(const char *name, PyObject *bases, const char *doc) {
 
 struct Handle : std::enable_shared_from_this<Handle> {
   fw_client *c = nullptr;
-  bool release_gil = true;
+  // fw_client_can_block, asked once after fw_client_new: whether admits may wait on I/O.
+  bool can_block = true;
   // Calls share it; close() takes it alone, so a client is never freed under a call in progress.
   std::shared_mutex mu;
   // Set by close() before it waits for mu: new calls fail at once instead of starving it (readers
@@ -134,20 +140,29 @@ class Use {
   std::shared_lock<std::shared_mutex> lock_;
 };
 
-// Runs f with the GIL released when the store may block on I/O; on the memory store the call is
-// shorter than a GIL hand-off, and releasing it would only invite a convoy of threads.
+// Runs f with the GIL released when the store may block on I/O (fw_client_can_block); on the in-process
+// stores the call is shorter than a GIL hand-off, and releasing it would only invite a convoy of threads.
 template <class F>
 int call(Handle &h, F &&f) {
-  if (!h.release_gil) return f();
+  if (!h.can_block) return f();
   py::gil_scoped_release nogil;
   return f();
 }
 
 // ---------------------------------------------------------------------------------------- decision
 
+// fw_format_response's answer, copied out of the core once per decision (a middleware reads the headers,
+// the content type and the body of the same decision).
+struct Formatted {
+  std::vector<std::pair<std::string, std::string>> headers;  // in the core's order
+  std::string content_type;
+  std::string body;
+};
+
 struct Decision {
   fw_decision d = FW_DECISION_INIT;
   std::shared_ptr<Handle> h;  // for the formatter and for release
+  std::unique_ptr<Formatted> formatted;
 };
 
 py::object limiter_or_none(fw_limiter l) {
@@ -155,36 +170,36 @@ py::object limiter_or_none(fw_limiter l) {
   return py::str(fw_limiter_name(l));
 }
 
-// fw_format_headers gives "Name: value\r\n" lines in a fixed order; a dict keeps that order.
-py::dict headers_of(const Decision &dec) {
-  fw_buf buf = FW_BUF_INIT;
+const Formatted &formatted_of(Decision &dec) {
+  if (dec.formatted) return *dec.formatted;
+  auto f = std::make_unique<Formatted>();
+  fw_response r = FW_RESPONSE_INIT;
+  int rc;
   {
     Use use(*dec.h);
-    check(fw_format_headers(use.c, &dec.d, &buf));
+    rc = fw_format_response(use.c, &dec.d, &r);
   }
-  py::dict out;
-  std::string_view text(buf.ptr ? buf.ptr : "", buf.size);
-  while (!text.empty()) {
-    size_t eol = text.find("\r\n");
-    std::string_view line = text.substr(0, eol);
-    size_t colon = line.find(": ");
-    if (colon != std::string_view::npos)
-      out[py::str(line.data(), colon)] = py::str(line.data() + colon + 2, line.size() - colon - 2);
-    if (eol == std::string_view::npos) break;
-    text.remove_prefix(eol + 2);
+  if (rc != FW_OK) {
+    std::string message = message_for(rc);
+    fw_response_dispose(&r);
+    raise_status(rc, message);
   }
-  fw_buf_dispose(&buf);
-  return out;
+  f->headers.reserve(r.header_count);
+  for (size_t i = 0; i < r.header_count && i < FW_RESPONSE_MAX_HEADERS; i++) {
+    const fw_header &x = r.headers[i];
+    f->headers.emplace_back(std::string(x.name, x.name_len), std::string(x.value, x.value_len));
+  }
+  f->content_type = r.content_type ? r.content_type : "";
+  f->body.assign(r.body ? r.body : "", r.body ? r.body_len : 0);
+  fw_response_dispose(&r);
+  dec.formatted = std::move(f);
+  return *dec.formatted;
 }
 
-py::str body_of(const Decision &dec) {
-  fw_buf buf = FW_BUF_INIT;
-  {
-    Use use(*dec.h);
-    check(fw_format_body(use.c, &dec.d, &buf));
-  }
-  py::str out(buf.ptr ? buf.ptr : "", buf.size);
-  fw_buf_dispose(&buf);
+// The limit headers in the core's order, names as the core spells them; a dict keeps that order.
+py::dict headers_of(Decision &dec) {
+  py::dict out;
+  for (const auto &[name, value] : formatted_of(dec).headers) out[py::str(name)] = py::str(value);
   return out;
 }
 
@@ -196,7 +211,7 @@ void release_ticket(Handle &h, fw_ticket t) {
   call(h, [&] { return fw_release(c, t); });
 }
 
-py::object wrap(fw_decision d, std::shared_ptr<Handle> h) {
+py::object wrap(const fw_decision &d, std::shared_ptr<Handle> h) {
   auto dec = std::make_unique<Decision>();
   dec->d = d;
   dec->h = std::move(h);
@@ -216,20 +231,89 @@ const char *c_string(py::handle s, const char *field) {
   return p;
 }
 
-fw_request to_request(py::handle tenant, py::handle route, py::handle method, py::handle cost, py::handle critical,
-                      py::handle sandbox) {
-  fw_request rq = FW_REQUEST_INIT;
-  if (PyBytes_Check(tenant.ptr())) {
-    rq.tenant = PyBytes_AS_STRING(tenant.ptr());
-    rq.tenant_len = static_cast<size_t>(PyBytes_GET_SIZE(tenant.ptr()));
-  } else if (PyUnicode_Check(tenant.ptr())) {
-    Py_ssize_t n = 0;
-    rq.tenant = PyUnicode_AsUTF8AndSize(tenant.ptr(), &n);  // a lone surrogate raises UnicodeEncodeError
-    if (!rq.tenant) throw py::error_already_set();
-    rq.tenant_len = static_cast<size_t>(n);
-  } else {
-    throw py::type_error("tenant: must be str or bytes");
+// The bytes of a str (its UTF-8, cached in the object) or of a bytes object; false for any other type.
+bool bytes_of(py::handle s, std::string_view &out) {
+  if (PyBytes_Check(s.ptr())) {
+    out = std::string_view(PyBytes_AS_STRING(s.ptr()), static_cast<size_t>(PyBytes_GET_SIZE(s.ptr())));
+    return true;
   }
+  if (PyUnicode_Check(s.ptr())) {
+    Py_ssize_t n = 0;
+    const char *p = PyUnicode_AsUTF8AndSize(s.ptr(), &n);  // a lone surrogate raises UnicodeEncodeError
+    if (!p) throw py::error_already_set();
+    out = std::string_view(p, static_cast<size_t>(n));
+    return true;
+  }
+  return false;
+}
+
+std::string_view bytes_arg(py::handle s, const char *field) {
+  std::string_view out;
+  if (!bytes_of(s, out)) throw py::type_error(std::string(field) + ": must be str or bytes");
+  return out;
+}
+
+// An fw_request and what its pointers point into: the names and values of the headers are referenced here
+// (not only through their pairs, which another thread could mutate while the GIL is released).
+struct Request {
+  fw_request rq = FW_REQUEST_INIT;
+  std::vector<fw_header> headers;
+  std::vector<py::object> keep;
+};
+
+void add_headers(Request &r, py::handle headers) {
+  if (headers.is_none()) return;
+  py::object pairs = py::reinterpret_borrow<py::object>(headers);
+  // A mapping (a dict, Starlette's Headers, werkzeug's EnvironHeaders): its items.
+  if (!PyUnicode_Check(pairs.ptr()) && !PyBytes_Check(pairs.ptr()) && py::hasattr(pairs, "items"))
+    pairs = pairs.attr("items")();
+  if (PyUnicode_Check(pairs.ptr()) || PyBytes_Check(pairs.ptr()) || !py::isinstance<py::iterable>(pairs))
+    throw py::type_error("headers: must be an iterable of (name, value) pairs");
+  for (py::handle item : pairs) {
+    py::object name, value;
+    if (PyTuple_Check(item.ptr()) && PyTuple_GET_SIZE(item.ptr()) == 2) {
+      name = py::reinterpret_borrow<py::object>(PyTuple_GET_ITEM(item.ptr(), 0));
+      value = py::reinterpret_borrow<py::object>(PyTuple_GET_ITEM(item.ptr(), 1));
+    } else if (PySequence_Check(item.ptr()) && !PyUnicode_Check(item.ptr()) && !PyBytes_Check(item.ptr()) &&
+               PySequence_Size(item.ptr()) == 2) {
+      name = py::reinterpret_steal<py::object>(PySequence_GetItem(item.ptr(), 0));
+      value = py::reinterpret_steal<py::object>(PySequence_GetItem(item.ptr(), 1));
+      if (!name || !value) throw py::error_already_set();
+    } else {
+      if (PyErr_Occurred()) throw py::error_already_set();
+      throw py::type_error("headers: each header must be a (name, value) pair");
+    }
+    std::string_view n, v;
+    if (!bytes_of(name, n) || !bytes_of(value, v))
+      throw py::type_error("headers: a header's name and value must be str or bytes");
+    r.headers.push_back(fw_header{n.data(), n.size(), v.data(), v.size()});
+    r.keep.push_back(std::move(name));
+    r.keep.push_back(std::move(value));
+  }
+  r.rq.headers = r.headers.data();
+  r.rq.header_count = r.headers.size();
+}
+
+// tenant None: the core derives it from headers and peer. An empty tenant is the anonymous tenant.
+void to_request(Request &r, py::handle tenant, py::handle headers, py::handle peer) {
+  if (!tenant.is_none()) {
+    std::string_view t;
+    if (!bytes_of(tenant, t)) throw py::type_error("tenant: must be str, bytes or None");
+    r.rq.tenant = t.data();  // never NULL, also when empty
+    r.rq.tenant_len = t.size();
+  }
+  add_headers(r, headers);
+  if (!peer.is_none()) {
+    std::string_view p = bytes_arg(peer, "peer");
+    r.rq.peer = p.data();
+    r.rq.peer_len = p.size();
+  }
+}
+
+void to_request(Request &r, py::handle tenant, py::handle headers, py::handle peer, py::handle route, py::handle method,
+                py::handle cost, py::handle critical, py::handle sandbox) {
+  to_request(r, tenant, headers, peer);
+  fw_request &rq = r.rq;
   rq.route = route.is_none() ? nullptr : c_string(route, "route");
   rq.method = method.is_none() ? nullptr : c_string(method, "method");
   if (!PyLong_Check(cost.ptr())) throw py::type_error("cost: must be an int");
@@ -244,16 +328,15 @@ fw_request to_request(py::handle tenant, py::handle route, py::handle method, py
   if (crit < 0 || sand < 0) throw py::error_already_set();
   rq.critical = crit;
   rq.sandbox = sand;
-  return rq;
 }
 
 // ---------------------------------------------------------------------------------------- async
 
 struct Completion {
-  uint64_t token;
-  int status;
+  uint64_t token = 0;
+  int status = FW_OK;
   std::string message;
-  fw_decision d;
+  fw_decision d = FW_DECISION_INIT;
 };
 
 // Decisions that arrived on the core's I/O thread, waiting for the asyncio loop. A byte on the pipe
@@ -311,34 +394,40 @@ class CompletionQueue {
   std::vector<Completion> items_;
 };
 
+// One accepted fw_admit_async2. Whoever of the submitter and the callback comes second owns it: the
+// callback stores its result and swaps `state` to kCalledBack; the submitter, once fw_admit_async2 has
+// returned, swaps it to kReturned. A callback that finds kReturned queues the result for the loop; a
+// submitter that finds kCalledBack (or is told `completed`: the callback ran inline, on its own thread)
+// hands the result straight back instead of taking a trip through the loop.
 struct Pending {
+  enum State : int { kSubmitting = 0, kCalledBack = 1, kReturned = 2 };
   std::shared_ptr<CompletionQueue> queue;
-  uint64_t token;
-  Handle *handle;  // alive until done_pending(): the client is not freed while admits are pending
+  Handle *handle = nullptr;  // alive until done_pending(): the client is not freed while admits are pending
+  Completion result;
+  std::atomic<int> state{kSubmitting};
 };
-
-// The memory store (and a bad request) calls back inline, before fw_admit_async returns: the result is
-// then handed straight back to the caller instead of taking a trip through the loop.
-thread_local Pending *tl_submitting = nullptr;
-thread_local bool tl_inline = false;
-thread_local Completion tl_result;
 
 void on_admitted(void *payload, int status, const fw_decision *d) noexcept {
   auto *p = static_cast<Pending *>(payload);
   Handle *h = p->handle;
-  try {
-    Completion c{p->token, status, status ? message_for(status) : std::string(), *d};
-    if (p == tl_submitting) {
-      tl_inline = true;
-      tl_result = std::move(c);
-      h->done_pending();
-      return;  // the submitter owns p
+  p->result.status = status;
+  if (d) p->result.d = *d;
+  if (status != FW_OK) {
+    try {
+      p->result.message = message_for(status);  // the error is this thread's: read it here
+    } catch (...) {
+      p->result.status = FW_ENOMEM;
     }
-    p->queue->push(std::move(c));
-  } catch (...) {
-    // Out of memory on the I/O thread: nothing can be reported; the admit's ticket heals after ttl_s.
   }
-  delete p;
+  if (p->state.exchange(Pending::kCalledBack, std::memory_order_acq_rel) == Pending::kReturned) {
+    try {
+      p->queue->push(std::move(p->result));
+    } catch (...) {
+      // Out of memory on the I/O thread: nothing can be reported; the admit's ticket heals after ttl_s.
+    }
+    delete p;
+  }
+  // Otherwise the submitter is still in fw_admit_async2 and owns p (and may free it from now on).
   h->done_pending();
 }
 
@@ -353,15 +442,16 @@ py::object result_of(Completion &c, const std::shared_ptr<Handle> &h) {
 
 // ------------------------------------------------------------------------------------ the client
 
-std::shared_ptr<Handle> client_new(const std::string &policy_json, bool release_gil) {
+std::shared_ptr<Handle> client_new(const std::string &policy_json) {
   auto h = std::make_shared<Handle>();
-  h->release_gil = release_gil;
   int rc;
   {
     py::gil_scoped_release nogil;  // a Redis store connects here
     rc = fw_client_new(&h->c, policy_json.c_str());
   }
   check(rc);
+  int blocks = 1;
+  if (fw_client_can_block(h->c, &blocks) == FW_OK) h->can_block = blocks != 0;  // else assume it can
   return h;
 }
 
@@ -372,45 +462,46 @@ void client_close(Handle &h) {
   h.free_client();
 }
 
-py::object client_admit(Handle &h, py::handle tenant, py::handle route, py::handle method, py::handle cost,
-                        py::handle critical, py::handle sandbox) {
-  fw_request rq = to_request(tenant, route, method, cost, critical, sandbox);
+py::object client_admit(Handle &h, py::handle tenant, py::handle headers, py::handle peer, py::handle route,
+                        py::handle method, py::handle cost, py::handle critical, py::handle sandbox) {
+  Request r;
+  to_request(r, tenant, headers, peer, route, method, cost, critical, sandbox);
   fw_decision d = FW_DECISION_INIT;
   int rc;
   {
     Use use(h);
-    rc = call(h, [&] { return fw_admit(use.c, &rq, &d); });
+    rc = call(h, [&] { return fw_admit(use.c, &r.rq, &d); });
   }
   check(rc);
   return wrap(d, h.shared_from_this());
 }
 
-// Returns the Decision when it was made inline, else None: it will come out of queue.drain() later.
+// Returns the Decision when it was made already, else None: it will come out of queue.drain() later
+// under `token`.
 py::object client_admit_async(Handle &h, const std::shared_ptr<CompletionQueue> &queue, uint64_t token,
-                              py::handle tenant, py::handle route, py::handle method, py::handle cost,
-                              py::handle critical, py::handle sandbox) {
-  fw_request rq = to_request(tenant, route, method, cost, critical, sandbox);
-  int rc;
-  bool was_inline;
-  Pending *p;
+                              py::handle tenant, py::handle headers, py::handle peer, py::handle route,
+                              py::handle method, py::handle cost, py::handle critical, py::handle sandbox) {
+  Request r;
+  to_request(r, tenant, headers, peer, route, method, cost, critical, sandbox);
+  auto p = std::make_unique<Pending>();  // ours until the callback takes it over
+  p->queue = queue;
+  p->handle = &h;
+  p->result.token = token;
+  int rc, completed = 0;
   {
     Use use(h);
-    p = new Pending{queue, token, &h};
     h.add_pending();
-    tl_submitting = p;
-    tl_inline = false;
-    rc = fw_admit_async(use.c, &rq, on_admitted, p);  // only enqueues on Redis: no need to drop the GIL
-    tl_submitting = nullptr;
-    was_inline = tl_inline;
+    rc = fw_admit_async2(use.c, &r.rq, on_admitted, p.get(), &completed);  // only enqueues on Redis: keep the GIL
   }
   if (rc != FW_OK) {
-    delete p;  // the callback is not called
-    h.done_pending();
+    h.done_pending();  // the callback is not called
     check(rc);
   }
-  if (!was_inline) return py::none();  // p belongs to the callback now
-  delete p;
-  Completion c = std::move(tl_result);
+  if (!completed && p->state.exchange(Pending::kReturned, std::memory_order_acq_rel) == Pending::kSubmitting) {
+    (void)p.release();  // the callback owns it now
+    return py::none();
+  }
+  Completion c = std::move(p->result);
   if (c.status != FW_OK) raise_status(c.status, c.message);
   return wrap(c.d, h.shared_from_this());
 }
@@ -421,6 +512,22 @@ py::list client_drain(Handle &h, CompletionQueue &queue) {
   auto self = h.shared_from_this();
   for (auto &c : done) out.append(py::make_tuple(c.token, result_of(c, self)));
   return out;
+}
+
+// The tenant id fw_admit would use. A given tenant comes back as it was; one that is not UTF-8 (bytes)
+// comes back with surrogate escapes, so that this never fails on a tenant admit() accepts.
+py::str client_tenant_key(Handle &h, py::handle tenant, py::handle headers, py::handle peer) {
+  Request r;
+  to_request(r, tenant, headers, peer);
+  fw_buf buf = FW_BUF_INIT;
+  {
+    Use use(h);
+    check(fw_tenant_key(use.c, &r.rq, &buf));
+  }
+  PyObject *s = PyUnicode_DecodeUTF8(buf.ptr ? buf.ptr : "", static_cast<Py_ssize_t>(buf.size), "surrogateescape");
+  fw_buf_dispose(&buf);
+  if (!s) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(s);
 }
 
 fw_limiter limiter_of(py::handle name) {
@@ -440,6 +547,38 @@ py::str buf_call(Handle &h, int (*f)(fw_client *, fw_buf *)) {
   return out;
 }
 
+// ----------------------------------------------------------------------------------------- backoff
+
+// A non-negative int as an unsigned; above UINT_MAX it is UINT_MAX (for an attempt: the cap either way).
+unsigned unsigned_arg(py::handle x, const char *field) {
+  if (!PyLong_Check(x.ptr())) throw py::type_error(std::string(field) + ": must be an int");
+  int overflow = 0;
+  long long v = PyLong_AsLongLongAndOverflow(x.ptr(), &overflow);
+  if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
+  if (overflow < 0 || (overflow == 0 && v < 0)) raise_status(FW_EINVAL, std::string(field) + ": must be >= 0");
+  if (overflow > 0 || v > static_cast<long long>(UINT_MAX)) return UINT_MAX;
+  return static_cast<unsigned>(v);
+}
+
+double backoff_delay(double base_s, double cap_s, py::handle attempts, py::handle attempt, double retry_after_s,
+                     double random01) {
+  fw_backoff b = FW_BACKOFF_INIT;
+  b.base_s = base_s;
+  b.cap_s = cap_s;
+  b.attempts = unsigned_arg(attempts, "attempts");
+  unsigned n = unsigned_arg(attempt, "attempt");
+  double out = 0;
+  check(fw_backoff_delay(&b, n, retry_after_s, random01, &out));
+  return out;
+}
+
+double parse_retry_after(py::handle value, double now_unix_s) {
+  std::string_view v = bytes_arg(value, "value");
+  double out = 0;
+  check(fw_parse_retry_after(v.data(), v.size(), now_unix_s, &out));
+  return out;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_floodwall, m) {
@@ -451,7 +590,7 @@ PYBIND11_MODULE(_floodwall, m) {
   PolicyError =
       new_exception("floodwall.PolicyError", value_bases.ptr(), "The policy is invalid; the message names the field.");
   InvalidArgumentError = new_exception("floodwall.InvalidArgumentError", value_bases.ptr(),
-                                       "A bad argument (empty tenant, cost above the burst, unknown name).");
+                                       "A bad argument (cost above the burst, unknown name); the message names it.");
   StoreError = new_exception("floodwall.StoreError", value_bases.ptr(),
                              "The store could not be set up (unparseable URL, unknown scheme).");
   ClosedError = new_exception("floodwall.ClosedError", Error, "The client is closed or shutting down.");
@@ -463,6 +602,17 @@ PYBIND11_MODULE(_floodwall, m) {
 
   m.def(
       "version", [] { return std::string(fw_version()); }, "The C library's runtime version.");
+
+  const fw_backoff defaults = FW_BACKOFF_INIT;
+  py::dict backoff_defaults;
+  backoff_defaults["base_s"] = defaults.base_s;
+  backoff_defaults["cap_s"] = defaults.cap_s;
+  backoff_defaults["attempts"] = defaults.attempts;
+  m.attr("BACKOFF_DEFAULTS") = backoff_defaults;
+  m.def("backoff_delay", &backoff_delay, py::arg("base_s"), py::arg("cap_s"), py::arg("attempts"), py::arg("attempt"),
+        py::arg("retry_after_s"), py::arg("random01"), "fw_backoff_delay: the wait in seconds before a retry.");
+  m.def("parse_retry_after", &parse_retry_after, py::arg("value"), py::arg("now_unix_s"),
+        "fw_parse_retry_after: a Retry-After value in seconds; InvalidArgumentError when unparseable.");
 
   py::class_<Decision>(m, "Decision")
       .def_property_readonly("allowed", [](const Decision &x) { return x.d.allowed != 0; })
@@ -481,11 +631,13 @@ PYBIND11_MODULE(_floodwall, m) {
       .def_property_readonly("reset", [](const Decision &x) { return x.d.reset_s; })
       .def_property_readonly("retry_after", [](const Decision &x) { return x.d.retry_after_s; })
       .def_property_readonly("rate", [](const Decision &x) { return x.d.rate; })
+      .def_property_readonly("cost", [](const Decision &x) { return x.d.cost; })
       .def_property_readonly("concurrency_limit", [](const Decision &x) { return x.d.concurrency_limit; })
       .def_property_readonly("concurrency_remaining", [](const Decision &x) { return x.d.concurrency_remaining; })
       .def_property_readonly("ticket", [](const Decision &x) { return x.d.ticket; })
       .def_property_readonly("headers", &headers_of)
-      .def_property_readonly("body", &body_of)
+      .def_property_readonly("content_type", [](Decision &x) { return py::str(formatted_of(x).content_type); })
+      .def_property_readonly("body", [](Decision &x) { return py::str(formatted_of(x).body); })
       .def("release", [](Decision &x) { release_ticket(*x.h, x.d.ticket); })
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__",
@@ -498,6 +650,7 @@ PYBIND11_MODULE(_floodwall, m) {
                         " status=" + std::to_string(x.d.status);
         if (x.d.limiter != FW_LIMITER_NONE) s += " limiter=" + std::string(fw_limiter_name(x.d.limiter));
         if (x.d.limit) s += " remaining=" + std::to_string(x.d.remaining) + "/" + std::to_string(x.d.limit);
+        if (x.d.cost > 1) s += " cost=" + std::to_string(x.d.cost);
         if (x.d.failed_open) s += " failed_open=True";
         if (x.d.degraded) s += " degraded=True";
         return s + ">";
@@ -508,16 +661,18 @@ PYBIND11_MODULE(_floodwall, m) {
       .def("fileno", &CompletionQueue::fileno);
 
   py::class_<Handle, std::shared_ptr<Handle>>(m, "Client")
-      .def(py::init(&client_new), py::arg("policy_json"), py::arg("release_gil") = true)
+      .def(py::init(&client_new), py::arg("policy_json"))
       .def("close", &client_close)
       .def_property_readonly("closed",
                              [](Handle &h) {
                                auto lock = hold(h);
                                return h.c == nullptr;
                              })
+      .def_property_readonly("can_block", [](Handle &h) { return h.can_block; })
       .def("admit", &client_admit)
       .def("admit_async", &client_admit_async)
       .def("drain", &client_drain)
+      .def("tenant_key", &client_tenant_key)
       .def("release", [](Handle &h, fw_ticket t) { release_ticket(h, t); })
       .def("set_mode",
            [](Handle &h, py::handle limiter, py::handle mode) {

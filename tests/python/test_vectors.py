@@ -1,0 +1,123 @@
+"""tests/vectors.json, the vectors every floodwall suite (core, Python, Node, Ruby) checks alike, through the
+Python binding's public API: tenant keys, backoff delays, Retry-After values, and whole decisions (status,
+headers in order, content type and body). A missing file or an absent or empty section fails."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from typing import Any, Dict, List
+
+import pytest
+
+import floodwall
+from floodwall import backoff
+
+VECTORS_PATH = pathlib.Path(__file__).resolve().parents[2] / "tests" / "vectors.json"
+SECTIONS = ("tenant_keys", "backoff", "retry_after", "decisions")
+
+
+def load() -> Dict[str, Any]:
+    # Read at collection: a missing or broken file is an error of this module, not a silent zero tests.
+    with open(VECTORS_PATH, encoding="utf-8") as f:
+        vectors = json.load(f)
+    assert isinstance(vectors, dict), f"{VECTORS_PATH}: not a JSON object"
+    return vectors
+
+
+VECTORS = load()
+
+
+def section(name: str) -> List[Dict[str, Any]]:
+    """A section's vectors, for parametrize; an absent or empty section becomes one failing case."""
+    cases = VECTORS.get(name)
+    if not isinstance(cases, list) or not cases:
+        return [pytest.param(None, id=f"{name}-missing")]
+    return [pytest.param(c, id=f"{i}-{c.get('name', '')}"[:80]) for i, c in enumerate(cases)]
+
+
+def present(name: str, case: Any) -> Dict[str, Any]:
+    assert case is not None, f"{VECTORS_PATH}: section {name!r} is missing or empty"
+    return case
+
+
+def test_every_section_is_there_and_not_empty():
+    for name in SECTIONS:
+        assert isinstance(VECTORS.get(name), list) and VECTORS[name], f"{VECTORS_PATH}: section {name!r}"
+
+
+def pairs(headers: List[List[str]], as_bytes: bool) -> List[tuple]:
+    if as_bytes:
+        return [(n.encode("ascii"), v.encode("ascii")) for n, v in headers]
+    return [(n, v) for n, v in headers]
+
+
+@pytest.mark.parametrize("case", section("tenant_keys"))
+def test_tenant_key(case):
+    case = present("tenant_keys", case)
+    policy: Dict[str, Any] = {"request_rate": {"rate": 0.001, "burst": 1}}
+    if "tenant" in case:
+        policy["tenant"] = case["tenant"]
+    with floodwall.Floodwall(policy) as fw:
+        for as_bytes in (False, True):  # ASGI gives bytes, WSGI-style callers str: one key
+            headers = pairs(case["headers"], as_bytes)
+            peer = case["peer"]
+            if as_bytes and peer is not None:
+                peer = peer.encode("ascii")
+            assert fw.tenant_key(headers=headers, peer=peer) == case["key"], (case, as_bytes)
+        # admit() derives that same key: the request spends the one token of the tenant named by the key.
+        assert fw.admit(headers=pairs(case["headers"], False), peer=case["peer"]).allowed
+        assert fw.admit(case["key"]).status == 429, case
+
+
+@pytest.mark.parametrize("case", section("backoff"))
+def test_backoff_delay(case):
+    case = present("backoff", case)
+    kw = {k: case[k + "_s"] for k in ("base", "cap") if k + "_s" in case}
+    ra = case["retry_after_s"]
+    got = backoff.delay(case["attempt"], None if ra == -1 else ra, random=lambda: case["random"], **kw)
+    assert got == pytest.approx(case["delay_s"], abs=1e-9, rel=0), case
+    if ra < 0:  # the jitter alone
+        jitter = backoff.full_jitter(case["attempt"], random=lambda: case["random"], **kw)
+        assert jitter == pytest.approx(case["delay_s"], abs=1e-9, rel=0), case
+
+
+@pytest.mark.parametrize("case", section("retry_after"))
+def test_retry_after(case):
+    case = present("retry_after", case)
+    got = backoff.parse_retry_after(case["value"], now=case["now"])
+    if case["seconds"] is None:
+        assert got is None, case
+    else:
+        assert got == pytest.approx(case["seconds"], abs=1e-9, rel=0), case
+    assert backoff.parse_retry_after(case["value"].encode("ascii"), now=case["now"]) == got
+
+
+def admit(fw: floodwall.Floodwall, request: Dict[str, Any]) -> floodwall.Decision:
+    kw: Dict[str, Any] = {k: request[k] for k in ("route", "method", "cost") if k in request}
+    if "tenant" in request:
+        return fw.admit(request["tenant"], **kw)
+    return fw.admit(headers=pairs(request.get("headers", []), False), peer=request.get("peer"), **kw)
+
+
+@pytest.mark.parametrize("case", section("decisions"))
+def test_decisions(case):
+    case = present("decisions", case)
+    assert case["requests"], case["name"]
+    with floodwall.Floodwall(case["policy"]) as fw:
+        held = []
+        for i, request in enumerate(case["requests"]):
+            d = admit(fw, request)
+            expect = request["expect"]
+            where = f"{case['name']} request {i}"
+            assert d.status == expect["status"], where
+            assert d.allowed == (expect["status"] == 200), where
+            assert [list(h) for h in d.headers.items()] == [list(h) for h in expect["headers"]], where
+            assert d.content_type == expect["content_type"], where
+            assert d.body == expect["body"], where
+            if request.get("hold"):
+                held.append(d)
+            else:
+                d.release()
+        for d in held:
+            d.release()
