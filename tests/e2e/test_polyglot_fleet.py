@@ -4,6 +4,7 @@ process, on one Redis and one policy file, driven together over HTTP for one ten
 from __future__ import annotations
 
 import concurrent.futures
+import hashlib
 import json
 import os
 import signal
@@ -19,6 +20,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RATE, BURST, LIMIT = 50, 60, 6
 LIMIT_HEADERS = ("ratelimit-policy", "ratelimit", "ratelimit-limit", "ratelimit-remaining", "ratelimit-reset",
                  "retry-after", "content-type")
+
+
+def key(credential: str) -> str:
+    """The tenant id the core derives from an X-API-Key or Bearer credential (tests/vectors.json has the rule)."""
+    return "key:" + hashlib.sha256(credential.encode()).hexdigest()[:32]
 
 
 def free_port() -> int:
@@ -67,9 +73,15 @@ def fleet(tmp_path_factory):
     policy = {
         "store": f"redis://127.0.0.1:{redis.port}/0",
         "redis": {"deadline_ms": 100, "breaker_open_ms": 300, "flags_poll_ms": 200},
+        # The services give no key function: the core derives each tenant from the request, so the
+        # overrides name derived ids, and the test client (127.0.0.1) is the proxy the policy trusts.
+        "tenant": {"trusted_proxies": ["127.0.0.1"]},
         "request_rate": {"rate": RATE, "burst": BURST, "overrides": {
-            **{f"same-{lang}": {"rate": 0.001, "burst": 3} for lang in ("python", "node", "ruby")},
-            "switch-tenant": {"rate": 0.001, "burst": 3}}},
+            **{key(f"same-{lang}"): {"rate": 0.001, "burst": 3} for lang in ("python", "node", "ruby")},
+            key("switch-tenant"): {"rate": 0.001, "burst": 3},
+            key("bearer-bucket"): {"rate": 0.001, "burst": 3},
+            key("api-key-bucket"): {"rate": 0.001, "burst": 3},
+            "ip:198.51.100.23": {"rate": 0.001, "burst": 3}}},
         "concurrency": {"limit": LIMIT, "ttl_s": 30, "routes": ["/work"]},
     }
     path = tmp_path_factory.mktemp("fleet") / "policy.json"
@@ -162,6 +174,33 @@ def test_same_decision_same_bytes_in_every_language(fleet):
     assert body["error"]["limit_type"] == "request_rate"
     assert seen["python"][0][0][0] == ("ratelimit-policy",
                                        '"request_rate";q=3;w=3000, "concurrency";q=6;qu="concurrent-requests"')
+
+
+def answer(response: httpx.Response) -> tuple:
+    return (response.status_code, tuple((h, response.headers.get(h)) for h in LIMIT_HEADERS), response.content)
+
+
+@pytest.mark.parametrize("headers", [
+    {"Authorization": "Bearer bearer-bucket"},
+    {"X-API-Key": "api-key-bucket"},
+    {"X-Forwarded-For": "198.51.100.23"},
+], ids=["bearer", "api-key", "forwarded-for"])
+def test_the_same_request_reaches_one_bucket_and_one_answer_in_every_language(fleet, headers):
+    """One client, three services: the core derives one tenant from the same request headers in Python,
+    Node and Ruby (a hashed Bearer token or X-API-Key; behind a trusted proxy, the X-Forwarded-For address),
+    so the three draw from one bucket of 3 and answer alike."""
+    redis, urls = fleet
+    order = ["python", "node", "ruby"]
+    first = [httpx.get(f"{urls[lang]}/work", headers=headers, timeout=30) for lang in order]
+    assert [r.status_code for r in first] == [200, 200, 200], "one bucket of 3 shared by three services"
+    assert [r.headers["ratelimit-remaining"] for r in first] == ["2", "1", "0"]
+    rejected = {lang: answer(httpx.get(f"{urls[lang]}/work", headers=headers, timeout=30)) for lang in order}
+    assert rejected["python"][0] == 429
+    assert rejected["python"] == rejected["node"] == rejected["ruby"], rejected
+    body = json.loads(rejected["python"][2])
+    assert body["error"]["limit_type"] == "request_rate"
+    hdrs = dict(rejected["python"][1])
+    assert int(hdrs["retry-after"]) >= int(hdrs["ratelimit"].rsplit("t=", 1)[1]), "Retry-After >= the window t"
 
 
 def wait_until(predicate, seconds: float) -> float:

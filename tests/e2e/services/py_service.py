@@ -25,8 +25,9 @@ async def metrics(request: Request) -> PlainTextResponse:
 
 
 api = Starlette(routes=[Route("/work", work)])
-limited = FloodwallMiddleware(api, client=fw, key=lambda scope: dict(scope["headers"]).get(b"x-api-key"),
-                              route="/work")
+# No key function: the core derives the tenant from the request (Authorization, X-API-Key, the address
+# behind the policy's trusted proxies), as the Node and Ruby services do.
+limited = FloodwallMiddleware(api, client=fw, route="/work")
 
 
 async def app(scope, receive, send):
@@ -37,4 +38,5 @@ async def app(scope, receive, send):
 
 
 if __name__ == "__main__":
-    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
+    # proxy_headers off: X-Forwarded-For is the core's business (tenant.trusted_proxies), not uvicorn's.
+    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", proxy_headers=False)

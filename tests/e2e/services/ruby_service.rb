@@ -12,7 +12,8 @@ work = lambda do |env|
   sleep hold if hold.positive?
   [200, { "Content-Type" => "application/json" }, [JSON.generate(lang: "ruby")]]
 end
-limited = Floodwall::Rack.new(work, client: fw, key: ->(env) { env["HTTP_X_API_KEY"] }, route: "/work")
+# No key: the core derives the tenant from the request, as the Python and Node services do.
+limited = Floodwall::Rack.new(work, client: fw, route: "/work")
 app = lambda do |env|
   return [200, { "Content-Type" => "text/plain" }, [fw.prometheus]] if env["PATH_INFO"] == "/metrics"
 
