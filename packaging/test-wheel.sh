@@ -4,6 +4,7 @@
 # must load the hiredis bundled in the wheel, not the system's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root=$PWD
 rm -f dist/floodwall-*.whl
 bash packaging/build-wheel.sh >/dev/null
 wheel=$(ls dist/floodwall-*manylinux*.whl)
@@ -27,4 +28,21 @@ hiredis = sorted({line.split()[-1] for line in maps if "hiredis" in line})
 assert hiredis and all("floodwall.libs" in path for path in hiredis), hiredis
 print(f"wheel: {os.path.basename(floodwall.__file__)} from the wheel, no compiler on PATH, hiredis from {hiredis[0]}")
 PY
+
+# The sdist, as a user on a platform without a wheel meets it: built by `python -m build --sdist`, then
+# installed from the .tar.gz alone into a fresh venv (this time with the compiler and the system hiredis),
+# so that a file the sdist's allowlist forgot fails here, not on a user's machine.
+cd "$root"
+py=$(bash packaging/python-venv.sh build | tail -n 1)
+"$py" -m build --sdist -o "$work/sdist" . >/dev/null
+sdist=$(ls "$work"/sdist/floodwall-*.tar.gz)
+python3 -m venv "$work/sdist-venv"
+"$work/sdist-venv/bin/python" -m pip --disable-pip-version-check -q install "$sdist"
+(cd "$work" && "$work/sdist-venv/bin/python" -c '
+import floodwall, floodwall.asgi, floodwall.wsgi
+fw = floodwall.Floodwall({"request_rate": {"rate": 0.001, "burst": 1}})
+got = [fw.admit("t").allowed for _ in range(2)]
+assert got == [True, False], got
+print("sdist:", floodwall.__version__, "built from", __import__("os").path.basename("'"$sdist"'"))
+')
 echo "test-wheel: passed"
