@@ -118,6 +118,32 @@ describe('a bad request rejects with InvalidArgumentError naming the field', () 
     assert.equal((await fw.admit({ tenant: '' })).allowed, true, 'an empty tenant is limited, not refused');
   });
 
+  // CR, LF, NUL and a megabyte in header values and the peer: the key is hashed or falls back, and no
+  // caller byte reaches the response (the trusted-proxy rule reads X-Forwarded-For from anyone here).
+  test('hostile headers and peers never reach a response header', async () => {
+    const evil = new Floodwall({ request_rate: { rate: 1, burst: 1 }, tenant: { trusted_proxies: ['0.0.0.0/0'] } });
+    const hostile = [
+      ['Authorization', 'Bearer acme\r\nX-Injected: yes'],
+      ['X-API-Key', 'acme\0X-Injected: yes'],
+      ['Authorization', 'x'.repeat(1 << 20)],
+      ['X-Forwarded-For', `acme\r\nX-Injected: yes, ${'1.2.3.4, '.repeat(10000)}`],
+    ];
+    for (const [name, value] of hostile) {
+      const headers = [name, value];
+      const key = evil.tenantKey({ headers, peer: '10.0.0.1' });
+      assert.ok(/^[\x21-\x7e]{1,46}$/.test(key) && !key.includes('acme'), key.slice(0, 80));
+      await evil.admit({ headers, peer: '10.0.0.1' });
+      const d = await evil.admit({ headers, peer: '10.0.0.1' });
+      assert.equal(d.status, 429, 'one tenant: the hostile bytes were hashed or dropped the same way each time');
+      const text = Object.entries(d.headers).map(([k, v]) => `${k}: ${v}\r\n`).join('') + d.contentType + d.body;
+      assert.ok(/^[\x20-\x7e\r\n]*$/.test(text) && !text.includes('acme') && !text.includes('Injected'));
+    }
+    for (const peer of ['1.2.3.4\r\nX-Injected: yes', '/run/app.sock', '', '01.2.3.4', 'x'.repeat(1 << 20)]) {
+      assert.equal(evil.tenantKey({ peer }), 'anonymous', JSON.stringify(peer.slice(0, 40)));
+    }
+    evil.close();
+  });
+
   test('tenantKey throws the same errors, synchronously', () => {
     for (const [request, field] of [[null, 'request'], [{ tenant: 42 }, 'tenant'], [{ headers: 'x' }, 'headers'],
       [{ headers: ['a', 1] }, 'headers'], [{ peer: 1 }, 'peer']]) {
