@@ -132,7 +132,11 @@ class Section {
     }
   }
 
-  std::string field(const std::string &k) const { return path_.empty() ? k : path_ + "." + k; }
+  // An empty key is shown as "" so that the error still names something (found by fuzz/policy_fuzz).
+  std::string field(const std::string &k) const {
+    std::string name = k.empty() ? "\"\"" : k;
+    return path_.empty() ? name : path_ + "." + name;
+  }
   bool has(const char *k) const { return obj_.contains(k); }
   const json &at(const char *k) const { return obj_.at(k); }
 
@@ -210,7 +214,10 @@ BucketLimits bucket(const Section &s) {
   b.burst_m = b.burst * 1'000'000;
   // The bucket's state is the instant it is full again, in ns; a refill from empty must stay below
   // 2^53 ns so that Lua's doubles hold every debt exactly (token_bucket.hpp).
-  if (bucket_cost_ns(b.rate_m, b.burst_m) > kMaxRefillNs)
+  // Compared as a double first: a refill beyond int64 (a burst of 1e9 at 0.000001/s) would overflow the
+  // conversion in bucket_cost_ns and pass the check (found by fuzz/policy_fuzz).
+  if (static_cast<double>(b.burst_m) * 1e9 / static_cast<double>(b.rate_m) > static_cast<double>(kMaxRefillNs) ||
+      bucket_cost_ns(b.rate_m, b.burst_m) > kMaxRefillNs)
     throw PolicyError(s.field("burst"), "takes more than 90 days to refill at this rate (burst / rate)");
   return b;
 }
@@ -285,7 +292,7 @@ Policy parse_policy(std::string_view text) {
   json doc;
   try {
     doc = json::parse(quote_non_finite(text));
-  } catch (const json::parse_error &e) {
+  } catch (const json::exception &e) {  // parse_error, and out_of_range for a number beyond a double (1e400)
     throw PolicyError("policy", std::string("is not valid JSON (") + e.what() + ")");
   }
   Section top(doc, "",

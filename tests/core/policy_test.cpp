@@ -36,6 +36,13 @@ TEST(Policy, EveryBadValueNamesItsField) {
       {R"({"request_rate": {"rate": 1e9, "burst": 1}})", "request_rate.rate"},
       {R"({"request_rate": {"rate": 1, "burst": -3}})", "request_rate.burst"},
       {R"({"request_rate": {"rate": 0.000001, "burst": 1000}})", "request_rate.burst"},  // 31,000 years to refill
+      // Refills beyond int64 nanoseconds: the conversion once overflowed and passed the check (fuzz/policy_fuzz).
+      {R"({"request_rate": {"rate": 0.000001, "burst": 1000000000}})", "request_rate.burst"},
+      {R"({"request_rate": {"rate": 0.001, "burst": 1000000000}})", "request_rate.burst"},
+      // A number beyond a double is a policy error, not an internal one (fuzz/policy_fuzz).
+      {R"({"request_rate": {"rate": 1e400, "burst": 1}})", "policy"},
+      {R"({"": 1})", R"("")"},
+      {R"({"fleet": {"": 1}})", R"(fleet."")"},
       {R"({"request_rate": {"rate": 1, "burst": 1, "overrides": {"t": {"rate": -1, "burst": 1}}}})",
        "request_rate.overrides.t.rate"},
       {R"({"request_rate": {"rate": 1, "burst": 1, "overrides": []}})", "request_rate.overrides"},
