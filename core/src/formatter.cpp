@@ -38,7 +38,17 @@ void append_json_string(std::string &out, std::string_view s) {
 namespace {
 
 int64_t window_s(const fw_decision &d) {
-  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(static_cast<double>(d.limit) / d.rate)));
+  double w = std::ceil(static_cast<double>(d.limit) / d.rate);
+  // A decision a binding rebuilt may carry any rate: limit / a tiny rate is beyond int64, and converting
+  // that is undefined (found by fuzz/formatter_fuzz). 2^63 is exact as a double.
+  if (!(w < 9223372036854775808.0)) return INT64_MAX;
+  return std::max<int64_t>(1, static_cast<int64_t>(w));
+}
+
+// A number for a JSON body: JSON has no NaN or Infinity, which a decision a binding rebuilt may carry
+// (to_chars writes "nan", and the body would not parse; found by fuzz/formatter_fuzz).
+std::string json_number(double v) {
+  return std::isfinite(v) ? format_number(v) : "null";
 }
 
 int64_t retry_after(const fw_decision &d) {
@@ -137,7 +147,7 @@ std::string format_body(const fw_decision &d, const Policy &p) {
         message = "Request rate limit exceeded: " + format_number(d.rate) + " requests/second sustained (bursts to " +
                   std::to_string(d.limit) + "). Retry after " + std::to_string(retry) + "s.";
       }
-      extra = ",\"limit\":" + std::to_string(d.limit) + ",\"rate\":" + format_number(d.rate);
+      extra = ",\"limit\":" + std::to_string(d.limit) + ",\"rate\":" + json_number(d.rate);
       if (cost > 1) extra += ",\"cost\":" + std::to_string(cost);
       break;
     case FW_LIMITER_CONCURRENCY:
