@@ -7,7 +7,7 @@ TSAN_BUILD ?= build-tsan
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo story test test-core format-check version-check wheels test-sanitizers test-python test-node test-ruby test-e2e bench install format clean
+.PHONY: all deps build demo story test test-core format-check version-check wheels test-sanitizers test-python test-node test-ruby test-e2e bench fuzz soak install format clean
 
 all: build
 
@@ -67,6 +67,17 @@ wheels:
 
 bench: build
 	@bash bench/run.sh "$(BUILD)"
+
+# The libFuzzer targets of fuzz/ (clang, ASan + UBSan, their own build in build-fuzz), FUZZ_SECONDS each;
+# any crash, leak or UB fails. CI runs them for 30 s (packaging/test-fuzz.sh).
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) bash packaging/run-fuzz.sh
+
+# 10 million admits on memory:// and 2 million on a throwaway Redis; fails if RSS grows more than 5% after
+# the warm-up or descriptors grow (bench/soak/soak.cpp). CI runs a short one (packaging/test-soak.sh).
+soak: build
+	@SOAK_MEMORY_ADMITS=10000000 SOAK_REDIS_ADMITS=2000000 bash packaging/test-soak.sh "$(BUILD)"
 
 install: build
 	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX),)

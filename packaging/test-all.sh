@@ -14,7 +14,7 @@ run "formatting (clang-format)" make --no-print-directory format-check
 run "versions (VERSION and every manifest)" make --no-print-directory version-check
 run "core and C ABI (GoogleTest, ctest)" ctest --test-dir "$build" --output-on-failure -j "$(nproc)"
 [ "${FW_SANITIZERS:-1}" = 1 ] && run "core and C ABI under sanitizers" make --no-print-directory test-sanitizers
-for suite in python wheel node ruby e2e; do
+for suite in python wheel node ruby e2e fuzz soak; do
   [ -f "packaging/test-$suite.sh" ] && run "$suite" bash "packaging/test-$suite.sh"
 done
 if [ ${#failed[@]} -gt 0 ]; then
