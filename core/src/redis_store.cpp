@@ -528,10 +528,6 @@ void RedisStore::format_admit(const AdmitOp &op, std::string &cmd) const {
 void RedisStore::release(const ReleaseOp &op) {
   int64_t now = now_us();
   if (in_forked_child()) return;  // the parent's slots: they heal after ttl_s
-  if (!breaker_.closed()) {
-    release_errors_.fetch_add(1, std::memory_order_relaxed);  // heals after ttl_s
-    return;
-  }
   char id[16];
   std::memcpy(id, &op.slot.hi, 8);
   std::memcpy(id + 8, &op.slot.lo, 8);
@@ -700,6 +696,18 @@ void RedisStore::fail_conn(Conn &conn, FailReason why, int64_t now) {
     redisFree(conn.ctx);
     conn.ctx = nullptr;
     for (Call *c : conn.inflight) {
+      if (c->kind == Kind::release) {
+        if (c->abandoned)
+          recycle(c);  // copied when it timed out
+        else
+          keep_release(c);
+        continue;
+      }
+      if (c->kind == Kind::admit && c->slot) {
+        // Its reply never came: it may have taken its slot. Giving back one it never took is harmless.
+        ReleaseOp back = c->held;
+        if (back.conc || back.fleet) release(back);
+      }
       if (!c->abandoned) {
         if (c->kind == Kind::admit) breaker_.record(true, now);
         if (c->kind == Kind::probe) breaker_.probe_result(false, now);
@@ -738,9 +746,30 @@ void RedisStore::dispatch(Call *c, int64_t now) {
       return;
     }
   }
+  if (c->kind == Kind::release) {
+    keep_release(c);
+    return;
+  }
   if (c->kind == Kind::admit) breaker_.trip(now);  // no connection is up
   fail_call(c, FailReason::connection);
   recycle(c);
+}
+
+void RedisStore::keep_release(Call *c) {
+  if (unsent_.size() >= 65536) {
+    release_errors_.fetch_add(1, std::memory_order_relaxed);
+    recycle(c);
+    return;
+  }
+  c->abandoned = false;
+  unsent_.push_back(c);
+}
+
+RedisStore::Call *RedisStore::copy_release(const Call *c) {
+  tl_cmd = c->cmd;
+  Call *n = take_call(Kind::release, now_us() + std::max<int64_t>(1000, opt_.deadline_ms) * 1000);
+  n->affinity = c->affinity;
+  return n;
 }
 
 void RedisStore::choose_lanes(bool several, int64_t now) {
@@ -874,6 +903,12 @@ void RedisStore::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
     bool config = is_config_error(err);
     if (c->kind == Kind::admit) breaker_.record(!config, now);
     if (c->kind == Kind::probe && !c->abandoned) breaker_.probe_result(config, now);
+    if (c->kind == Kind::release && !config) {
+      // Refused for now (READONLY, BUSY, LOADING): sent again later; ZREM is idempotent.
+      unsent_at_us_ = now + 100'000;
+      keep_release(c);
+      return;
+    }
     if (!c->abandoned) fail_call(c, config ? FailReason::config : FailReason::error);
     recycle(c);
     return;
@@ -940,7 +975,7 @@ void RedisStore::expire(int64_t now) {
         }
         fail_call(c, FailReason::timeout);
       } else if (c->kind == Kind::release) {
-        release_errors_.fetch_add(1, std::memory_order_relaxed);
+        keep_release(copy_release(c));
       } else if (c->kind == Kind::probe) {
         breaker_.probe_result(false, now);
         probe_lost = true;
@@ -1001,8 +1036,18 @@ void RedisStore::run() {
     if (int64_t since = direct_silent_since_.exchange(0, std::memory_order_acquire); since && !any_answering(since))
       trip(FailReason::timeout, now);
     if (lanes_wanted_ != lanes_) settle_lanes(batch, now);
+    if (!unsent_.empty() && breaker_.closed() && any_ready() && lanes_wanted_ == lanes_ && now >= unsent_at_us_) {
+      std::deque<Call *> again;
+      again.swap(unsent_);
+      for (Call *c : again) {
+        c->deadline_us = now + std::max<int64_t>(1000, opt_.deadline_ms) * 1000;
+        dispatch(c, now);
+      }
+    }
     for (Call *c : batch) {
-      if (c->kind == Kind::admit && !breaker_.closed()) {  // submitted just before the breaker opened
+      if (c->kind == Kind::release && !breaker_.closed()) {
+        keep_release(c);
+      } else if (c->kind == Kind::admit && !breaker_.closed()) {  // submitted just before the breaker opened
         fail_call(c, FailReason::breaker);
         recycle(c);
       } else if (lanes_wanted_ != lanes_ && moves(c))
@@ -1078,6 +1123,8 @@ void RedisStore::run() {
   }
   batch.insert(batch.begin(), parked_.begin(), parked_.end());
   parked_.clear();
+  batch.insert(batch.end(), unsent_.begin(), unsent_.end());
+  unsent_.clear();
   for (Call *c : batch) {
     fail_call(c, FailReason::connection);
     recycle(c);

@@ -204,6 +204,10 @@ class RedisStore final : public Store {
   int single_windows_ = 0, give_ups_ = 0;   // I/O thread
   int64_t next_lane_check_us_ = 0, switch_by_us_ = 0, retry_lanes_at_us_ = 0;
   std::vector<Call *> parked_;  // I/O thread: calls held while the lanes change
+  std::deque<Call *> unsent_;   // I/O thread: releases not applied yet, sent once Redis answers again
+  void keep_release(Call *c);
+  int64_t unsent_at_us_ = 0;
+  Call *copy_release(const Call *c);
   std::atomic<uint32_t> lanes_in_use_{1};
   int wake_fd_ = -1;
   std::atomic<bool> stop_{false};
