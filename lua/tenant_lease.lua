@@ -18,7 +18,8 @@
 -- ARGV[9]  n, how many slot ids are given back; ARGV[10 .. 9+n] those ids; ARGV[10+n ..] the ids asked for
 --          (16 random bytes each; at most kMaxLeasedSlots)
 -- Reply:   {micro-tokens granted, micro-tokens left in the bucket after (what it held when it granted
---          none), slots granted (the first ones asked for), the tenant's live slots after}
+--          none), slots granted (the first ones asked for), the tenant's live slots after, Redis' TIME in
+--          us (the instant all this was true, which the client translates to its own clock)}
 --
 -- The same arithmetic as tenant_admit.lua: Redis' TIME is the clock, numbers are integers below 2^53
 -- formatted with %d, and the bucket key's TTL follows the same rule (KEEPTTL while full_at stays in
@@ -104,4 +105,4 @@ if slots_asked then
     slots = 0
   end
 end
-return {granted, tokens, slots, live}
+return {granted, tokens, slots, live, sec * 1000000 + usec}

@@ -73,6 +73,10 @@ class HotTenants::Entry final : public LeaseCompletion, public std::enable_share
   // What Redis last said: the bucket held left_m at an instant no earlier than known_at_us.
   bool known = false;
   int64_t known_at_us = 0, left_m = 0, rate_m = 0, burst_m = 0;
+  // Redrawn at each reply: how much of half a batch's refill this process waits beyond the instant the
+  // bucket holds one, so that the processes of a fleet, which all compute that same instant, do not all
+  // call at it (the fastest one would win every time, and the others refuse every request).
+  double jitter = 0;
   // Slots: idle leased ones (each until its lease ends), ones that go back, and what Redis holds.
   struct Leased {
     SlotId id;
@@ -95,8 +99,8 @@ class HotTenants::Entry final : public LeaseCompletion, public std::enable_share
 
 struct HotTenants::Way {
   uint64_t hash = 0;
-  TenantKey key;  // empty: a free way (tenant ids are never empty)
-  int64_t window = -1;
+  TenantKey key;                          // empty: a free way (tenant ids are never empty)
+  int64_t window = -1, busy_window = -1;  // the last window with kCoolAdmits admits
   uint32_t count = 0;
   bool hot = false;
   EntryRef entry;  // while hot
@@ -189,31 +193,34 @@ HotTenants::EntryRef HotTenants::track(const AdmitOp &op, int64_t now) {
     for (Way &w : set.ways)
       if (w.hash == h && w.key.view() == key) way = &w;
     if (!way) {
-      // A free way, else the cold one seen least recently (a hot one that saw no admit in the last window is
-      // cold); when all four are hot, this tenant stays cold.
-      for (Way &w : set.ways)
-        if (!(w.hot && w.window + 1 >= window) &&
-            (!way || w.key.view().empty() || (!way->key.view().empty() && w.window < way->window)))
-          way = &w;
+      // A free way, else the cold one seen least recently (a hot one with no busy window lately is cold);
+      // when all four are hot, this tenant stays cold.
+      for (Way &w : set.ways) {
+        bool hot = w.hot && window - w.busy_window <= kCoolWindows;
+        if (!hot && (!way || w.key.view().empty() || (!way->key.view().empty() && w.window < way->window))) way = &w;
+      }
       if (!way) return nullptr;
       way->hash = h;
       way->key = op.tenant;
       way->window = window;
+      way->busy_window = window - kCoolWindows - 1;
       way->count = 0;
       way->hot = false;
       way->entry.reset();
     }
-    if (window != way->window) {
-      uint32_t last = window == way->window + 1 ? way->count : 0;
-      bool was_hot = way->hot;
-      way->hot = was_hot ? last >= kCoolAdmits : last >= kHotAdmits;
-      // Cold again: the entry gives back what it holds and goes (maintain); a new one when it is hot again.
-      if (was_hot && !way->hot) way->entry.reset();
+    // A thread that read the clock before it was descheduled counts in the window that is current now.
+    if (window > way->window) {
       way->window = window;
       way->count = 0;
     }
     if (way->count < UINT32_MAX) way->count++;
+    if (way->count >= kCoolAdmits) way->busy_window = way->window;
     if (!way->hot && way->count >= kHotAdmits) way->hot = true;
+    if (way->hot && way->window - way->busy_window > kCoolWindows) {
+      // Cold again: the entry gives back what it holds and goes (maintain); a new one when it is hot again.
+      way->hot = false;
+      way->entry.reset();
+    }
     if (!way->hot) return nullptr;
     if (!way->entry) {
       way->entry = std::make_shared<Entry>(*this, op.tenant);
@@ -251,30 +258,43 @@ int64_t HotTenants::lease_size_m(const AdmitOp &op) const {
   return std::max<int64_t>(tokens, 0) * 1'000'000;
 }
 
-HotTenants::Outcome HotTenants::decide(Entry &e, const AdmitOp &op, AdmitResult &r, bool &start_call,
-                                       LeaseWaiter *w) {
+HotTenants::Outcome HotTenants::decide(Entry &e, const AdmitOp &op, AdmitResult &r, bool &start_call, LeaseWaiter *w) {
   int64_t now = clock_.now_us();
   start_call = false;
   bool lease_valid = e.lease_m > 0 && now < e.lease_until_us;
   int64_t in_hand = lease_valid ? e.lease_m : 0;
   // The bucket as Redis last said, refilled since (an upper bound: other processes may have taken some).
-  auto bucket_now = [&]() -> int64_t {
+  auto bucket_at = [&](double us) -> int64_t {
     if (!e.known || e.rate_m <= 0) return 0;
-    double refilled = static_cast<double>(e.left_m) + static_cast<double>(now - e.known_at_us) *
-                                                          static_cast<double>(e.rate_m) / 1e6;
-    return static_cast<int64_t>(std::min(refilled, static_cast<double>(e.burst_m)));
+    double refilled =
+        static_cast<double>(e.left_m) + (us - static_cast<double>(e.known_at_us)) * static_cast<double>(e.rate_m) / 1e6;
+    return static_cast<int64_t>(std::clamp(refilled, 0.0, static_cast<double>(e.burst_m)));
   };
+  auto bucket_now = [&] { return bucket_at(static_cast<double>(now)); };
 
   Verdict rate = Verdict::ok, conc = Verdict::ok, fleet = Verdict::ok;
+  // What a lease call must find in the bucket: half a lease (never less than this request's cost). Hot
+  // processes that called for every token that refilled would call once a token (a token every 200 us at
+  // 5,000/s, faster than a round trip under load, and the cache could never say no); waiting for half a
+  // lease, they call about twice a lease. No token is ever admitted beyond the bucket; a request may be
+  // refused while the bucket holds less than half a lease, which then goes to a later request (at most
+  // half a lease of refill later, never more than ttl_ms / 2).
+  int64_t lease_m = 0, need_m = 0;
   if (op.rate) {
-    if (!token_leases_)
+    if (!token_leases_) {
       rate = Verdict::ask_exact;
-    else if (in_hand >= op.cost_m)
-      rate = Verdict::ok;
-    else if (e.known && e.rate_m == op.rate_m && bucket_now() + in_hand < op.cost_m)
-      rate = Verdict::no;  // the over-limit cache: Redis would say no until the missing tokens refill
-    else
-      rate = Verdict::ask_lease;
+    } else {
+      lease_m = lease_size_m(op);
+      need_m = std::max(op.cost_m, (lease_m / 1'000'000 + 1) / 2 * 1'000'000);
+      double wait_us =
+          e.jitter * static_cast<double>(need_m) / 2 * 1e6 / static_cast<double>(std::max<int64_t>(1, op.rate_m));
+      if (in_hand >= op.cost_m)
+        rate = Verdict::ok;
+      else if (e.known && e.rate_m == op.rate_m && bucket_at(static_cast<double>(now) - wait_us) + in_hand < need_m)
+        rate = Verdict::no;  // the over-limit cache: Redis would not grant it until the bucket refills
+      else
+        rate = Verdict::ask_lease;
+    }
   }
   if (op.conc) {
     if (!slot_leases_) {
@@ -325,8 +345,8 @@ HotTenants::Outcome HotTenants::decide(Entry &e, const AdmitOp &op, AdmitResult 
           e.lease_m = 0;
           if (asks(op.rate, rate, Verdict::ask_lease)) {
             c.tokens = true;
-            c.min_m = op.cost_m;
-            c.want_m = std::max(lease_size_m(op), op.cost_m);
+            c.min_m = need_m;
+            c.want_m = std::max(lease_m, op.cost_m);
           }
         }
         if (asks(op.conc, conc, Verdict::ask_lease)) {
@@ -381,8 +401,13 @@ HotTenants::Outcome HotTenants::decide(Entry &e, const AdmitOp &op, AdmitResult 
     r.fleet_in_process = fleet_taken;
   }
   // The headers: what this process knows of the bucket (Redis' last word refilled, plus its lease) and of
-  // the tenant's slots (its idle leased ones, plus the ones Redis had free).
-  if (op.rate) r.tokens_m = std::min(op.burst_m, bucket_now() + in_hand);
+  // the tenant's slots (its idle leased ones, plus the ones Redis had free). A request refused while the
+  // bucket holds less than half a lease sees the tokens it could have: less than its cost by what the
+  // bucket still lacks, so that Retry-After says when the lease call will find enough (at least 1 s).
+  if (op.rate) {
+    r.tokens_m = std::min(op.burst_m, bucket_now() + in_hand);
+    if (rate == Verdict::no) r.tokens_m = std::max<int64_t>(0, r.tokens_m - (need_m - op.cost_m));
+  }
   if (op.conc) {
     int64_t usable = static_cast<int64_t>(e.free.size()) + std::max<int64_t>(0, op.conc_limit - e.live_known);
     r.conc_count = std::clamp<int64_t>(op.conc_limit - usable, 0, op.conc_limit);
@@ -392,14 +417,29 @@ HotTenants::Outcome HotTenants::decide(Entry &e, const AdmitOp &op, AdmitResult 
 
 void HotTenants::start_lease_call(Entry &e) {
   // e.call is stable until the completion: no other call starts while this one is in flight.
-  metrics_.lease(LeaseCounter::lease_calls);
-  if (e.call.give_back_m > 0) metrics_.lease(LeaseCounter::tokens_given_back, e.call.give_back_m / 1'000'000);
-  if (!e.call.released.empty()) metrics_.lease(LeaseCounter::slots_given_back, e.call.released.size());
   store_.lease_async(e.call, &e);
+}
+
+int64_t HotTenants::executed_at(int64_t store_us, int64_t sent_us, int64_t received_us) {
+  std::lock_guard lock(offset_mu_);
+  if (received_us - offset_epoch_us_ >= 1'000'000) {
+    offset_hi_last_ = offset_hi_;
+    offset_hi_ = INT64_MAX;
+    offset_epoch_us_ = received_us;
+  }
+  int64_t hi = store_us - sent_us, lo = store_us - received_us;
+  int64_t best = std::min(offset_hi_, offset_hi_last_);
+  // The bounds contradict each other when Redis' clock stepped: start again from this call alone.
+  if (best != INT64_MAX && lo > best) offset_hi_ = offset_hi_last_ = best = INT64_MAX;
+  offset_hi_ = std::min(offset_hi_, hi);
+  best = std::min(best, hi);
+  // The call ran within its own round trip, whatever the clocks did.
+  return std::clamp(store_us - best, sent_us, received_us);
 }
 
 void HotTenants::on_lease(Entry &e, LeaseResult &&res) {
   int64_t now = clock_.now_us();
+  int64_t ran_at = res.decided ? executed_at(res.store_now_us, e.call_sent_us, now) : 0;
   LeaseWaiter *waiters;
   EntryRef keep;
   {
@@ -408,11 +448,17 @@ void HotTenants::on_lease(Entry &e, LeaseResult &&res) {
     const LeaseOp &c = e.call;
     // A failed call is taken to have given back what it carried: given back twice would credit tokens
     // that were spent; never given back, they stay debited (the tenant's loss) and slots heal after ttl_s.
+    // Counted when it reached Redis (one refused at once, the breaker open or too many waiting, did not).
+    if (res.decided || !(res.reason == FailReason::breaker || res.reason == FailReason::overload))
+      metrics_.lease(LeaseCounter::lease_calls);
     if (res.decided) {
-      if ((c.tokens || c.give_back_m > 0) && e.call_sent_us >= e.known_at_us) {
+      if (c.give_back_m > 0) metrics_.lease(LeaseCounter::tokens_given_back, c.give_back_m / 1'000'000);
+      if (!c.released.empty()) metrics_.lease(LeaseCounter::slots_given_back, c.released.size());
+      if ((c.tokens || c.give_back_m > 0) && ran_at >= e.known_at_us) {
         e.known = true;
-        e.known_at_us = e.call_sent_us;
+        e.known_at_us = ran_at;
         e.left_m = res.tokens_m;
+        e.jitter = rng_.next_unit();
       }
       if (c.tokens && res.granted_m > 0) {
         e.lease_m += res.granted_m;

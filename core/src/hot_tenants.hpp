@@ -2,7 +2,7 @@
 //
 // Every decision of a cold tenant is one exact round trip. A tenant whose admits in this process reach
 // kHotAdmits within one kWindowUs window (1,600 a second: more than one round trip each is worth) is hot
-// here, until a window has fewer than kCoolAdmits. A hot tenant's requests are decided from:
+// here, until 100 ms pass without a window of kCoolAdmits. A hot tenant's requests are decided from:
 // - a token lease: up to max_tokens of the bucket (never more than ttl_ms of its refill, nor than its
 //   burst) taken in one call to lua/tenant_lease.lua, debited in Redis before any is spent, spent here
 //   under the entry's lock (none twice, none beyond the lease), what is left given back when the lease
@@ -58,6 +58,7 @@ class HotTenants {
  public:
   static constexpr int64_t kWindowUs = 10'000;
   static constexpr uint32_t kHotAdmits = 16, kCoolAdmits = 4;
+  static constexpr int64_t kCoolWindows = 10;         // cold after 100 ms without a window of kCoolAdmits
   static constexpr int64_t kFullHoldUs = 1'000;       // a concurrency set found full is believed this long
   static constexpr int64_t kReportUs = 100'000;       // fleet reports
   static constexpr int64_t kReportTtlUs = 1'000'000;  // a report counts this long (a dead client's too)
@@ -117,6 +118,9 @@ class HotTenants {
     return at != 0 && now - at < kFleetViewUs;
   }
   EntryRef find(const TenantKey &tenant);
+  // When, on this client's clock, a lease call sent at sent_us and answered at received_us was
+  // executed by Redis at store_us of its clock (see clock_offset_).
+  int64_t executed_at(int64_t store_us, int64_t sent_us, int64_t received_us);
   void maintain(int64_t now);  // the maintenance thread: leases that end, slots that go back, reports
   void give_back(Entry &e, int64_t now, bool everything);
   void run();
@@ -143,6 +147,13 @@ class HotTenants {
   std::unique_ptr<FleetReport> report_;
   int64_t next_report_us_ = 0;
   int64_t last_reported_ = 0;
+
+  // Redis' clock minus this client's is within [lo, hi] for every answered call (lo = store time - when it
+  // was answered, hi = store time - when it was sent); the least hi over the last second or two (its
+  // fastest round trip) bounds when a call ran far better than its own round trip does. Used only to
+  // know when the bucket refills: an error costs a lease call or an early refusal, never a token.
+  SpinLock offset_mu_;
+  int64_t offset_hi_ = INT64_MAX, offset_hi_last_ = INT64_MAX, offset_epoch_us_ = 0;
 
   std::mutex run_mu_;
   std::condition_variable run_cv_;

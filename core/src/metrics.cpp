@@ -415,7 +415,9 @@ std::string Metrics::prometheus(const StoreStats &st, const Gauges &g) const {
     out += "# HELP floodwall_lease_exact_admits_total Hot tenants' admits that took one exact round trip.\n";
     out += "# TYPE floodwall_lease_exact_admits_total counter\n";
     out += "floodwall_lease_exact_admits_total " + std::to_string(lease_count(LeaseCounter::exact_admits)) + "\n";
-    out += "# HELP floodwall_lease_commands_total Redis commands the leases made: lease calls, give-backs, fleet reports.\n";
+    out +=
+        "# HELP floodwall_lease_commands_total Redis commands the leases made: lease calls, give-backs, fleet "
+        "reports.\n";
     out += "# TYPE floodwall_lease_commands_total counter\n";
     out += "floodwall_lease_commands_total{call=\"lease\"} " + std::to_string(lease_count(LeaseCounter::lease_calls)) +
            "\n";
@@ -423,7 +425,8 @@ std::string Metrics::prometheus(const StoreStats &st, const Gauges &g) const {
            std::to_string(lease_count(LeaseCounter::give_backs)) + "\n";
     out += "floodwall_lease_commands_total{call=\"fleet_report\"} " +
            std::to_string(lease_count(LeaseCounter::fleet_reports)) + "\n";
-    out += "# HELP floodwall_lease_releases_in_process_total Leased slots given back to their lease (no release call).\n";
+    out +=
+        "# HELP floodwall_lease_releases_in_process_total Leased slots given back to their lease (no release call).\n";
     out += "# TYPE floodwall_lease_releases_in_process_total counter\n";
     out += "floodwall_lease_releases_in_process_total " +
            std::to_string(lease_count(LeaseCounter::releases_in_process)) + "\n";
@@ -435,8 +438,8 @@ std::string Metrics::prometheus(const StoreStats &st, const Gauges &g) const {
            std::to_string(lease_count(LeaseCounter::tokens_given_back)) + "\n";
     out += "# HELP floodwall_lease_slots_total Concurrency slots leased from Redis and given back to it.\n";
     out += "# TYPE floodwall_lease_slots_total counter\n";
-    out += "floodwall_lease_slots_total{op=\"leased\"} " + std::to_string(lease_count(LeaseCounter::slots_leased)) +
-           "\n";
+    out +=
+        "floodwall_lease_slots_total{op=\"leased\"} " + std::to_string(lease_count(LeaseCounter::slots_leased)) + "\n";
     out += "floodwall_lease_slots_total{op=\"given_back\"} " +
            std::to_string(lease_count(LeaseCounter::slots_given_back)) + "\n";
     out +=

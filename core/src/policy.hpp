@@ -139,9 +139,7 @@ struct Policy {
   Mode configured_mode(Limiter l) const;
   bool configured(Limiter l) const;
   // Whether hot tenants may be decided in process (a lease of tokens or slots is configured).
-  bool leases() const {
-    return (request_rate && request_rate->lease) || (concurrency && concurrency->lease);
-  }
+  bool leases() const { return (request_rate && request_rate->lease) || (concurrency && concurrency->lease); }
 
  private:
   const BucketLimits *override_for(const TenantKey &key) const;

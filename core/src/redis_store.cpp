@@ -129,11 +129,11 @@ bool parse_admit_reply(const redisReply *r, bool slot, bool rate_enforce, AdmitR
   return true;
 }
 
-// {granted, tokens left, slots granted, live slots}, all integers (tenant_lease.lua).
+// {granted, tokens left, slots granted, live slots, Redis' TIME in us}, all integers (tenant_lease.lua).
 bool parse_lease_reply(const redisReply *r, LeaseResult &res) {
-  if (r->type != REDIS_REPLY_ARRAY || r->elements != 4) return false;
-  long long v[4];
-  for (size_t i = 0; i < 4; i++) {
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != 5) return false;
+  long long v[5];
+  for (size_t i = 0; i < 5; i++) {
     if (r->element[i]->type != REDIS_REPLY_INTEGER) return false;
     v[i] = r->element[i]->integer;
   }
@@ -142,6 +142,7 @@ bool parse_lease_reply(const redisReply *r, LeaseResult &res) {
   res.tokens_m = v[1];
   res.slots = v[2];
   res.conc_count = v[3];
+  res.store_now_us = v[4];
   return true;
 }
 
@@ -599,7 +600,7 @@ void RedisStore::format_lease(const LeaseOp &op, std::string &cmd) const {
 
 void RedisStore::lease_async(const LeaseOp &op, LeaseCompletion *done) {
   int64_t now = now_us();
-  FailReason at_once = in_forked_child()     ? FailReason::error
+  FailReason at_once = in_forked_child()    ? FailReason::error
                        : !breaker_.closed() ? FailReason::breaker
                        : waiting_.load(std::memory_order_relaxed) >= waiting_cap_.load(std::memory_order_relaxed)
                            ? FailReason::overload

@@ -59,8 +59,8 @@ struct AdmitResult {
   // not evaluated and is not counted.
   bool in_process = false;
   bool rate_evaluated = true, conc_evaluated = true, fleet_evaluated = true;
-  bool slot_leased = false;       // the concurrency slot is a leased one: it goes back to the lease
-  SlotId leased_slot;             // which one
+  bool slot_leased = false;  // the concurrency slot is a leased one: it goes back to the lease
+  SlotId leased_slot;        // which one
   int64_t slot_lease_until_us = 0;
   bool fleet_in_process = false;  // the fleet share is counted in this client's report, not in the set
 };
@@ -88,12 +88,12 @@ class AdmitCompletion {
 // takes what it asks for. Nothing is rejected: each part grants what exists.
 struct LeaseOp {
   TenantKey tenant;
-  bool tokens = false;        // ask for tokens
+  bool tokens = false;  // ask for tokens
   int64_t rate_m = 0, burst_m = 0;
-  int64_t min_m = 0;          // grant none unless the bucket holds this many (whole tokens)
-  int64_t want_m = 0;         // grant at most this many (whole tokens)
-  int64_t give_back_m = 0;    // unspent tokens of the previous lease, credited first
-  bool slots = false;         // ask for slot ids (`wanted`)
+  int64_t min_m = 0;        // grant none unless the bucket holds this many (whole tokens)
+  int64_t want_m = 0;       // grant at most this many (whole tokens)
+  int64_t give_back_m = 0;  // unspent tokens of the previous lease, credited first
+  bool slots = false;       // ask for slot ids (`wanted`)
   int64_t conc_limit = 0, conc_ttl_us = 0;
   std::vector<SlotId> released;  // slots given back
   std::vector<SlotId> wanted;    // ids to add, at most kMaxLeasedSlots; the first `slots` granted are used
@@ -103,10 +103,11 @@ struct LeaseOp {
 struct LeaseResult {
   bool decided = false;  // false: the store could not answer; the waiting requests go to redis.fallback
   FailReason reason = FailReason::none;
-  int64_t granted_m = 0;   // tokens now leased to the process
-  int64_t tokens_m = 0;    // what the bucket holds after the grant (or held, when it granted none)
-  int64_t slots = 0;       // slots granted: the first `slots` ids of `wanted`
-  int64_t conc_count = 0;  // the tenant's live slots after the grant
+  int64_t granted_m = 0;     // tokens now leased to the process
+  int64_t tokens_m = 0;      // what the bucket holds after the grant (or held, when it granted none)
+  int64_t slots = 0;         // slots granted: the first `slots` ids of `wanted`
+  int64_t conc_count = 0;    // the tenant's live slots after the grant
+  int64_t store_now_us = 0;  // the store's clock when it granted (Redis' TIME)
 };
 
 class LeaseCompletion {
@@ -117,9 +118,9 @@ class LeaseCompletion {
 
 // This client's fleet usage decided in process, and what the rest of the fleet holds (lua/fleet_report.lua).
 struct FleetReportOp {
-  std::string client;       // this client's id
-  int64_t in_flight = 0;    // its in-process non-critical requests in flight
-  int64_t expires_us = 0;   // how long the report counts
+  std::string client;      // this client's id
+  int64_t in_flight = 0;   // its in-process non-critical requests in flight
+  int64_t expires_us = 0;  // how long the report counts
   int64_t fleet_ttl_us = 0;
 };
 
