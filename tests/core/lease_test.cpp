@@ -208,7 +208,8 @@ TEST(Lease, UnspentTokensGoBackToTheBucketWhenTheLeaseEnds) {
 // most ttl_ms of the tenant's refill, so ttl_ms after the kill the bucket has them again.
 TEST(Lease, AProcessKilledHoldingALeaseDoesNotBlockTheTenantPastTtl) {
   RedisServer redis;
-  const std::string lease = R"("request_rate": {"rate": 20, "burst": 100, "lease": {"max_tokens": 50, "ttl_ms": 1000}})";
+  const std::string lease =
+      R"("request_rate": {"rate": 20, "burst": 100, "lease": {"max_tokens": 50, "ttl_ms": 1000}})";
   const std::string plain = R"("request_rate": {"rate": 20, "burst": 100})";  // exact: one round trip each
   int report[2];
   ASSERT_EQ(pipe(report), 0);
@@ -239,51 +240,67 @@ TEST(Lease, AProcessKilledHoldingALeaseDoesNotBlockTheTenantPastTtl) {
   EXPECT_EQ(passed, 100 - admitted - 1) << "ttl_ms after the kill every token its lease stranded is back";
 }
 
+// One token left, and four processes of four threads that want it: never more than exists. At 0.001
+// tokens/s a lease may hold no more than one request's cost (ttl_ms of refill is not a token), so the
+// token goes to exactly one request; at 2 tokens/s a lease may hold 10, and a lease call finds the bucket
+// short of half a lease: what exists is never leased beyond it.
 TEST(Lease, ATenantAtOneTokenStaysExactAcrossProcesses) {
   RedisServer redis;
-  // 2 tokens/s and a lease of up to 10: the bucket holds one token when four processes come for it, and no
-  // lease may be larger than what exists.
-  const std::string sections = R"("request_rate": {"rate": 2, "burst": 10, "lease": {"max_tokens": 10, "ttl_ms": 5000}})";
-  auto *shared = shared_counters<std::atomic<int64_t>>(2);  // admitted, not by the store
-  auto start = Clock::now();
-  {
-    floodwall::Client plain(policy(redis, R"("request_rate": {"rate": 2, "burst": 10})"));
-    ASSERT_TRUE(admit(plain.get(), "last-token", nullptr, 0, 9).allowed);  // 1 token left
-  }
-  std::vector<pid_t> kids;
-  for (int p = 0; p < 4; p++) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      {
-        floodwall::Client fw(policy(redis, sections));
-        std::vector<std::thread> ts;
-        for (int t = 0; t < 4; t++)
-          ts.emplace_back([&] {
-            while (seconds_since(start) < 0.5) {
-              fw_decision d = admit(fw.get(), "last-token");
-              if (!by_store(d)) shared[1]++;
-              if (d.allowed) shared[0]++;
-            }
-          });
-        for (auto &t : ts) t.join();
-      }
-      _exit(0);
+  struct Case {
+    const char *tenant;
+    double rate;
+    const char *sections;
+  } cases[] = {
+      {"one-token-slow", 0.001,
+       R"("request_rate": {"rate": 0.001, "burst": 10, "lease": {"max_tokens": 10, "ttl_ms": 5000}})"},
+      {"one-token", 2, R"("request_rate": {"rate": 2, "burst": 10, "lease": {"max_tokens": 10, "ttl_ms": 5000}})"},
+  };
+  for (const Case &c : cases) {
+    auto *shared = shared_counters<std::atomic<int64_t>>(2);  // admitted, not by the store
+    auto start = Clock::now();
+    {
+      std::string plain = R"("request_rate": {"rate": )" + std::to_string(c.rate) + R"(, "burst": 10})";
+      floodwall::Client exact(policy(redis, plain));
+      ASSERT_TRUE(admit(exact.get(), c.tenant, nullptr, 0, 9).allowed);  // 1 token left
     }
-    kids.push_back(pid);
+    std::vector<pid_t> kids;
+    for (int p = 0; p < 4; p++) {
+      pid_t pid = fork();
+      if (pid == 0) {
+        {
+          floodwall::Client fw(policy(redis, c.sections));
+          std::vector<std::thread> ts;
+          for (int t = 0; t < 4; t++)
+            ts.emplace_back([&] {
+              while (seconds_since(start) < 0.5) {
+                fw_decision d = admit(fw.get(), c.tenant);
+                if (!by_store(d)) shared[1]++;
+                if (d.allowed) shared[0]++;
+              }
+            });
+          for (auto &t : ts) t.join();
+        }
+        _exit(0);
+      }
+      kids.push_back(pid);
+    }
+    for (pid_t k : kids) EXPECT_EQ(wait_child(k), 0);
+    double elapsed = seconds_since(start);
+    EXPECT_EQ(shared[1].load(), 0) << c.tenant;
+    if (c.rate < 1)
+      EXPECT_EQ(shared[0].load(), 1) << "exactly the one token";
+    else
+      EXPECT_LE(shared[0].load(), 1 + static_cast<int64_t>(c.rate * elapsed)) << "the one token, and what refilled";
+    munmap(shared, 4096);
   }
-  for (pid_t k : kids) EXPECT_EQ(wait_child(k), 0);
-  double elapsed = seconds_since(start);
-  EXPECT_EQ(shared[1].load(), 0);
-  EXPECT_GE(shared[0].load(), 1) << "the last token was admitted";
-  EXPECT_LE(shared[0].load(), 1 + static_cast<int64_t>(2 * elapsed)) << "the one token, and what refilled since";
-  munmap(shared, 4096);
 }
 
 TEST(Lease, AnEmptyBucketIsRejectedInProcessWithNoRedisCall) {
   RedisServer redis;
   // 0.001 tokens/s: the next token is 1,000 s away, and every rejection says so.
-  floodwall::Client fw(policy(redis, R"("request_rate": {"rate": 0.001, "burst": 3, "lease": {"max_tokens": 3, "ttl_ms": 1000}})",
-                              R"(, "flags_poll_ms": 3600000)"));
+  floodwall::Client fw(
+      policy(redis, R"("request_rate": {"rate": 0.001, "burst": 3, "lease": {"max_tokens": 3, "ttl_ms": 1000}})",
+             R"(, "flags_poll_ms": 3600000)"));
   int allowed = 0;
   ASSERT_TRUE(make_hot(fw.get(), "empty", allowed));
   EXPECT_EQ(allowed, 3);
@@ -313,7 +330,8 @@ TEST(Lease, AnEmptyBucketIsRejectedInProcessWithNoRedisCall) {
 
 TEST(Lease, TheOverLimitCacheAdmitsAgainOnceTokensExist) {
   RedisServer redis;
-  floodwall::Client fw(policy(redis, R"("request_rate": {"rate": 20, "burst": 2, "lease": {"max_tokens": 2, "ttl_ms": 1000}})",
+  floodwall::Client fw(policy(redis,
+                              R"("request_rate": {"rate": 20, "burst": 2, "lease": {"max_tokens": 2, "ttl_ms": 1000}})",
                               R"(, "flags_poll_ms": 3600000)"));
   std::atomic<int64_t> allowed{0}, total{0}, not_store{0};
   int64_t calls = redis_calls(redis);
@@ -472,10 +490,14 @@ TEST(Lease, FleetUsageDecidedInProcessIsReportedAndCountsForEveryClient) {
   floodwall::Client a(policy(redis, sections)), b(policy(redis, sections));
   int allowed = 0;
   ASSERT_TRUE(make_hot(a.get(), "flood", allowed));
-  // Critical requests (never counted by the fleet shedder) keep the tenant hot meanwhile.
+  // Critical requests (never counted by the fleet shedder) keep the tenant hot meanwhile, 10,000 a second
+  // (decided in process, a loop would go faster than the bucket's million a second).
   std::atomic<bool> stop{false};
   std::thread keep_hot([&] {
-    while (!stop.load()) admit(a.get(), "flood", nullptr, 1);
+    while (!stop.load()) {
+      admit(a.get(), "flood", nullptr, 1);
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // a few reports: a fresh view of the fleet
   std::vector<fw_ticket> held;
@@ -535,4 +557,26 @@ TEST(Lease, AsyncAdmitsOfAHotTenantShareItsLease) {
   EXPECT_LE(st.allowed.load(), 50 + static_cast<int64_t>(100 * elapsed) + 1);
   EXPECT_GT(st.allowed.load(), 50);
   EXPECT_GT(metric(fw.get(), "decisions_in_process"), 0);
+}
+
+// Dark mode decided in process: everything is allowed, what enforcing would have refused is counted, and
+// a request it would have refused spends nothing (the bucket holds exactly what was allowed by it).
+TEST(Lease, ADarkBucketDecidedInProcessRefusesNothingAndSpendsOnlyWhatItWouldHaveAllowed) {
+  RedisServer redis;
+  floodwall::Client fw(policy(
+      redis,
+      R"("request_rate": {"rate": 0.001, "burst": 5, "mode": "dark", "lease": {"max_tokens": 5, "ttl_ms": 1000}})"));
+  int allowed = 0, would_refuse = 0, decisions = 0;
+  for (; decisions < 2000; decisions++) {
+    fw_decision d = admit(fw.get(), "dark");
+    ASSERT_TRUE(by_store(d));
+    allowed += d.allowed;
+    would_refuse += d.dark_limiter == FW_LIMITER_REQUEST_RATE;
+  }
+  EXPECT_EQ(allowed, decisions) << "dark: nothing refused";
+  EXPECT_EQ(would_refuse, decisions - 5) << "all but the burst would have been refused";
+  EXPECT_GT(metric(fw.get(), "decisions_in_process"), 0);
+  EXPECT_GT(metric(fw.get(), "dark_rejected"), 0);
+  floodwall::Client exact(policy(redis, R"("request_rate": {"rate": 0.001, "burst": 5})"));
+  EXPECT_FALSE(admit(exact.get(), "dark").allowed) << "what dark mode allowed by the bucket was spent from it";
 }
