@@ -83,6 +83,7 @@ class HotTenants::Entry final : public LeaseCompletion, public std::enable_share
     int64_t until_us;
   };
   std::vector<Leased> free;
+  int64_t free_expiry_us = INT64_MAX;  // the earliest until_us in `free` (no scan before it)
   std::vector<SlotId> to_release;
   int64_t slots_in_use = 0, live_known = 0, full_until_us = 0, conc_limit = 0;
   // The lease call in flight and who waits for it; `self` keeps the entry alive meanwhile.
@@ -94,6 +95,23 @@ class HotTenants::Entry final : public LeaseCompletion, public std::enable_share
 
   bool holds_nothing() const {
     return lease_m == 0 && free.empty() && to_release.empty() && slots_in_use == 0 && !calling;
+  }
+  void add_free(const SlotId &id, int64_t until_us) {
+    free.push_back({id, until_us});
+    free_expiry_us = std::min(free_expiry_us, until_us);
+  }
+  // Moves the idle slots whose lease ended by `now` (all of them with `everything`) to to_release.
+  void expire_free(int64_t now, bool everything) {
+    if (!everything && now < free_expiry_us) return;
+    free_expiry_us = INT64_MAX;
+    std::erase_if(free, [&](const Leased &s) {
+      if (!everything && s.until_us > now) {
+        free_expiry_us = std::min(free_expiry_us, s.until_us);
+        return false;
+      }
+      to_release.push_back(s.id);
+      return true;
+    });
   }
 };
 
@@ -160,9 +178,20 @@ void HotTenants::shutdown() {
   }
   run_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
-  std::lock_guard lock(active_mu_);
-  int64_t now = clock_.now_us();
-  for (const EntryRef &e : active_) give_back(*e, now, true);
+  {
+    std::lock_guard lock(active_mu_);
+    int64_t now = clock_.now_us();
+    for (const EntryRef &e : active_) give_back(*e, now, true);
+  }
+  // This client's report counts no longer (it would until it expired).
+  if (fleet_ && last_reported_ > 0 && !report_->in_flight.load(std::memory_order_acquire)) {
+    FleetReportOp op;
+    op.client = client_id_;
+    op.expires_us = kReportTtlUs;
+    op.fleet_ttl_us = static_cast<int64_t>(policy_.fleet->ttl_s * 1e6);
+    report_->in_flight.store(true, std::memory_order_release);
+    store_.fleet_report_async(op, report_.get());
+  }
   stopped_.store(true);
 }
 
@@ -278,7 +307,7 @@ HotTenants::Outcome HotTenants::decide(Entry &e, const AdmitOp &op, AdmitResult 
   // 5,000/s, faster than a round trip under load, and the cache could never say no); waiting for half a
   // lease, they call about twice a lease. No token is ever admitted beyond the bucket; a request may be
   // refused while the bucket holds less than half a lease, which then goes to a later request (at most
-  // half a lease of refill later, never more than ttl_ms / 2).
+  // half a lease of refill later, ttl_ms / 2, and half as much again for the random wait below).
   int64_t lease_m = 0, need_m = 0;
   if (op.rate) {
     if (!token_leases_) {
@@ -300,11 +329,7 @@ HotTenants::Outcome HotTenants::decide(Entry &e, const AdmitOp &op, AdmitResult 
     if (!slot_leases_) {
       conc = Verdict::ask_exact;
     } else {
-      std::erase_if(e.free, [&](const Entry::Leased &s) {
-        if (s.until_us > now) return false;
-        e.to_release.push_back(s.id);  // its lease ended: it goes back
-        return true;
-      });
+      e.expire_free(now, false);  // slots whose lease ended go back
       conc = !e.free.empty() ? Verdict::ok : now < e.full_until_us ? Verdict::no : Verdict::ask_lease;
     }
   }
@@ -468,7 +493,7 @@ void HotTenants::on_lease(Entry &e, LeaseResult &&res) {
       if (c.slots) {
         int64_t until = e.call_sent_us + policy_.concurrency->lease->ttl_ms * 1000;
         for (int64_t i = 0; i < res.slots && i < static_cast<int64_t>(c.wanted.size()); i++)
-          e.free.push_back({c.wanted[static_cast<size_t>(i)], until});
+          e.add_free(c.wanted[static_cast<size_t>(i)], until);
         e.live_known = res.conc_count;
         if (res.conc_count >= c.conc_limit) e.full_until_us = now + kFullHoldUs;
         metrics_.lease(LeaseCounter::slots_leased, static_cast<uint64_t>(std::max<int64_t>(0, res.slots)));
@@ -572,7 +597,7 @@ void HotTenants::release_slot(const TenantKey &tenant, const SlotId &id, int64_t
     std::lock_guard lock(e->mu);
     if (e->slots_in_use > 0) e->slots_in_use--;
     if (now < until_us)
-      e->free.push_back({id, until_us});
+      e->add_free(id, until_us);
     else
       e->to_release.push_back(id);  // its lease ended: back to Redis with the next batch
   }
@@ -589,11 +614,7 @@ void HotTenants::give_back(Entry &e, int64_t now, bool everything) {
       op.give_back_m = e.lease_m;
       e.lease_m = 0;
     }
-    std::erase_if(e.free, [&](const Entry::Leased &s) {
-      if (!everything && s.until_us > now) return false;
-      e.to_release.push_back(s.id);
-      return true;
-    });
+    e.expire_free(now, everything);
     if (!op.gives_back() && e.to_release.empty()) return;
     op.released.swap(e.to_release);
     op.tenant = e.tenant;
