@@ -44,10 +44,10 @@ test-core: build
 SAN_SKIP = ForkingWhileOtherThreads|AdmitsBeyondWhatRedisAnswersInTime
 test-sanitizers: deps
 	cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFW_WERROR=ON -DFW_SANITIZE=address,undefined -DFW_BUILD_BENCH=OFF
-	cmake --build $(SAN_BUILD) -j $(JOBS) --target core_tests capi_tests c_test
+	cmake --build $(SAN_BUILD) -j $(JOBS) --target core_tests lease_tests capi_tests c_test
 	ASAN_OPTIONS=detect_leaks=1 ctest --test-dir $(SAN_BUILD) --output-on-failure -j $(JOBS) -LE install -E '$(SAN_SKIP)'
 	cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFW_WERROR=ON -DFW_SANITIZE=thread -DFW_BUILD_BENCH=OFF
-	cmake --build $(TSAN_BUILD) -j $(JOBS) --target core_tests capi_tests
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target core_tests lease_tests capi_tests
 	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir $(TSAN_BUILD) --output-on-failure -R 'Concurren|Threads|Redis|Lease' -E '^Fork\.|Lease.AForkedChild|$(SAN_SKIP)' -j $(JOBS)
 
 test-python: build
