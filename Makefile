@@ -33,8 +33,9 @@ test: build
 test-core: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
-# The core and C ABI tests under ASan+UBSan, and the concurrency tests under TSan (not the Fork tests:
-# TSan does not support a child that starts threads after a multi-threaded fork, which is what they do).
+# The core and C ABI tests under ASan+UBSan, and the concurrency and lease tests under TSan (not the Fork
+# tests, nor the lease one that forks a client: TSan does not support a child that starts threads after a
+# multi-threaded fork, which is what they do).
 # ASan skips the one that forks while other threads allocate: GCC 12's ASan does not hold its allocator's
 # locks across fork(), so a thread the child starts can hang inside ASan's own allocator (seen with gdb:
 # AsanThread::Init -> free -> SizeClassAllocator64 mutex); the plain build runs it. Neither runs the
@@ -43,11 +44,11 @@ test-core: build
 SAN_SKIP = ForkingWhileOtherThreads|AdmitsBeyondWhatRedisAnswersInTime
 test-sanitizers: deps
 	cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFW_WERROR=ON -DFW_SANITIZE=address,undefined -DFW_BUILD_BENCH=OFF
-	cmake --build $(SAN_BUILD) -j $(JOBS) --target core_tests capi_tests c_test
+	cmake --build $(SAN_BUILD) -j $(JOBS) --target core_tests lease_tests capi_tests c_test
 	ASAN_OPTIONS=detect_leaks=1 ctest --test-dir $(SAN_BUILD) --output-on-failure -j $(JOBS) -LE install -E '$(SAN_SKIP)'
 	cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFW_WERROR=ON -DFW_SANITIZE=thread -DFW_BUILD_BENCH=OFF
-	cmake --build $(TSAN_BUILD) -j $(JOBS) --target core_tests capi_tests
-	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir $(TSAN_BUILD) --output-on-failure -R 'Concurren|Threads|Redis' -E '^Fork\.|$(SAN_SKIP)' -j $(JOBS)
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target core_tests lease_tests capi_tests
+	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir $(TSAN_BUILD) --output-on-failure -R 'Concurren|Threads|Redis|Lease' -E '^Fork\.|Lease.AForkedChild|$(SAN_SKIP)' -j $(JOBS)
 
 test-python: build
 	@bash packaging/test-python.sh

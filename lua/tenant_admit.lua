@@ -5,14 +5,16 @@
 -- KEYS[1]  <prefix>:{<tenant>}:rate   the bucket: one integer, when it is full again (ns since the epoch)
 -- KEYS[2]  <prefix>:{<tenant>}:conc   sorted set of in-flight slot ids scored by start time (us)
 -- KEYS[3]  <prefix>:fleet             sorted set of non-critical in-flight slot ids fleet-wide
+-- KEYS[4]  <prefix>:fleet:reports     (sent only when the policy leases) the fleet usage that clients
+--                                     decide in process, reported by fleet_report.lua: its "sum" counts too
 -- ARGV[1]  limiters, three characters: request rate, concurrency, fleet; each 'E' (enforce),
 --          'D' (dark: decide, never reject) or '-' (not asked)
 -- ARGV[2]  rate, micro-tokens per second      ARGV[3]  burst, micro-tokens     ARGV[4]  cost, micro-tokens
 -- ARGV[5]  concurrency limit                  ARGV[6]  concurrency ttl, us
 -- ARGV[7]  fleet capacity                     ARGV[8]  fleet ttl, us
 -- ARGV[9]  the request's slot id (16 random bytes)
--- A request-rate-only admit sends KEYS[1] and ARGV[1..4]; one with a slot sends all three keys and all
--- nine arguments.
+-- A request-rate-only admit sends KEYS[1] and ARGV[1..4]; one with a slot sends three keys (four when
+-- the policy leases) and all nine arguments.
 -- Reply:   for a request-rate-only admit one integer, the micro-tokens left when the bucket had enough
 --          and -1 - (the micro-tokens it has) when it had not (an array costs Redis a table and more
 --          reply to write); the client knows the mode it sent, so whether the admit committed follows.
@@ -66,6 +68,7 @@ end
 if fleet_on then
   fleet_ttl = tonumber(ARGV[8])
   fleet_count = live(KEYS[3], fleet_ttl)
+  if KEYS[4] then fleet_count = fleet_count + (tonumber(rcall('HGET', KEYS[4], 'sum')) or 0) end
   if fleet_count >= tonumber(ARGV[7]) then fleet_ok = 0 end
 end
 

@@ -31,8 +31,17 @@ export interface Policy {
     burst: number;
     overrides?: Record<string, { rate: number; burst: number }>;
     mode?: Mode;
+    /** Redis store: a hot tenant is decided in process from tokens leased in batches (README, "Hot tenants"). */
+    lease?: { max_tokens: number; ttl_ms: number };
   };
-  concurrency?: { limit: number; ttl_s?: number; routes?: string[]; mode?: Mode };
+  concurrency?: {
+    limit: number;
+    ttl_s?: number;
+    routes?: string[];
+    mode?: Mode;
+    /** Redis store: a hot tenant's slots leased in batches (ttl_ms at most half of ttl_s). */
+    lease?: { max_slots: number; ttl_ms: number };
+  };
   fleet?: { capacity: number; ttl_s?: number; mode?: Mode };
   utilization?: {
     workers?: number;

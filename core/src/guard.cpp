@@ -19,12 +19,16 @@ Guard::Guard(Policy policy, std::unique_ptr<Store> store, const Clock &clock, Rn
   bool remote = policy_.store.rfind("redis", 0) == 0;
   if (remote && policy_.redis.fallback == Fallback::local)
     fallback_ = std::make_unique<MemoryStore>(clock_, policy_.max_tenants);
+  if (policy_.leases() && store_->supports_leases())
+    hot_ = std::make_unique<HotTenants>(policy_, *store_, clock_, rng_, metrics_);
 }
 
-// The store goes first: its destructor fails pending async admits open through finish(), which needs
-// the metrics, tickets and meter still alive.
+// The leases are given back first, then the store goes (its destructor sends what is queued, and fails
+// pending async admits through finish(), which needs the metrics, tickets, meter and leases still alive).
 Guard::~Guard() {
+  if (hot_) hot_->shutdown();
   store_.reset();
+  hot_.reset();
 }
 
 void Guard::set_mode(Limiter l, Mode m) {
@@ -210,15 +214,15 @@ void Guard::finish(const Prepared &p, const AdmitResult &store_result, fw_decisi
   if (touched_store && r.decided) {
     // In the order of the path: the first enforcing limiter that rejected names the rejection.
     auto verdict = [&](bool on, bool enforce, bool ok, Limiter l, fw_limiter c) {
-      if (!on) return;
+      if (!on) return;  // (a limiter an in-process decision did not need is not evaluated: `on` is false)
       metrics_.count(p.route, l, ok ? Outcome::allowed : enforce ? Outcome::rejected : Outcome::dark_rejected);
       if (ok) return;
       if (enforce && d.limiter == FW_LIMITER_NONE) d.limiter = c;
       if (!enforce && d.dark_limiter == FW_LIMITER_NONE) d.dark_limiter = c;
     };
-    verdict(op.rate, op.rate_enforce, r.rate_ok, Limiter::request_rate, FW_LIMITER_REQUEST_RATE);
-    verdict(op.conc, op.conc_enforce, r.conc_ok, Limiter::concurrency, FW_LIMITER_CONCURRENCY);
-    verdict(op.fleet, op.fleet_enforce, r.fleet_ok, Limiter::fleet, FW_LIMITER_FLEET);
+    verdict(op.rate && r.rate_evaluated, op.rate_enforce, r.rate_ok, Limiter::request_rate, FW_LIMITER_REQUEST_RATE);
+    verdict(op.conc && r.conc_evaluated, op.conc_enforce, r.conc_ok, Limiter::concurrency, FW_LIMITER_CONCURRENCY);
+    verdict(op.fleet && r.fleet_evaluated, op.fleet_enforce, r.fleet_ok, Limiter::fleet, FW_LIMITER_FLEET);
     if (op.rate) {
       d.remaining = r.tokens_m / 1'000'000;
       d.reset_s = seconds_until(op.rate_m, r.tokens_m, op.burst_m);
@@ -236,12 +240,15 @@ void Guard::finish(const Prepared &p, const AdmitResult &store_result, fw_decisi
   if (!d.allowed) return;
   bool conc = op.conc && r.decided && r.committed && r.conc_ok;
   bool fleet = op.fleet && r.decided && r.committed && r.fleet_ok;
-  if (!(conc || fleet || p.util_counted)) return;  // nothing to give back: no ticket
+  if (!(conc || fleet || p.util_counted)) return;  // nothing to give back: no ticket (leased ones included)
   Held h;
   h.tenant = op.tenant;
-  h.slot = op.slot;
-  h.conc = conc;
-  h.fleet = fleet;
+  h.slot = r.slot_leased ? r.leased_slot : op.slot;
+  h.leased = conc && r.slot_leased;
+  h.slot_lease_until_us = r.slot_lease_until_us;
+  h.conc = conc && !h.leased;
+  h.fleet_in_process = fleet && r.fleet_in_process;
+  h.fleet = fleet && !h.fleet_in_process;
   h.in_flight = p.util_counted;
   h.local = d.degraded;
   if (h.in_flight) meter_.change(+1, clock_.now_us());
@@ -251,7 +258,18 @@ void Guard::finish(const Prepared &p, const AdmitResult &store_result, fw_decisi
 void Guard::admit(const Request &rq, fw_decision &out) {
   Prepared p;
   prepare(rq, p);
-  finish(p, !p.shed && (p.op.rate || p.op.conc || p.op.fleet) ? store_->admit(p.op) : AdmitResult{}, out);
+  bool asks = !p.shed && (p.op.rate || p.op.conc || p.op.fleet);
+  if (asks && hot_) {
+    if (HotTenants::EntryRef e = hot_->track(p.op, clock_.now_us())) {
+      AdmitResult r;
+      if (hot_->admit(*e, p.op, r) == HotTenants::Outcome::decided) return finish(p, r, out);
+      int64_t sent = clock_.now_us();
+      r = store_->admit(p.op);
+      hot_->learn(*e, p.op, r, sent);
+      return finish(p, r, out);
+    }
+  }
+  finish(p, asks ? store_->admit(p.op) : AdmitResult{}, out);
 }
 
 namespace {
@@ -261,14 +279,19 @@ thread_local bool tl_submitting = false;
 thread_local bool tl_completed_inline = false;
 }  // namespace
 
-class Guard::Pending final : public AdmitCompletion {
+class Guard::Pending final : public AdmitCompletion, public LeaseWaiter {
  public:
   Pending(Guard &g, fw_admit_cb cb, void *payload) : g_(g), cb_(cb), payload_(payload) {}
   Prepared p;
+  HotTenants::EntryRef hot;  // the tenant is hot here
+  HotTenants::AsyncState hot_state;
+  int64_t sent_us = 0;  // an exact admit of a hot tenant: when it was sent
+  void wake() override { g_.resume_hot(this); }
   void complete(AdmitResult &&r) override {
     fw_decision d = FW_DECISION_INIT;
     int status = 0;
     try {
+      if (hot) g_.hot_->learn(*hot, p.op, r, sent_us);
       g_.finish(p, r, d);
     } catch (...) {
       status = FW_ERROR;
@@ -284,6 +307,18 @@ class Guard::Pending final : public AdmitCompletion {
   void *payload_;
 };
 
+void Guard::resume_hot(Pending *pending) {
+  AdmitResult r;
+  switch (hot_->admit_async(*pending->hot, pending->p.op, r, *pending, pending->hot_state)) {
+    case HotTenants::Outcome::decided: pending->complete(std::move(r)); return;
+    case HotTenants::Outcome::waiting: return;  // woken (resume_hot again) when the lease call completes
+    case HotTenants::Outcome::exact:
+      pending->sent_us = clock_.now_us();
+      store_->admit_async(pending->p.op, pending);
+      return;
+  }
+}
+
 bool Guard::admit_async(const Request &rq, fw_admit_cb cb, void *payload) {
   auto pending = std::make_unique<Pending>(*this, cb, payload);
   prepare(rq, pending->p);
@@ -291,11 +326,15 @@ bool Guard::admit_async(const Request &rq, fw_admit_cb cb, void *payload) {
     pending.release()->complete(AdmitResult{});
     return true;
   }
+  if (hot_) pending->hot = hot_->track(pending->p.op, clock_.now_us());
   bool outer_submitting = tl_submitting, outer_completed = tl_completed_inline;
   tl_submitting = true;
   tl_completed_inline = false;
   Pending *raw = pending.release();
-  store_->admit_async(raw->p.op, raw);
+  if (raw->hot)
+    resume_hot(raw);  // raw may be gone once this returns
+  else
+    store_->admit_async(raw->p.op, raw);
   bool completed = tl_completed_inline;
   tl_submitting = outer_submitting;
   tl_completed_inline = outer_completed;
@@ -314,6 +353,8 @@ void Guard::release(fw_ticket t) {
     shard.held.erase(it);
   }
   if (h.in_flight) meter_.change(-1, clock_.now_us());
+  if (h.leased) hot_->release_slot(h.tenant, h.slot, h.slot_lease_until_us);
+  if (h.fleet_in_process) hot_->release_fleet_share();
   if (h.conc || h.fleet) {
     ReleaseOp op;
     op.tenant = h.tenant;
@@ -332,6 +373,13 @@ Gauges Guard::gauges() {
   for (Limiter l : {Limiter::request_rate, Limiter::concurrency, Limiter::fleet, Limiter::utilization}) {
     g.configured[idx(l)] = policy_.configured(l);
     g.modes[idx(l)] = mode(l);
+  }
+  if (hot_) {
+    HotTenants::Held held = hot_->held();
+    g.leases = true;
+    g.hot_tenants = held.hot_tenants;
+    g.tokens_in_hand = held.tokens;
+    g.slots_in_hand = held.slots;
   }
   return g;
 }

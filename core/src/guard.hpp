@@ -15,6 +15,7 @@
 
 #include "clock.hpp"
 #include "floodwall.h"
+#include "hot_tenants.hpp"
 #include "metrics.hpp"
 #include "policy.hpp"
 #include "store.hpp"
@@ -80,8 +81,13 @@ class Guard {
     SlotId slot;
     bool conc = false, fleet = false, in_flight = false;
     bool local = false;  // the slots are in the fallback table, not in the store
+    // A hot tenant's: the slot goes back to its lease (until its lease ends), the fleet share to the
+    // count this client reports.
+    bool leased = false, fleet_in_process = false;
+    int64_t slot_lease_until_us = 0;
   };
   class Pending;
+  void resume_hot(Pending *pending);  // an async admit of a hot tenant: decided, waiting, or exact
 
   // mode() of a limiter the policy configures: the fleet-wide one when set, else the local one.
   Mode mode_in_force(Limiter l) const {
@@ -102,6 +108,8 @@ class Guard {
   const Clock &clock_;
   Rng &rng_;
   Metrics metrics_;
+  // Policy leases on a store that supports them: hot tenants decided in process (hot_tenants.hpp).
+  std::unique_ptr<HotTenants> hot_;
   std::array<std::atomic<uint8_t>, kLimiterCount> local_modes_{};
 
   // Utilization shedder.

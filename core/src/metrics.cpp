@@ -105,6 +105,13 @@ uint64_t Metrics::source_count(Source src) const {
   return total;
 }
 
+uint64_t Metrics::lease_count(LeaseCounter k) const {
+  std::lock_guard lock(slabs_mu_);
+  uint64_t total = 0;
+  for (const auto &s : slabs_) total += s->lease[static_cast<size_t>(k)].load(std::memory_order_relaxed);
+  return total;
+}
+
 Metrics::Metrics() : id_(next_metrics_id.fetch_add(1, std::memory_order_relaxed)) {
   for (size_t i = 0; i < kMaxRoutes + 1; i++) routes_.push_back(std::make_unique<Route>());
   routes_[0]->name = "default";
@@ -298,6 +305,22 @@ std::string Metrics::json(const StoreStats &st, const Gauges &g) const {
          ",\"noscript_reloads\":" + std::to_string(st.noscript_reloads) +
          ",\"connections_in_use\":" + std::to_string(st.connections_in_use) +
          ",\"waiting\":" + std::to_string(st.waiting) + ",\"waiting_cap\":" + std::to_string(st.waiting_cap) + "}";
+  if (g.leases) {
+    auto n = [&](LeaseCounter k) { return std::to_string(lease_count(k)); };
+    out += ",\"leases\":{\"hot_tenants\":" + std::to_string(g.hot_tenants) +
+           ",\"tokens_in_hand\":" + std::to_string(g.tokens_in_hand) +
+           ",\"slots_in_hand\":" + std::to_string(g.slots_in_hand) +
+           ",\"decisions_in_process\":" + n(LeaseCounter::decisions_in_process) +
+           ",\"decisions_after_lease_call\":" + n(LeaseCounter::decisions_after_lease_call) +
+           ",\"exact_admits\":" + n(LeaseCounter::exact_admits) + ",\"lease_calls\":" + n(LeaseCounter::lease_calls) +
+           ",\"give_backs\":" + n(LeaseCounter::give_backs) + ",\"fleet_reports\":" + n(LeaseCounter::fleet_reports) +
+           ",\"releases_in_process\":" + n(LeaseCounter::releases_in_process) +
+           ",\"tokens_leased\":" + n(LeaseCounter::tokens_leased) +
+           ",\"tokens_given_back\":" + n(LeaseCounter::tokens_given_back) +
+           ",\"slots_leased\":" + n(LeaseCounter::slots_leased) +
+           ",\"slots_given_back\":" + n(LeaseCounter::slots_given_back) +
+           ",\"redis_commands_saved\":" + std::to_string(commands_saved()) + "}";
+  }
   out += ",\"shedding_amount\":" + format_number(g.shedding_amount);
   out += ",\"utilization\":" + format_number(g.utilization);
   out += ",\"in_flight\":" + std::to_string(g.in_flight) + "}";
@@ -379,6 +402,60 @@ std::string Metrics::prometheus(const StoreStats &st, const Gauges &g) const {
         "(0: no cap, Redis answers well within the deadline).\n";
     out += "# TYPE floodwall_store_waiting_cap gauge\n";
     out += "floodwall_store_waiting_cap " + std::to_string(st.waiting_cap) + "\n";
+  }
+  if (g.leases) {
+    out +=
+        "# HELP floodwall_lease_decisions_total Hot tenants' decisions made from a lease or what Redis last said "
+        "(store decisions): in process (no round trip of their own) or after a lease call they made.\n";
+    out += "# TYPE floodwall_lease_decisions_total counter\n";
+    out += "floodwall_lease_decisions_total{how=\"in_process\"} " +
+           std::to_string(lease_count(LeaseCounter::decisions_in_process)) + "\n";
+    out += "floodwall_lease_decisions_total{how=\"after_lease_call\"} " +
+           std::to_string(lease_count(LeaseCounter::decisions_after_lease_call)) + "\n";
+    out += "# HELP floodwall_lease_exact_admits_total Hot tenants' admits that took one exact round trip.\n";
+    out += "# TYPE floodwall_lease_exact_admits_total counter\n";
+    out += "floodwall_lease_exact_admits_total " + std::to_string(lease_count(LeaseCounter::exact_admits)) + "\n";
+    out +=
+        "# HELP floodwall_lease_commands_total Redis commands the leases made: lease calls, give-backs, fleet "
+        "reports.\n";
+    out += "# TYPE floodwall_lease_commands_total counter\n";
+    out += "floodwall_lease_commands_total{call=\"lease\"} " + std::to_string(lease_count(LeaseCounter::lease_calls)) +
+           "\n";
+    out += "floodwall_lease_commands_total{call=\"give_back\"} " +
+           std::to_string(lease_count(LeaseCounter::give_backs)) + "\n";
+    out += "floodwall_lease_commands_total{call=\"fleet_report\"} " +
+           std::to_string(lease_count(LeaseCounter::fleet_reports)) + "\n";
+    out +=
+        "# HELP floodwall_lease_releases_in_process_total Leased slots given back to their lease (no release call).\n";
+    out += "# TYPE floodwall_lease_releases_in_process_total counter\n";
+    out += "floodwall_lease_releases_in_process_total " +
+           std::to_string(lease_count(LeaseCounter::releases_in_process)) + "\n";
+    out += "# HELP floodwall_lease_tokens_total Tokens leased from Redis and given back to it.\n";
+    out += "# TYPE floodwall_lease_tokens_total counter\n";
+    out += "floodwall_lease_tokens_total{op=\"leased\"} " + std::to_string(lease_count(LeaseCounter::tokens_leased)) +
+           "\n";
+    out += "floodwall_lease_tokens_total{op=\"given_back\"} " +
+           std::to_string(lease_count(LeaseCounter::tokens_given_back)) + "\n";
+    out += "# HELP floodwall_lease_slots_total Concurrency slots leased from Redis and given back to it.\n";
+    out += "# TYPE floodwall_lease_slots_total counter\n";
+    out +=
+        "floodwall_lease_slots_total{op=\"leased\"} " + std::to_string(lease_count(LeaseCounter::slots_leased)) + "\n";
+    out += "floodwall_lease_slots_total{op=\"given_back\"} " +
+           std::to_string(lease_count(LeaseCounter::slots_given_back)) + "\n";
+    out +=
+        "# HELP floodwall_redis_commands_saved Decisions and releases made in process, less the lease calls, "
+        "give-backs and reports made instead.\n";
+    out += "# TYPE floodwall_redis_commands_saved gauge\n";
+    out += "floodwall_redis_commands_saved " + std::to_string(commands_saved()) + "\n";
+    out += "# HELP floodwall_hot_tenants Tenants this process decides in process now.\n";
+    out += "# TYPE floodwall_hot_tenants gauge\n";
+    out += "floodwall_hot_tenants " + std::to_string(g.hot_tenants) + "\n";
+    out += "# HELP floodwall_lease_tokens_in_hand Leased tokens this process holds now (debited in Redis).\n";
+    out += "# TYPE floodwall_lease_tokens_in_hand gauge\n";
+    out += "floodwall_lease_tokens_in_hand " + std::to_string(g.tokens_in_hand) + "\n";
+    out += "# HELP floodwall_lease_slots_in_hand Leased slots this process holds now, in use or idle.\n";
+    out += "# TYPE floodwall_lease_slots_in_hand gauge\n";
+    out += "floodwall_lease_slots_in_hand " + std::to_string(g.slots_in_hand) + "\n";
   }
   out += "# HELP floodwall_release_errors_total Releases the store could not apply (the slot heals after ttl_s).\n";
   out += "# TYPE floodwall_release_errors_total counter\n";

@@ -26,12 +26,32 @@ enum class Source : uint8_t { store = 0, fallback = 1, failed_open = 2, refused 
 constexpr int kSourceCount = 4;
 const char *source_name(Source s);
 
+// What hot tenants' leases did (hot_tenants.hpp). A decision in process had no round trip of its own (a
+// lease's tokens or slots, the over-limit cache, or a lease call another request made); one after a lease
+// call made that call itself. Both are store decisions (source "store", fail_reason none).
+enum class LeaseCounter : uint8_t {
+  decisions_in_process = 0,
+  decisions_after_lease_call,
+  exact_admits,  // hot, but a limiter it asks cannot be leased now: one exact round trip
+  lease_calls,
+  give_backs,  // lease calls that only gave back (a lease that ended, slots that went back)
+  fleet_reports,
+  releases_in_process,  // a leased slot back to its lease: no release call
+  tokens_leased,
+  tokens_given_back,
+  slots_leased,
+  slots_given_back,
+};
+constexpr int kLeaseCounterCount = 11;
+
 struct Gauges {
   double shedding_amount = 0;
   double utilization = 0;
   int64_t in_flight = 0;
   std::array<Mode, kLimiterCount> modes{};
   std::array<bool, kLimiterCount> configured{};
+  bool leases = false;  // the policy leases: the "leases" section is shown
+  int64_t hot_tenants = 0, tokens_in_hand = 0, slots_in_hand = 0;
 };
 
 class Metrics {
@@ -50,6 +70,19 @@ class Metrics {
   void source(Source s) {
     std::atomic<uint64_t> &c = my_slab().sources[static_cast<size_t>(s)];
     c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  void lease(LeaseCounter k, uint64_t n = 1) {
+    std::atomic<uint64_t> &c = my_slab().lease[static_cast<size_t>(k)];
+    c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+  uint64_t lease_count(LeaseCounter k) const;
+  // Decisions and releases made in process (each would have been one command) plus the decisions after a
+  // lease call (one command each either way), less the lease calls, give-backs and reports made instead.
+  int64_t commands_saved() const {
+    auto n = [&](LeaseCounter k) { return static_cast<int64_t>(lease_count(k)); };
+    return n(LeaseCounter::decisions_in_process) + n(LeaseCounter::decisions_after_lease_call) +
+           n(LeaseCounter::releases_in_process) - n(LeaseCounter::lease_calls) - n(LeaseCounter::give_backs) -
+           n(LeaseCounter::fleet_reports);
   }
   void failed(Limiter l, FailReason r) {
     failures_[static_cast<size_t>(l) * kFailReasonCount + static_cast<size_t>(r)].fetch_add(1,
@@ -80,6 +113,7 @@ class Metrics {
   struct Slab {
     std::array<std::atomic<uint64_t>, (kMaxRoutes + 1) * kLimiterCount * kOutcomeCount> c{};
     std::array<std::atomic<uint64_t>, kSourceCount> sources{};
+    std::array<std::atomic<uint64_t>, kLeaseCounterCount> lease{};
     std::atomic<bool> owned{false};
   };
   struct CachedSlab {

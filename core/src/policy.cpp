@@ -115,6 +115,12 @@ std::string quote_non_finite(std::string_view in) {
   return out;
 }
 
+std::string format_seconds(double s) {
+  std::ostringstream o;
+  o << s;
+  return o.str();
+}
+
 std::string show(const json &v) {
   std::string s = v.dump(-1, ' ', true, json::error_handler_t::replace);
   if (s.size() > 40) s = s.substr(0, 37) + "...";
@@ -318,10 +324,23 @@ Policy parse_policy(std::string_view text) {
   p.max_tenants = top.integer("max_tenants", p.max_tenants, 1, 100'000'000);
 
   if (top.has("request_rate")) {
-    Section s(top.at("request_rate"), "request_rate", {"rate", "burst", "overrides", "mode"});
+    Section s(top.at("request_rate"), "request_rate", {"rate", "burst", "overrides", "mode", "lease"});
     RequestRatePolicy rr;
     rr.limits = bucket(s);
     rr.mode = s.mode();
+    if (s.has("lease")) {
+      // A lease larger than the bucket could never be granted whole; an override with a smaller bucket
+      // leases at most its own burst (hot_tenants.hpp).
+      Section ls(s.at("lease"), "request_rate.lease", {"max_tokens", "ttl_ms"});
+      TokenLeasePolicy l;
+      l.max_tokens = ls.integer("max_tokens", std::nullopt, 1, 1'000'000'000);
+      if (l.max_tokens > rr.limits.burst)
+        throw PolicyError("request_rate.lease.max_tokens", "must be at most the burst, " +
+                                                               std::to_string(rr.limits.burst) + " (got " +
+                                                               std::to_string(l.max_tokens) + ")");
+      l.ttl_ms = ls.integer("ttl_ms", std::nullopt, 1, 60'000);
+      rr.lease = l;
+    }
     if (s.has("overrides")) {
       const json &o = s.at("overrides");
       if (!o.is_object()) throw PolicyError("request_rate.overrides", "must be an object of tenant ids");
@@ -335,11 +354,27 @@ Policy parse_policy(std::string_view text) {
     p.request_rate = std::move(rr);
   }
   if (top.has("concurrency")) {
-    Section s(top.at("concurrency"), "concurrency", {"limit", "ttl_s", "routes", "mode"});
+    Section s(top.at("concurrency"), "concurrency", {"limit", "ttl_s", "routes", "mode", "lease"});
     ConcurrencyPolicy c;
     c.limit = s.integer("limit", std::nullopt, 1, 1'000'000);
     c.ttl_s = s.number("ttl_s", 60.0, 0, true, 86400);
     c.mode = s.mode();
+    if (s.has("lease")) {
+      Section ls(s.at("lease"), "concurrency.lease", {"max_slots", "ttl_ms"});
+      SlotLeasePolicy l;
+      l.max_slots = ls.integer("max_slots", std::nullopt, 1, kMaxLeasedSlots);
+      if (l.max_slots > c.limit)
+        throw PolicyError("concurrency.lease.max_slots", "must be at most the limit, " + std::to_string(c.limit) +
+                                                             " (got " + std::to_string(l.max_slots) + ")");
+      l.ttl_ms = ls.integer("ttl_ms", std::nullopt, 1, 60'000);
+      // A leased slot counts from its lease's start in Redis' set, and the set forgets slots older than
+      // ttl_s: a lease ends well before its slots could be swept while a request still holds them.
+      if (static_cast<double>(l.ttl_ms) * 2 > c.ttl_s * 1000)
+        throw PolicyError("concurrency.lease.ttl_ms", "must be at most half of concurrency.ttl_s (got " +
+                                                          std::to_string(l.ttl_ms) + " ms against ttl_s " +
+                                                          format_seconds(c.ttl_s) + ")");
+      c.lease = l;
+    }
     if (s.has("routes")) {
       const json &r = s.at("routes");
       if (!r.is_array()) throw PolicyError("concurrency.routes", "must be an array of route names");

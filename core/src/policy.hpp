@@ -40,10 +40,28 @@ struct BucketLimits {
   int64_t burst_m = 0;  // micro-tokens
 };
 
+// request_rate.lease: a process that sees a tenant hot takes up to max_tokens of its bucket from Redis in
+// one call (debited there before they are spent) and spends them in process; what is left goes back when
+// the lease ends, ttl_ms after it was taken (hot_tenants.hpp).
+struct TokenLeasePolicy {
+  int64_t max_tokens = 0;
+  int64_t ttl_ms = 0;
+};
+
+// concurrency.lease: the same for slots: up to max_slots slot ids added to the tenant's set at once (so
+// every other client counts them as used), handed to this process's requests and given back in batches.
+inline constexpr int64_t kMaxLeasedSlots = 1024;  // slot ids one lease call may add
+
+struct SlotLeasePolicy {
+  int64_t max_slots = 0;
+  int64_t ttl_ms = 0;
+};
+
 struct RequestRatePolicy {
   BucketLimits limits;
   std::map<std::string, BucketLimits, std::less<>> overrides;  // keyed by TenantKey bytes
   Mode mode = Mode::enforce;
+  std::optional<TokenLeasePolicy> lease;  // absent: every decision is one exact round trip
 };
 
 struct ConcurrencyPolicy {
@@ -51,6 +69,7 @@ struct ConcurrencyPolicy {
   double ttl_s = 60;                // a crashed worker's slot heals after this long
   std::vector<std::string> routes;  // empty: every route is counted
   Mode mode = Mode::enforce;
+  std::optional<SlotLeasePolicy> lease;
   bool counts(std::string_view route) const;
 };
 
@@ -119,6 +138,8 @@ struct Policy {
   }
   Mode configured_mode(Limiter l) const;
   bool configured(Limiter l) const;
+  // Whether hot tenants may be decided in process (a lease of tokens or slots is configured).
+  bool leases() const { return (request_rate && request_rate->lease) || (concurrency && concurrency->lease); }
 
  private:
   const BucketLimits *override_for(const TenantKey &key) const;

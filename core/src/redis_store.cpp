@@ -25,6 +25,8 @@ namespace scripts {
 extern const std::string_view tenant_admit;
 extern const std::string_view release;
 extern const std::string_view read_flags;
+extern const std::string_view tenant_lease;
+extern const std::string_view fleet_report;
 }  // namespace scripts
 
 namespace {
@@ -127,6 +129,30 @@ bool parse_admit_reply(const redisReply *r, bool slot, bool rate_enforce, AdmitR
   return true;
 }
 
+// {granted, tokens left, slots granted, live slots, Redis' TIME in us}, all integers (tenant_lease.lua).
+bool parse_lease_reply(const redisReply *r, LeaseResult &res) {
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != 5) return false;
+  long long v[5];
+  for (size_t i = 0; i < 5; i++) {
+    if (r->element[i]->type != REDIS_REPLY_INTEGER) return false;
+    v[i] = r->element[i]->integer;
+  }
+  res.decided = true;
+  res.granted_m = v[0];
+  res.tokens_m = v[1];
+  res.slots = v[2];
+  res.conc_count = v[3];
+  res.store_now_us = v[4];
+  return true;
+}
+
+void append_slot_id(std::string &cmd, const SlotId &id) {
+  char b[16];
+  std::memcpy(b, &id.hi, 8);
+  std::memcpy(b + 8, &id.lo, 8);
+  resp_bulk(cmd, std::string_view(b, 16));
+}
+
 }  // namespace
 
 RedisUrl parse_redis_url(const std::string &url) {
@@ -216,13 +242,16 @@ RedisStore::RedisStore(const Policy &p, RedisUrl url)
       url_(std::move(url)),
       prefix_(p.prefix),
       generation_(fork_generation()),
+      fleet_reports_(p.leases() && p.fleet.has_value()),
       breaker_(BreakerOptions{p.redis.breaker_window_ms * 1000, p.redis.breaker_min_calls,
                               p.redis.breaker_failure_ratio, p.redis.breaker_open_ms * 1000}) {
   admit_script_ = {scripts::tenant_admit, sha1_hex(scripts::tenant_admit)};
   release_script_ = {scripts::release, sha1_hex(scripts::release)};
   flags_script_ = {scripts::read_flags, sha1_hex(scripts::read_flags)};
+  lease_script_ = {scripts::tenant_lease, sha1_hex(scripts::tenant_lease)};
+  report_script_ = {scripts::fleet_report, sha1_hex(scripts::fleet_report)};
   admit_head_rate_ = evalsha_head(admit_script_.sha, 1, 4);
-  admit_head_full_ = evalsha_head(admit_script_.sha, 3, 9);
+  admit_head_full_ = evalsha_head(admit_script_.sha, fleet_reports_ ? 4 : 3, 9);
   release_head_ = evalsha_head(release_script_.sha, 2, 2);
   // The I/O thread gives up a little before the deadline (a tenth of it, 200 us to 1 ms), so that the
   // woken caller has its answer within it, wake-up latency included.
@@ -452,6 +481,8 @@ RedisStore::Call *RedisStore::take_call(Kind kind, int64_t deadline_us) {
   c->slot = c->rate_enforce = c->retried = c->abandoned = false;
   c->deadline_us = deadline_us;
   c->done = nullptr;
+  c->lease_done = nullptr;
+  c->report_done = nullptr;
   c->held = ReleaseOp{};
   c->cmd.swap(tl_cmd);
   return c;
@@ -508,6 +539,7 @@ void RedisStore::format_admit(const AdmitOp &op, std::string &cmd) const {
   if (slot) {
     resp_bulk(cmd, tenant_key(op.tenant, "conc"));
     resp_bulk(cmd, fleet_key_);
+    if (fleet_reports_) resp_bulk(cmd, fleet_reports_key());
   }
   resp_bulk(cmd, std::string_view(limiters, 3));
   resp_int(cmd, op.rate_m);
@@ -540,6 +572,91 @@ void RedisStore::release(const ReleaseOp &op) {
   resp_bulk(cmd, std::string_view(id, 16));
   Call *c = take_call(Kind::release, now + std::max<int64_t>(1000, opt_.deadline_ms) * 1000);
   c->affinity = std::hash<std::string_view>{}(op.tenant.view());
+  submit(c);
+}
+
+void RedisStore::format_lease(const LeaseOp &op, std::string &cmd) const {
+  size_t wanted = op.slots ? op.wanted.size() : 0;
+  cmd = evalsha_head(lease_script_.sha, 2, static_cast<int>(9 + op.released.size() + wanted));
+  resp_bulk(cmd, tenant_key(op.tenant, "rate"));
+  resp_bulk(cmd, tenant_key(op.tenant, "conc"));
+  const char asks[2] = {op.tokens ? 'T' : '-', op.slots ? 'S' : '-'};
+  resp_bulk(cmd, std::string_view(asks, 2));
+  resp_int(cmd, op.rate_m);
+  resp_int(cmd, op.burst_m);
+  resp_int(cmd, op.min_m);
+  resp_int(cmd, op.want_m);
+  resp_int(cmd, op.give_back_m);
+  resp_int(cmd, op.conc_limit);
+  resp_int(cmd, op.conc_ttl_us);
+  resp_int(cmd, static_cast<int64_t>(op.released.size()));
+  for (const SlotId &id : op.released) append_slot_id(cmd, id);
+  for (size_t i = 0; i < wanted; i++) append_slot_id(cmd, op.wanted[i]);
+}
+
+void RedisStore::lease_async(const LeaseOp &op, LeaseCompletion *done) {
+  int64_t now = now_us();
+  FailReason at_once = in_forked_child()    ? FailReason::error
+                       : !breaker_.closed() ? FailReason::breaker
+                       : waiting_.load(std::memory_order_relaxed) >= waiting_cap_.load(std::memory_order_relaxed)
+                           ? FailReason::overload
+                           : FailReason::none;
+  if (at_once != FailReason::none) {
+    // What it gives back stays debited (tokens) or heals after ttl_s (slots): never given back twice.
+    failures_[static_cast<size_t>(at_once)].fetch_add(1, std::memory_order_relaxed);
+    if (op.gives_back()) release_errors_.fetch_add(1, std::memory_order_relaxed);
+    LeaseResult r;
+    r.reason = at_once;
+    done->complete(std::move(r));
+    return;
+  }
+  format_lease(op, tl_cmd);
+  Call *c = take_call(Kind::lease, now + deadline_us_);
+  c->sent_us = now;
+  c->lease_done = done;
+  c->lease.tenant = op.tenant;
+  c->lease.rate_m = op.rate_m;
+  c->lease.burst_m = op.burst_m;
+  c->lease.conc_limit = op.conc_limit;
+  c->lease.conc_ttl_us = op.conc_ttl_us;
+  c->lease.wanted.assign(op.wanted.begin(), op.wanted.end());
+  c->affinity = std::hash<std::string_view>{}(op.tenant.view());
+  waiting_.fetch_add(1, std::memory_order_relaxed);
+  submit(c);
+}
+
+void RedisStore::end_lease(const LeaseOp &op) {
+  int64_t now = now_us();
+  if (in_forked_child() || !op.gives_back()) return;  // the parent's lease is the parent's
+  if (!breaker_.closed()) {
+    release_errors_.fetch_add(1, std::memory_order_relaxed);  // stays debited; the slots heal after ttl_s
+    return;
+  }
+  LeaseOp back = op;
+  back.tokens = back.slots = false;
+  format_lease(back, tl_cmd);
+  Call *c = take_call(Kind::lease_end, now + std::max<int64_t>(1000, opt_.deadline_ms) * 1000);
+  c->affinity = std::hash<std::string_view>{}(op.tenant.view());
+  submit(c);
+}
+
+void RedisStore::fleet_report_async(const FleetReportOp &op, FleetReportCompletion *done) {
+  int64_t now = now_us();
+  if (in_forked_child() || !breaker_.closed()) {
+    done->complete(FleetReportResult{});
+    return;
+  }
+  std::string &cmd = tl_cmd;
+  cmd = evalsha_head(report_script_.sha, 2, 4);
+  resp_bulk(cmd, fleet_reports_key());
+  resp_bulk(cmd, fleet_key_);
+  resp_bulk(cmd, op.client);
+  resp_int(cmd, op.in_flight);
+  resp_int(cmd, op.expires_us);
+  resp_int(cmd, op.fleet_ttl_us);
+  Call *c = take_call(Kind::report, now + deadline_us_);
+  c->report_done = done;
+  c->affinity = std::hash<std::string_view>{}(fleet_key_);
   submit(c);
 }
 
@@ -584,7 +701,16 @@ void RedisStore::fail_call(Call *c, FailReason why) {
     AdmitResult r;
     r.reason = why;
     complete(c, std::move(r));
-  } else if (c->kind == Kind::release) {
+  } else if (c->kind == Kind::lease && c->lease_done) {
+    failures_[static_cast<size_t>(why)].fetch_add(1, std::memory_order_relaxed);
+    LeaseResult r;
+    r.reason = why;
+    complete_lease(c, std::move(r));
+  } else if (c->kind == Kind::report && c->report_done) {
+    FleetReportCompletion *done = c->report_done;
+    c->report_done = nullptr;
+    done->complete(FleetReportResult{});
+  } else if (gives_back(c->kind)) {
     release_errors_.fetch_add(1, std::memory_order_relaxed);
   }
 }
@@ -596,11 +722,18 @@ void RedisStore::complete(Call *c, AdmitResult &&r) {
   done->complete(std::move(r));
 }
 
+void RedisStore::complete_lease(Call *c, LeaseResult &&r) {
+  waiting_.fetch_sub(1, std::memory_order_relaxed);
+  LeaseCompletion *done = c->lease_done;
+  c->lease_done = nullptr;
+  done->complete(std::move(r));
+}
+
 void RedisStore::trip(FailReason why, int64_t now) {
   breaker_.trip(now);
   for (Conn &conn : conns_) {
     for (Call *c : conn.inflight) {
-      if (c->abandoned || c->kind != Kind::admit) continue;
+      if (c->abandoned || !(awaited(c->kind) || c->kind == Kind::report)) continue;
       c->abandoned = true;  // its reply, if it ever comes, is read and dropped
       fail_call(c, why);
     }
@@ -678,8 +811,7 @@ void RedisStore::on_connected(Conn &conn, int64_t now) {
       append(conn, setup_call({"AUTH", url_.user, url_.password}, now));
   }
   if (url_.db != 0) append(conn, setup_call({"SELECT", num(url_.db)}, now));
-  for (const Script *s : {&admit_script_, &release_script_, &flags_script_})
-    append(conn, setup_call({"SCRIPT", "LOAD", s->body}, now));
+  for (const Script *s : scripts()) append(conn, setup_call({"SCRIPT", "LOAD", s->body}, now));
   // Counted per connection: the first connect of each of a client's connections is not a reconnect.
   if (conn.was_ready) reconnects_.fetch_add(1, std::memory_order_relaxed);
   conn.was_ready = true;
@@ -709,7 +841,7 @@ void RedisStore::fail_conn(Conn &conn, FailReason why, int64_t now) {
         if (back.conc || back.fleet) release(back);
       }
       if (!c->abandoned) {
-        if (c->kind == Kind::admit) breaker_.record(true, now);
+        if (awaited(c->kind)) breaker_.record(true, now);
         if (c->kind == Kind::probe) breaker_.probe_result(false, now);
         fail_call(c, why);
       }
@@ -732,7 +864,7 @@ void RedisStore::append(Conn &conn, Call *c) {
   redisAppendFormattedCommand(conn.ctx, c->cmd.data(), c->cmd.size());
   conn.inflight.push_back(c);
   conn.want_write = true;
-  if (c->kind == Kind::release) conn.releases_sent++;
+  if (gives_back(c->kind)) conn.releases_sent++;
 }
 
 void RedisStore::dispatch(Call *c, int64_t now) {
@@ -750,7 +882,7 @@ void RedisStore::dispatch(Call *c, int64_t now) {
     keep_release(c);
     return;
   }
-  if (c->kind == Kind::admit) breaker_.trip(now);  // no connection is up
+  if (awaited(c->kind)) breaker_.trip(now);  // no connection is up
   fail_call(c, FailReason::connection);
   recycle(c);
 }
@@ -841,7 +973,7 @@ void RedisStore::read(Conn &conn, int64_t now) {
     Call *c = conn.inflight.front();
     conn.inflight.pop_front();
     if (conn.awaiting) conn.awaiting--;
-    if (c->kind == Kind::release) conn.releases_done++;
+    if (gives_back(c->kind)) conn.releases_done++;
     handle(conn, c, r, now);
     freeReplyObject(r);
   }
@@ -854,10 +986,7 @@ void RedisStore::finish_admit(Call *c, redisReply *r, int64_t now) {
     return;
   }
   bool committed = res.committed, conc_ok = res.conc_ok, fleet_ok = res.fleet_ok;
-  breaker_.record(false, now);  // Redis answered, late or not
-  if (!direct_ok_.load(std::memory_order_relaxed)) direct_ok_.store(true, std::memory_order_relaxed);
-  double latency = static_cast<double>(now - c->sent_us);
-  latency_us_ = latency_us_ == 0 ? latency : latency_us_ + (latency - latency_us_) / 16;
+  answered(c->sent_us, now);
   if (c->abandoned) {
     // The caller was answered by the fallback long ago; if the late command took slots after all, give them back now.
     ReleaseOp back = c->held;
@@ -867,6 +996,35 @@ void RedisStore::finish_admit(Call *c, redisReply *r, int64_t now) {
     return;
   }
   complete(c, std::move(res));
+}
+
+void RedisStore::answered(int64_t sent_us, int64_t now) {
+  breaker_.record(false, now);  // Redis answered, late or not
+  if (!direct_ok_.load(std::memory_order_relaxed)) direct_ok_.store(true, std::memory_order_relaxed);
+  double latency = static_cast<double>(now - sent_us);
+  latency_us_ = latency_us_ == 0 ? latency : latency_us_ + (latency - latency_us_) / 16;
+}
+
+void RedisStore::finish_lease(Call *c, redisReply *r, int64_t now) {
+  LeaseResult res;
+  if (!parse_lease_reply(r, res)) {
+    if (!c->abandoned) fail_call(c, FailReason::error);
+    return;
+  }
+  answered(c->sent_us, now);
+  if (c->abandoned) {
+    // The waiting requests were decided by the fallback long ago: what the late call took goes back now.
+    LeaseOp back;
+    back.tenant = c->lease.tenant;
+    back.rate_m = c->lease.rate_m;
+    back.burst_m = c->lease.burst_m;
+    back.give_back_m = res.granted_m;
+    for (int64_t i = 0; i < res.slots && i < static_cast<int64_t>(c->lease.wanted.size()); i++)
+      back.released.push_back(c->lease.wanted[static_cast<size_t>(i)]);
+    end_lease(back);
+    return;
+  }
+  complete_lease(c, std::move(res));
 }
 
 void RedisStore::recycle(Call *c) {
@@ -894,14 +1052,13 @@ void RedisStore::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
       // Redis restarted, failed over or ran SCRIPT FLUSH: load the scripts and send the call again.
       noscript_reloads_.fetch_add(1, std::memory_order_relaxed);
       c->retried = true;
-      for (const Script *s : {&admit_script_, &release_script_, &flags_script_})
-        append(conn, setup_call({"SCRIPT", "LOAD", s->body}, now));
+      for (const Script *s : scripts()) append(conn, setup_call({"SCRIPT", "LOAD", s->body}, now));
       append(conn, c);
       return;
     }
     // A configuration error means Redis answered: it is up, the deployment is wrong.
     bool config = is_config_error(err);
-    if (c->kind == Kind::admit) breaker_.record(!config, now);
+    if (awaited(c->kind)) breaker_.record(!config, now);
     if (c->kind == Kind::probe && !c->abandoned) breaker_.probe_result(config, now);
     if (c->kind == Kind::release && !config) {
       // Refused for now (READONLY, BUSY, LOADING): sent again later; ZREM is idempotent.
@@ -915,6 +1072,21 @@ void RedisStore::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
   }
   switch (c->kind) {
     case Kind::admit: finish_admit(c, r, now); break;
+    case Kind::lease: finish_lease(c, r, now); break;
+    case Kind::report:
+      if (!c->abandoned && c->report_done) {
+        FleetReportResult res;
+        if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_INTEGER &&
+            r->element[1]->type == REDIS_REPLY_INTEGER) {
+          res.decided = true;
+          res.others = r->element[0]->integer;
+          res.set_live = r->element[1]->integer;
+        }
+        FleetReportCompletion *done = c->report_done;
+        c->report_done = nullptr;
+        done->complete(std::move(res));
+      }
+      break;
     case Kind::probe:
       if (!c->abandoned) breaker_.probe_result(true, now);
       break;
@@ -935,6 +1107,7 @@ void RedisStore::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
       }
       break;
     case Kind::release:
+    case Kind::lease_end:
     case Kind::setup: break;
   }
   recycle(c);
@@ -967,7 +1140,7 @@ void RedisStore::expire(int64_t now) {
       if (c->abandoned || c->deadline_us > now) continue;
       c->abandoned = true;  // its reply, if it ever comes, is read and dropped
       bool quiet = conn.quiet_since_us <= c->appended_us;
-      if (c->kind == Kind::admit) {
+      if (awaited(c->kind)) {
         if (quiet) {
           breaker_.record(true, now);
           silent_admit = true;
@@ -976,6 +1149,8 @@ void RedisStore::expire(int64_t now) {
         fail_call(c, FailReason::timeout);
       } else if (c->kind == Kind::release) {
         keep_release(copy_release(c));
+      } else if (gives_back(c->kind) || c->kind == Kind::report) {
+        fail_call(c, FailReason::timeout);
       } else if (c->kind == Kind::probe) {
         breaker_.probe_result(false, now);
         probe_lost = true;
@@ -1047,7 +1222,7 @@ void RedisStore::run() {
     for (Call *c : batch) {
       if (c->kind == Kind::release && !breaker_.closed()) {
         keep_release(c);
-      } else if (c->kind == Kind::admit && !breaker_.closed()) {  // submitted just before the breaker opened
+      } else if ((awaited(c->kind) || c->kind == Kind::report) && !breaker_.closed()) {  // just before it opened
         fail_call(c, FailReason::breaker);
         recycle(c);
       } else if (lanes_wanted_ != lanes_ && moves(c))

@@ -66,6 +66,10 @@ class RedisStore final : public Store {
   void release(const ReleaseOp &op) override;
   StoreStats stats() const override;
   bool can_block() const override { return true; }
+  bool supports_leases() const override { return true; }
+  void lease_async(const LeaseOp &op, LeaseCompletion *done) override;
+  void end_lease(const LeaseOp &op) override;
+  void fleet_report_async(const FleetReportOp &op, FleetReportCompletion *done) override;
   void abandon_after_fork() override;
   // At exit (atexit, for a store nobody freed): waits, briefly, until what callers queued, releases
   // above all, has been answered.
@@ -74,15 +78,22 @@ class RedisStore final : public Store {
   // Key names, for tests and operators: <prefix>:{<tenant>}:rate, ...:conc, <prefix>:fleet, where
   // <tenant> is the id itself when it is made of [A-Za-z0-9._:@-] only, else '~' and its base64url.
   std::string fleet_key() const { return fleet_key_; }
+  std::string fleet_reports_key() const { return fleet_key_ + ":reports"; }
   std::string flags_key() const { return prefix_ + ":flags"; }
 
  private:
-  enum class Kind : uint8_t { admit, release, flags, setup, probe };
+  // lease: a hot tenant's lease call, which callers wait on like an admit; lease_end: a lease given
+  // back, answered by nobody like a release; report: this client's fleet report (hot_tenants.hpp).
+  enum class Kind : uint8_t { admit, release, flags, setup, probe, lease, lease_end, report };
+  // Calls whose caller waits for the reply, which the breaker judges Redis by.
+  static bool awaited(Kind k) { return k == Kind::admit || k == Kind::lease; }
+  // Calls that give slots back: a tenant's next admit must not overtake them (settle_lanes).
+  static bool gives_back(Kind k) { return k == Kind::release || k == Kind::lease_end; }
   // Calls are pooled: a caller takes one (and its grown command buffer) from pool_, the I/O thread
   // gathers the spent ones in spent_ and gives them back once per loop.
   struct Call {
     Kind kind = Kind::setup;
-    bool slot = false;          // admit: the 7-element reply (a concurrency or fleet slot was asked for)
+    bool slot = false;          // admit: the 6-element reply (a concurrency or fleet slot was asked for)
     bool rate_enforce = false;  // admit: an enforced bucket (its rejection is the call's)
     bool retried = false, abandoned = false;
     std::string cmd;  // the RESP command
@@ -90,7 +101,10 @@ class RedisStore final : public Store {
     int64_t sent_us = 0;      // admit: when it was submitted (for the reply latency)
     int64_t appended_us = 0;  // when it went into a connection's output buffer
     AdmitCompletion *done = nullptr;
+    LeaseCompletion *lease_done = nullptr;
+    FleetReportCompletion *report_done = nullptr;
     ReleaseOp held;       // admit: what to free if the reply comes after the caller gave up
+    LeaseOp lease;        // lease: what it asked for, given back if the reply comes after the caller gave up
     size_t affinity = 0;  // which connection: a hash of the tenant
   };
   struct Conn {
@@ -146,7 +160,11 @@ class RedisStore final : public Store {
   void expire(int64_t now);
   void fail_call(Call *c, FailReason why);
   void complete(Call *c, AdmitResult &&r);  // hands an admit's result to its caller
+  void complete_lease(Call *c, LeaseResult &&r);
   void finish_admit(Call *c, redisReply *r, int64_t now);
+  void finish_lease(Call *c, redisReply *r, int64_t now);
+  void format_lease(const LeaseOp &op, std::string &cmd) const;
+  void answered(int64_t sent_us, int64_t now);  // Redis answered a call a caller waits on
   // Every connection failed, or none has answered within the deadline: open the breaker and answer
   // every waiting admit now (their callers' fallback decides), instead of at their deadlines.
   void trip(FailReason why, int64_t now);
@@ -181,8 +199,13 @@ class RedisStore final : public Store {
   static constexpr int kWakeFdSlot = 0, kDirectFdSlot = 1;
   int conn_fd_slot(const Conn &conn) const { return 2 + static_cast<int>(&conn - conns_.data()); }
   void free_direct();
-  Script admit_script_, release_script_, flags_script_;
+  Script admit_script_, release_script_, flags_script_, lease_script_, report_script_;
+  std::array<const Script *, 5> scripts() const {
+    return {&admit_script_, &release_script_, &flags_script_, &lease_script_, &report_script_};
+  }
   const std::string fleet_key_ = prefix_ + ":fleet";
+  // With leases, tenant_admit.lua also counts the fleet usage that clients report (fleet_report.lua).
+  const bool fleet_reports_;
   // The fixed start of each command: EVALSHA, the script's SHA and the key count.
   std::string admit_head_rate_, admit_head_full_, release_head_;
   int64_t deadline_us_ = 0;  // how long the I/O thread waits for an admit's reply

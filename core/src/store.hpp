@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "policy.hpp"
 #include "tenant_key.hpp"
@@ -52,6 +54,15 @@ struct AdmitResult {
   bool committed = false;  // true when the request consumed (no enforcing limiter rejected)
   int64_t tokens_m = 0;    // the bucket after this request
   int64_t conc_count = 0;  // the tenant's in-flight requests after this request
+  // Decided in process from a hot tenant's lease or what Redis last said (hot_tenants.hpp); still the
+  // store's decision. A limiter the decision did not need (another enforcing one rejected first) was
+  // not evaluated and is not counted.
+  bool in_process = false;
+  bool rate_evaluated = true, conc_evaluated = true, fleet_evaluated = true;
+  bool slot_leased = false;  // the concurrency slot is a leased one: it goes back to the lease
+  SlotId leased_slot;        // which one
+  int64_t slot_lease_until_us = 0;
+  bool fleet_in_process = false;  // the fleet share is counted in this client's report, not in the set
 };
 
 // The commit rule, shared by every store (lua/tenant_admit.lua has the same lines): a request that an
@@ -71,6 +82,58 @@ class AdmitCompletion {
  public:
   virtual ~AdmitCompletion() = default;
   virtual void complete(AdmitResult &&r) = 0;
+};
+
+// One lease call on a tenant (lua/tenant_lease.lua): gives back what the process no longer holds, then
+// takes what it asks for. Nothing is rejected: each part grants what exists.
+struct LeaseOp {
+  TenantKey tenant;
+  bool tokens = false;  // ask for tokens
+  int64_t rate_m = 0, burst_m = 0;
+  int64_t min_m = 0;        // grant none unless the bucket holds this many (whole tokens)
+  int64_t want_m = 0;       // grant at most this many (whole tokens)
+  int64_t give_back_m = 0;  // unspent tokens of the previous lease, credited first
+  bool slots = false;       // ask for slot ids (`wanted`)
+  int64_t conc_limit = 0, conc_ttl_us = 0;
+  std::vector<SlotId> released;  // slots given back
+  std::vector<SlotId> wanted;    // ids to add, at most kMaxLeasedSlots; the first `slots` granted are used
+  bool gives_back() const { return give_back_m > 0 || !released.empty(); }
+};
+
+struct LeaseResult {
+  bool decided = false;  // false: the store could not answer; the waiting requests go to redis.fallback
+  FailReason reason = FailReason::none;
+  int64_t granted_m = 0;     // tokens now leased to the process
+  int64_t tokens_m = 0;      // what the bucket holds after the grant (or held, when it granted none)
+  int64_t slots = 0;         // slots granted: the first `slots` ids of `wanted`
+  int64_t conc_count = 0;    // the tenant's live slots after the grant
+  int64_t store_now_us = 0;  // the store's clock when it granted (Redis' TIME)
+};
+
+class LeaseCompletion {
+ public:
+  virtual ~LeaseCompletion() = default;
+  virtual void complete(LeaseResult &&r) = 0;
+};
+
+// This client's fleet usage decided in process, and what the rest of the fleet holds (lua/fleet_report.lua).
+struct FleetReportOp {
+  std::string client;      // this client's id
+  int64_t in_flight = 0;   // its in-process non-critical requests in flight
+  int64_t expires_us = 0;  // how long the report counts
+  int64_t fleet_ttl_us = 0;
+};
+
+struct FleetReportResult {
+  bool decided = false;
+  int64_t others = 0;    // the other clients' live reports
+  int64_t set_live = 0;  // the fleet set's live slots
+};
+
+class FleetReportCompletion {
+ public:
+  virtual ~FleetReportCompletion() = default;
+  virtual void complete(FleetReportResult &&r) = 0;
 };
 
 enum class BreakerState : uint8_t { closed = 0, open = 1, half_open = 2 };
@@ -112,6 +175,21 @@ class Store {
   }
   // Whether admit() can wait on I/O (a network store); the in-process stores answer at once.
   virtual bool can_block() const { return false; }
+
+  // Leases (a store shared over the network: the in-process stores decide every request in process
+  // already). lease_async calls done->complete exactly once, possibly before returning; end_lease gives
+  // back without an answer (never fails the caller: tokens it cannot give back stay debited, slots heal
+  // after ttl_s).
+  virtual bool supports_leases() const { return false; }
+  virtual void lease_async(const LeaseOp & /*op*/, LeaseCompletion *done) {
+    LeaseResult r;
+    r.reason = FailReason::error;
+    done->complete(std::move(r));
+  }
+  virtual void end_lease(const LeaseOp & /*op*/) {}
+  virtual void fleet_report_async(const FleetReportOp & /*op*/, FleetReportCompletion *done) {
+    done->complete(FleetReportResult{});
+  }
 
   // The fleet-wide mode in force for a limiter, -1 when none is set (a store shared by a fleet carries
   // them; the Redis store polls them). A plain load, not a virtual call: the Guard reads it on every

@@ -686,9 +686,10 @@ TEST(FaultRedis, RestartOnTheSamePortKeepingItsData) {
   run.survive(f);
   json m = metrics(run.fw);
   EXPECT_GT(m["store"]["reconnects"].get<int64_t>(), 0) << "reconnected by itself";
-  // The new process started with an empty script cache; the client loaded its three scripts into it
-  // (each connection loads them before its first call, so no caller met NOSCRIPT: none saw an error).
-  EXPECT_EQ(info_field(redis->port(), "memory", "number_of_cached_scripts"), "3");
+  // The new process started with an empty script cache; the client loaded its five scripts into it
+  // (tenant_admit, release, read_flags, tenant_lease, fleet_report; each connection loads them before its
+  // first call, so no caller met NOSCRIPT: none saw an error).
+  EXPECT_EQ(info_field(redis->port(), "memory", "number_of_cached_scripts"), "5");
   EXPECT_EQ(m["store_failures"]["request_rate"]["error"].get<int>(), 0) << "NOSCRIPT reached a caller";
   std::printf("  noscript_reloads after the restart: %lld\n",
               static_cast<long long>(m["store"]["noscript_reloads"].get<int64_t>()));

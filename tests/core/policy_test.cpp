@@ -62,6 +62,27 @@ TEST(Policy, EveryBadValueNamesItsField) {
       {R"({"redis": {"breaker_min_calls": 0}})", "redis.breaker_min_calls"},
       {R"({"redis": {"breaker_failures": 5}})", "redis.breaker_failures"},
       {R"({"fleet": []})", "fleet"},
+      // Leases: larger than the bucket (or the limit), no time to live, not whole numbers, unknown keys.
+      {R"({"request_rate": {"rate": 100, "burst": 50, "lease": {"max_tokens": 51, "ttl_ms": 100}}})",
+       "request_rate.lease.max_tokens"},
+      {R"({"request_rate": {"rate": 100, "burst": 50, "lease": {"max_tokens": 10, "ttl_ms": 0}}})",
+       "request_rate.lease.ttl_ms"},
+      {R"({"request_rate": {"rate": 100, "burst": 50, "lease": {"max_tokens": 2.5, "ttl_ms": 100}}})",
+       "request_rate.lease.max_tokens"},
+      {R"({"request_rate": {"rate": 100, "burst": 50, "lease": {"max_tokens": 10, "ttl_ms": "100"}}})",
+       "request_rate.lease.ttl_ms"},
+      {R"({"request_rate": {"rate": 100, "burst": 50, "lease": {"max_tokens": 10}}})", "request_rate.lease.ttl_ms"},
+      {R"({"request_rate": {"rate": 100, "burst": 50, "lease": {"max_tokens": 0, "ttl_ms": 10}}})",
+       "request_rate.lease.max_tokens"},
+      {R"({"request_rate": {"rate": 100, "burst": 50, "lease": {"max_tokens": 5, "ttl_ms": 10, "x": 1}}})",
+       "request_rate.lease.x"},
+      {R"({"request_rate": {"rate": 100, "burst": 50, "lease": 5}})", "request_rate.lease"},
+      {R"({"concurrency": {"limit": 20, "lease": {"max_slots": 21, "ttl_ms": 100}}})", "concurrency.lease.max_slots"},
+      {R"({"concurrency": {"limit": 20, "lease": {"max_slots": 5, "ttl_ms": 0}}})", "concurrency.lease.ttl_ms"},
+      {R"({"concurrency": {"limit": 20, "lease": {"max_slots": 5.5, "ttl_ms": 10}}})", "concurrency.lease.max_slots"},
+      // A leased slot must never outlive half of the set's ttl_s, or it could be swept while held.
+      {R"({"concurrency": {"limit": 20, "ttl_s": 1, "lease": {"max_slots": 5, "ttl_ms": 501}}})",
+       "concurrency.lease.ttl_ms"},
   };
   for (const auto &[json, field] : cases) {
     try {
@@ -76,4 +97,18 @@ TEST(Policy, EveryBadValueNamesItsField) {
 TEST(Policy, NanInsideAStringIsJustAString) {
   auto p = parse_policy(R"({"docs_url": "https://x/NaN-Infinity", "request_rate": {"rate": 1, "burst": 1}})");
   EXPECT_EQ(p.docs_url, "https://x/NaN-Infinity");
+}
+
+TEST(Policy, LeasesAreOffUnlessAskedFor) {
+  auto off = parse_policy(R"({"request_rate": {"rate": 100, "burst": 50}, "concurrency": {"limit": 20}})");
+  EXPECT_FALSE(off.request_rate->lease.has_value());
+  EXPECT_FALSE(off.concurrency->lease.has_value());
+  EXPECT_FALSE(off.leases());
+  auto on = parse_policy(R"({"request_rate": {"rate": 5000, "burst": 500, "lease": {"max_tokens": 500, "ttl_ms": 100}},
+                             "concurrency": {"limit": 20, "lease": {"max_slots": 20, "ttl_ms": 30000}}})");
+  EXPECT_EQ(on.request_rate->lease->max_tokens, 500) << "a lease may be the whole bucket";
+  EXPECT_EQ(on.request_rate->lease->ttl_ms, 100);
+  EXPECT_EQ(on.concurrency->lease->max_slots, 20);
+  EXPECT_EQ(on.concurrency->lease->ttl_ms, 30000) << "half of the default ttl_s";
+  EXPECT_TRUE(on.leases());
 }
