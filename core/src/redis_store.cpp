@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -501,7 +502,7 @@ void RedisStore::admit_async(const AdmitOp &op, AdmitCompletion *done) {
   }
   // Open: Redis is down or silent, and nobody waits for it. Beyond the cap: Redis would not answer this
   // one within the deadline. Either way the fallback decides now.
-  FailReason at_once = !breaker_.closed() ? FailReason::breaker
+  FailReason at_once = !breaker_.closed() ? open_reason()
                        : waiting_.load(std::memory_order_relaxed) >= waiting_cap_.load(std::memory_order_relaxed)
                            ? FailReason::overload
                            : FailReason::none;
@@ -597,7 +598,7 @@ void RedisStore::format_lease(const LeaseOp &op, std::string &cmd) const {
 void RedisStore::lease_async(const LeaseOp &op, LeaseCompletion *done) {
   int64_t now = now_us();
   FailReason at_once = in_forked_child()    ? FailReason::error
-                       : !breaker_.closed() ? FailReason::breaker
+                       : !breaker_.closed() ? open_reason()
                        : waiting_.load(std::memory_order_relaxed) >= waiting_cap_.load(std::memory_order_relaxed)
                            ? FailReason::overload
                            : FailReason::none;
@@ -800,8 +801,22 @@ void RedisStore::start_connect(Conn &conn, int64_t now) {
   conn.connect_deadline_us = now + opt_.connect_timeout_ms * 1000;
 }
 
+// Once per store: the reply says what is wrong (WRONGPASS, NOPERM, a SELECT out of range); the
+// password never appears in it, nor here.
+void RedisStore::report_refused_setup(std::string_view err) {
+  if (refused_reported_.exchange(true)) return;
+  std::string first(err.substr(0, 200));
+  for (char &ch : first)
+    if (static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) >= 0x7f) ch = '?';
+  std::fprintf(stderr,
+               "floodwall: Redis at %s:%d refused the connection's setup (%s); every decision is the fallback's "
+               "until it accepts (check the URL's user, password and database)\n",
+               url_.host.c_str(), url_.port, first.c_str());
+}
+
 void RedisStore::on_connected(Conn &conn, int64_t now) {
   conn.state = Conn::State::ready;
+  conn.refused = false;
   conn.backoff_ms = 50;
   // Pipelined ahead of any request on this connection, so every EVALSHA after them finds its script.
   if (!url_.password.empty()) {
@@ -976,6 +991,12 @@ void RedisStore::read(Conn &conn, int64_t now) {
     if (gives_back(c->kind)) conn.releases_done++;
     handle(conn, c, r, now);
     freeReplyObject(r);
+    if (conn.refused) {
+      // Every call behind the refused setup ran as someone else (Redis' default user, database 0) or
+      // not at all: none of them is an answer. Their callers get the fallback, counted as config.
+      fail_conn(conn, FailReason::config, now);
+      return;
+    }
   }
 }
 
@@ -1056,6 +1077,15 @@ void RedisStore::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
       append(conn, c);
       return;
     }
+    if (c->kind == Kind::setup) {
+      // A wrong password must not pass for a working connection (it used to carry on as the default
+      // user): the connection is closed, its calls fail as config errors, and it is said once.
+      conn.refused = true;
+      refused_.store(true, std::memory_order_relaxed);
+      report_refused_setup(err);
+      recycle(c);
+      return;
+    }
     // A configuration error means Redis answered: it is up, the deployment is wrong.
     bool config = is_config_error(err);
     if (awaited(c->kind)) breaker_.record(!config, now);
@@ -1070,6 +1100,9 @@ void RedisStore::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
     recycle(c);
     return;
   }
+  // An answer past the setup: this connection's AUTH and SELECT were accepted.
+  if (c->kind != Kind::setup && refused_.load(std::memory_order_relaxed))
+    refused_.store(false, std::memory_order_relaxed);
   switch (c->kind) {
     case Kind::admit: finish_admit(c, r, now); break;
     case Kind::lease: finish_lease(c, r, now); break;
@@ -1223,7 +1256,7 @@ void RedisStore::run() {
       if (c->kind == Kind::release && !breaker_.closed()) {
         keep_release(c);
       } else if ((awaited(c->kind) || c->kind == Kind::report) && !breaker_.closed()) {  // just before it opened
-        fail_call(c, FailReason::breaker);
+        fail_call(c, open_reason());
         recycle(c);
       } else if (lanes_wanted_ != lanes_ && moves(c))
         parked_.push_back(c);

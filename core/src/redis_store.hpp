@@ -119,6 +119,9 @@ class RedisStore final : public Store {
     bool partial = false;  // the last write left bytes behind (socket full): keep writing
     int64_t reconnect_at_us = 0, connect_deadline_us = 0, backoff_ms = 50;
     bool was_ready = false;  // connected before: the next connect is a reconnect
+    // Redis refused a setup command (AUTH with a wrong password, SELECT, SCRIPT LOAD without the ACL
+    // permission): the connection is not what the URL asked for, and is closed once the reply is read.
+    bool refused = false;
     // Since when the connection has had commands outstanding and no reply byte: the breaker's silence
     // test. Reset by every read, and by a command sent on an idle connection.
     int64_t quiet_since_us = 0;
@@ -138,6 +141,14 @@ class RedisStore final : public Store {
   void run();
   void start_connect(Conn &conn, int64_t now);
   void on_connected(Conn &conn, int64_t now);
+  void report_refused_setup(std::string_view err);
+  std::atomic<bool> refused_reported_{false};
+  // Redis refuses the connections' setup (a wrong password): the breaker is open because the deployment
+  // is wrong, not because Redis is down, and the decisions it sends to the fallback say config.
+  std::atomic<bool> refused_{false};
+  FailReason open_reason() const {
+    return refused_.load(std::memory_order_relaxed) ? FailReason::config : FailReason::breaker;
+  }
   void fail_conn(Conn &conn, FailReason why, int64_t now);
   void dispatch(Call *c, int64_t now);
   void append(Conn &conn, Call *c);

@@ -560,6 +560,39 @@ TEST(RedisStore, RestartAndScriptFlushReachNoCaller) {
   EXPECT_EQ(fw.metrics_json().find("\"reconnects\":0"), std::string::npos) << "the reconnect is counted";
 }
 
+// A wrong password used to pass for a working connection: the AUTH error was dropped with the other setup
+// replies and the connection carried on as Redis' default user (20 of 20 admits answered, keys written).
+// Now the connection is refused: every decision is the fallback's, counted as a config error, and
+// nothing is written; the right password is answered by Redis.
+TEST(RedisStore, AWrongPasswordIsRefusedNotIgnored) {
+  RedisServer redis;
+  ASSERT_EQ(redis.command({"ACL", "SETUSER", "fw", "on", ">right", "~*", "+@all"}), "OK");
+  ASSERT_EQ(redis.command({"CONFIG", "SET", "requirepass", "default-secret"}), "OK");
+  auto with = [&](const std::string &credentials) {
+    return R"({"store": "redis://)" + credentials + "@127.0.0.1:" + std::to_string(redis.port()) +
+           R"(/0", "redis": {"deadline_ms": 200, "breaker_open_ms": 100}, "request_rate": {"rate": 100, "burst": 1000}})";
+  };
+  for (const char *credentials : {"fw:wrong", ":wrong", "nobody:right"}) {
+    SCOPED_TRACE(credentials);
+    floodwall::Client fw(with(credentials));
+    int config = 0;
+    for (int i = 0; i < 20; i++) {
+      fw_decision d = admit_raw(fw, "t");
+      EXPECT_TRUE(d.allowed && d.degraded) << "limited by the fallback, never answered as someone else";
+      EXPECT_NE(d.fail_reason, FW_FAIL_NONE);
+      config += d.fail_reason == FW_FAIL_CONFIG;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_GT(config, 0) << "said as a configuration error, not as an outage";
+    std::string prom = fw.prometheus();
+    EXPECT_EQ(prom.find("floodwall_config_errors_total 0\n"), std::string::npos) << prom;
+    EXPECT_EQ(fw.metrics_json().find("wrong"), std::string::npos) << "no password in the metrics";
+  }
+  EXPECT_EQ(redis.command({"AUTH", "default-secret"}), "OK");  // harmless: command() opens its own connection
+  floodwall::Client right(with("fw:right"));
+  EXPECT_TRUE(store_answers_within(right, 5.0)) << "the right password is answered by Redis";
+}
+
 TEST(RedisStore, WrongKeyTypeIsAConfigurationErrorNotAnOutage) {
   RedisServer redis;
   floodwall::Client fw(policy(redis, R"("request_rate": {"rate": 1, "burst": 1})"));
