@@ -1,9 +1,8 @@
 // The RESP side of the Redis store. The store reads every reply with hiredis' redisReader (the same
 // reader its connections use, fed here in chunks the input chooses, as a socket would split them), then
-// walks what the admit parser reads: an integer, or an array of 6 whose elements it reads by type. The
-// admit parser itself (parse_admit_reply) is in an anonymous namespace of redis_store.cpp and cannot be
-// called from here; exporting it would let this target feed it the replies directly. The same bytes also
-// go to parse_redis_url, which reads the URL of the policy's "store".
+// gives every reply to the store's own parsers of admit replies (each way the store can ask: with or
+// without a slot, an enforced bucket or not) and of lease replies. The same bytes also go to
+// parse_redis_url, which reads the URL of the policy's "store".
 #include <hiredis/hiredis.h>
 #include <hiredis/read.h>
 
@@ -77,7 +76,19 @@ void read_replies(const uint8_t *data, size_t size) {
         break;
       }
       if (!reply) break;  // needs more bytes
-      walk(static_cast<redisReply *>(reply), 0);
+      auto *r = static_cast<redisReply *>(reply);
+      walk(r, 0);
+      for (bool slot : {false, true}) {
+        for (bool enforce : {false, true}) {
+          floodwall::AdmitResult res;
+          if (!floodwall::parse_admit_reply(r, slot, enforce, res)) continue;
+          FW_FUZZ_CHECK(res.decided);
+          // A request-rate-only admit that an enforced bucket refused did not commit; a dark one did.
+          if (!slot) FW_FUZZ_CHECK(res.committed == (res.rate_ok || !enforce) && res.tokens_m >= 0);
+        }
+      }
+      floodwall::LeaseResult lease;
+      if (floodwall::parse_lease_reply(r, lease)) FW_FUZZ_CHECK(lease.decided);
       freeReplyObject(reply);
     }
   }

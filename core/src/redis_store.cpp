@@ -104,6 +104,8 @@ bool is_config_error(std::string_view e) {
   return false;
 }
 
+}  // namespace
+
 // An admit's reply. A request-rate-only admit: one integer, the micro-tokens left (>= 0) or -1 - the
 // micro-tokens the bucket had when it had too few; it committed unless an enforced bucket said no. With
 // a slot: {committed, rate_ok, tokens, conc_ok, tenant in-flight, fleet_ok}. False for a reply of
@@ -146,6 +148,8 @@ bool parse_lease_reply(const redisReply *r, LeaseResult &res) {
   res.store_now_us = v[4];
   return true;
 }
+
+namespace {
 
 void append_slot_id(std::string &cmd, const SlotId &id) {
   char b[16];

@@ -56,6 +56,11 @@ struct RedisUrl {
 // Throws StoreError naming "store" for a URL it cannot use.
 RedisUrl parse_redis_url(const std::string &url);
 
+// The replies of tenant_admit.lua and tenant_lease.lua as the store reads them: false for a reply of
+// another shape (which the store counts as an error). Declared here for fuzz/resp_fuzz.cpp.
+bool parse_admit_reply(const redisReply *r, bool slot, bool rate_enforce, AdmitResult &res);
+bool parse_lease_reply(const redisReply *r, LeaseResult &res);
+
 class RedisStore final : public Store {
  public:
   RedisStore(const Policy &p, RedisUrl url);
