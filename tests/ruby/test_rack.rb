@@ -62,6 +62,16 @@ class TestRack < Minitest::Test
     assert_nil last_response.headers["Retry-After"]
   end
 
+  # An app that sets a limit header itself keeps its own value, as it does behind the Python and Node
+  # middleware; the ones it did not set are still added.
+  def test_a_limit_header_the_app_set_itself_is_kept
+    @inner = ->(_env) { [200, { "ratelimit-policy" => "app's own" }, ["hello"]] }
+    header "X-API-Key", "acme"
+    get "/"
+    assert_equal "app's own", last_response.headers["RateLimit-Policy"]
+    assert_equal '"concurrency";r=19', last_response.headers["RateLimit"]
+  end
+
   def test_a_429_has_the_cores_body_headers_and_retry_after
     header "X-API-Key", "acme"
     header "X-Cost", "500"

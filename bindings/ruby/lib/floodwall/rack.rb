@@ -69,8 +69,7 @@ module Floodwall
 
       begin
         status, headers, body = @app.call(env)
-        headers = headers.frozen? ? headers.dup : headers
-        headers.merge!(limit_headers(decision))
+        headers = with_limit_headers(headers, decision)
         # BodyProxy runs the block once, on the first close, even when the body's own close raises.
         [status, headers, ::Rack::BodyProxy.new(body) { @client.release(decision) }]
       rescue Exception # every exception, Interrupt included: release, then re-raise
@@ -109,13 +108,18 @@ module Floodwall
       [decision.status, headers.merge(CONTENT_TYPE => content_type, CONTENT_LENGTH => body.bytesize.to_s), [body]]
     end
 
-    # on_reject's response, with the limit headers it did not set (names compared without case).
     def custom_reject(env, decision)
       status, headers, body = @on_reject.call(env, decision)
+      [status, with_limit_headers(headers, decision), body]
+    end
+
+    # The response's headers with the limit headers it did not set itself (names compared without case),
+    # for the app's responses and on_reject's alike: what the app sets wins, as in Python and Node.
+    def with_limit_headers(headers, decision)
       headers = headers.nil? || headers.frozen? ? (headers || {}).dup : headers
       own = headers.keys.map { |name| name.to_s.downcase }
       limit_headers(decision).each { |name, value| headers[name] = value unless own.include?(name.downcase) }
-      [status, headers, body]
+      headers
     end
   end
 end
