@@ -122,38 +122,7 @@ std::string key(const std::string &tenant, const char *suffix) {
 
 // A reply of a command on a connection of the test's own, as text.
 std::string ask(int port, std::initializer_list<std::string> args, double timeout_s = 2.0) {
-  timeval tv{static_cast<time_t>(timeout_s), static_cast<suseconds_t>(std::fmod(timeout_s, 1.0) * 1e6)};
-  redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
-  if (!c || c->err) {
-    if (c) redisFree(c);
-    return "<no connection>";
-  }
-  redisSetTimeout(c, tv);
-  std::vector<const char *> argv;
-  std::vector<size_t> lens;
-  for (const auto &a : args) {
-    argv.push_back(a.data());
-    lens.push_back(a.size());
-  }
-  auto *r = static_cast<redisReply *>(redisCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data()));
-  std::string out;
-  if (!r)
-    out = std::string("<") + c->errstr + ">";
-  else if (r->type == REDIS_REPLY_INTEGER)
-    out = std::to_string(r->integer);
-  else if (r->type == REDIS_REPLY_NIL)
-    out = "<nil>";
-  else if (r->type == REDIS_REPLY_ARRAY) {
-    for (size_t i = 0; i < r->elements; i++) {
-      if (i) out += ' ';
-      const redisReply *e = r->element[i];
-      out += e->type == REDIS_REPLY_INTEGER ? std::to_string(e->integer) : std::string(e->str ? e->str : "", e->len);
-    }
-  } else
-    out = std::string(r->str, r->len);
-  if (r) freeReplyObject(r);
-  redisFree(c);
-  return out;
+  return floodwall::testing::command_at(port, args, timeout_s);
 }
 
 int64_t zcard(int port, const std::string &tenant) {

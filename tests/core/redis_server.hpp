@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace floodwall::testing {
 
@@ -29,6 +30,46 @@ inline int free_port() {
   int port = ntohs(a.sin_port);
   close(fd);
   return port;
+}
+
+// One command on a connection of its own to 127.0.0.1:port (argv form, binary-safe): the reply as text,
+// an integer as its digits, nil as "<nil>", an array as its elements joined by spaces, and a failure as
+// "<no connection>" or "<" + hiredis' error + ">".
+inline std::string command_at(int port, std::initializer_list<std::string> args, double timeout_s = 1.0) {
+  timeval tv{static_cast<time_t>(timeout_s),
+             static_cast<suseconds_t>((timeout_s - static_cast<time_t>(timeout_s)) * 1e6)};
+  redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+  if (!c || c->err) {
+    if (c) redisFree(c);
+    return "<no connection>";
+  }
+  redisSetTimeout(c, tv);
+  std::vector<const char *> argv;
+  std::vector<size_t> lens;
+  for (const auto &a : args) {
+    argv.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  auto *r = static_cast<redisReply *>(redisCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data()));
+  std::string out;
+  if (!r) {
+    out = std::string("<") + c->errstr + ">";
+  } else if (r->type == REDIS_REPLY_INTEGER) {
+    out = std::to_string(r->integer);
+  } else if (r->type == REDIS_REPLY_NIL) {
+    out = "<nil>";
+  } else if (r->type == REDIS_REPLY_ARRAY) {
+    for (size_t i = 0; i < r->elements; i++) {
+      if (i) out += ' ';
+      const redisReply *e = r->element[i];
+      out += e->type == REDIS_REPLY_INTEGER ? std::to_string(e->integer) : std::string(e->str ? e->str : "", e->len);
+    }
+  } else {
+    out = std::string(r->str, r->len);
+  }
+  if (r) freeReplyObject(r);
+  redisFree(c);
+  return out;
 }
 
 class RedisServer {
@@ -85,32 +126,8 @@ class RedisServer {
     }
     return c;
   }
-  // Runs one command (argv form, binary-safe) and returns its reply as text or integer text.
-  std::string command(std::initializer_list<std::string> args) const {
-    redisContext *c = connect();
-    if (!c) return "<no connection>";
-    std::vector<const char *> argv;
-    std::vector<size_t> lens;
-    for (const auto &a : args) {
-      argv.push_back(a.data());
-      lens.push_back(a.size());
-    }
-    auto *r = static_cast<redisReply *>(redisCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data()));
-    std::string out;
-    if (!r)
-      out = "<error>";
-    else if (r->type == REDIS_REPLY_INTEGER)
-      out = std::to_string(r->integer);
-    else if (r->type == REDIS_REPLY_NIL)
-      out = "<nil>";
-    else if (r->type == REDIS_REPLY_ARRAY)
-      out = std::to_string(r->elements) + " elements";
-    else
-      out = std::string(r->str, r->len);
-    if (r) freeReplyObject(r);
-    redisFree(c);
-    return out;
-  }
+  // Runs one command (argv form, binary-safe) and returns its reply as text (see command_at).
+  std::string command(std::initializer_list<std::string> args) const { return command_at(port_, args); }
 
  private:
   int port_;
