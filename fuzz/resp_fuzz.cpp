@@ -11,7 +11,7 @@
 #include <string>
 
 #include "check.hpp"
-#include "redis_store.hpp"
+#include "redis/redis_store.hpp"
 #include "store_factory.hpp"
 
 namespace {

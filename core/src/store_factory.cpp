@@ -1,7 +1,7 @@
 #include "store_factory.hpp"
 
 #include "memory_store.hpp"
-#include "redis_store.hpp"
+#include "redis/redis_store.hpp"
 #include "shm_store.hpp"
 
 namespace floodwall {

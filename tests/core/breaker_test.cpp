@@ -1,6 +1,6 @@
 // The breaker judges the store, not the queue: a failure rate over a sliding window, a trip on
 // silence, one probe when half-open. Simulated time only.
-#include "breaker.hpp"
+#include "redis/breaker.hpp"
 
 #include <gtest/gtest.h>
 

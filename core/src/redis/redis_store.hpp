@@ -28,6 +28,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -36,30 +37,17 @@
 #include <thread>
 #include <vector>
 
-#include "breaker.hpp"
 #include "fork.hpp"
 #include "policy.hpp"
+#include "redis/breaker.hpp"
+#include "redis/scripts.hpp"
+#include "redis/url.hpp"
 #include "store.hpp"
 
 struct redisContext;
 struct redisReply;
 
 namespace floodwall {
-
-struct RedisUrl {
-  std::string host = "127.0.0.1";
-  int port = 6379;
-  int db = 0;
-  std::string user, password;
-};
-
-// Throws StoreError naming "store" for a URL it cannot use.
-RedisUrl parse_redis_url(const std::string &url);
-
-// The replies of tenant_admit.lua and tenant_lease.lua as the store reads them: false for a reply of
-// another shape (which the store counts as an error). Declared here for fuzz/resp_fuzz.cpp.
-bool parse_admit_reply(const redisReply *r, bool slot, bool rate_enforce, AdmitResult &res);
-bool parse_lease_reply(const redisReply *r, LeaseResult &res);
 
 class RedisStore final : public Store {
  public:
@@ -135,11 +123,6 @@ class RedisStore final : public Store {
     // and how many must be answered before the lanes may change.
     uint64_t releases_sent = 0, releases_done = 0, drain_to = 0;
   };
-  struct Script {
-    std::string_view body;
-    std::string sha;
-  };
-
   void submit(Call *c);
   void format_admit(const AdmitOp &op, std::string &cmd) const;
   bool direct_admit(const AdmitOp &op, AdmitResult &r);
@@ -203,6 +186,17 @@ class RedisStore final : public Store {
   void return_spent();    // I/O thread only
 
   static constexpr size_t kPoolMax = 4096;
+  // A call's command is formatted here first, then swapped into a pooled call's buffer: neither side
+  // allocates once both have grown to a command's size.
+  static thread_local std::string tl_cmd;
+  // Its address names the submitting thread; tl_io_of, the store whose I/O thread this is (what an
+  // I/O thread submits itself, a late slot's release or a callback's next admit, names no caller).
+  static thread_local const char tl_submitter;
+  static thread_local const void *tl_io_of;
+  static int64_t now_us() {
+    using namespace std::chrono;
+    return duration_cast<microseconds>(steady_clock::now().time_since_epoch()).count();
+  }
 
   const RedisOptions opt_;
   const RedisUrl url_;
@@ -215,10 +209,7 @@ class RedisStore final : public Store {
   static constexpr int kWakeFdSlot = 0, kDirectFdSlot = 1;
   int conn_fd_slot(const Conn &conn) const { return 2 + static_cast<int>(&conn - conns_.data()); }
   void free_direct();
-  Script admit_script_, release_script_, flags_script_, lease_script_, report_script_;
-  std::array<const Script *, 5> scripts() const {
-    return {&admit_script_, &release_script_, &flags_script_, &lease_script_, &report_script_};
-  }
+  const Scripts scripts_;
   const std::string fleet_key_ = prefix_ + ":fleet";
   // With leases, tenant_admit.lua also counts the fleet usage that clients report (fleet_report.lua).
   const bool fleet_reports_;

@@ -1,4 +1,4 @@
-#include "breaker.hpp"
+#include "redis/breaker.hpp"
 
 #include <algorithm>
 #include <climits>

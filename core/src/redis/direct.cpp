@@ -1,0 +1,100 @@
+// The Redis store's direct path: a lone blocking caller makes its round trip itself (redis_store.hpp).
+#include <hiredis/hiredis.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <thread>
+
+#include "redis/redis_store.hpp"
+#include "redis/resp.hpp"
+
+namespace floodwall {
+
+void RedisStore::free_direct() {
+  if (!direct_) return;
+  fds_.clear(kDirectFdSlot);
+  redisFree(direct_);
+  direct_ = nullptr;
+}
+
+// ------------------------------------------------------------------------------------ callers
+
+// direct_mu_ held. False with r.reason set when Redis did not answer in time (the direct path is then
+// off until the I/O thread sees Redis answer an admit, so that the breaker judges what follows).
+bool RedisStore::direct_admit(const AdmitOp &op, AdmitResult &r) {
+  int64_t sent_us = now_us();
+  auto give_up = [&](FailReason why) {
+    free_direct();
+    direct_ok_.store(false, std::memory_order_relaxed);
+    failures_[static_cast<size_t>(why)].fetch_add(1, std::memory_order_relaxed);
+    if (why == FailReason::timeout) {
+      // No byte within the deadline: let the I/O thread judge it (it opens the breaker unless its own
+      // connections are answering), so that the next admit does not wait a deadline too.
+      direct_silent_since_.store(sent_us, std::memory_order_release);
+      uint64_t one = 1;
+      (void)!write(wake_fd_, &one, sizeof one);
+      // It is idle in poll: wait (briefly) for its verdict, so that this caller's next admit sees it.
+      for (int i = 0; i < 400 && direct_silent_since_.load(std::memory_order_acquire) != 0; i++)
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    r = AdmitResult{};
+    r.reason = why;
+    return false;
+  };
+  timeval deadline{static_cast<time_t>(opt_.deadline_ms / 1000),
+                   static_cast<suseconds_t>(opt_.deadline_ms % 1000) * 1000};
+  auto command = [&](std::initializer_list<std::string_view> args) -> redisReply * {
+    std::string cmd = resp_format(std::vector<std::string_view>(args));
+    redisAppendFormattedCommand(direct_, cmd.data(), cmd.size());
+    void *reply = nullptr;
+    return redisGetReply(direct_, &reply) == REDIS_OK ? static_cast<redisReply *>(reply) : nullptr;
+  };
+  if (!direct_) {
+    timeval connect{static_cast<time_t>(opt_.connect_timeout_ms / 1000),
+                    static_cast<suseconds_t>(opt_.connect_timeout_ms % 1000) * 1000};
+    direct_ = redisConnectWithTimeout(url_.host.c_str(), url_.port, connect);
+    if (direct_ && direct_->fd >= 0) fds_.set(kDirectFdSlot, direct_->fd);
+    if (!direct_ || direct_->err || redisSetTimeout(direct_, deadline) != REDIS_OK)
+      return give_up(FailReason::connection);
+    std::vector<std::vector<std::string_view>> setup;
+    if (!url_.password.empty())
+      setup.push_back(url_.user.empty() ? std::vector<std::string_view>{"AUTH", url_.password}
+                                        : std::vector<std::string_view>{"AUTH", url_.user, url_.password});
+    std::string db = resp_num(url_.db);
+    if (url_.db != 0) setup.push_back({"SELECT", db});
+    for (const auto &args : setup) {
+      std::string cmd = resp_format(args);
+      redisAppendFormattedCommand(direct_, cmd.data(), cmd.size());
+      void *reply = nullptr;
+      if (redisGetReply(direct_, &reply) != REDIS_OK) return give_up(FailReason::timeout);
+      bool error = static_cast<redisReply *>(reply)->type == REDIS_REPLY_ERROR;
+      freeReplyObject(reply);
+      if (error) return give_up(FailReason::config);  // the I/O thread's connections report it as such
+    }
+  }
+  std::string &cmd = tl_cmd;
+  format_admit(op, cmd);
+  sent_us = now_us();
+  for (int attempt = 0; attempt < 2; attempt++) {
+    redisAppendFormattedCommand(direct_, cmd.data(), cmd.size());
+    void *reply = nullptr;
+    if (redisGetReply(direct_, &reply) != REDIS_OK)
+      return give_up(direct_->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK)
+                         ? FailReason::timeout
+                         : FailReason::connection);
+    auto *rep = static_cast<redisReply *>(reply);
+    bool noscript = rep->type == REDIS_REPLY_ERROR && std::string_view(rep->str, rep->len).rfind("NOSCRIPT", 0) == 0;
+    bool ok = !noscript && parse_admit_reply(rep, false, op.rate && op.rate_enforce, r);
+    freeReplyObject(rep);
+    if (ok) return true;
+    if (!noscript || attempt) return give_up(FailReason::error);
+    noscript_reloads_.fetch_add(1, std::memory_order_relaxed);
+    redisReply *loaded = command({"SCRIPT", "LOAD", scripts_.admit.body});
+    if (!loaded) return give_up(FailReason::timeout);
+    freeReplyObject(loaded);
+  }
+  return give_up(FailReason::error);
+}
+
+}  // namespace floodwall
