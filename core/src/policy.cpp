@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -188,6 +190,13 @@ class Section {
     return v.is_number_float() ? static_cast<int64_t>(d) : v.get<int64_t>();
   }
 
+  bool boolean(const char *k, bool dflt) const {
+    if (!has(k)) return dflt;
+    const json &v = at(k);
+    if (!v.is_boolean()) throw PolicyError(field(k), "must be true or false (got " + show(v) + ")");
+    return v.get<bool>();
+  }
+
   std::string string(const char *k, const std::string &dflt) const {
     if (!has(k)) return dflt;
     const json &v = at(k);
@@ -208,6 +217,66 @@ class Section {
   const json &obj_;
   std::string path_;
 };
+
+// A file the client reads when it connects: named in the error with its path when it cannot be read.
+std::string readable_file(const Section &s, const char *k) {
+  std::string path = s.string(k, "");
+  if (path.empty()) throw PolicyError(s.field(k), "must name a file");
+  std::ifstream f(path);
+  if (!f.good()) throw PolicyError(s.field(k), "cannot read \"" + path + "\"");
+  return path;
+}
+
+// redis.tls, redis.username, redis.password_env and redis.clock. The URL's own user and password are
+// the store's (redis/url.hpp); giving them twice is an error rather than a guess at which one wins.
+void redis_access(const Section &s, Policy &p) {
+  bool tls_url = p.store.rfind("rediss", 0) == 0;
+  if (s.has("tls")) {
+    if (!tls_url) throw PolicyError("redis.tls", "applies to rediss:// stores only (the store is not one)");
+    Section t(s.at("tls"), "redis.tls", {"ca_file", "cert_file", "key_file", "server_name", "insecure"});
+    RedisOptions::Tls &tls = p.redis.tls;
+    tls.insecure = t.boolean("insecure", false);
+    if (tls.insecure && t.has("ca_file"))
+      throw PolicyError("redis.tls.insecure",
+                        "turns verification off, so redis.tls.ca_file would not be used: remove one of them");
+    if (t.has("ca_file")) tls.ca_file = readable_file(t, "ca_file");
+    if (t.has("cert_file") != t.has("key_file"))
+      throw PolicyError(t.has("cert_file") ? "redis.tls.key_file" : "redis.tls.cert_file",
+                        "is required with the other (mutual TLS needs the certificate and its key)");
+    if (t.has("cert_file")) {
+      tls.cert_file = readable_file(t, "cert_file");
+      tls.key_file = readable_file(t, "key_file");
+    }
+    tls.server_name = t.string("server_name", "");
+  }
+  auto url_userinfo = [&] {
+    auto scheme = p.store.find("://");
+    auto at = p.store.rfind('@');
+    return scheme != std::string::npos && at != std::string::npos && at > scheme;
+  };
+  if (s.has("username")) {
+    p.redis.username = s.string("username", "");
+    if (p.redis.username.empty()) throw PolicyError("redis.username", "must not be empty");
+    if (url_userinfo()) throw PolicyError("redis.username", "is given in the store URL too: keep one of them");
+  }
+  if (s.has("password_env")) {
+    std::string var = s.string("password_env", "");
+    if (var.empty()) throw PolicyError("redis.password_env", "must name an environment variable");
+    if (url_userinfo()) throw PolicyError("redis.password_env", "the store URL has a password too: keep one of them");
+    const char *v = std::getenv(var.c_str());
+    if (!v || !*v) throw PolicyError("redis.password_env", "the environment variable " + var + " is not set");
+    p.redis.password = v;
+  }
+  if (s.has("clock")) {
+    std::string c = s.string("clock", "redis");
+    if (c == "redis")
+      p.redis.clock = RedisOptions::Clock::redis;
+    else if (c == "client")
+      p.redis.clock = RedisOptions::Clock::client;
+    else
+      throw PolicyError("redis.clock", "must be \"redis\" or \"client\" (got " + show(s.at("clock")) + ")");
+  }
+}
 
 BucketLimits bucket(const Section &s) {
   BucketLimits b;
@@ -414,9 +483,11 @@ Policy parse_policy(std::string_view text) {
       throw PolicyError("redis.breaker_failures",
                         "no longer exists: the breaker opens on a failure rate (redis.breaker_min_calls, "
                         "redis.breaker_failure_ratio, redis.breaker_window_ms), not on consecutive failures");
-    Section s(top.at("redis"), "redis",
-              {"deadline_ms", "connect_timeout_ms", "connections", "fallback", "breaker_min_calls",
-               "breaker_failure_ratio", "breaker_window_ms", "breaker_open_ms", "flags_poll_ms"});
+    Section s(
+        top.at("redis"), "redis",
+        {"deadline_ms", "connect_timeout_ms", "connections", "fallback", "breaker_min_calls", "breaker_failure_ratio",
+         "breaker_window_ms", "breaker_open_ms", "flags_poll_ms", "tls", "username", "password_env", "clock"});
+    redis_access(s, p);
     p.redis.deadline_ms = s.integer("deadline_ms", p.redis.deadline_ms, 1, 60'000);
     p.redis.connect_timeout_ms = s.integer("connect_timeout_ms", p.redis.connect_timeout_ms, 1, 60'000);
     p.redis.connections = s.integer("connections", p.redis.connections, 1, 16);

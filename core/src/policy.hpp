@@ -113,6 +113,20 @@ struct RedisOptions {
   int64_t breaker_window_ms = 1000;
   int64_t breaker_open_ms = 1000;  // how long it stays open before a probe
   int64_t flags_poll_ms = 1000;    // how often the fleet-wide modes are read
+  // rediss:// (redis.tls): verification is always on unless `insecure`; the CA bundle is OpenSSL's
+  // default one unless ca_file names another; cert_file + key_file make it mutual TLS; server_name is the
+  // name sent (SNI) and verified (default: the URL's host).
+  struct Tls {
+    std::string ca_file, cert_file, key_file, server_name;
+    bool insecure = false;
+  } tls;
+  // The ACL user and password when they are not in the URL: redis.username, and the value of the
+  // environment variable redis.password_env names, read when the policy is parsed. Never printed.
+  std::string username, password;
+  // Whose clock the scripts use: Redis' TIME ("redis", the default: one clock for the fleet) or the
+  // calling client's ("client", for managed services that refuse TIME inside scripts; the app servers'
+  // clocks must then agree, since a client ahead of the others refills buckets early).
+  enum class Clock : uint8_t { redis, client } clock = Clock::redis;
 };
 
 // The body of a rejection: floodwall's JSON ({"error": {...}}) or an RFC 9457 problem document.

@@ -15,7 +15,7 @@ class StoreError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// "memory://" (the default) or "redis://host:port/db".
+// "memory://" (the default), "shm://NAME", or a Redis URL (redis/url.hpp).
 std::unique_ptr<Store> make_store(const Policy &p, const Clock &clock);
 
 }  // namespace floodwall

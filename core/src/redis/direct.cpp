@@ -14,8 +14,7 @@ namespace floodwall {
 void RedisStore::free_direct() {
   if (!direct_) return;
   fds_.clear(kDirectFdSlot);
-  redisFree(direct_);
-  direct_ = nullptr;
+  direct_.reset();
 }
 
 // ------------------------------------------------------------------------------------ callers
@@ -42,21 +41,18 @@ bool RedisStore::direct_admit(const AdmitOp &op, AdmitResult &r) {
     r.reason = why;
     return false;
   };
-  timeval deadline{static_cast<time_t>(opt_.deadline_ms / 1000),
-                   static_cast<suseconds_t>(opt_.deadline_ms % 1000) * 1000};
-  auto command = [&](std::initializer_list<std::string_view> args) -> redisReply * {
-    std::string cmd = resp_format(std::vector<std::string_view>(args));
-    redisAppendFormattedCommand(direct_, cmd.data(), cmd.size());
-    void *reply = nullptr;
-    return redisGetReply(direct_, &reply) == REDIS_OK ? static_cast<redisReply *>(reply) : nullptr;
-  };
+  // Each command has the whole deadline, as each call on the I/O thread has.
+  auto deadline = [&] { return now_us() + opt_.deadline_ms * 1000; };
+  auto command = [&](const std::string &cmd) -> redisReply * { return direct_->roundtrip(cmd, deadline()); };
   if (!direct_) {
-    timeval connect{static_cast<time_t>(opt_.connect_timeout_ms / 1000),
-                    static_cast<suseconds_t>(opt_.connect_timeout_ms % 1000) * 1000};
-    direct_ = redisConnectWithTimeout(url_.host.c_str(), url_.port, connect);
-    if (direct_ && direct_->fd >= 0) fds_.set(kDirectFdSlot, direct_->fd);
-    if (!direct_ || direct_->err || redisSetTimeout(direct_, deadline) != REDIS_OK)
-      return give_up(FailReason::connection);
+    direct_ = std::make_unique<Connection>();
+    bool up = direct_->connect_blocking(url_.nodes.front(), tls_.get(), now_us() + opt_.connect_timeout_ms * 1000);
+    if (direct_->fd() >= 0) fds_.set(kDirectFdSlot, direct_->fd());
+    if (!up) {
+      // A TLS verification failure is the deployment's: said once, counted as config.
+      if (direct_->failure() == FailReason::config) report_tls_failure(direct_->error());
+      return give_up(direct_->failure() == FailReason::config ? FailReason::config : FailReason::connection);
+    }
     std::vector<std::vector<std::string_view>> setup;
     if (!url_.password.empty())
       setup.push_back(url_.user.empty() ? std::vector<std::string_view>{"AUTH", url_.password}
@@ -64,11 +60,9 @@ bool RedisStore::direct_admit(const AdmitOp &op, AdmitResult &r) {
     std::string db = resp_num(url_.db);
     if (url_.db != 0) setup.push_back({"SELECT", db});
     for (const auto &args : setup) {
-      std::string cmd = resp_format(args);
-      redisAppendFormattedCommand(direct_, cmd.data(), cmd.size());
-      void *reply = nullptr;
-      if (redisGetReply(direct_, &reply) != REDIS_OK) return give_up(FailReason::timeout);
-      bool error = static_cast<redisReply *>(reply)->type == REDIS_REPLY_ERROR;
+      redisReply *reply = command(resp_format(args));
+      if (!reply) return give_up(FailReason::timeout);
+      bool error = reply->type == REDIS_REPLY_ERROR;
       freeReplyObject(reply);
       if (error) return give_up(FailReason::config);  // the I/O thread's connections report it as such
     }
@@ -77,20 +71,15 @@ bool RedisStore::direct_admit(const AdmitOp &op, AdmitResult &r) {
   format_admit(op, cmd);
   sent_us = now_us();
   for (int attempt = 0; attempt < 2; attempt++) {
-    redisAppendFormattedCommand(direct_, cmd.data(), cmd.size());
-    void *reply = nullptr;
-    if (redisGetReply(direct_, &reply) != REDIS_OK)
-      return give_up(direct_->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK)
-                         ? FailReason::timeout
-                         : FailReason::connection);
-    auto *rep = static_cast<redisReply *>(reply);
+    redisReply *rep = command(cmd);
+    if (!rep) return give_up(direct_->failure() == FailReason::timeout ? FailReason::timeout : FailReason::connection);
     bool noscript = rep->type == REDIS_REPLY_ERROR && std::string_view(rep->str, rep->len).rfind("NOSCRIPT", 0) == 0;
     bool ok = !noscript && parse_admit_reply(rep, false, op.rate && op.rate_enforce, r);
     freeReplyObject(rep);
     if (ok) return true;
     if (!noscript || attempt) return give_up(FailReason::error);
     noscript_reloads_.fetch_add(1, std::memory_order_relaxed);
-    redisReply *loaded = command({"SCRIPT", "LOAD", scripts_.admit.body});
+    redisReply *loaded = command(resp_format({"SCRIPT", "LOAD", scripts_.admit.body}));
     if (!loaded) return give_up(FailReason::timeout);
     freeReplyObject(loaded);
   }

@@ -104,16 +104,14 @@ RedisStore::Call *RedisStore::setup_call(std::initializer_list<std::string_view>
 }
 
 void RedisStore::start_connect(Conn &conn, int64_t now) {
-  redisContext *ctx = redisConnectNonBlock(url_.host.c_str(), url_.port);
-  if (!ctx || ctx->err) {
-    if (ctx) redisFree(ctx);
+  if (!conn.link->start(url_.nodes.front(), tls_.get())) {
+    if (conn.link->failure() == FailReason::config) report_tls_failure(conn.link->error());
     conn.state = Conn::State::down;
     conn.reconnect_at_us = now + conn.backoff_ms * 1000;
     conn.backoff_ms = std::min<int64_t>(conn.backoff_ms * 2, 1000);
     return;
   }
-  conn.ctx = ctx;
-  fds_.set(conn_fd_slot(conn), ctx->fd);
+  fds_.set(conn_fd_slot(conn), conn.link->fd());
   conn.state = Conn::State::connecting;
   conn.connect_deadline_us = now + opt_.connect_timeout_ms * 1000;
 }
@@ -125,17 +123,34 @@ void RedisStore::report_refused_setup(std::string_view err) {
   std::string first(err.substr(0, 200));
   for (char &ch : first)
     if (static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) >= 0x7f) ch = '?';
+  std::string user = url_.user.empty() ? std::string("the default user") : "user \"" + url_.user + "\"";
+  for (char &ch : user)
+    if (static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) >= 0x7f) ch = '?';
   std::fprintf(stderr,
-               "floodwall: Redis at %s:%d refused the connection's setup (%s); every decision is the fallback's "
-               "until it accepts (check the URL's user, password and database)\n",
-               url_.host.c_str(), url_.port, first.c_str());
+               "floodwall: Redis at %s:%d refused the connection's setup as %s (%s); every decision is the "
+               "fallback's until it accepts (check the user, password and database)\n",
+               url_.host().c_str(), url_.port(), user.c_str(), first.c_str());
+}
+
+// Once per store: which check failed (a CA that did not sign the server, another server name, a client
+// certificate the server refused). The decisions go to the fallback, counted as config.
+void RedisStore::report_tls_failure(const std::string &what) {
+  refused_.store(true, std::memory_order_relaxed);
+  if (tls_reported_.exchange(true)) return;
+  std::fprintf(stderr,
+               "floodwall: TLS to Redis at %s:%d failed: %s; every decision is the fallback's until it succeeds "
+               "(check redis.tls)\n",
+               url_.host().c_str(), url_.port(), what.c_str());
 }
 
 void RedisStore::on_connected(Conn &conn, int64_t now) {
   conn.state = Conn::State::ready;
   conn.refused = false;
   conn.backoff_ms = 50;
-  // Pipelined ahead of any request on this connection, so every EVALSHA after them finds its script.
+  // Ahead of any request on this connection, so every EVALSHA after them finds its script; and the
+  // requests wait behind them until Redis accepted them all, so that none runs as the default user (or
+  // on database 0) behind a refused AUTH (or SELECT).
+  size_t before = conn.inflight.size();
   if (!url_.password.empty()) {
     if (url_.user.empty())
       append(conn, setup_call({"AUTH", url_.password}, now));
@@ -144,6 +159,9 @@ void RedisStore::on_connected(Conn &conn, int64_t now) {
   }
   if (url_.db != 0) append(conn, setup_call({"SELECT", resp_num(url_.db)}, now));
   for (const Script *s : scripts_.all()) append(conn, setup_call({"SCRIPT", "LOAD", s->body}, now));
+  conn.setup_calls = conn.inflight.size();
+  conn.setup_left = static_cast<int>(conn.setup_calls - before);
+  conn.link->set_barrier();
   // Counted per connection: the first connect of each of a client's connections is not a reconnect.
   if (conn.was_ready) reconnects_.fetch_add(1, std::memory_order_relaxed);
   conn.was_ready = true;
@@ -155,10 +173,11 @@ void RedisStore::on_connected(Conn &conn, int64_t now) {
 }
 
 void RedisStore::fail_conn(Conn &conn, FailReason why, int64_t now) {
-  if (conn.ctx) {
+  if (why == FailReason::none) why = FailReason::connection;
+  if (why == FailReason::config && conn.link->failure() == FailReason::config) report_tls_failure(conn.link->error());
+  if (conn.link->fd() >= 0) {
     fds_.clear(conn_fd_slot(conn));
-    redisFree(conn.ctx);
-    conn.ctx = nullptr;
+    conn.link->close();
     for (Call *c : conn.inflight) {
       if (c->kind == Kind::release) {
         if (c->abandoned)
@@ -184,6 +203,8 @@ void RedisStore::fail_conn(Conn &conn, FailReason why, int64_t now) {
   conn.releases_done = conn.releases_sent;
   conn.want_write = conn.partial = false;
   conn.awaiting = 0;
+  conn.setup_left = 0;
+  conn.setup_calls = 0;
   conn.state = Conn::State::down;
   conn.reconnect_at_us = now + conn.backoff_ms * 1000;
   conn.backoff_ms = std::min<int64_t>(conn.backoff_ms * 2, 1000);
@@ -193,7 +214,7 @@ void RedisStore::fail_conn(Conn &conn, FailReason why, int64_t now) {
 void RedisStore::append(Conn &conn, Call *c) {
   c->appended_us = now_us();
   if (conn.inflight.empty()) conn.quiet_since_us = c->appended_us;
-  redisAppendFormattedCommand(conn.ctx, c->cmd.data(), c->cmd.size());
+  conn.link->append(c->cmd);
   conn.inflight.push_back(c);
   conn.want_write = true;
   if (gives_back(c->kind)) conn.releases_sent++;
@@ -274,29 +295,30 @@ void RedisStore::settle_lanes(std::vector<Call *> &batch, int64_t now) {
 }
 
 void RedisStore::flush(Conn &conn, int64_t now) {
-  int done = 0;
-  if (redisBufferWrite(conn.ctx, &done) == REDIS_ERR) {
-    fail_conn(conn, FailReason::connection, now);
+  bool done = false;
+  if (!conn.link->write(done)) {
+    fail_conn(conn, conn.link->failure(), now);
     return;
   }
   conn.want_write = !done;
   conn.partial = !done;
-  if (done) conn.awaiting = conn.inflight.size();
+  // Written: everything, or, behind the setup, the setup calls.
+  if (done) conn.awaiting = conn.setup_left > 0 ? conn.setup_calls : conn.inflight.size();
 }
 
 void RedisStore::read(Conn &conn, int64_t now) {
-  if (redisBufferRead(conn.ctx) == REDIS_ERR) {
-    fail_conn(conn, FailReason::connection, now);
+  if (!conn.link->read()) {
+    fail_conn(conn, conn.link->failure(), now);
     return;
   }
   for (;;) {
-    void *reply = nullptr;
-    if (redisGetReplyFromReader(conn.ctx, &reply) == REDIS_ERR) {
+    redisReply *r = nullptr;
+    int got = conn.link->next_reply(&r);
+    if (got < 0) {
       fail_conn(conn, FailReason::error, now);
       return;
     }
-    if (!reply) return;
-    auto *r = static_cast<redisReply *>(reply);
+    if (got == 0) return;
     if (conn.inflight.empty()) {  // cannot happen: every reply has its call
       freeReplyObject(r);
       fail_conn(conn, FailReason::error, now);
@@ -306,8 +328,16 @@ void RedisStore::read(Conn &conn, int64_t now) {
     conn.inflight.pop_front();
     if (conn.awaiting) conn.awaiting--;
     if (gives_back(c->kind)) conn.releases_done++;
+    bool setup = c->kind == Kind::setup && conn.setup_left > 0;
+    if (setup) conn.setup_calls--;
     handle(conn, c, r, now);
     freeReplyObject(r);
+    if (setup && --conn.setup_left == 0 && !conn.refused) {
+      // Redis accepted the setup: the calls held behind it go out now.
+      conn.link->clear_barrier();
+      conn.want_write = conn.link->has_output();
+      conn.partial = false;
+    }
     if (conn.refused) {
       // Every call behind the refused setup ran as someone else (Redis' default user, database 0) or
       // not at all: none of them is an answer. Their callers get the fallback, counted as config.
@@ -459,10 +489,8 @@ void RedisStore::run() {
         fds.push_back({-1, 0, 0});
         continue;
       }
-      short ev = conn.state == Conn::State::connecting
-                     ? POLLOUT
-                     : static_cast<short>(POLLIN | (should_flush(conn) ? POLLOUT : 0));
-      fds.push_back({conn.ctx->fd, ev, 0});
+      short ev = conn.link->events(conn.state == Conn::State::ready && should_flush(conn));
+      fds.push_back({conn.link->fd(), ev, 0});
       if (conn.state == Conn::State::connecting) wake_at = std::min(wake_at, conn.connect_deadline_us);
       for (Call *c : conn.inflight)
         if (!c->abandoned) wake_at = std::min(wake_at, c->deadline_us);
@@ -480,12 +508,11 @@ void RedisStore::run() {
       short rev = fds[i + 1].revents;
       if (conn.state == Conn::State::down || !rev) continue;
       if (conn.state == Conn::State::connecting) {
-        int err = 0;
-        socklen_t len = sizeof err;
-        getsockopt(conn.ctx->fd, SOL_SOCKET, SO_ERROR, &err, &len);
-        if (err || (rev & (POLLERR | POLLHUP)))
-          fail_conn(conn, FailReason::connection, now);
-        else
+        // The TCP connect, then the TLS handshake: a step each time the socket is ready.
+        Connection::Step step = conn.link->advance();
+        if (step == Connection::Step::failed)
+          fail_conn(conn, conn.link->failure(), now);
+        else if (step == Connection::Step::done)
           on_connected(conn, now);
         continue;
       }
@@ -515,8 +542,7 @@ void RedisStore::run() {
     }
     conn.inflight.clear();
     fds_.clear(conn_fd_slot(conn));
-    if (conn.ctx) redisFree(conn.ctx);
-    conn.ctx = nullptr;
+    conn.link->close();
   }
   return_spent();
 }

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -71,6 +72,14 @@ RedisStore::RedisStore(const Policy &p, RedisUrl url)
   // woken caller has its answer within it, wake-up latency included.
   int64_t deadline = opt_.deadline_ms * 1000;
   deadline_us_ = deadline - std::clamp<int64_t>(deadline / 10, 200, 1000);
+  if (url_.tls) {
+    tls_ = std::make_unique<TlsContext>(opt_.tls, url_.host());
+    static std::atomic<bool> warned{false};
+    if (opt_.tls.insecure && !warned.exchange(true))
+      std::fprintf(stderr,
+                   "floodwall: redis.tls.insecure is set: the Redis server's certificate is not verified, so anyone "
+                   "on the path can impersonate it\n");
+  }
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) throw StoreError("store: eventfd failed");
   fds_.set(kWakeFdSlot, wake_fd_);

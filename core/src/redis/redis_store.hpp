@@ -40,11 +40,11 @@
 #include "fork.hpp"
 #include "policy.hpp"
 #include "redis/breaker.hpp"
+#include "redis/connection.hpp"
 #include "redis/scripts.hpp"
 #include "redis/url.hpp"
 #include "store.hpp"
 
-struct redisContext;
 struct redisReply;
 
 namespace floodwall {
@@ -101,10 +101,14 @@ class RedisStore final : public Store {
     size_t affinity = 0;  // which connection: a hash of the tenant
   };
   struct Conn {
-    redisContext *ctx = nullptr;
+    std::unique_ptr<Connection> link = std::make_unique<Connection>();
+    // connecting: the TCP connect and the TLS handshake (both within connect_timeout_ms); ready: calls
+    // may be appended, though while setup_left > 0 they wait behind the setup (Connection's barrier).
     enum class State : uint8_t { down, connecting, ready } state = State::down;
     std::deque<Call *> inflight;
-    bool want_write = false;  // hiredis holds commands not yet written
+    int setup_left = 0;       // setup calls (AUTH, SELECT, SCRIPT LOAD) not answered yet
+    size_t setup_calls = 0;   // how many calls are in front of the barrier
+    bool want_write = false;  // commands appended and not yet written
     // Writes are coalesced while commands are on the wire: a connection with unanswered commands
     // holds new ones until those replies arrive (or kHoldMax pile up), so that under load each write,
     // and each of Redis' reads, carries many commands. An idle connection writes at once.
@@ -245,9 +249,15 @@ class RedisStore final : public Store {
   int64_t next_flags_us_ = 0;
   std::thread io_;
 
-  // A lone blocking caller's own connection (blocking hiredis), under direct_mu_; see admit().
+  // rediss://: the TLS context every connection's session is made from.
+  std::unique_ptr<TlsContext> tls_;
+  // A TLS verification failure or a certificate the server refused: said once, like a refused setup.
+  void report_tls_failure(const std::string &what);
+  std::atomic<bool> tls_reported_{false};
+
+  // A lone blocking caller's own connection (blocking, with deadlines), under direct_mu_; see admit().
   std::mutex direct_mu_;
-  redisContext *direct_ = nullptr;
+  std::unique_ptr<Connection> direct_;
   std::atomic<bool> direct_ok_{true};            // off after a direct call failed, until the I/O thread sees Redis
   std::atomic<int64_t> direct_silent_since_{0};  // when a direct call that got no byte back was sent
   std::atomic<int64_t> outstanding_{0};          // calls taken and not yet recycled, on the I/O thread's side

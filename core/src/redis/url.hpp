@@ -1,18 +1,41 @@
-// The URL of the policy's "store" when it names Redis: redis://[user:password@]host:port/db.
+// The URL of the policy's "store" when it names Redis, in all its forms:
+//   redis://[user:password@]host:port[/db]                      one server
+//   rediss://[user:password@]host:port[/db]                     one server over TLS (policy redis.tls)
+//   redis+sentinel://[user:password@]h:p[,h:p...]/MASTER[/db]   the master that Sentinel names
+//   redis+cluster://[user:password@]h:p[,h:p...]                a Redis Cluster, from its seed nodes
+// (rediss+sentinel:// and rediss+cluster:// are the same over TLS). The user and password may be
+// percent-encoded. A password never appears in an error: redact_url() replaces it with ***.
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace floodwall {
 
-struct RedisUrl {
-  std::string host = "127.0.0.1";
+struct RedisEndpoint {
+  std::string host;
   int port = 6379;
-  int db = 0;
-  std::string user, password;
 };
 
-// Throws StoreError naming "store" for a URL it cannot use.
+struct RedisUrl {
+  enum class Kind : uint8_t { single, sentinel, cluster } kind = Kind::single;
+  bool tls = false;
+  std::vector<RedisEndpoint> nodes;  // one for a single server; the seeds or sentinels otherwise
+  std::string master;                // sentinel: the master's name
+  int db = 0;
+  std::string user, password;
+  // The single server (or the first node).
+  const std::string &host() const { return nodes.front().host; }
+  int port() const { return nodes.front().port; }
+};
+
+// True when `url` starts with one of the six Redis schemes.
+bool is_redis_url(const std::string &url);
+
+// Throws StoreError naming "store" for a URL it cannot use, quoting it whole with its password redacted.
 RedisUrl parse_redis_url(const std::string &url);
+
+// The URL with the password of its user part replaced by ***.
+std::string redact_url(const std::string &url);
 
 }  // namespace floodwall
