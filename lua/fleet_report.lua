@@ -9,10 +9,17 @@
 -- KEYS[2]  <prefix>:fleet           the fleet set (tenant_admit.lua)
 -- ARGV[1]  this client's id   ARGV[2]  its in-process non-critical requests in flight
 -- ARGV[3]  how long a report counts, us     ARGV[4]  fleet ttl, us
+-- ARGV[5]  (redis.clock "client" only) the caller's clock, us since the epoch
 -- Reply:   {the other clients' live reports summed, the fleet set's live slots}
 local rcall = redis.call
-local t = rcall('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+-- The clock: Redis' TIME, or with redis.clock "client" the caller's, in us (ARGV[5]).
+local now
+if ARGV[5] then
+  now = tonumber(ARGV[5])
+else
+  local t = rcall('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
 local me, mine, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 
 local others, dead = 0, {}

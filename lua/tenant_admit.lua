@@ -8,7 +8,8 @@
 -- KEYS[4]  <prefix>:fleet:reports     (sent only when the policy leases) the fleet usage that clients
 --                                     decide in process, reported by fleet_report.lua: its "sum" counts too
 -- ARGV[1]  limiters, three characters: request rate, concurrency, fleet; each 'E' (enforce),
---          'D' (dark: decide, never reject) or '-' (not asked)
+--          'D' (dark: decide, never reject) or '-' (not asked); then, with redis.clock "client" only,
+--          '@' and the caller's clock in us since the epoch
 -- ARGV[2]  rate, micro-tokens per second      ARGV[3]  burst, micro-tokens     ARGV[4]  cost, micro-tokens
 -- ARGV[5]  concurrency limit                  ARGV[6]  concurrency ttl, us
 -- ARGV[7]  fleet capacity                     ARGV[8]  fleet ttl, us
@@ -20,7 +21,8 @@
 --          reply to write); the client knows the mode it sent, so whether the admit committed follows.
 --          With a slot: {committed, rate_ok, micro-tokens left, conc_ok, tenant in-flight, fleet_ok}.
 --
--- The clock is Redis' TIME, so every app server of a fleet shares one clock. Numbers are integers
+-- The clock is Redis' TIME, so every app server of a fleet shares one clock (unless the policy says
+-- redis.clock "client", for services that refuse TIME in scripts). Numbers are integers
 -- below 2^53 (micro-tokens, microseconds, a bucket's debt in ns: a policy rule keeps refills under 90
 -- days), which Lua's doubles hold exactly; numbers sent back to Redis are formatted with %d, never with
 -- Lua's default %.14g. core/src/token_bucket.hpp is the same arithmetic for the memory store.
@@ -35,8 +37,17 @@ local NOT_ASKED, ENFORCE = string.byte('-'), string.byte('E')
 local r, c, f = string.byte(ARGV[1], 1, 3)
 local rate_on, conc_on, fleet_on = r ~= NOT_ASKED, c ~= NOT_ASKED, f ~= NOT_ASKED
 
-local t = rcall('TIME')
-local sec, usec = tonumber(t[1]), tonumber(t[2])
+-- The clock: Redis' TIME, or with redis.clock "client" the caller's, in us after an '@' in ARGV[1].
+local sec, usec
+local at = string.find(ARGV[1], '@', 1, true)
+if at then
+  local us = tonumber(string.sub(ARGV[1], at + 1))
+  sec = math.floor(us / 1000000)
+  usec = us - sec * 1000000
+else
+  local t = rcall('TIME')
+  sec, usec = tonumber(t[1]), tonumber(t[2])
+end
 
 local rate_ok, conc_ok, fleet_ok = 1, 1, 1
 local tokens, debt, rate_m, cost_m, full_s = 0, 0, 0, 0, -1

@@ -7,7 +7,8 @@
 --
 -- KEYS[1]  <prefix>:{<tenant>}:rate   the bucket (tenant_admit.lua): when it is full again (ns since the epoch)
 -- KEYS[2]  <prefix>:{<tenant>}:conc   the tenant's in-flight slot ids scored by start time (us)
--- ARGV[1]  two characters: 'T' tokens are asked for ('-' not), 'S' slots are asked for ('-' not)
+-- ARGV[1]  two characters: 'T' tokens are asked for ('-' not), 'S' slots are asked for ('-' not);
+--          then, with redis.clock "client" only, '@' and the caller's clock in us since the epoch
 -- ARGV[2]  rate, micro-tokens per second      ARGV[3]  burst, micro-tokens
 -- ARGV[4]  min: grant no tokens unless the bucket holds at least this many (what the waiting request
 --          lacks), micro-tokens, whole tokens
@@ -29,8 +30,17 @@ local ASK_TOKENS, ASK_SLOTS = string.byte('T'), string.byte('S')
 local a, b = string.byte(ARGV[1], 1, 2)
 local tokens_asked, slots_asked = a == ASK_TOKENS, b == ASK_SLOTS
 
-local t = rcall('TIME')
-local sec, usec = tonumber(t[1]), tonumber(t[2])
+-- The clock: Redis' TIME, or with redis.clock "client" the caller's, in us after an '@' in ARGV[1].
+local sec, usec
+local at = string.find(ARGV[1], '@', 1, true)
+if at then
+  local us = tonumber(string.sub(ARGV[1], at + 1))
+  sec = math.floor(us / 1000000)
+  usec = us - sec * 1000000
+else
+  local t = rcall('TIME')
+  sec, usec = tonumber(t[1]), tonumber(t[2])
+end
 
 local granted, tokens = 0, 0
 local give_m = tonumber(ARGV[6])

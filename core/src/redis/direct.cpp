@@ -75,8 +75,15 @@ bool RedisStore::direct_admit(const AdmitOp &op, AdmitResult &r) {
     if (!rep) return give_up(direct_->failure() == FailReason::timeout ? FailReason::timeout : FailReason::connection);
     bool noscript = rep->type == REDIS_REPLY_ERROR && std::string_view(rep->str, rep->len).rfind("NOSCRIPT", 0) == 0;
     bool ok = !noscript && parse_admit_reply(rep, false, op.rate && op.rate_enforce, r);
+    FailReason why = FailReason::error;
+    if (!ok && rep->type == REDIS_REPLY_ERROR) {
+      std::string_view err(rep->str, rep->len);
+      if (resp_is_script_refusal(err)) report_refused_script(err);
+      if (resp_is_script_refusal(err) || resp_is_config_error(err)) why = FailReason::config;
+    }
     freeReplyObject(rep);
     if (ok) return true;
+    if (why == FailReason::config) return give_up(why);
     if (!noscript || attempt) return give_up(FailReason::error);
     noscript_reloads_.fetch_add(1, std::memory_order_relaxed);
     redisReply *loaded = command(resp_format({"SCRIPT", "LOAD", scripts_.admit.body}));

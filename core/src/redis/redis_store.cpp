@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -277,7 +278,7 @@ void RedisStore::format_admit(const AdmitOp &op, std::string &cmd) const {
     resp_bulk(cmd, fleet_key_);
     if (fleet_reports_) resp_bulk(cmd, fleet_reports_key());
   }
-  resp_bulk(cmd, std::string_view(limiters, 3));
+  resp_flags(cmd, std::string_view(limiters, 3));
   resp_int(cmd, op.rate_m);
   resp_int(cmd, op.burst_m);
   resp_int(cmd, op.cost_m);
@@ -311,13 +312,27 @@ void RedisStore::release(const ReleaseOp &op) {
   submit(c);
 }
 
+void RedisStore::resp_flags(std::string &cmd, std::string_view flags) const {
+  if (opt_.clock != RedisOptions::Clock::client) {
+    resp_bulk(cmd, flags);
+    return;
+  }
+  // redis.clock "client": the scripts take this process's wall clock instead of TIME.
+  char buf[40];
+  std::memcpy(buf, flags.data(), flags.size());
+  char *p = buf + flags.size();
+  *p++ = '@';
+  p = std::to_chars(p, buf + sizeof buf, wall_us()).ptr;
+  resp_bulk(cmd, std::string_view(buf, static_cast<size_t>(p - buf)));
+}
+
 void RedisStore::format_lease(const LeaseOp &op, std::string &cmd) const {
   size_t wanted = op.slots ? op.wanted.size() : 0;
   cmd = resp_evalsha_head(scripts_.lease.sha, 2, static_cast<int>(9 + op.released.size() + wanted));
   resp_bulk(cmd, tenant_key(op.tenant, "rate"));
   resp_bulk(cmd, tenant_key(op.tenant, "conc"));
   const char asks[2] = {op.tokens ? 'T' : '-', op.slots ? 'S' : '-'};
-  resp_bulk(cmd, std::string_view(asks, 2));
+  resp_flags(cmd, std::string_view(asks, 2));
   resp_int(cmd, op.rate_m);
   resp_int(cmd, op.burst_m);
   resp_int(cmd, op.min_m);
@@ -383,13 +398,15 @@ void RedisStore::fleet_report_async(const FleetReportOp &op, FleetReportCompleti
     return;
   }
   std::string &cmd = tl_cmd;
-  cmd = resp_evalsha_head(scripts_.report.sha, 2, 4);
+  bool client_clock = opt_.clock == RedisOptions::Clock::client;
+  cmd = resp_evalsha_head(scripts_.report.sha, 2, client_clock ? 5 : 4);
   resp_bulk(cmd, fleet_reports_key());
   resp_bulk(cmd, fleet_key_);
   resp_bulk(cmd, op.client);
   resp_int(cmd, op.in_flight);
   resp_int(cmd, op.expires_us);
   resp_int(cmd, op.fleet_ttl_us);
+  if (client_clock) resp_int(cmd, wall_us());
   Call *c = take_call(Kind::report, now + deadline_us_);
   c->report_done = done;
   c->affinity = std::hash<std::string_view>{}(fleet_key_);

@@ -167,6 +167,16 @@ class RedisStore final : public Store {
   void finish_admit(Call *c, redisReply *r, int64_t now);
   void finish_lease(Call *c, redisReply *r, int64_t now);
   void format_lease(const LeaseOp &op, std::string &cmd) const;
+  // A script's first argument (its flags), followed with redis.clock "client" by '@' and wall_us().
+  void resp_flags(std::string &cmd, std::string_view flags) const;
+  static int64_t wall_us() {
+    using namespace std::chrono;
+    return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
+  }
+  // Redis refused a command inside our scripts (TIME on some managed services): said once, naming
+  // redis.clock, and counted as config.
+  void report_refused_script(std::string_view err);
+  std::atomic<bool> script_refusal_reported_{false};
   void answered(int64_t sent_us, int64_t now);  // Redis answered a call a caller waits on
   // Every connection failed, or none has answered within the deadline: open the breaker and answer
   // every waiting admit now (their callers' fallback decides), instead of at their deadlines.

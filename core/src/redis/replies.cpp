@@ -1,6 +1,8 @@
 // The Redis store's replies: each matched to its own call and handed to its caller (or dropped, late).
 #include <hiredis/hiredis.h>
 
+#include <cstdio>
+
 #include "redis/redis_store.hpp"
 #include "redis/resp.hpp"
 
@@ -94,6 +96,10 @@ void RedisStore::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
     }
     // A configuration error means Redis answered: it is up, the deployment is wrong.
     bool config = resp_is_config_error(err);
+    if (resp_is_script_refusal(err)) {
+      config = true;
+      report_refused_script(err);
+    }
     if (awaited(c->kind)) breaker_.record(!config, now);
     if (c->kind == Kind::probe && !c->abandoned) breaker_.probe_result(config, now);
     if (c->kind == Kind::release && !config) {
@@ -151,4 +157,20 @@ void RedisStore::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
   }
   recycle(c);
 }
+// Once per store. Our scripts call nothing but ordinary data commands and TIME, and TIME is the one that
+// managed services refuse inside scripts (or rename), so that is what the message proposes.
+void RedisStore::report_refused_script(std::string_view err) {
+  if (script_refusal_reported_.exchange(true)) return;
+  std::string first(err.substr(0, 200));
+  for (char &ch : first)
+    if (static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) >= 0x7f) ch = '?';
+  std::fprintf(stderr,
+               "floodwall: Redis at %s:%d refused a command inside floodwall's scripts (%s)%s; every decision is the "
+               "fallback's until it accepts\n",
+               url_.host().c_str(), url_.port(), first.c_str(),
+               opt_.clock == RedisOptions::Clock::redis
+                   ? ": most likely TIME, which some managed services refuse in scripts; set redis.clock to \"client\""
+                   : "");
+}
+
 }  // namespace floodwall

@@ -47,4 +47,11 @@ bool resp_is_config_error(std::string_view e) {
   return false;
 }
 
+bool resp_is_script_refusal(std::string_view e) {
+  for (std::string_view marker : {"Unknown Redis command called from script", "not allowed from script",
+                                  "command is not allowed", "unknown command 'TIME'", "unknown command `TIME`"})
+    if (e.find(marker) != std::string_view::npos) return true;
+  return false;
+}
+
 }  // namespace floodwall

@@ -54,4 +54,7 @@ std::string resp_evalsha_head(const std::string &sha, int nkeys, int nargs);
 // wrong, not down. These are reported apart from outages.
 bool resp_is_config_error(std::string_view e);
 
+// Redis refused a command that a script called: unknown there (renamed away) or not allowed in scripts.
+bool resp_is_script_refusal(std::string_view e);
+
 }  // namespace floodwall
