@@ -40,6 +40,13 @@ std::string ssl_errors() {
   return out.empty() ? "the TLS session failed" : out;
 }
 
+// The server's alert says it refused our certificate (or wanted one we did not send): the deployment is
+// wrong, not down.
+bool refused_by_peer(const std::string &why) {
+  return why.find("alert") != std::string::npos &&
+         (why.find("certificate") != std::string::npos || why.find("unknown ca") != std::string::npos);
+}
+
 bool is_ip_literal(const std::string &host) {
   unsigned char buf[sizeof(in6_addr)];
   return inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1;
@@ -223,10 +230,7 @@ Connection::Step Connection::handshake() {
       return fail(FailReason::config, std::string("TLS verification failed: ") + X509_verify_cert_error_string(verify) +
                                           " (server name \"" + tls_->server_name() + "\")");
     std::string why = ssl_errors();
-    // The server refused our certificate (or asked for one we do not have): the deployment, not an outage.
-    bool refused = why.find("alert") != std::string::npos &&
-                   (why.find("certificate") != std::string::npos || why.find("unknown ca") != std::string::npos);
-    return fail(refused ? FailReason::config : FailReason::connection, "TLS handshake failed: " + why);
+    return fail(refused_by_peer(why) ? FailReason::config : FailReason::connection, "TLS handshake failed: " + why);
   }
 }
 
@@ -312,8 +316,12 @@ bool Connection::write(bool &all) {
     }
     return fail(FailReason::connection, "TLS write failed: " + ssl_errors()), false;
   }
-  if (!drain_tls_output() || !send_wire())
+  if (!drain_tls_output() || !send_wire()) {
+    // The server may have closed after an alert (TLS 1.3 refuses a client certificate only after our
+    // handshake ended): read it, so that the failure names it.
+    if (read_alert()) return false;
     return fail(FailReason::connection, std::string("write failed (") + std::strerror(errno) + ")"), false;
+  }
   all = out_pos_ >= end && wire_pos_ >= wire_.size();
   return true;
 }
@@ -340,10 +348,25 @@ bool Connection::recv_into(bool &eof) {
   }
 }
 
+bool Connection::read_alert() {
+  bool eof = false;
+  recv_into(eof);
+  char buf[4096];
+  ERR_clear_error();
+  int n = SSL_read(ssl_, buf, sizeof buf);
+  if (n > 0 || SSL_get_error(ssl_, n) != SSL_ERROR_SSL) return false;
+  std::string why = ssl_errors();
+  if (!refused_by_peer(why)) return false;
+  fail(FailReason::config, "TLS read failed: " + why);
+  return true;
+}
+
 bool Connection::read() {
   bool eof = false;
-  if (!recv_into(eof))
+  if (!recv_into(eof)) {
+    if (ssl_ && read_alert()) return false;
     return fail(FailReason::connection, std::string("read failed (") + std::strerror(errno) + ")"), false;
+  }
   if (ssl_) {
     char buf[16384];
     for (;;) {
@@ -361,9 +384,7 @@ bool Connection::read() {
         break;
       }
       std::string why = ssl_errors();
-      bool refused = why.find("alert") != std::string::npos &&
-                     (why.find("certificate") != std::string::npos || why.find("unknown ca") != std::string::npos);
-      return fail(refused ? FailReason::config : FailReason::connection, "TLS read failed: " + why), false;
+      return fail(refused_by_peer(why) ? FailReason::config : FailReason::connection, "TLS read failed: " + why), false;
     }
     want_read_for_write_ = false;
     // Reading may have made OpenSSL answer something (a key update): send it.

@@ -97,6 +97,7 @@ class Connection {
   bool send_wire();           // sends wire_ (the bytes for the socket)
   bool recv_into(bool &eof);  // reads the socket: into the reader (TCP) or into OpenSSL (TLS)
   bool drain_tls_output();    // what OpenSSL wrote, into wire_
+  bool read_alert();          // TLS: an alert the server sent before it closed: true (config) if it refused us
   bool wait(short events, int64_t deadline_us);
 
   int fd_ = -1;

@@ -44,6 +44,12 @@ bool RedisStore::direct_admit(const AdmitOp &op, AdmitResult &r) {
   // Each command has the whole deadline, as each call on the I/O thread has.
   auto deadline = [&] { return now_us() + opt_.deadline_ms * 1000; };
   auto command = [&](const std::string &cmd) -> redisReply * { return direct_->roundtrip(cmd, deadline()); };
+  // No reply: a time-out, a broken connection, or the server refusing our TLS certificate (said once).
+  auto lost = [&] {
+    FailReason why = direct_->failure();
+    if (why == FailReason::config) report_tls_failure(direct_->error());
+    return give_up(why == FailReason::config || why == FailReason::timeout ? why : FailReason::connection);
+  };
   if (!direct_) {
     direct_ = std::make_unique<Connection>();
     bool up = direct_->connect_blocking(url_.nodes.front(), tls_.get(), now_us() + opt_.connect_timeout_ms * 1000);
@@ -61,7 +67,7 @@ bool RedisStore::direct_admit(const AdmitOp &op, AdmitResult &r) {
     if (url_.db != 0) setup.push_back({"SELECT", db});
     for (const auto &args : setup) {
       redisReply *reply = command(resp_format(args));
-      if (!reply) return give_up(FailReason::timeout);
+      if (!reply) return lost();
       bool error = reply->type == REDIS_REPLY_ERROR;
       freeReplyObject(reply);
       if (error) return give_up(FailReason::config);  // the I/O thread's connections report it as such
@@ -72,7 +78,7 @@ bool RedisStore::direct_admit(const AdmitOp &op, AdmitResult &r) {
   sent_us = now_us();
   for (int attempt = 0; attempt < 2; attempt++) {
     redisReply *rep = command(cmd);
-    if (!rep) return give_up(direct_->failure() == FailReason::timeout ? FailReason::timeout : FailReason::connection);
+    if (!rep) return lost();
     bool noscript = rep->type == REDIS_REPLY_ERROR && std::string_view(rep->str, rep->len).rfind("NOSCRIPT", 0) == 0;
     bool ok = !noscript && parse_admit_reply(rep, false, op.rate && op.rate_enforce, r);
     FailReason why = FailReason::error;
@@ -87,7 +93,7 @@ bool RedisStore::direct_admit(const AdmitOp &op, AdmitResult &r) {
     if (!noscript || attempt) return give_up(FailReason::error);
     noscript_reloads_.fetch_add(1, std::memory_order_relaxed);
     redisReply *loaded = command(resp_format({"SCRIPT", "LOAD", scripts_.admit.body}));
-    if (!loaded) return give_up(FailReason::timeout);
+    if (!loaded) return lost();
     freeReplyObject(loaded);
   }
   return give_up(FailReason::error);

@@ -58,9 +58,9 @@ bool is_redis_url(const std::string &url) {
 }
 
 std::string redact_url(const std::string &url) {
+  // After "scheme://", or after "scheme:" in a URL that lost a slash: a malformed URL hides its password too.
   auto scheme = url.find("://");
-  if (scheme == std::string::npos) return url;
-  size_t start = scheme + 3;
+  size_t start = scheme != std::string::npos ? scheme + 3 : url.find(':') != std::string::npos ? url.find(':') + 1 : 0;
   auto at = url.rfind('@');
   if (at == std::string::npos || at < start) return url;
   auto colon = url.find(':', start);
