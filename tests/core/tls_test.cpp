@@ -3,6 +3,7 @@
 // that did not sign the server, another server name, a client certificate missing, a wrong password,
 // TIME refused) must be decided by the fallback, counted as config, said once on stderr without the
 // password, and leave no trace in Redis.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <floodwall.h>
 #include <gtest/gtest.h>
@@ -373,4 +374,49 @@ TEST(Tls, FourProcessesOverTlsStayWithinTheBucket) {
   EXPECT_LE(shared[0].load(), static_cast<int64_t>(burst + rate * elapsed) + 1) << elapsed << " s";
   EXPECT_GT(shared[0].load(), burst) << "the bucket refilled and was used";
   munmap(mem, 4096);
+}
+
+// A server that accepts the connection and never answers the handshake: the handshake counts inside
+// connect_timeout_ms, so the client is made within it and the fallback decides meanwhile.
+TEST(Tls, AHandshakeThatNeverEndsCountsInsideTheConnectTimeout) {
+  int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
+  ASSERT_EQ(listen(listener, 16), 0);
+  socklen_t len = sizeof a;
+  getsockname(listener, reinterpret_cast<sockaddr *>(&a), &len);
+  std::string url = "rediss://127.0.0.1:" + std::to_string(ntohs(a.sin_port)) + "/0";
+  std::string pol = R"({"store": ")" + url + R"(", "redis": {"connect_timeout_ms": 100, "deadline_ms": 50, "tls": {)" +
+                    ca() + R"(}}, "request_rate": {"rate": 1, "burst": 5}})";
+  fw_client *c = client(pol);
+  ASSERT_NE(c, nullptr);
+  Tally t = admits(c, "silent-server", 20);
+  EXPECT_EQ(t.by_store, 0);
+  EXPECT_EQ(t.allowed, 5) << "the local fallback decides";
+  EXPECT_EQ(t.config, 0) << "silence is an outage, not a configuration error";
+  fw_client_free(c);
+  close(listener);
+}
+
+// A TLS server that stops answering (SIGSTOP) is an outage like a TCP one: the fallback decides within the
+// deadline, and once it answers again the same client is answered by it.
+TEST(Tls, AStalledServerIsAnOutageAndTheClientComesBack) {
+  TlsRedisServer redis;
+  fw_client *c = client(tls_policy(redis, ca(), R"(, "deadline_ms": 100, "breaker_open_ms": 200)"));
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(admits(c, "stall", 3).by_store, 3);
+  redis.pause();
+  Tally t = admits(c, "stall", 10);
+  EXPECT_EQ(t.by_store, 0);
+  EXPECT_EQ(t.config, 0);
+  redis.resume();
+  int by_store = 0;
+  for (int i = 0; i < 300 && by_store == 0; i++) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    by_store = admits(c, "stall-after", 1).by_store;
+  }
+  EXPECT_EQ(by_store, 1) << "answered by Redis again over TLS";
+  fw_client_free(c);
 }
