@@ -2,20 +2,30 @@
 # bench/run.sh [BUILD_DIR] - the entry of `make bench`.
 #
 # Builds the C++ benchmark into BUILD_DIR (default: build), starts a throwaway redis-server on a free
-# port, runs the C++ comparisons (bench/cpp/redis_path.cpp: floodwall's Redis path against the seed's
-# reference design, the embedded store, memory per tenant, fail-open cost), then the language
-# benchmarks that exist (bench/python/run.py, bench/node/run.js, bench/ruby/run.rb; they get the Redis
-# URL in FW_BENCH_REDIS), and writes bench/RESULTS.md and bench/results.json. Redis is stopped by pid.
+# port, and on a second free port in TLS (its certificate from a throwaway CA that openssl makes in the
+# run's temp dir), runs the C++ comparisons (bench/cpp/redis_path.cpp: floodwall's Redis path against the
+# seed's reference design, the same path over TLS beside plain TCP, the embedded store, memory per tenant,
+# fail-open cost), then the language benchmarks that exist (bench/python/run.py, bench/node/run.js,
+# bench/ruby/run.rb; they get the Redis URL in FW_BENCH_REDIS), and writes bench/RESULTS.md and
+# bench/results.json. Redis is stopped by pid.
 #
 # FW_BENCH_ARGS adds flags to redis_path, e.g. FW_BENCH_ARGS="--seconds 1 --rounds 1" for a quick run.
+# FW_BENCH_CPP_ONLY=1 runs redis_path alone: no peers installed, no script_cost.sh, no language benchmarks.
+# FW_BENCH_OUT=DIR writes RESULTS.md and results.json into DIR instead of bench/ (for a trial run that
+# must not replace the committed figures), e.g.
+#   FW_BENCH_CPP_ONLY=1 FW_BENCH_OUT=/tmp/fw FW_BENCH_ARGS="--sections tls --seconds 1 --rounds 1" bash bench/run.sh
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${1:-build}
 [[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
 JOBS=${JOBS:-2}
+CPP_ONLY=${FW_BENCH_CPP_ONLY:-0}
+OUT=${FW_BENCH_OUT:-$ROOT/bench}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
 
-for tool in redis-server redis-cli redis-benchmark cmake python3; do
+for tool in redis-server redis-cli redis-benchmark cmake python3 openssl; do
   command -v "$tool" >/dev/null || { echo "bench: $tool is required (bash packaging/install-deps.sh)" >&2; exit 1; }
 done
 
@@ -34,15 +44,64 @@ cmake --build "$BUILD" --target redis_path floodwall -j "$JOBS"
 # redis-py (FW_BENCH_PYTHON names another interpreter that has both). Node: `npm install` of the
 # package, whose devDependencies hold rate-limiter-flexible and ioredis. Ruby: rack-attack and
 # redis-rb come from Debian (packaging/install-deps.sh).
-PYTHON=${FW_BENCH_PYTHON:-$(bash "$ROOT/packaging/python-venv.sh" "limits[redis]>=3.10" | tail -n 1)}
-if [[ ! -d $ROOT/node_modules/rate-limiter-flexible || ! -d $ROOT/node_modules/ioredis ]]; then
-  (cd "$ROOT" && FLOODWALL_BUILD_FROM_SOURCE=1 npm install --no-audit --no-fund --no-package-lock --no-update-notifier --loglevel=error)
+if [[ $CPP_ONLY != 1 ]]; then
+  PYTHON=${FW_BENCH_PYTHON:-$(bash "$ROOT/packaging/python-venv.sh" "limits[redis]>=3.10" | tail -n 1)}
+  if [[ ! -d $ROOT/node_modules/rate-limiter-flexible || ! -d $ROOT/node_modules/ioredis ]]; then
+    (cd "$ROOT" && FLOODWALL_BUILD_FROM_SOURCE=1 npm install --no-audit --no-fund --no-package-lock --no-update-notifier --loglevel=error)
+  fi
 fi
 
 # ------------------------------------------------------------------------------- throwaway Redis
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/floodwall-bench.XXXXXX")
-PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+trap 'rm -rf "$WORK"' EXIT  # until the server runs (below: stop it, then this)
+# Two free ports: plain TCP and TLS, of the same server.
+read -r PORT TLS_PORT < <(python3 -c '
+import socket
+socks = [socket.socket() for _ in range(2)]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+print(*(s.getsockname()[1] for s in socks))
+for s in socks:
+    s.close()')
+[[ -n ${TLS_PORT:-} ]] || { echo "bench: no free ports" >&2; exit 1; }
+
+# The TLS port's certificates, EC P-256, valid for two days: a throwaway CA and a server certificate it
+# signed for IP:127.0.0.1 (the host of the benchmark's rediss:// URL) and DNS:localhost. Our own config, so
+# that the system's openssl.cnf adds nothing; OpenSSL 3 checks what it says (CA:TRUE and keyCertSign on the
+# CA, a subjectAltName and serverAuth on the server certificate), as in tests/core/tls_redis.hpp.
+TLS=$WORK/tls
+mkdir "$TLS"
+cat >"$TLS/openssl.cnf" <<'CNF'
+[req]
+distinguished_name = dn
+prompt = no
+[dn]
+CN = unused
+[ca_ext]
+basicConstraints = critical, CA:TRUE
+keyUsage = critical, keyCertSign, cRLSign
+subjectKeyIdentifier = hash
+[server_ext]
+basicConstraints = critical, CA:FALSE
+keyUsage = critical, digitalSignature
+extendedKeyUsage = serverAuth
+subjectAltName = DNS:localhost, IP:127.0.0.1
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid:always
+CNF
+tls_openssl() {
+  openssl "$@" >"$TLS/openssl.log" 2>&1 || { cat "$TLS/openssl.log" >&2; echo "bench: openssl $1 failed" >&2; exit 1; }
+}
+tls_openssl req -config "$TLS/openssl.cnf" -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -noenc \
+  -keyout "$TLS/ca.key" -out "$TLS/ca.crt" -days 2 -subj "/O=floodwall bench/CN=floodwall bench CA" -extensions ca_ext
+tls_openssl req -config "$TLS/openssl.cnf" -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -noenc \
+  -keyout "$TLS/server.key" -out "$TLS/server.csr" -subj "/O=floodwall bench/CN=localhost"
+tls_openssl x509 -req -in "$TLS/server.csr" -CA "$TLS/ca.crt" -CAkey "$TLS/ca.key" -set_serial 2 -days 2 \
+  -out "$TLS/server.crt" -extfile "$TLS/openssl.cnf" -extensions server_ext
+
 redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
+  --tls-port "$TLS_PORT" --tls-cert-file "$TLS/server.crt" --tls-key-file "$TLS/server.key" \
+  --tls-ca-cert-file "$TLS/ca.crt" --tls-auth-clients no \
   --logfile "$WORK/redis.log" --dir "$WORK" &
 REDIS_PID=$!
 stop_redis() {
@@ -58,9 +117,16 @@ for _ in $(seq 100); do
   sleep 0.05
 done
 redis-cli -p "$PORT" ping >/dev/null
+# The TLS port answers a verified handshake (the CA above, the name 127.0.0.1).
+redis-cli --tls --cacert "$TLS/ca.crt" -h 127.0.0.1 -p "$TLS_PORT" ping >"$WORK/tls-ping.txt" 2>&1 &&
+  grep -qx PONG "$WORK/tls-ping.txt" || {
+  cat "$WORK/tls-ping.txt" "$WORK/redis.log" >&2
+  echo "bench: redis-server does not answer over TLS on port $TLS_PORT (is it built with TLS?)" >&2
+  exit 1
+}
 export FW_BENCH_REDIS="redis://127.0.0.1:$PORT/0"
 export FW_BUILD_DIR="$BUILD"
-echo "bench: redis-server pid $REDIS_PID on port $PORT"
+echo "bench: redis-server pid $REDIS_PID on port $PORT, TLS on port $TLS_PORT"
 
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 START=$(date -u +%Y-%m-%dT%H:%M:%SZ)
@@ -68,15 +134,18 @@ START=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 # --------------------------------------------------------------------------------------- the runs
 status=0
 # shellcheck disable=SC2086 # FW_BENCH_ARGS is a list of flags
-"$BUILD/bench/redis_path" --port "$PORT" --redis-pid "$REDIS_PID" \
+"$BUILD/bench/redis_path" --port "$PORT" --tls-port "$TLS_PORT" --tls-ca "$TLS/ca.crt" --redis-pid "$REDIS_PID" \
   --json "$WORK/cpp.json" --markdown "$WORK/cpp.md" ${FW_BENCH_ARGS:-} || status=1
 
 # Where the redis-server's time goes inside the script (bench/cpp/PROFILE.md, section 1).
-bash "$ROOT/bench/cpp/script_cost.sh" "$PORT" "$REDIS_PID" | tee "$WORK/script_cost.txt" || status=1
+if [[ $CPP_ONLY != 1 ]]; then
+  bash "$ROOT/bench/cpp/script_cost.sh" "$PORT" "$REDIS_PID" | tee "$WORK/script_cost.txt" || status=1
+fi
 
-declare -A RUNNERS=([python]="$PYTHON bench/python/run.py" [node]="node bench/node/run.js" [ruby]="ruby bench/ruby/run.rb")
+declare -A RUNNERS=([python]="${PYTHON:-} bench/python/run.py" [node]="node bench/node/run.js" [ruby]="ruby bench/ruby/run.rb")
 declare -A FILES=([python]=bench/python/run.py [node]=bench/node/run.js [ruby]=bench/ruby/run.rb)
 for lang in python node ruby; do
+  [[ $CPP_ONLY != 1 ]] || break
   [[ -f $ROOT/${FILES[$lang]} ]] || continue
   redis-cli -p "$PORT" flushall >/dev/null
   echo "bench: ${RUNNERS[$lang]}"
@@ -91,11 +160,11 @@ done
 
 # ------------------------------------------------------------------------------------ the report
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
-export START LOAD_BEFORE LOAD_AFTER WORK ROOT
+export START LOAD_BEFORE LOAD_AFTER WORK ROOT OUT CPP_ONLY
 python3 - <<'PY'
 import json, os, platform, subprocess
 
-work, root = os.environ["WORK"], os.environ["ROOT"]
+work, root, out = os.environ["WORK"], os.environ["ROOT"], os.environ["OUT"]
 
 def sh(*cmd):
     try:
@@ -144,7 +213,7 @@ for lang, path in (("python", "bench/python/run.py"), ("node", "bench/node/run.j
     langs[lang] = {"runner": path, "exit_status": rc, "output": parsed if parsed is not None else out}
 results["languages"] = langs
 
-with open(os.path.join(root, "bench", "results.json"), "w") as f:
+with open(os.path.join(out, "results.json"), "w") as f:
     json.dump(results, f, indent=2)
     f.write("\n")
 
@@ -176,8 +245,10 @@ for lang, r in langs.items():
         md += [f"**Failed with exit status {r['exit_status']}.**", ""]
     out = r["output"] if isinstance(r["output"], str) else json.dumps(r["output"], indent=2)
     md += ["```", out.rstrip(), "```", ""]
-with open(os.path.join(root, "bench", "RESULTS.md"), "w") as f:
+with open(os.path.join(out, "RESULTS.md"), "w") as f:
     f.write("\n".join(md))
-print("bench: wrote bench/RESULTS.md and bench/results.json")
+shown = os.path.relpath(out, root) if os.path.commonpath([out, root]) == root else out
+print(f"bench: wrote {shown}/RESULTS.md and {shown}/results.json"
+      + (" (FW_BENCH_CPP_ONLY: the C++ figures alone)" if os.environ["CPP_ONLY"] == "1" else ""))
 PY
 exit $status

@@ -3,6 +3,9 @@
 //   redis     floodwall admits/s and p50/p99 through the C ABI (fw_admit, one shared client) against the
 //             seed's design (a blocking hiredis connection per caller thread, EVAL of the seed script with
 //             two keys on every request), at several caller counts, alternating contenders, in rounds
+//   tls       the same floodwall admit path over TLS (rediss://, the redis-server's --tls-port, verified
+//             against --tls-ca) beside plain TCP (redis://) on the same server, at 1, 16 and 64 callers,
+//             alternating the two in every round: decisions/s, p99 and the ratios TLS / plain
 //   ceiling   redis-benchmark EVAL "return 1" 0 with N connections: what Redis itself allows, at the
 //             same concurrency (one request in flight per connection, as N callers each waiting for
 //             their reply) and pipelined 16 deep
@@ -20,7 +23,8 @@
 // throughput is the share of decisions that Redis did not answer (the fallback decided them).
 //
 // Figures are printed, written as JSON (--json) and as a Markdown fragment (--markdown). bench/run.sh
-// starts the throwaway redis-server and passes --port and --redis-pid.
+// starts the throwaway redis-server (plain and TLS, with a throwaway CA) and passes --port, --tls-port, --tls-ca
+// and --redis-pid.
 #include <floodwall.h>
 #include <hiredis/hiredis.h>
 #include <signal.h>
@@ -66,13 +70,17 @@ namespace {
 
 struct Options {
   int port = 0;
+  int tls_port = 0;    // the same redis-server's --tls-port (the tls section)
+  std::string tls_ca;  // the CA that signed its certificate (redis.tls.ca_file)
   pid_t redis_pid = 0;
   std::vector<int> callers = {1, 16, 64, 256};
   double seconds = 2;
   int rounds = 5;
   int tenants = 1000;  // the pool every caller rotates over (both contenders)
   int memory_tenants = 100000;
-  std::vector<std::string> sections = {"redis", "ceiling", "embedded", "shm", "memory", "failopen", "outage", "hot"};
+  std::vector<int> tls_callers = {1, 16, 64};  // of the tls section
+  std::vector<std::string> sections = {"redis",  "ceiling",  "tls",    "embedded", "shm",
+                                       "memory", "failopen", "outage", "hot"};
   std::vector<std::string> contenders = {"floodwall", "seed"};  // of the redis section (one alone, to profile it)
   std::string seed_script = FW_BENCH_SEED_LUA;
   std::string json_path, markdown_path;
@@ -89,9 +97,9 @@ std::vector<std::string> split(const std::string &s) {
 [[noreturn]] void usage(const char *why) {
   std::fprintf(stderr,
                "redis_path: %s\n"
-               "usage: redis_path --port P [--redis-pid PID] [--callers 1,16,64,256] [--seconds 2] [--rounds 3]\n"
-               "                  [--tenants 1000] [--memory-tenants 100000] [--sections redis,ceiling,embedded,"
-               "shm,memory,failopen,outage,hot]\n"
+               "usage: redis_path --port P [--tls-port P --tls-ca FILE] [--redis-pid PID] [--callers 1,16,64,256]\n"
+               "                  [--seconds 2] [--rounds 3] [--tenants 1000] [--memory-tenants 100000]\n"
+               "                  [--sections redis,ceiling,tls,embedded,shm,memory,failopen,outage,hot]\n"
                "                  [--contenders floodwall,seed] [--seed-script FILE] [--json FILE] [--markdown FILE]\n",
                why);
   std::exit(2);
@@ -106,6 +114,10 @@ Options parse_options(int argc, char **argv) {
     try {
       if (flag == "--port")
         o.port = std::stoi(v);
+      else if (flag == "--tls-port")
+        o.tls_port = std::stoi(v);
+      else if (flag == "--tls-ca")
+        o.tls_ca = v;
       else if (flag == "--redis-pid")
         o.redis_pid = static_cast<pid_t>(std::stol(v));
       else if (flag == "--seconds")
@@ -371,10 +383,16 @@ RunStats drive(int callers, double seconds, const std::function<std::function<Ou
 
 // --------------------------------------------------------------------------------- the contenders
 
+// floodwall's policy on the Redis at `url`: a bucket that never rejects, so every admit is one full round
+// trip of the real script. The Redis options are the shipped defaults, plus `redis` (a JSON object) when
+// it is not empty: the tls section adds redis.tls.ca_file and nothing else.
+std::string fw_policy_at(const std::string &url, const std::string &redis = "") {
+  return R"({"store": ")" + url + R"(", )" + (redis.empty() ? std::string() : R"("redis": )" + redis + ", ") +
+         R"("request_rate": {"rate": 1000000, "burst": 1000000}})";
+}
+
 std::string fw_redis_policy(const Options &o) {
-  // A bucket that never rejects: every admit is one full round trip of the real script. The Redis
-  // options are the shipped defaults.
-  return R"({"store": ")" + redis_url(o) + R"(", "request_rate": {"rate": 1000000, "burst": 1000000}})";
+  return fw_policy_at(redis_url(o));
 }
 
 // One request through floodwall's C ABI, on a client shared by every caller.
@@ -555,8 +573,24 @@ struct ShmResult {
   double one_proc = 0, two_procs = 0;  // decisions/s, summed over the processes
 };
 
+// The tls section at one caller count: floodwall over plain TCP and over TLS, one run of each per round.
+struct TlsRow {
+  int callers = 0;
+  std::vector<RunStats> plain, tls;
+  RunStats plain_median() const { return RedisRow::med(plain); }
+  RunStats tls_median() const { return RedisRow::med(tls); }
+  // TLS / plain of a figure, the median of the rounds' own ratios (as RedisRow::ratio).
+  double ratio(double RunStats::*figure) const {
+    std::vector<double> r;
+    for (size_t i = 0; i < plain.size() && i < tls.size(); i++)
+      if (plain[i].*figure > 0) r.push_back(tls[i].*figure / plain[i].*figure);
+    return median(r);
+  }
+};
+
 struct Results {
   ShmResult shm;
+  std::vector<TlsRow> tls;
   bool have_shm = false;
   std::vector<RedisRow> redis;
   bool have_embedded = false, have_memory = false, have_failopen = false, have_ceiling = false, have_outage = false;
@@ -750,6 +784,117 @@ void bench_redis(const Options &o, Results &res) {
     res.redis.push_back(std::move(row));
   }
   fw_client_free(client);
+}
+
+// ------------------------------------------------------------------- 1b. the Redis path over TLS
+
+// The client's metrics, as JSON (fw_metrics_json); empty if it fails.
+std::string metrics_of(fw_client *c) {
+  fw_buf b = FW_BUF_INIT;
+  if (fw_metrics_json(c, &b) != FW_OK) return "";
+  std::string m(b.ptr, b.size);
+  fw_buf_dispose(&b);
+  return m;
+}
+
+// A JSON string literal of s (a file path in a policy).
+std::string json_string(const std::string &s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string tls_url(const Options &o) {
+  return "rediss://127.0.0.1:" + std::to_string(o.tls_port) + "/0";
+}
+
+// The redis section's floodwall policy, over TLS: the same bucket and the same shipped Redis defaults, with
+// redis.tls.ca_file the only addition (verification on, as shipped; the server certificate names
+// IP:127.0.0.1, the host of the URL).
+std::string fw_tls_policy(const Options &o) {
+  return fw_policy_at(tls_url(o), R"({"tls": {"ca_file": )" + json_string(o.tls_ca) + "}}");
+}
+
+// Admits on `client` until Redis answers one (a new client connects, and over TLS shakes hands, on its first
+// calls), for at most 5 s; throws if Redis never does (a wrong port or CA would otherwise show up only as
+// a run decided wholly by the fallback).
+void first_answer(fw_client *client, const char *what) {
+  fw_request rq = FW_REQUEST_INIT;
+  rq.tenant = "warm-up";
+  rq.tenant_len = 7;
+  fw_decision d = FW_DECISION_INIT;
+  for (int64_t start = now_ns(); now_ns() - start < 5'000'000'000;) {
+    d = fw_decision FW_DECISION_INIT;
+    if (fw_admit(client, &rq, &d) != FW_OK) {
+      const fw_error *e = fw_error_last();
+      throw std::runtime_error(std::string("tls: fw_admit over ") + what + " failed: " + (e ? e->message : "?"));
+    }
+    if (!d.failed_open && !d.degraded && d.fail_reason == FW_FAIL_NONE) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  throw std::runtime_error(std::string("tls: Redis answered no admit over ") + what + " in 5 s (fail reason " +
+                           std::to_string(static_cast<int>(d.fail_reason)) +
+                           "); client metrics: " + metrics_of(client));
+}
+
+void bench_tls(const Options &o, Results &res) {
+  std::vector<std::string> tenants;
+  for (int i = 0; i < o.tenants; i++) tenants.push_back(tenant_name(i));
+  {
+    Conn c(o);
+    c.run({"FLUSHALL"});
+  }
+  fw_client *plain = new_client(fw_redis_policy(o));
+  fw_client *tls = new_client(fw_tls_policy(o));
+  try {
+    first_answer(plain, "plain TCP");
+    first_answer(tls, "TLS");
+  } catch (...) {
+    fw_client_free(plain);
+    fw_client_free(tls);
+    throw;
+  }
+  auto run = [&](fw_client *client, int callers, double seconds) {
+    return drive(callers, seconds, [&](int t) { return floodwall_caller(client, tenants, t); });
+  };
+  for (int callers : o.tls_callers) {
+    // Unrecorded, so that connections (and their handshakes) made for this many callers are made before
+    // the clock runs: the rows are the steady state of each transport.
+    run(plain, callers, 0.25);
+    run(tls, callers, 0.25);
+    TlsRow row;
+    row.callers = callers;
+    for (int round = 0; round < o.rounds; round++) {
+      // Alternate who goes first, as the redis section does.
+      for (int turn = 0; turn < 2; turn++) {
+        bool tls_turn = (turn == 0) == (round % 2 == 1);
+        std::vector<RunStats> &runs = tls_turn ? row.tls : row.plain;
+        runs.push_back(run(tls_turn ? tls : plain, callers, o.seconds));
+        const RunStats &s = runs.back();
+        std::printf(
+            "tls    callers=%-4d round=%d %-5s %10.0f decisions/s  p50 %8.1f us  p99 %8.1f us  cpu/decision: "
+            "client %5.1f us, redis %5.1f us  not answered by Redis %.4f%% (failed open %" PRIu64 ")%s\n",
+            callers, round + 1, tls_turn ? "TLS" : "plain", s.ops_per_s, s.p50_us, s.p99_us, s.client_cpu_us,
+            s.redis_cpu_us, 100 * s.not_store_share(), s.failed_open,
+            s.errors || s.rejected ? "  (NOT ALL DECIDED/ALLOWED)" : "");
+        std::fflush(stdout);
+      }
+    }
+    res.tls.push_back(std::move(row));
+  }
+  fw_client_free(plain);
+  fw_client_free(tls);
 }
 
 // ------------------------------------------------------------------------------ 2. embedded store
@@ -1226,14 +1371,6 @@ int64_t json_number(const std::string &json, const std::string &name) {
   return at == std::string::npos ? 0 : std::stoll(json.substr(at + name.size() + 3));
 }
 
-std::string metrics_of(fw_client *c) {
-  fw_buf b = FW_BUF_INIT;
-  if (fw_metrics_json(c, &b) != FW_OK) return "";
-  std::string m(b.ptr, b.size);
-  fw_buf_dispose(&b);
-  return m;
-}
-
 // The commands clients sent Redis: every floodwall call is an EVALSHA (a script's own commands show
 // under their names in commandstats and are not counted), plus SCRIPT LOAD and PING.
 int64_t client_commands(Conn &c) {
@@ -1536,6 +1673,21 @@ std::string to_json(const Options &o, const Results &r, const Goals &g) {
     j << "]}}";
   }
   j << "\n  ],\n";
+  if (!r.tls.empty()) {
+    j << "  \"tls\": [";
+    for (size_t i = 0; i < r.tls.size(); i++) {
+      const auto &row = r.tls[i];
+      j << (i ? "," : "") << "\n    {\"callers\": " << row.callers << ", \"plain\": " << stats_json(row.plain_median())
+        << ", \"tls\": " << stats_json(row.tls_median())
+        << ", \"ratio_tls_over_plain_admits_per_s\": " << num(row.ratio(&RunStats::ops_per_s), 3)
+        << ", \"ratio_tls_over_plain_p99\": " << num(row.ratio(&RunStats::p99_us), 3) << ", \"rounds\": {\"plain\": [";
+      for (size_t k = 0; k < row.plain.size(); k++) j << (k ? ", " : "") << stats_json(row.plain[k]);
+      j << "], \"tls\": [";
+      for (size_t k = 0; k < row.tls.size(); k++) j << (k ? ", " : "") << stats_json(row.tls[k]);
+      j << "]}}";
+    }
+    j << "\n  ],\n";
+  }
   if (r.have_embedded)
     j << "  \"embedded\": {\"ns_per_decision_1_thread\": " << num(r.embedded.ns_one, 2)
       << ", \"cpu_ns_per_decision_1_thread\": " << num(r.embedded.cpu_ns_one, 2)
@@ -1668,6 +1820,55 @@ std::string to_markdown(const Options &o, const Results &r, const Goals &g) {
     md << "\n"
        << (undecided ? "**Warning: " + std::to_string(undecided) + " calls failed open, errored or were rejected.**"
                      : "Every call of every round was decided by Redis and allowed (no fail-open, no error).")
+       << "\n\n";
+  }
+  if (!r.tls.empty()) {
+    md << "### 1b. The Redis path over TLS (`rediss://`) beside plain TCP\n\n"
+       << "floodwall alone, section 1's policy and callers (threads, blocking `fw_admit` through the C ABI on one "
+          "shared `fw_client` per transport, rotating over "
+       << o.tenants
+       << " tenants of a bucket that never rejects, the shipped Redis defaults), on the same redis-server: plain "
+          "TCP (`redis://127.0.0.1:PORT/0`) and TLS on its `--tls-port` (`rediss://127.0.0.1:TLSPORT/0` with "
+          "`\"redis\": {\"tls\": {\"ca_file\": ...}}`: verification on, as shipped; the server certificate is "
+          "EC P-256 from a throwaway CA, no client certificate). Each figure is the median over "
+       << o.rounds << " rounds of " << num(o.seconds, 1)
+       << " s per transport, the two alternating (which goes first alternates too); TLS / plain is the median of "
+          "the rounds' own ratios. Before the rounds at each caller count, each transport runs 0.25 s unrecorded, "
+          "so that connections and handshakes are made before the clock starts: these are the steady state.\n\n"
+       << "| callers | plain decisions/s | not answered by Redis | p99 µs | TLS decisions/s | not answered by Redis "
+          "| p99 µs | TLS / plain decisions/s | TLS / plain p99 |\n"
+       << "|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+    std::ostringstream cpu;
+    cpu << "CPU per decision (µs), medians: the benchmark process (callers, plus floodwall's I/O thread) and the "
+           "redis-server (from /proc/PID/stat, 10 ms ticks): what TLS costs each side, steadier than the wall "
+           "clock when the box is shared.\n\n"
+        << "| callers | plain client | plain redis-server | TLS client | TLS redis-server | TLS total / plain "
+           "total |\n"
+        << "|---:|---:|---:|---:|---:|---:|\n";
+    uint64_t undecided = 0;
+    for (const auto &row : r.tls) {
+      RunStats p = row.plain_median(), t = row.tls_median();
+      auto share = [](const RunStats &s) {
+        return num(100 * s.not_store_share(), 4) + "% (" + std::to_string(s.not_store) + ", failed open " +
+               std::to_string(s.failed_open) + ")";
+      };
+      md << "| " << row.callers << " | " << grouped(p.ops_per_s) << " | " << share(p) << " | " << num(p.p99_us) << " | "
+         << grouped(t.ops_per_s) << " | " << share(t) << " | " << num(t.p99_us) << " | **"
+         << num(row.ratio(&RunStats::ops_per_s), 2) << "x** | **" << num(row.ratio(&RunStats::p99_us), 2) << "x** |\n";
+      double p_total = p.client_cpu_us + p.redis_cpu_us, t_total = t.client_cpu_us + t.redis_cpu_us;
+      cpu << "| " << row.callers << " | " << num(p.client_cpu_us, 1) << " | " << num(p.redis_cpu_us, 1) << " | "
+          << num(t.client_cpu_us, 1) << " | " << num(t.redis_cpu_us, 1) << " | "
+          << (p.redis_cpu_us >= 0 && t.redis_cpu_us >= 0 && p_total > 0 ? num(t_total / p_total, 2) + "x" : "-")
+          << " |\n";
+      for (const auto *runs : {&row.plain, &row.tls})
+        for (const auto &s : *runs) undecided += s.not_store + s.errors + s.rejected;
+    }
+    md << "\n"
+       << cpu.str() << "\n"
+       << (undecided ? "**Warning: " + std::to_string(undecided) +
+                           " calls were not answered by Redis, errored or were rejected.**"
+                     : "Every call of every round, plain and TLS, was decided by Redis and allowed (no fail-open, no "
+                       "fallback, no error).")
        << "\n\n";
   }
   if (r.have_embedded)
@@ -1815,12 +2016,16 @@ void write_file(const std::string &path, const std::string &text) {
 int main(int argc, char **argv) {
   Options o = parse_options(argc, argv);
   g_redis_pid = o.redis_pid;
-  bool needs_redis =
-      wants(o, "redis") || wants(o, "memory") || wants(o, "failopen") || wants(o, "outage") || wants(o, "hot");
-  if (needs_redis && o.port <= 0) usage("--port is required for the redis, memory and failopen sections");
+  bool needs_redis = wants(o, "redis") || wants(o, "tls") || wants(o, "memory") || wants(o, "failopen") ||
+                     wants(o, "outage") || wants(o, "hot");
+  if (needs_redis && o.port <= 0)
+    usage("--port is required for the redis, tls, memory, failopen, outage and hot sections");
+  if (wants(o, "tls") && (o.tls_port <= 0 || o.tls_ca.empty()))
+    usage("the tls section needs --tls-port (the redis-server's TLS port) and --tls-ca (the CA of its certificate)");
   try {
     Results r;
     if (wants(o, "redis")) bench_redis(o, r);
+    if (wants(o, "tls")) bench_tls(o, r);
     if (wants(o, "embedded")) bench_embedded(o, r);
     if (wants(o, "shm")) bench_shm(o, r);
     if (wants(o, "memory")) bench_memory(o, r);
