@@ -51,7 +51,7 @@ typedef enum fw_status {
   FW_EINVAL = -3,  /* a bad argument (NULL, empty tenant, cost above the burst, unknown enum) */
   FW_EPOLICY = -4, /* the policy document is invalid; the message names the field */
   FW_ESTORE = -5,  /* the store could not be set up (unparseable URL, unknown scheme) */
-  FW_ECLOSED = -6  /* the client is shutting down */
+  FW_ECLOSED = -6  /* the client was closed (fw_client_close) */
 } fw_status;
 
 typedef struct fw_error {
@@ -116,7 +116,20 @@ typedef struct fw_client fw_client;
  */
 FW_EXTERN int fw_client_new(fw_client **out, const char *policy_json);
 
-/** Stops the client's I/O thread, decides pending admits by the fallback and frees it. NULL is a no-op. */
+/**
+ * Closes the client while others may still hold it: every later call on it returns FW_ECLOSED (fw_release
+ * too, and does nothing), calls already in progress finish first, and admits pending on the store are
+ * decided (each callback called exactly once, by the fallback) before it returns. Then only
+ * fw_client_free is left to do. A second close (from any thread) is harmless and returns 0; NULL is a
+ * no-op returning 0. Not from inside a callback run inline by a call on a client (FW_EINVAL): close
+ * from the thread that owns the client's life.
+ */
+FW_EXTERN int fw_client_close(fw_client *c);
+
+/**
+ * Frees the client. Without fw_client_close first it also closes it, but no call may be in progress or
+ * start meanwhile (the caller sees to that). NULL is a no-op.
+ */
 FW_EXTERN void fw_client_free(fw_client *c);
 
 /* ------------------------------------------------------------------------------------------ buffers */

@@ -2,13 +2,17 @@
 // std::bad_alloc becomes FW_ENOMEM, everything else a status code with a thread-local message.
 #include "floodwall.h"
 
+#include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "backoff.hpp"
 #include "formatter.hpp"
@@ -42,6 +46,18 @@ static_assert(FW_RESPONSE_MAX_HEADERS >= 6, "RateLimit-Policy, RateLimit, -Limit
 struct fw_client {
   explicit fw_client(floodwall::Policy p) : client(std::move(p)) {}
   floodwall::ProcessGuard client;  // the Guard of this process, made anew in a forked child
+  // Calls in progress, counted in slots by thread so that concurrent callers do not share a cache line,
+  // and whether fw_client_close was called: close sets `closed`, then waits until no call is in progress
+  // (a call enters, then looks at `closed`; close sets it, then looks at the calls: one of the two sees
+  // the other), then closes the Guard.
+  struct alignas(64) Slot {
+    std::atomic<int64_t> calls{0};
+  };
+  static constexpr size_t kSlots = 32;
+  std::array<Slot, kSlots> in_progress;
+  std::atomic<bool> closed{false};
+  std::mutex close_mu;
+  bool close_done = false;
 };
 
 namespace {
@@ -66,6 +82,12 @@ int fail(int code, const std::string &message) {
   return code;
 }
 
+// A call on a closed client (fw_client_close): FW_ECLOSED.
+class ClientClosed : public std::runtime_error {
+ public:
+  ClientClosed() : std::runtime_error("client: closed (fw_client_close)") {}
+};
+
 template <class F>
 int guarded(F &&f) noexcept {
   try {
@@ -78,6 +100,8 @@ int guarded(F &&f) noexcept {
     return fail(FW_ESTORE, e.what());
   } catch (const floodwall::BadRequest &e) {
     return fail(FW_EINVAL, e.what());
+  } catch (const ClientClosed &e) {
+    return fail(FW_ECLOSED, e.what());
   } catch (const std::exception &e) {
     return fail(FW_ERROR, e.what());
   } catch (...) {
@@ -166,9 +190,40 @@ int set_buf(fw_buf *out, const std::string &s) {
   return FW_OK;
 }
 
-void need_client(const fw_client *c) {
-  if (!c) throw floodwall::BadRequest("client: must not be NULL");
+// Calls of this thread in progress on any client: a close from inside one (a callback run inline) would
+// wait for itself.
+thread_local int tl_calls_in_progress = 0;
+
+size_t my_slot() {
+  static std::atomic<size_t> next{0};
+  thread_local size_t slot = next.fetch_add(1, std::memory_order_relaxed) % fw_client::kSlots;
+  return slot;
 }
+
+// One call on a client, from its start to its end: the client is not closed under it.
+class Use {
+ public:
+  explicit Use(fw_client *c) {
+    if (!c) throw floodwall::BadRequest("client: must not be NULL");
+    std::atomic<int64_t> &calls = c->in_progress[my_slot()].calls;
+    calls.fetch_add(1, std::memory_order_seq_cst);
+    if (c->closed.load(std::memory_order_seq_cst)) {
+      calls.fetch_sub(1, std::memory_order_release);
+      throw ClientClosed();
+    }
+    calls_ = &calls;
+    tl_calls_in_progress++;
+  }
+  ~Use() {
+    tl_calls_in_progress--;
+    calls_->fetch_sub(1, std::memory_order_release);
+  }
+  Use(const Use &) = delete;
+  Use &operator=(const Use &) = delete;
+
+ private:
+  std::atomic<int64_t> *calls_ = nullptr;
+};
 
 // A C caller may pass any int where an enum is declared; read it as an int so that an out-of-range
 // value is an error, not undefined behaviour.
@@ -250,6 +305,28 @@ int fw_client_new(fw_client **out, const char *policy_json) {
   });
 }
 
+int fw_client_close(fw_client *c) {
+  if (!c) return FW_OK;
+  if (tl_calls_in_progress > 0)
+    return fail(FW_EINVAL, "fw_client_close: called from inside a call on a client (a callback run inline)");
+  return guarded([&]() -> int {
+    std::lock_guard lock(c->close_mu);  // a second close waits for the first, then does nothing
+    if (c->close_done) return FW_OK;
+    c->closed.store(true, std::memory_order_seq_cst);
+    for (;;) {
+      int64_t calls = 0;
+      for (const fw_client::Slot &s : c->in_progress) calls += s.calls.load(std::memory_order_seq_cst);
+      if (calls == 0) break;
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    // No call is in progress and none can start: the Guard goes, and with it the store, which decides
+    // every admit still pending on it (each callback exactly once) before this returns.
+    c->client.close();
+    c->close_done = true;
+    return FW_OK;
+  });
+}
+
 void fw_client_free(fw_client *c) {
   guarded([&]() -> int {
     delete c;
@@ -259,7 +336,7 @@ void fw_client_free(fw_client *c) {
 
 int fw_admit(fw_client *c, const fw_request *req, fw_decision *out) {
   return guarded([&]() -> int {
-    need_client(c);
+    Use use(c);
     if (!out) throw floodwall::BadRequest("out: must not be NULL");
     unsigned version = decision_version(out);
     floodwall::Guard &g = guard_of(c);
@@ -281,7 +358,7 @@ int fw_admit_async2(fw_client *c, const fw_request *req, fw_admit_cb cb, void *p
   if (!cb) return fail(FW_EINVAL, "cb: must not be NULL");
   bool called = false, was_inline = false;
   int rc = guarded([&]() -> int {
-    need_client(c);
+    Use use(c);
     floodwall::Guard &g = guard_of(c);
     std::string derived;  // the Guard copies the tenant before admit_async returns
     floodwall::Request r = to_request(req, g.policy(), derived);
@@ -306,7 +383,7 @@ int fw_admit_async(fw_client *c, const fw_request *req, fw_admit_cb cb, void *pa
 
 int fw_tenant_key(fw_client *c, const fw_request *req, fw_buf *out) {
   return guarded([&]() -> int {
-    need_client(c);
+    Use use(c);
     std::string derived;
     floodwall::Request r = to_request(req, guard_of(c).policy(), derived);
     if (r.tenant.empty()) throw floodwall::BadRequest("tenant: must not be empty");
@@ -316,7 +393,7 @@ int fw_tenant_key(fw_client *c, const fw_request *req, fw_buf *out) {
 
 int fw_client_can_block(fw_client *c, int *out) {
   return guarded([&]() -> int {
-    need_client(c);
+    Use use(c);
     if (!out) throw floodwall::BadRequest("out: must not be NULL");
     *out = guard_of(c).store().can_block() ? 1 : 0;
     return FW_OK;
@@ -325,16 +402,17 @@ int fw_client_can_block(fw_client *c, int *out) {
 
 int fw_release(fw_client *c, fw_ticket t) {
   if (!c || t == 0) return FW_OK;
-  guarded([&]() -> int {
+  int rc = guarded([&]() -> int {
+    Use use(c);
     guard_of(c).release(t);
     return FW_OK;
   });
-  return FW_OK;  // never fails the caller
+  return rc == FW_ECLOSED ? rc : FW_OK;  // never fails the caller; a closed client says so
 }
 
 int fw_set_mode(fw_client *c, fw_limiter l, fw_mode m) {
   return guarded([&]() -> int {
-    need_client(c);
+    Use use(c);
     if (!valid_limiter(raw(l))) throw floodwall::BadRequest("limiter: unknown value " + std::to_string(raw(l)));
     if (!valid_mode(raw(m))) throw floodwall::BadRequest("mode: unknown value " + std::to_string(raw(m)));
     guard_of(c).set_mode(static_cast<floodwall::Limiter>(raw(l)), static_cast<floodwall::Mode>(raw(m)));
@@ -344,7 +422,7 @@ int fw_set_mode(fw_client *c, fw_limiter l, fw_mode m) {
 
 int fw_get_mode(fw_client *c, fw_limiter l, fw_mode *out) {
   return guarded([&]() -> int {
-    need_client(c);
+    Use use(c);
     if (!out) throw floodwall::BadRequest("out: must not be NULL");
     if (!valid_limiter(raw(l))) throw floodwall::BadRequest("limiter: unknown value " + std::to_string(raw(l)));
     *out = static_cast<fw_mode>(guard_of(c).mode(static_cast<floodwall::Limiter>(raw(l))));
@@ -354,7 +432,7 @@ int fw_get_mode(fw_client *c, fw_limiter l, fw_mode *out) {
 
 int fw_report_utilization(fw_client *c, double u) {
   return guarded([&]() -> int {
-    need_client(c);
+    Use use(c);
     if (!(u >= 0.0 && u <= 1.0)) throw floodwall::BadRequest("utilization: must be a number in [0, 1]");
     guard_of(c).report_utilization(u);
     return FW_OK;
@@ -363,7 +441,7 @@ int fw_report_utilization(fw_client *c, double u) {
 
 int fw_shedding_amount(fw_client *c, double *out) {
   return guarded([&]() -> int {
-    need_client(c);
+    Use use(c);
     if (!out) throw floodwall::BadRequest("out: must not be NULL");
     *out = guard_of(c).shedding_amount();
     return FW_OK;
@@ -379,7 +457,7 @@ void fw_buf_dispose(fw_buf *buf) {
 
 int fw_format_headers(fw_client *c, const fw_decision *d, fw_buf *out) {
   return guarded([&]() -> int {
-    need_client(c);
+    Use use(c);
     if (!d) throw floodwall::BadRequest("decision: must not be NULL");
     return set_buf(out, floodwall::format_headers(read_decision(d)));
   });
@@ -387,7 +465,7 @@ int fw_format_headers(fw_client *c, const fw_decision *d, fw_buf *out) {
 
 int fw_format_body(fw_client *c, const fw_decision *d, fw_buf *out) {
   return guarded([&]() -> int {
-    need_client(c);
+    Use use(c);
     if (!d) throw floodwall::BadRequest("decision: must not be NULL");
     return set_buf(out, floodwall::format_body(read_decision(d), guard_of(c).policy()));
   });
@@ -403,7 +481,7 @@ struct ResponseStorage {
 
 int fw_format_response(fw_client *c, const fw_decision *d, fw_response *out) {
   return guarded([&]() -> int {
-    need_client(c);
+    Use use(c);
     if (!d) throw floodwall::BadRequest("decision: must not be NULL");
     if (!out) throw floodwall::BadRequest("out: must not be NULL");
     if (out->version != FW_RESPONSE_VERSION)
@@ -461,14 +539,14 @@ int fw_parse_retry_after(const char *value, size_t len, double now_unix_s, doubl
 
 int fw_metrics_json(fw_client *c, fw_buf *out) {
   return guarded([&]() -> int {
-    need_client(c);
+    Use use(c);
     return set_buf(out, guard_of(c).metrics_json());
   });
 }
 
 int fw_metrics_prometheus(fw_client *c, fw_buf *out) {
   return guarded([&]() -> int {
-    need_client(c);
+    Use use(c);
     return set_buf(out, guard_of(c).metrics_prometheus());
   });
 }

@@ -40,6 +40,15 @@ ProcessGuard::~ProcessGuard() {
     g->abandon_after_fork();
 }
 
+void ProcessGuard::close() {
+  Guard *g = guard_.exchange(nullptr);
+  if (!g) return;
+  if (gen_.load() == fork_generation())
+    delete g;
+  else
+    g->abandon_after_fork();  // the parent's, in a child that never used it: never join its threads
+}
+
 void ProcessGuard::rebirth() {
   uint64_t want = fork_generation();
   uint64_t building = building_.load(std::memory_order_acquire);

@@ -27,6 +27,10 @@ class ProcessGuard {
   ProcessGuard(const ProcessGuard &) = delete;
   ProcessGuard &operator=(const ProcessGuard &) = delete;
 
+  // Closes the Guard of this process (its store decides the admits pending on it first); guard() must
+  // not be called after this (fw_client_close sees to that). The destructor then frees only this.
+  void close();
+
   // The Guard of this process: one atomic load and a compare on every call.
   Guard &guard() {
     if (gen_.load(std::memory_order_acquire) != fork_generation()) rebirth();
