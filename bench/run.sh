@@ -139,7 +139,7 @@ status=0
 
 # Where the redis-server's time goes inside the script (bench/cpp/PROFILE.md, section 1).
 if [[ $CPP_ONLY != 1 ]]; then
-  bash "$ROOT/bench/cpp/script_cost.sh" "$PORT" "$REDIS_PID" | tee "$WORK/script_cost.txt" || status=1
+  bash "$ROOT/bench/cpp/script_cost.sh" "$PORT" "$REDIS_PID" "$BUILD/generated/lua" | tee "$WORK/script_cost.txt" || status=1
 fi
 
 declare -A RUNNERS=([python]="${PYTHON:-} bench/python/run.py" [node]="node bench/node/run.js" [ruby]="ruby bench/ruby/run.rb")

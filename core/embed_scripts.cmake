@@ -1,10 +1,28 @@
 # Writes every lua/*.lua into one C++ source as raw string literals: floodwall::scripts::NAME.
+# A line "-- include: lib/NAME.lua" in a script is replaced by that file's text (lua/lib/bucket.lua: the
+# token bucket's arithmetic, shared by the scripts that touch a bucket). The scripts as Redis gets them
+# are also written to lua/NAME.lua beside ${OUT}, for the benchmarks that load them by hand.
 set(body "// Generated from lua/*.lua by core/embed_scripts.cmake. Do not edit.\n#include <string_view>\nnamespace floodwall::scripts {\n")
 string(REPLACE "|" ";" SCRIPTS "${SCRIPTS}")
+get_filename_component(out_dir ${OUT} DIRECTORY)
+file(MAKE_DIRECTORY ${out_dir}/lua)
 foreach(script ${SCRIPTS})
   get_filename_component(name ${script} NAME_WE)
+  get_filename_component(dir ${script} DIRECTORY)
   file(READ ${script} text)
+  string(REGEX MATCHALL "-- include: [^\n]+" includes "${text}")
+  foreach(line ${includes})
+    string(REGEX REPLACE "^-- include: " "" path "${line}")
+    if(NOT EXISTS ${dir}/${path})
+      message(FATAL_ERROR "lua/${name}.lua includes ${path}, which does not exist")
+    endif()
+    file(READ ${dir}/${path} lib)
+    string(REPLACE "${line}\n" "${lib}" text "${text}")
+  endforeach()
   string(APPEND body "extern const std::string_view ${name};\nconst std::string_view ${name} = R\"fwlua(${text})fwlua\";\n")
+  file(WRITE ${out_dir}/lua/${name}.lua.tmp "${text}")
+  file(COPY_FILE ${out_dir}/lua/${name}.lua.tmp ${out_dir}/lua/${name}.lua ONLY_IF_DIFFERENT)
+  file(REMOVE ${out_dir}/lua/${name}.lua.tmp)
 endforeach()
 string(APPEND body "}  // namespace floodwall::scripts\n")
 file(WRITE ${OUT}.tmp "${body}")

@@ -22,49 +22,21 @@
 --          With a slot: {committed, rate_ok, micro-tokens left, conc_ok, tenant in-flight, fleet_ok}.
 --
 -- The clock is Redis' TIME, so every app server of a fleet shares one clock (unless the policy says
--- redis.clock "client", for services that refuse TIME in scripts). Numbers are integers
--- below 2^53 (micro-tokens, microseconds, a bucket's debt in ns: a policy rule keeps refills under 90
--- days), which Lua's doubles hold exactly; numbers sent back to Redis are formatted with %d, never with
--- Lua's default %.14g. core/src/token_bucket.hpp is the same arithmetic for the memory store.
---
--- The bucket key expires at the start of the second after the one in which it is full again, plus a
--- second (2 s after the whole second of full_at). That instant only changes when full_at moves into
--- another second, so most writes keep the TTL (SET KEEPTTL) instead of setting a new one, which costs
--- Redis a third of the SET. A key the script did not write with this rule (an older floodwall wrote
--- full_at + 1 s) is safe too: a full_at in the same second is never later than that.
-local rcall = redis.call
+-- redis.clock "client", for services that refuse TIME in scripts). The bucket's representation, its
+-- arithmetic and its TTL rule are lua/lib/bucket.lua's, shared with tenant_lease.lua.
+-- include: lib/bucket.lua
 local NOT_ASKED, ENFORCE = string.byte('-'), string.byte('E')
 local r, c, f = string.byte(ARGV[1], 1, 3)
 local rate_on, conc_on, fleet_on = r ~= NOT_ASKED, c ~= NOT_ASKED, f ~= NOT_ASKED
 
--- The clock: Redis' TIME, or with redis.clock "client" the caller's, in us after an '@' in ARGV[1].
-local sec, usec
-local at = string.find(ARGV[1], '@', 1, true)
-if at then
-  local us = tonumber(string.sub(ARGV[1], at + 1))
-  sec = math.floor(us / 1000000)
-  usec = us - sec * 1000000
-else
-  local t = rcall('TIME')
-  sec, usec = tonumber(t[1]), tonumber(t[2])
-end
+local sec, usec = bucket_clock(ARGV[1])
 
 local rate_ok, conc_ok, fleet_ok = 1, 1, 1
 local tokens, debt, rate_m, cost_m, full_s = 0, 0, 0, 0, -1
 if rate_on then
   local burst_m
   rate_m, burst_m, cost_m = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-  local full_at = rcall('GET', KEYS[1]) -- "<seconds><9 digits of ns>"; an unknown tenant starts full
-  if full_at then
-    local s = tonumber(string.sub(full_at, 1, -10))
-    if s then
-      full_s = s
-      debt = (s - sec) * 1e9 + tonumber(string.sub(full_at, -9)) - usec * 1000
-      if debt < 0 then debt = 0 end
-    end
-  end
-  local lack = math.floor(debt * rate_m / 1e9)
-  if lack < burst_m then tokens = burst_m - lack end
+  debt, tokens, full_s = bucket_read(KEYS[1], sec, usec, rate_m, burst_m)
   if tokens < cost_m then rate_ok = 0 end
 end
 
@@ -90,17 +62,7 @@ else
   -- Writes from here on. TTLs only collect garbage: a bucket key outlives its refill to full.
   if rate_on and rate_ok == 1 then
     tokens = tokens - cost_m
-    debt = debt + math.ceil(cost_m * 1e9 / rate_m)
-    local ns = usec * 1000 + debt
-    local s = math.floor(ns / 1e9)
-    ns = ns - s * 1e9
-    if ns < 0 then s, ns = s - 1, ns + 1e9 elseif ns >= 1e9 then s, ns = s + 1, ns - 1e9 end
-    s = sec + s
-    if s == full_s then
-      rcall('SET', KEYS[1], string.format('%d%09d', s, ns), 'KEEPTTL')
-    else
-      rcall('SET', KEYS[1], string.format('%d%09d', s, ns), 'PXAT', string.format('%d', (s + 2) * 1000))
-    end
+    bucket_write(KEYS[1], debt + math.ceil(cost_m * 1e9 / rate_m), sec, usec, full_s)
   end
   -- Sweep the dead slots, add this request's, and let the set expire a second after its last slot would.
   local function take_slot(key, ttl)

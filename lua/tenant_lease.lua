@@ -22,74 +22,40 @@
 --          none), slots granted (the first ones asked for), the tenant's live slots after, Redis' TIME in
 --          us (the instant all this was true, which the client translates to its own clock)}
 --
--- The same arithmetic as tenant_admit.lua: Redis' TIME is the clock, numbers are integers below 2^53
--- formatted with %d, and the bucket key's TTL follows the same rule (KEEPTTL while full_at stays in
--- its second). A credit is rounded down to whole nanoseconds and a debit up: never in the tenant's favour.
-local rcall = redis.call
+-- The bucket's representation, arithmetic and TTL rule are lua/lib/bucket.lua's, shared with
+-- tenant_admit.lua; Redis' TIME is the clock (or the caller's, with redis.clock "client").
+-- include: lib/bucket.lua
 local ASK_TOKENS, ASK_SLOTS = string.byte('T'), string.byte('S')
 local a, b = string.byte(ARGV[1], 1, 2)
 local tokens_asked, slots_asked = a == ASK_TOKENS, b == ASK_SLOTS
 
--- The clock: Redis' TIME, or with redis.clock "client" the caller's, in us after an '@' in ARGV[1].
-local sec, usec
-local at = string.find(ARGV[1], '@', 1, true)
-if at then
-  local us = tonumber(string.sub(ARGV[1], at + 1))
-  sec = math.floor(us / 1000000)
-  usec = us - sec * 1000000
-else
-  local t = rcall('TIME')
-  sec, usec = tonumber(t[1]), tonumber(t[2])
-end
+local sec, usec = bucket_clock(ARGV[1])
 
 local granted, tokens = 0, 0
 local give_m = tonumber(ARGV[6])
 if tokens_asked or give_m > 0 then
   local rate_m, burst_m = tonumber(ARGV[2]), tonumber(ARGV[3])
-  local debt, full_s = 0, -1
-  local full_at = rcall('GET', KEYS[1]) -- an unknown tenant starts full
-  if full_at then
-    local s = tonumber(string.sub(full_at, 1, -10))
-    if s then
-      full_s = s
-      debt = (s - sec) * 1e9 + tonumber(string.sub(full_at, -9)) - usec * 1000
-      if debt < 0 then debt = 0 end
-    end
-  end
+  local debt, full_s
+  debt, tokens, full_s = bucket_read(KEYS[1], sec, usec, rate_m, burst_m)
   local changed = false
   if give_m > 0 and debt > 0 and rate_m > 0 then
-    debt = debt - math.floor(give_m * 1e9 / rate_m)
+    debt = debt - math.floor(give_m * 1e9 / rate_m) -- a credit rounds down
     if debt < 0 then debt = 0 end -- full: what does not fit is gone
+    tokens = burst_m - math.floor(debt * rate_m / 1e9)
+    if tokens < 0 then tokens = 0 end
     changed = true
   end
-  local lack = math.floor(debt * rate_m / 1e9)
-  if lack < burst_m then tokens = burst_m - lack end
   if tokens_asked and tokens >= tonumber(ARGV[4]) then
     local whole = math.floor(tokens / 1e6) * 1e6
     local want = tonumber(ARGV[5])
     granted = want < whole and want or whole
     if granted > 0 then
       tokens = tokens - granted
-      debt = debt + math.ceil(granted * 1e9 / rate_m)
+      debt = debt + math.ceil(granted * 1e9 / rate_m) -- a debit rounds up
       changed = true
     end
   end
-  if changed then
-    if debt == 0 then
-      rcall('DEL', KEYS[1]) -- full again: an absent bucket is a full one
-    else
-      local ns = usec * 1000 + debt
-      local s = math.floor(ns / 1e9)
-      ns = ns - s * 1e9
-      if ns < 0 then s, ns = s - 1, ns + 1e9 elseif ns >= 1e9 then s, ns = s + 1, ns - 1e9 end
-      s = sec + s
-      if s == full_s then
-        rcall('SET', KEYS[1], string.format('%d%09d', s, ns), 'KEEPTTL')
-      else
-        rcall('SET', KEYS[1], string.format('%d%09d', s, ns), 'PXAT', string.format('%d', (s + 2) * 1000))
-      end
-    end
-  end
+  if changed then bucket_write(KEYS[1], debt, sec, usec, full_s) end  -- a debt of 0: full, the key goes
 end
 
 local n = tonumber(ARGV[9])

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# bench/cpp/script_cost.sh PORT REDIS_PID - where the redis-server's time goes in lua/tenant_admit.lua.
+# bench/cpp/script_cost.sh PORT REDIS_PID [LUA_DIR] - where the redis-server's time goes in
+# lua/tenant_admit.lua. LUA_DIR holds the scripts as Redis gets them (with lua/lib/ included: the build's
+# generated/lua; default build/generated/lua).
 #
 # Runs variants of the script (each a subset of what tenant_admit.lua does for a request-rate-only
 # admit) through redis-benchmark, pipelined 16 deep over 64 connections, and prints the redis-server's
@@ -9,6 +11,8 @@ set -euo pipefail
 PORT=${1:?usage: script_cost.sh PORT REDIS_PID}
 PID=${2:?usage: script_cost.sh PORT REDIS_PID}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+LUA_DIR=${3:-$ROOT/build/generated/lua}
+[[ -f $LUA_DIR/tenant_admit.lua ]] || { echo "script_cost: $LUA_DIR/tenant_admit.lua is missing (build first)" >&2; exit 1; }
 N=${N:-100000}
 REPS=${REPS:-3}
 ticks=$(getconf CLK_TCK)
@@ -28,7 +32,7 @@ bodies=(
   "local st = '999999000000:1764693137000000' local sep = string.find(st, ':', 1, true) local a = tonumber(string.sub(st, 1, sep - 1)) local b = tonumber(string.sub(st, sep + 1)) local c = tonumber(ARGV[2]) + tonumber(ARGV[3]) + tonumber(ARGV[4]) local x = string.format('%d:%d', a, b) local y = string.format('%d', 2000) return 1"
   # One integer of state (GCRA's theoretical arrival time, us): TIME, GET, compare, SET PX, the same reply.
   "local t = redis.call('TIME') local now = t[1] * 1000000 + t[2] local tat = tonumber(redis.call('GET', KEYS[1]) or now) redis.call('SET', KEYS[1], string.format('%d', math.max(tat, now) + 1), 'PX', '2000') return {1, 1, 1, 1, 0, 0, 0}"
-  "$(cat "$ROOT/lua/tenant_admit.lua")"
+  "$(cat "$LUA_DIR/tenant_admit.lua")"
 )
 printf '%-18s %s\n' variant "redis-server CPU per call (us), best of $REPS"
 for i in "${!names[@]}"; do

@@ -146,6 +146,15 @@ TEST(Resp, ErrorsAreSortedIntoConfigurationAndScriptRefusals) {
   EXPECT_FALSE(floodwall::resp_is_script_refusal("NOSCRIPT No matching script. Please use EVAL."));
 }
 
+namespace {
+std::string read_lua(const std::string &name) {
+  std::ifstream in(std::string(FW_SOURCE_DIR) + "/lua/" + name);
+  std::stringstream body;
+  body << in.rdbuf();
+  return body.str();
+}
+}  // namespace
+
 TEST(Scripts, EachIsCalledByTheSha1OfItsFileInLua) {
   floodwall::Scripts s;
   const std::pair<const floodwall::Script *, const char *> files[] = {{&s.admit, "tenant_admit.lua"},
@@ -154,15 +163,27 @@ TEST(Scripts, EachIsCalledByTheSha1OfItsFileInLua) {
                                                                       {&s.lease, "tenant_lease.lua"},
                                                                       {&s.report, "fleet_report.lua"}};
   for (auto [script, file] : files) {
-    std::ifstream in(std::string(FW_SOURCE_DIR) + "/lua/" + file);
-    ASSERT_TRUE(in.good()) << file;
-    std::stringstream body;
-    body << in.rdbuf();
-    EXPECT_EQ(script->body, body.str()) << file;
-    EXPECT_EQ(script->sha, floodwall::sha1_hex(body.str())) << file;
+    std::string source = read_lua(file), text;
+    ASSERT_FALSE(source.empty()) << file;
+    // Each line "-- include: lib/X.lua" is that file's text (the bucket's arithmetic, lua/lib/bucket.lua).
+    std::istringstream lines(source);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind("-- include: ", 0) == 0) {
+        std::string lib = read_lua(line.substr(12));
+        ASSERT_FALSE(lib.empty()) << file << ": " << line;
+        text += lib;
+      } else {
+        text += line + "\n";
+      }
+    }
+    EXPECT_EQ(script->body, text) << file;
+    EXPECT_EQ(script->sha, floodwall::sha1_hex(text)) << file;
     EXPECT_EQ(script->sha.size(), 40u);
   }
   EXPECT_EQ(s.all().size(), 5u);
+  // The two scripts that touch a bucket share its arithmetic, from one file.
+  EXPECT_NE(s.admit.body.find("local function bucket_write("), std::string_view::npos);
+  EXPECT_NE(s.lease.body.find("local function bucket_write("), std::string_view::npos);
 }
 
 TEST(Scripts, RepliesOfAnotherShapeAreRefused) {
