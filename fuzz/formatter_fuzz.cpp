@@ -11,8 +11,8 @@
 #include <string>
 
 #include "check.hpp"
-#include "formatter.hpp"
-#include "policy.hpp"
+#include "http/formatter.hpp"
+#include "policy/policy.hpp"
 
 namespace {
 

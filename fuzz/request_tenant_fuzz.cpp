@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "check.hpp"
-#include "policy.hpp"
-#include "request_tenant.hpp"
+#include "policy/policy.hpp"
+#include "policy/request_tenant.hpp"
 
 namespace {
 

@@ -856,15 +856,15 @@ s for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url
   }
   (void)floodwall::redact_url(u);
 }
-'  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) { try {
-  floodwall::RedisUrl r = floodwall::parse_redis_url(u);
-  FW_FUZZ_CHECK(!r.nodes.empty() && r.db >= 0 && r.db <= (1 << 20));
-  for (const floodwall::RedisEndpoint &e : r.nodes) FW_FUZZ_CHECK(e.port >= 1 && e.port <= 65535);
-  FW_FUZZ_CHECK(r.kind != floodwall::RedisUrl::Kind::sentinel || !r.master.empty());
-} catch (const floodwall::StoreError &) {
-  // the expected answer to a URL it cannot use
+'  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) { try { floodwall::
+    RedisUrl r = floodwall::parse_redis_url(u);
+FW_FUZZ_CHECK(!r.nodes.empty() && r.db >= 0 && r.db <= (1 << 20));
+for (const floodwall::RedisEndpoint &e : r.nodes) FW_FUZZ_CHECK(e.port >= 1 && e.port <= 65535);
+FW_FUZZ_CHECK(r.kind != floodwall::RedisUrl::Kind::sentinel || !r.master.empty());
 }
-(void)floodwall::redact_url(u);
+catch (const floodwall::StoreError &){
+    // the expected answer to a URL it cannot use
+}(void)floodwall::redact_url(u);
 }
 for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) {
   try {
@@ -2645,15 +2645,15 @@ e for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url
   }
   (void)floodwall::redact_url(u);
 }
-'  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) { try {
-  floodwall::RedisUrl r = floodwall::parse_redis_url(u);
-  FW_FUZZ_CHECK(!r.nodes.empty() && r.db >= 0 && r.db <= (1 << 20));
-  for (const floodwall::RedisEndpoint &e : r.nodes) FW_FUZZ_CHECK(e.port >= 1 && e.port <= 65535);
-  FW_FUZZ_CHECK(r.kind != floodwall::RedisUrl::Kind::sentinel || !r.master.empty());
-} catch (const floodwall::StoreError &) {
-  // the expected answer to a URL it cannot use
+'  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) { try { floodwall::
+    RedisUrl r = floodwall::parse_redis_url(u);
+FW_FUZZ_CHECK(!r.nodes.empty() && r.db >= 0 && r.db <= (1 << 20));
+for (const floodwall::RedisEndpoint &e : r.nodes) FW_FUZZ_CHECK(e.port >= 1 && e.port <= 65535);
+FW_FUZZ_CHECK(r.kind != floodwall::RedisUrl::Kind::sentinel || !r.master.empty());
 }
-(void)floodwall::redact_url(u);
+catch (const floodwall::StoreError &){
+    // the expected answer to a URL it cannot use
+}(void)floodwall::redact_url(u);
 }
 s for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) {
   try {
@@ -5028,15 +5028,15 @@ y for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url
   }
   (void)floodwall::redact_url(u);
 }
-'  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) { try {
-  floodwall::RedisUrl r = floodwall::parse_redis_url(u);
-  FW_FUZZ_CHECK(!r.nodes.empty() && r.db >= 0 && r.db <= (1 << 20));
-  for (const floodwall::RedisEndpoint &e : r.nodes) FW_FUZZ_CHECK(e.port >= 1 && e.port <= 65535);
-  FW_FUZZ_CHECK(r.kind != floodwall::RedisUrl::Kind::sentinel || !r.master.empty());
-} catch (const floodwall::StoreError &) {
-  // the expected answer to a URL it cannot use
+'  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) { try { floodwall::
+    RedisUrl r = floodwall::parse_redis_url(u);
+FW_FUZZ_CHECK(!r.nodes.empty() && r.db >= 0 && r.db <= (1 << 20));
+for (const floodwall::RedisEndpoint &e : r.nodes) FW_FUZZ_CHECK(e.port >= 1 && e.port <= 65535);
+FW_FUZZ_CHECK(r.kind != floodwall::RedisUrl::Kind::sentinel || !r.master.empty());
 }
-(void)floodwall::redact_url(u);
+catch (const floodwall::StoreError &){
+    // the expected answer to a URL it cannot use
+}(void)floodwall::redact_url(u);
 }
 s for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) {
   try {
@@ -11476,15 +11476,15 @@ n  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + ur
     }
     (void)floodwall::redact_url(u);
   }
-  '  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) { try {
-    floodwall::RedisUrl r = floodwall::parse_redis_url(u);
-    FW_FUZZ_CHECK(!r.nodes.empty() && r.db >= 0 && r.db <= (1 << 20));
-    for (const floodwall::RedisEndpoint &e : r.nodes) FW_FUZZ_CHECK(e.port >= 1 && e.port <= 65535);
-    FW_FUZZ_CHECK(r.kind != floodwall::RedisUrl::Kind::sentinel || !r.master.empty());
-  } catch (const floodwall::StoreError &) {
+  '  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) { try { floodwall::
+      RedisUrl r = floodwall::parse_redis_url(u);
+  FW_FUZZ_CHECK(!r.nodes.empty() && r.db >= 0 && r.db <= (1 << 20));
+  for (const floodwall::RedisEndpoint &e : r.nodes) FW_FUZZ_CHECK(e.port >= 1 && e.port <= 65535);
+  FW_FUZZ_CHECK(r.kind != floodwall::RedisUrl::Kind::sentinel || !r.master.empty());
+}
+catch (const floodwall::StoreError &){
     // the expected answer to a URL it cannot use
-  }
-  (void)floodwall::redact_url(u);
+}(void)floodwall::redact_url(u);
 }
 )  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) {
   try {
@@ -11607,7 +11607,7 @@ r for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url
   }
   (void)floodwall::redact_url(u);
 }
--for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) {
+- for (const std::string &u:{url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) {
   try {
     floodwall::RedisUrl r = floodwall::parse_redis_url(u);
     FW_FUZZ_CHECK(!r.nodes.empty() && r.db >= 0 && r.db <= (1 << 20));
@@ -18420,33 +18420,33 @@ K for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url
   (void)floodwall::redact_url(u);
 }
 (  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) {
-    try {
-      floodwall::RedisUrl r = floodwall::parse_redis_url(u);
-      FW_FUZZ_CHECK(!r.nodes.empty() && r.db >= 0 && r.db <= (1 << 20));
-      for (const floodwall::RedisEndpoint &e : r.nodes) FW_FUZZ_CHECK(e.port >= 1 && e.port <= 65535);
-      FW_FUZZ_CHECK(r.kind != floodwall::RedisUrl::Kind::sentinel || !r.master.empty());
-    } catch (const floodwall::StoreError &) {
-      // the expected answer to a URL it cannot use
-    }
-    (void)floodwall::redact_url(u);
-  }
-!  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) {
-    try {
-      floodwall::RedisUrl r = floodwall::parse_redis_url(u);
-      FW_FUZZ_CHECK(!r.nodes.empty() && r.db >= 0 && r.db <= (1 << 20));
-      for (const floodwall::RedisEndpoint &e : r.nodes) FW_FUZZ_CHECK(e.port >= 1 && e.port <= 65535);
-      FW_FUZZ_CHECK(r.kind != floodwall::RedisUrl::Kind::sentinel || !r.master.empty());
-    } catch (const floodwall::StoreError &) {
-      // the expected answer to a URL it cannot use
-    }
-    (void)floodwall::redact_url(u);
-  }
-"  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) {
-    try {
+  try {
     floodwall::RedisUrl r = floodwall::parse_redis_url(u);
     FW_FUZZ_CHECK(!r.nodes.empty() && r.db >= 0 && r.db <= (1 << 20));
     for (const floodwall::RedisEndpoint &e : r.nodes) FW_FUZZ_CHECK(e.port >= 1 && e.port <= 65535);
     FW_FUZZ_CHECK(r.kind != floodwall::RedisUrl::Kind::sentinel || !r.master.empty());
+  } catch (const floodwall::StoreError &) {
+    // the expected answer to a URL it cannot use
+  }
+  (void)floodwall::redact_url(u);
+  }
+!  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) {
+  try {
+    floodwall::RedisUrl r = floodwall::parse_redis_url(u);
+    FW_FUZZ_CHECK(!r.nodes.empty() && r.db >= 0 && r.db <= (1 << 20));
+    for (const floodwall::RedisEndpoint &e : r.nodes) FW_FUZZ_CHECK(e.port >= 1 && e.port <= 65535);
+    FW_FUZZ_CHECK(r.kind != floodwall::RedisUrl::Kind::sentinel || !r.master.empty());
+  } catch (const floodwall::StoreError &) {
+    // the expected answer to a URL it cannot use
+  }
+  (void)floodwall::redact_url(u);
+  }
+"  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) {
+    try {
+  floodwall::RedisUrl r = floodwall::parse_redis_url(u);
+  FW_FUZZ_CHECK(!r.nodes.empty() && r.db >= 0 && r.db <= (1 << 20));
+  for (const floodwall::RedisEndpoint &e : r.nodes) FW_FUZZ_CHECK(e.port >= 1 && e.port <= 65535);
+  FW_FUZZ_CHECK(r.kind != floodwall::RedisUrl::Kind::sentinel || !r.master.empty());
     } catch (const floodwall::StoreError &) {
       // the expected answer to a URL it cannot use
     }
@@ -19692,15 +19692,15 @@ y for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url
   }
   (void)floodwall::redact_url(u);
 }
-'  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) { try {
-  floodwall::RedisUrl r = floodwall::parse_redis_url(u);
-  FW_FUZZ_CHECK(!r.nodes.empty() && r.db >= 0 && r.db <= (1 << 20));
-  for (const floodwall::RedisEndpoint &e : r.nodes) FW_FUZZ_CHECK(e.port >= 1 && e.port <= 65535);
-  FW_FUZZ_CHECK(r.kind != floodwall::RedisUrl::Kind::sentinel || !r.master.empty());
-} catch (const floodwall::StoreError &) {
-  // the expected answer to a URL it cannot use
+'  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) { try { floodwall::
+    RedisUrl r = floodwall::parse_redis_url(u);
+FW_FUZZ_CHECK(!r.nodes.empty() && r.db >= 0 && r.db <= (1 << 20));
+for (const floodwall::RedisEndpoint &e : r.nodes) FW_FUZZ_CHECK(e.port >= 1 && e.port <= 65535);
+FW_FUZZ_CHECK(r.kind != floodwall::RedisUrl::Kind::sentinel || !r.master.empty());
 }
-(void)floodwall::redact_url(u);
+catch (const floodwall::StoreError &){
+    // the expected answer to a URL it cannot use
+}(void)floodwall::redact_url(u);
 }
 s for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) {
   try {
@@ -25154,15 +25154,15 @@ i  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + ur
     }
     (void)floodwall::redact_url(u);
   }
-  '  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) { try {
-    floodwall::RedisUrl r = floodwall::parse_redis_url(u);
-    FW_FUZZ_CHECK(!r.nodes.empty() && r.db >= 0 && r.db <= (1 << 20));
-    for (const floodwall::RedisEndpoint &e : r.nodes) FW_FUZZ_CHECK(e.port >= 1 && e.port <= 65535);
-    FW_FUZZ_CHECK(r.kind != floodwall::RedisUrl::Kind::sentinel || !r.master.empty());
-  } catch (const floodwall::StoreError &) {
+  '  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) { try { floodwall::
+      RedisUrl r = floodwall::parse_redis_url(u);
+  FW_FUZZ_CHECK(!r.nodes.empty() && r.db >= 0 && r.db <= (1 << 20));
+  for (const floodwall::RedisEndpoint &e : r.nodes) FW_FUZZ_CHECK(e.port >= 1 && e.port <= 65535);
+  FW_FUZZ_CHECK(r.kind != floodwall::RedisUrl::Kind::sentinel || !r.master.empty());
+}
+catch (const floodwall::StoreError &){
     // the expected answer to a URL it cannot use
-  }
-  (void)floodwall::redact_url(u);
+}(void)floodwall::redact_url(u);
 }
 )  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) {
   try {
@@ -26090,15 +26090,15 @@ j  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + ur
   }
   (void)floodwall::redact_url(u);
 }
-'  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) { try {
-  floodwall::RedisUrl r = floodwall::parse_redis_url(u);
-  FW_FUZZ_CHECK(!r.nodes.empty() && r.db >= 0 && r.db <= (1 << 20));
-  for (const floodwall::RedisEndpoint &e : r.nodes) FW_FUZZ_CHECK(e.port >= 1 && e.port <= 65535);
-  FW_FUZZ_CHECK(r.kind != floodwall::RedisUrl::Kind::sentinel || !r.master.empty());
-} catch (const floodwall::StoreError &) {
-  // the expected answer to a URL it cannot use
+'  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) { try { floodwall::
+    RedisUrl r = floodwall::parse_redis_url(u);
+FW_FUZZ_CHECK(!r.nodes.empty() && r.db >= 0 && r.db <= (1 << 20));
+for (const floodwall::RedisEndpoint &e : r.nodes) FW_FUZZ_CHECK(e.port >= 1 && e.port <= 65535);
+FW_FUZZ_CHECK(r.kind != floodwall::RedisUrl::Kind::sentinel || !r.master.empty());
 }
-(void)floodwall::redact_url(u);
+catch (const floodwall::StoreError &){
+    // the expected answer to a URL it cannot use
+}(void)floodwall::redact_url(u);
 }
 for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) {
   try {
@@ -26265,15 +26265,15 @@ for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, 
   }
   (void)floodwall::redact_url(u);
 }
-'  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) { try {
-  floodwall::RedisUrl r = floodwall::parse_redis_url(u);
-  FW_FUZZ_CHECK(!r.nodes.empty() && r.db >= 0 && r.db <= (1 << 20));
-  for (const floodwall::RedisEndpoint &e : r.nodes) FW_FUZZ_CHECK(e.port >= 1 && e.port <= 65535);
-  FW_FUZZ_CHECK(r.kind != floodwall::RedisUrl::Kind::sentinel || !r.master.empty());
-} catch (const floodwall::StoreError &) {
-  // the expected answer to a URL it cannot use
+'  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) { try { floodwall::
+    RedisUrl r = floodwall::parse_redis_url(u);
+FW_FUZZ_CHECK(!r.nodes.empty() && r.db >= 0 && r.db <= (1 << 20));
+for (const floodwall::RedisEndpoint &e : r.nodes) FW_FUZZ_CHECK(e.port >= 1 && e.port <= 65535);
+FW_FUZZ_CHECK(r.kind != floodwall::RedisUrl::Kind::sentinel || !r.master.empty());
 }
-(void)floodwall::redact_url(u);
+catch (const floodwall::StoreError &){
+    // the expected answer to a URL it cannot use
+}(void)floodwall::redact_url(u);
 }
 9 for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) {
   try {
@@ -26286,15 +26286,15 @@ for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, 
   }
   (void)floodwall::redact_url(u);
 }
-'  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) { try {
-  floodwall::RedisUrl r = floodwall::parse_redis_url(u);
-  FW_FUZZ_CHECK(!r.nodes.empty() && r.db >= 0 && r.db <= (1 << 20));
-  for (const floodwall::RedisEndpoint &e : r.nodes) FW_FUZZ_CHECK(e.port >= 1 && e.port <= 65535);
-  FW_FUZZ_CHECK(r.kind != floodwall::RedisUrl::Kind::sentinel || !r.master.empty());
-} catch (const floodwall::StoreError &) {
-  // the expected answer to a URL it cannot use
+'  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) { try { floodwall::
+    RedisUrl r = floodwall::parse_redis_url(u);
+FW_FUZZ_CHECK(!r.nodes.empty() && r.db >= 0 && r.db <= (1 << 20));
+for (const floodwall::RedisEndpoint &e : r.nodes) FW_FUZZ_CHECK(e.port >= 1 && e.port <= 65535);
+FW_FUZZ_CHECK(r.kind != floodwall::RedisUrl::Kind::sentinel || !r.master.empty());
 }
-(void)floodwall::redact_url(u);
+catch (const floodwall::StoreError &){
+    // the expected answer to a URL it cannot use
+}(void)floodwall::redact_url(u);
 }
 for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) {
   try {
@@ -26406,15 +26406,15 @@ for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, 
   }
   (void)floodwall::redact_url(u);
 }
-'  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) { try {
-  floodwall::RedisUrl r = floodwall::parse_redis_url(u);
-  FW_FUZZ_CHECK(!r.nodes.empty() && r.db >= 0 && r.db <= (1 << 20));
-  for (const floodwall::RedisEndpoint &e : r.nodes) FW_FUZZ_CHECK(e.port >= 1 && e.port <= 65535);
-  FW_FUZZ_CHECK(r.kind != floodwall::RedisUrl::Kind::sentinel || !r.master.empty());
-} catch (const floodwall::StoreError &) {
-  // the expected answer to a URL it cannot use
+'  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) { try { floodwall::
+    RedisUrl r = floodwall::parse_redis_url(u);
+FW_FUZZ_CHECK(!r.nodes.empty() && r.db >= 0 && r.db <= (1 << 20));
+for (const floodwall::RedisEndpoint &e : r.nodes) FW_FUZZ_CHECK(e.port >= 1 && e.port <= 65535);
+FW_FUZZ_CHECK(r.kind != floodwall::RedisUrl::Kind::sentinel || !r.master.empty());
 }
-(void)floodwall::redact_url(u);
+catch (const floodwall::StoreError &){
+    // the expected answer to a URL it cannot use
+}(void)floodwall::redact_url(u);
 }
 0 for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) {
   try {
@@ -26449,15 +26449,15 @@ for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, 
   }
   (void)floodwall::redact_url(u);
 }
-'  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) { try {
-  floodwall::RedisUrl r = floodwall::parse_redis_url(u);
-  FW_FUZZ_CHECK(!r.nodes.empty() && r.db >= 0 && r.db <= (1 << 20));
-  for (const floodwall::RedisEndpoint &e : r.nodes) FW_FUZZ_CHECK(e.port >= 1 && e.port <= 65535);
-  FW_FUZZ_CHECK(r.kind != floodwall::RedisUrl::Kind::sentinel || !r.master.empty());
-} catch (const floodwall::StoreError &) {
-  // the expected answer to a URL it cannot use
+'  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) { try { floodwall::
+    RedisUrl r = floodwall::parse_redis_url(u);
+FW_FUZZ_CHECK(!r.nodes.empty() && r.db >= 0 && r.db <= (1 << 20));
+for (const floodwall::RedisEndpoint &e : r.nodes) FW_FUZZ_CHECK(e.port >= 1 && e.port <= 65535);
+FW_FUZZ_CHECK(r.kind != floodwall::RedisUrl::Kind::sentinel || !r.master.empty());
 }
-(void)floodwall::redact_url(u);
+catch (const floodwall::StoreError &){
+    // the expected answer to a URL it cannot use
+}(void)floodwall::redact_url(u);
 }
 0 for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) {
   try {
@@ -26922,15 +26922,15 @@ j  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + ur
   }
   (void)floodwall::redact_url(u);
 }
-'  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) { try {
-  floodwall::RedisUrl r = floodwall::parse_redis_url(u);
-  FW_FUZZ_CHECK(!r.nodes.empty() && r.db >= 0 && r.db <= (1 << 20));
-  for (const floodwall::RedisEndpoint &e : r.nodes) FW_FUZZ_CHECK(e.port >= 1 && e.port <= 65535);
-  FW_FUZZ_CHECK(r.kind != floodwall::RedisUrl::Kind::sentinel || !r.master.empty());
-} catch (const floodwall::StoreError &) {
-  // the expected answer to a URL it cannot use
+'  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) { try { floodwall::
+    RedisUrl r = floodwall::parse_redis_url(u);
+FW_FUZZ_CHECK(!r.nodes.empty() && r.db >= 0 && r.db <= (1 << 20));
+for (const floodwall::RedisEndpoint &e : r.nodes) FW_FUZZ_CHECK(e.port >= 1 && e.port <= 65535);
+FW_FUZZ_CHECK(r.kind != floodwall::RedisUrl::Kind::sentinel || !r.master.empty());
 }
-(void)floodwall::redact_url(u);
+catch (const floodwall::StoreError &){
+    // the expected answer to a URL it cannot use
+}(void)floodwall::redact_url(u);
 }
 )  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) {
   try {
@@ -27153,15 +27153,15 @@ n  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + ur
   }
   (void)floodwall::redact_url(u);
 }
-'  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) { try {
-  floodwall::RedisUrl r = floodwall::parse_redis_url(u);
-  FW_FUZZ_CHECK(!r.nodes.empty() && r.db >= 0 && r.db <= (1 << 20));
-  for (const floodwall::RedisEndpoint &e : r.nodes) FW_FUZZ_CHECK(e.port >= 1 && e.port <= 65535);
-  FW_FUZZ_CHECK(r.kind != floodwall::RedisUrl::Kind::sentinel || !r.master.empty());
-} catch (const floodwall::StoreError &) {
-  // the expected answer to a URL it cannot use
+'  for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) { try { floodwall::
+    RedisUrl r = floodwall::parse_redis_url(u);
+FW_FUZZ_CHECK(!r.nodes.empty() && r.db >= 0 && r.db <= (1 << 20));
+for (const floodwall::RedisEndpoint &e : r.nodes) FW_FUZZ_CHECK(e.port >= 1 && e.port <= 65535);
+FW_FUZZ_CHECK(r.kind != floodwall::RedisUrl::Kind::sentinel || !r.master.empty());
 }
-(void)floodwall::redact_url(u);
+catch (const floodwall::StoreError &){
+    // the expected answer to a URL it cannot use
+}(void)floodwall::redact_url(u);
 }
 0 for (const std::string &u : {url, "redis://" + url, "rediss+sentinel://" + url, "redis+cluster://" + url}) {
   try {

@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "check.hpp"
-#include "tenant_key.hpp"
+#include "policy/tenant_key.hpp"
 
 namespace {
 

@@ -14,14 +14,14 @@
 #include <string>
 #include <thread>
 
-#include "backoff.hpp"
-#include "formatter.hpp"
-#include "guard.hpp"
-#include "policy.hpp"
-#include "process_guard.hpp"
-#include "request_tenant.hpp"
-#include "store.hpp"
-#include "store_factory.hpp"
+#include "engine/guard.hpp"
+#include "engine/process_guard.hpp"
+#include "http/backoff.hpp"
+#include "http/formatter.hpp"
+#include "policy/policy.hpp"
+#include "policy/request_tenant.hpp"
+#include "stores/store.hpp"
+#include "stores/store_factory.hpp"
 
 // The C enums and the core's are one vocabulary: a value crosses the ABI by a cast.
 static_assert(FW_LIMITER_NONE == static_cast<int>(floodwall::Limiter::none));

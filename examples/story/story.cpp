@@ -5,11 +5,11 @@
 #include <string>
 #include <vector>
 
-#include "clock.hpp"
-#include "formatter.hpp"
-#include "guard.hpp"
-#include "memory_store.hpp"
-#include "policy.hpp"
+#include "engine/guard.hpp"
+#include "http/formatter.hpp"
+#include "policy/policy.hpp"
+#include "stores/memory_store.hpp"
+#include "util/clock.hpp"
 
 using namespace floodwall;
 

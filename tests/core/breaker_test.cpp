@@ -1,10 +1,10 @@
 // The breaker judges the store, not the queue: a failure rate over a sliding window, a trip on
 // silence, one probe when half-open. Simulated time only.
-#include "redis/breaker.hpp"
+#include "stores/redis/breaker.hpp"
 
 #include <gtest/gtest.h>
 
-#include "clock.hpp"
+#include "util/clock.hpp"
 
 using floodwall::Breaker;
 using floodwall::BreakerOptions;

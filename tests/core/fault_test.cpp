@@ -32,8 +32,8 @@
 #include <vector>
 
 #include "fault_proxy.hpp"
+#include "policy/tenant_key.hpp"
 #include "redis_server.hpp"
-#include "tenant_key.hpp"
 
 using floodwall::testing::FaultProxy;
 using floodwall::testing::RedisServer;

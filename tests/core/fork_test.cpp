@@ -17,8 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include "policy/tenant_key.hpp"
 #include "redis_server.hpp"
-#include "tenant_key.hpp"
 
 using floodwall::testing::RedisServer;
 

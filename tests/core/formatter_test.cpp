@@ -1,5 +1,5 @@
 // The one formatter: exact header text and bodies, the same bytes for every language.
-#include "formatter.hpp"
+#include "http/formatter.hpp"
 
 #include <gtest/gtest.h>
 

@@ -4,10 +4,10 @@
 #include <memory>
 #include <string>
 
-#include "clock.hpp"
-#include "guard.hpp"
-#include "memory_store.hpp"
-#include "policy.hpp"
+#include "engine/guard.hpp"
+#include "policy/policy.hpp"
+#include "stores/memory_store.hpp"
+#include "util/clock.hpp"
 
 namespace floodwall::testing {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "harness.hpp"
-#include "metrics.hpp"
+#include "metrics/metrics.hpp"
 
 using floodwall::testing::Sim;
 

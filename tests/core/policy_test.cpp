@@ -1,5 +1,5 @@
 // Policy parsing: defaults, the schema shared by every language, and errors that name their field.
-#include "policy.hpp"
+#include "policy/policy.hpp"
 
 #include <gtest/gtest.h>
 

@@ -8,13 +8,13 @@
 #include <sstream>
 #include <thread>
 
-#include "redis/connection.hpp"
-#include "redis/resp.hpp"
-#include "redis/scripts.hpp"
-#include "redis/url.hpp"
 #include "redis_server.hpp"
-#include "sha1.hpp"
-#include "store_factory.hpp"
+#include "stores/redis/connection.hpp"
+#include "stores/redis/resp.hpp"
+#include "stores/redis/scripts.hpp"
+#include "stores/redis/url.hpp"
+#include "stores/store_factory.hpp"
+#include "util/sha1.hpp"
 
 using floodwall::Connection;
 using floodwall::parse_redis_url;

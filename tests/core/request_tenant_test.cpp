@@ -1,7 +1,7 @@
 // The tenant key of a request that names none: the policy section's errors name their JSON path, and no
 // header or peer bytes (1 MiB values, NUL, CR/LF, 10,000 forwarded entries) crash it or grow its key.
 // The rules themselves are checked by tests/vectors.json (vectors_test.cpp).
-#include "request_tenant.hpp"
+#include "policy/request_tenant.hpp"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "policy.hpp"
+#include "policy/policy.hpp"
 
 using floodwall::Cidr;
 using floodwall::derive_tenant;

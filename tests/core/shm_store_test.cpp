@@ -1,6 +1,6 @@
 // shm://NAME: the processes of one machine share buckets, slots, the fleet count and the box's
 // utilization; SIGKILL at any instant deadlocks nobody and the dead process's slots come back.
-#include "shm_store.hpp"
+#include "stores/shm_store.hpp"
 
 #include <fcntl.h>
 #include <floodwall.h>
@@ -21,9 +21,9 @@
 #include <thread>
 #include <vector>
 
-#include "clock.hpp"
-#include "policy.hpp"
-#include "store_factory.hpp"
+#include "policy/policy.hpp"
+#include "stores/store_factory.hpp"
+#include "util/clock.hpp"
 
 namespace {
 

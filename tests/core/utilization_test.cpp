@@ -1,8 +1,8 @@
 // The worker utilization shedder, in simulated time, with the seed's numbers.
 #include <gtest/gtest.h>
 
+#include "engine/utilization_shedder.hpp"
 #include "harness.hpp"
-#include "utilization_shedder.hpp"
 
 using floodwall::Tier;
 using floodwall::UtilizationController;

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "backoff.hpp"
-#include "guard.hpp"
-#include "policy.hpp"
-#include "request_tenant.hpp"
+#include "engine/guard.hpp"
+#include "http/backoff.hpp"
+#include "policy/policy.hpp"
+#include "policy/request_tenant.hpp"
 
 using nlohmann::json;
 

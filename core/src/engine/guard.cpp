@@ -1,0 +1,394 @@
+#include "engine/guard.hpp"
+
+#include <algorithm>
+
+#include "stores/memory_store.hpp"
+#include "stores/token_bucket.hpp"
+
+namespace floodwall {
+
+constexpr size_t idx(Limiter l) {
+  return static_cast<size_t>(l);
+}
+
+Guard::Guard(Policy policy, std::unique_ptr<Store> store, const Clock &clock, Rng &rng)
+    : policy_(std::move(policy)), store_(std::move(store)), clock_(clock), rng_(rng), meter_(clock.now_us()) {
+  for (Limiter l : {Limiter::request_rate, Limiter::concurrency, Limiter::fleet, Limiter::utilization})
+    local_modes_[idx(l)] = static_cast<uint8_t>(policy_.configured_mode(l));
+  if (policy_.utilization) controller_ = std::make_unique<UtilizationController>(*policy_.utilization, clock_.now_us());
+  bool remote = policy_.store.rfind("redis", 0) == 0;
+  if (remote && policy_.redis.fallback == Fallback::local)
+    fallback_ = std::make_unique<MemoryStore>(clock_, policy_.max_tenants);
+  if (policy_.leases() && store_->supports_leases())
+    hot_ = std::make_unique<HotTenants>(policy_, *store_, clock_, rng_, metrics_);
+}
+
+// The leases are given back first, then the store goes (its destructor sends what is queued, and fails
+// pending async admits through finish(), which needs the metrics, tickets, meter and leases still alive).
+Guard::~Guard() {
+  if (hot_) hot_->shutdown();
+  store_.reset();
+  hot_.reset();
+}
+
+void Guard::set_mode(Limiter l, Mode m) {
+  local_modes_[idx(l)].store(static_cast<uint8_t>(m));
+}
+
+Mode Guard::mode(Limiter l) const {
+  return policy_.configured(l) ? mode_in_force(l) : Mode::off;
+}
+
+void Guard::report_utilization(double u) {
+  reported_.store(u);
+}
+
+// Samples utilization every sample_s: the application's report when there is one, else the
+// time-weighted in-flight requests over the configured workers.
+void Guard::tick_utilization(int64_t now_us) {
+  std::lock_guard lock(util_mu_);
+  if (now_us < controller_->next_sample_us()) return;
+  double reported = reported_.load();
+  double u = reported;
+  if (std::isnan(reported)) {
+    // This process's busy workers; on a store the machine's processes share, the machine's utilization.
+    double busy = meter_.take_average(now_us);
+    int64_t workers = policy_.utilization->workers;
+    u = store_->box_utilization(busy, workers, now_us).value_or(busy / static_cast<double>(workers));
+  }
+  u = std::clamp(u, 0.0, 1.0);
+  last_util_.store(u);
+  controller_->sample(u, now_us);
+}
+
+double Guard::shedding_amount() {
+  if (!controller_) return 0;
+  int64_t now = clock_.now_us();
+  tick_utilization(now);
+  std::lock_guard lock(util_mu_);
+  return controller_->amount(now);
+}
+
+namespace {
+[[noreturn, gnu::noinline, gnu::cold]] void cost_above_burst(uint64_t cost, int64_t burst) {
+  throw BadRequest("cost: " + std::to_string(cost) + " is above the burst of this tenant's bucket (" +
+                   std::to_string(burst) + "); such a request could never be admitted");
+}
+}  // namespace
+
+void Guard::prepare(const Request &rq, Prepared &p) {
+  if (rq.tenant.empty()) throw BadRequest("tenant: must not be empty");
+  p.op.tenant.assign(rq.tenant);
+  uint64_t cost = rq.cost == 0 ? 1 : rq.cost;
+  p.cost = cost;
+  std::string_view method = rq.method.empty() ? std::string_view("GET") : rq.method;
+  p.route = metrics_.route_index(rq.route);
+
+  if (policy_.request_rate) {
+    p.bucket = policy_.bucket_for(p.op.tenant);
+    // Such a request could never pass; failing it loudly beats a 429 whose Retry-After lies.
+    if (cost > static_cast<uint64_t>(p.bucket->burst)) cost_above_burst(cost, p.bucket->burst);
+    Mode m = mode_in_force(Limiter::request_rate);
+    if (m != Mode::off) {
+      p.op.rate = true;
+      p.op.rate_enforce = m == Mode::enforce;
+      p.op.rate_m = p.bucket->rate_m;
+      p.op.burst_m = p.bucket->burst_m;
+      p.op.cost_m = static_cast<int64_t>(cost) * 1'000'000;
+    }
+  }
+  if (policy_.concurrency && policy_.concurrency->counts(rq.route)) {
+    Mode m = mode_in_force(Limiter::concurrency);
+    if (m != Mode::off) {
+      p.op.conc = true;
+      p.op.conc_enforce = m == Mode::enforce;
+      p.op.conc_limit = policy_.concurrency->limit;
+      p.op.conc_ttl_us = static_cast<int64_t>(policy_.concurrency->ttl_s * 1e6);
+    }
+  }
+  if (policy_.fleet && !rq.critical) {  // critical requests are never counted against the fleet cap
+    Mode m = mode_in_force(Limiter::fleet);
+    if (m != Mode::off) {
+      p.op.fleet = true;
+      p.op.fleet_enforce = m == Mode::enforce;
+      p.op.fleet_cap = policy_.fleet->capacity;
+      p.op.fleet_ttl_us = static_cast<int64_t>(policy_.fleet->ttl_s * 1e6);
+    }
+  }
+  if (p.op.conc || p.op.fleet) p.op.slot = {rng_.next_u64(), rng_.next_u64()};
+
+  if (controller_) {
+    p.util_counted = true;
+    int64_t now = clock_.now_us();
+    tick_utilization(now);
+    Mode m = mode_in_force(Limiter::utilization);
+    if (m != Mode::off) {
+      double amount;
+      {
+        std::lock_guard lock(util_mu_);
+        amount = controller_->amount(now);
+      }
+      double drop = UtilizationController::drop_probability(amount, tier_of(rq.sandbox, rq.critical, method));
+      bool reject = drop > 0 && rng_.next_unit() < drop;
+      metrics_.count(p.route, Limiter::utilization,
+                     !reject              ? Outcome::allowed
+                     : m == Mode::enforce ? Outcome::rejected
+                                          : Outcome::dark_rejected);
+      if (reject && m == Mode::enforce) p.shed = true;
+      if (reject && m == Mode::dark) p.shed_dark = true;
+    }
+  }
+}
+
+fw_ticket Guard::hold(const Held &h) {
+  fw_ticket t = next_ticket_.fetch_add(1, std::memory_order_relaxed);
+  auto &shard = tickets_[t % kTicketShards];
+  std::lock_guard lock(shard.mu);
+  shard.held.emplace(t, h);
+  return t;
+}
+
+namespace {
+// Copied whole into every decision: a copy of a constant is a few vector moves, where assigning the
+// initializer list clears the struct with `rep stos` first.
+constexpr fw_decision kAllowed = [] {
+  fw_decision d = FW_DECISION_INIT;
+  d.allowed = 1;
+  d.status = 200;
+  return d;
+}();
+}  // namespace
+
+void Guard::finish(const Prepared &p, const AdmitResult &store_result, fw_decision &d) {
+  d = kAllowed;
+  d.cost = p.cost;
+  if (p.shed_dark) d.dark_limiter = FW_LIMITER_UTILIZATION;
+  const AdmitOp &op = p.op;
+  if (p.bucket) {
+    d.limit = p.bucket->burst;
+    d.rate = p.bucket->rate;
+  }
+  if (op.conc) d.concurrency_limit = op.conc_limit;
+
+  if (p.shed) {
+    d.allowed = 0;
+    d.status = 503;
+    d.limiter = FW_LIMITER_UTILIZATION;
+    d.retry_after_s = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(policy_.utilization->sample_s)));
+    return;
+  }
+  bool touched_store = op.rate || op.conc || op.fleet;
+  const AdmitResult *res = &store_result;
+  AdmitResult local;
+  if (touched_store && !store_result.decided) {
+    // The store could not answer in time. Never stop limiting silently: count it, and let redis.fallback
+    // decide. "local": the same policy on an in-process table, so a flood is still held.
+    d.fail_reason = static_cast<fw_fail_reason>(store_result.reason);
+    const std::pair<bool, Limiter> asked[] = {
+        {op.rate, Limiter::request_rate}, {op.conc, Limiter::concurrency}, {op.fleet, Limiter::fleet}};
+    for (auto [on, l] : asked)
+      if (on) metrics_.failed(l, store_result.reason);
+    if (fallback_) {
+      local = fallback_->admit(op);
+      res = &local;
+      d.degraded = 1;
+      metrics_.source(Source::fallback);
+    } else if (policy_.redis.fallback == Fallback::closed) {
+      // Refuse what cannot be limited: 503, with a body that says the limiter is unavailable.
+      d.allowed = 0;
+      d.status = 503;
+      d.retry_after_s = 1;
+      metrics_.source(Source::refused);
+      return;
+    } else {
+      // "open": allowed with no limiter at all, and counted as such.
+      d.failed_open = 1;
+      for (auto [on, l] : asked)
+        if (on) metrics_.count(p.route, l, Outcome::failed_open);
+      metrics_.source(Source::failed_open);
+    }
+  } else if (touched_store) {
+    metrics_.source(Source::store);
+  }
+  const AdmitResult &r = *res;
+  if (touched_store && r.decided) {
+    // In the order of the path: the first enforcing limiter that rejected names the rejection.
+    auto verdict = [&](bool on, bool enforce, bool ok, Limiter l, fw_limiter c) {
+      if (!on) return;  // (a limiter an in-process decision did not need is not evaluated: `on` is false)
+      metrics_.count(p.route, l, ok ? Outcome::allowed : enforce ? Outcome::rejected : Outcome::dark_rejected);
+      if (ok) return;
+      if (enforce && d.limiter == FW_LIMITER_NONE) d.limiter = c;
+      if (!enforce && d.dark_limiter == FW_LIMITER_NONE) d.dark_limiter = c;
+    };
+    verdict(op.rate && r.rate_evaluated, op.rate_enforce, r.rate_ok, Limiter::request_rate, FW_LIMITER_REQUEST_RATE);
+    verdict(op.conc && r.conc_evaluated, op.conc_enforce, r.conc_ok, Limiter::concurrency, FW_LIMITER_CONCURRENCY);
+    verdict(op.fleet && r.fleet_evaluated, op.fleet_enforce, r.fleet_ok, Limiter::fleet, FW_LIMITER_FLEET);
+    if (op.rate) {
+      d.remaining = r.tokens_m / 1'000'000;
+      d.reset_s = seconds_until(op.rate_m, r.tokens_m, op.burst_m);
+    }
+    if (op.conc) d.concurrency_remaining = std::max<int64_t>(0, op.conc_limit - r.conc_count);
+    if (d.limiter != FW_LIMITER_NONE) {
+      d.allowed = 0;
+      d.status = d.limiter == FW_LIMITER_FLEET ? 503 : 429;
+      d.retry_after_s = d.limiter == FW_LIMITER_REQUEST_RATE
+                            ? std::max<int64_t>(1, seconds_until(op.rate_m, r.tokens_m, op.cost_m))
+                            : 1;  // a slot frees when any in-flight request ends; come back soon
+    }
+    if (op.rate || op.conc) metrics_.tenant_seen(op.tenant, !d.allowed);
+  }
+  if (!d.allowed) return;
+  bool conc = op.conc && r.decided && r.committed && r.conc_ok;
+  bool fleet = op.fleet && r.decided && r.committed && r.fleet_ok;
+  if (!(conc || fleet || p.util_counted)) return;  // nothing to give back: no ticket (leased ones included)
+  Held h;
+  h.tenant = op.tenant;
+  h.slot = r.slot_leased ? r.leased_slot : op.slot;
+  h.leased = conc && r.slot_leased;
+  h.slot_lease_until_us = r.slot_lease_until_us;
+  h.conc = conc && !h.leased;
+  h.fleet_in_process = fleet && r.fleet_in_process;
+  h.fleet = fleet && !h.fleet_in_process;
+  h.in_flight = p.util_counted;
+  h.local = d.degraded;
+  if (h.in_flight) meter_.change(+1, clock_.now_us());
+  d.ticket = hold(h);
+}
+
+void Guard::admit(const Request &rq, fw_decision &out) {
+  Prepared p;
+  prepare(rq, p);
+  bool asks = !p.shed && (p.op.rate || p.op.conc || p.op.fleet);
+  if (asks && hot_) {
+    if (HotTenants::EntryRef e = hot_->track(p.op, clock_.now_us())) {
+      AdmitResult r;
+      if (hot_->admit(*e, p.op, r) == HotTenants::Outcome::decided) return finish(p, r, out);
+      int64_t sent = clock_.now_us();
+      r = store_->admit(p.op);
+      hot_->learn(*e, p.op, r, sent);
+      return finish(p, r, out);
+    }
+  }
+  finish(p, asks ? store_->admit(p.op) : AdmitResult{}, out);
+}
+
+namespace {
+// Whether the admit this thread is submitting has completed already. A callback may submit another
+// admit, so each submission keeps the outer one's state and puts it back.
+thread_local bool tl_submitting = false;
+thread_local bool tl_completed_inline = false;
+}  // namespace
+
+class Guard::Pending final : public AdmitCompletion, public LeaseWaiter {
+ public:
+  Pending(Guard &g, fw_admit_cb cb, void *payload) : g_(g), cb_(cb), payload_(payload) {}
+  Prepared p;
+  HotTenants::EntryRef hot;  // the tenant is hot here
+  HotTenants::AsyncState hot_state;
+  int64_t sent_us = 0;  // an exact admit of a hot tenant: when it was sent
+  void wake() override { g_.resume_hot(this); }
+  void complete(AdmitResult &&r) override {
+    fw_decision d = FW_DECISION_INIT;
+    int status = 0;
+    try {
+      if (hot) g_.hot_->learn(*hot, p.op, r, sent_us);
+      g_.finish(p, r, d);
+    } catch (...) {
+      status = FW_ERROR;
+    }
+    if (tl_submitting) tl_completed_inline = true;  // before cb: it may submit admits of its own
+    cb_(payload_, status, &d);
+    delete this;
+  }
+
+ private:
+  Guard &g_;
+  fw_admit_cb cb_;
+  void *payload_;
+};
+
+void Guard::resume_hot(Pending *pending) {
+  AdmitResult r;
+  switch (hot_->admit_async(*pending->hot, pending->p.op, r, *pending, pending->hot_state)) {
+    case HotTenants::Outcome::decided: pending->complete(std::move(r)); return;
+    case HotTenants::Outcome::waiting: return;  // woken (resume_hot again) when the lease call completes
+    case HotTenants::Outcome::exact:
+      pending->sent_us = clock_.now_us();
+      store_->admit_async(pending->p.op, pending);
+      return;
+  }
+}
+
+bool Guard::admit_async(const Request &rq, fw_admit_cb cb, void *payload) {
+  auto pending = std::make_unique<Pending>(*this, cb, payload);
+  prepare(rq, pending->p);
+  if (pending->p.shed || !(pending->p.op.rate || pending->p.op.conc || pending->p.op.fleet)) {
+    pending.release()->complete(AdmitResult{});
+    return true;
+  }
+  if (hot_) pending->hot = hot_->track(pending->p.op, clock_.now_us());
+  bool outer_submitting = tl_submitting, outer_completed = tl_completed_inline;
+  tl_submitting = true;
+  tl_completed_inline = false;
+  Pending *raw = pending.release();
+  if (raw->hot)
+    resume_hot(raw);  // raw may be gone once this returns
+  else
+    store_->admit_async(raw->p.op, raw);
+  bool completed = tl_completed_inline;
+  tl_submitting = outer_submitting;
+  tl_completed_inline = outer_completed;
+  return completed;
+}
+
+void Guard::release(fw_ticket t) {
+  if (t == 0) return;
+  auto &shard = tickets_[t % kTicketShards];
+  Held h;
+  {
+    std::lock_guard lock(shard.mu);
+    auto it = shard.held.find(t);
+    if (it == shard.held.end()) return;  // released already: idempotent
+    h = it->second;
+    shard.held.erase(it);
+  }
+  if (h.in_flight) meter_.change(-1, clock_.now_us());
+  if (h.leased) hot_->release_slot(h.tenant, h.slot, h.slot_lease_until_us);
+  if (h.fleet_in_process) hot_->release_fleet_share();
+  if (h.conc || h.fleet) {
+    ReleaseOp op;
+    op.tenant = h.tenant;
+    op.slot = h.slot;
+    op.conc = h.conc;
+    op.fleet = h.fleet;
+    (h.local ? *fallback_ : *store_).release(op);
+  }
+}
+
+Gauges Guard::gauges() {
+  Gauges g;
+  g.shedding_amount = shedding_amount();
+  g.utilization = last_util_.load();
+  g.in_flight = meter_.in_flight();
+  for (Limiter l : {Limiter::request_rate, Limiter::concurrency, Limiter::fleet, Limiter::utilization}) {
+    g.configured[idx(l)] = policy_.configured(l);
+    g.modes[idx(l)] = mode(l);
+  }
+  if (hot_) {
+    HotTenants::Held held = hot_->held();
+    g.leases = true;
+    g.hot_tenants = held.hot_tenants;
+    g.tokens_in_hand = held.tokens;
+    g.slots_in_hand = held.slots;
+  }
+  return g;
+}
+
+std::string Guard::metrics_json() {
+  return metrics_.json(store_->stats(), gauges());
+}
+std::string Guard::metrics_prometheus() {
+  return metrics_.prometheus(store_->stats(), gauges());
+}
+
+}  // namespace floodwall

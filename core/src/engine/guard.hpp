@@ -1,0 +1,132 @@
+// The Guard: the path of one request through the four limiters, cheapest first.
+//   mode flags -> utilization shedder (local, no I/O)
+//   -> request rate + concurrency (one atomic store operation) -> fleet shedder (non-critical only)
+// A request that one limiter rejects leaves every other limiter's state as if it had never arrived.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string_view>
+#include <unordered_map>
+
+#include "engine/hot_tenants.hpp"
+#include "engine/utilization_shedder.hpp"
+#include "floodwall.h"
+#include "metrics/metrics.hpp"
+#include "policy/policy.hpp"
+#include "stores/store.hpp"
+#include "util/clock.hpp"
+
+namespace floodwall {
+
+// A request the Guard refuses to decide (empty tenant, cost above the burst); names the field.
+class BadRequest : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+struct Request {
+  std::string_view tenant;
+  std::string_view route;   // "" is the default route
+  std::string_view method;  // "GET" when empty
+  uint64_t cost = 1;        // 0 counts as 1
+  bool critical = false;
+  bool sandbox = false;
+};
+
+class Guard {
+ public:
+  // The clock and rng must outlive the Guard; `store` is owned.
+  Guard(Policy policy, std::unique_ptr<Store> store, const Clock &clock, Rng &rng);
+  ~Guard();
+
+  // Fills `out`; throws BadRequest for a request that cannot be decided.
+  void admit(const Request &rq, fw_decision &out);
+  // Calls cb exactly once (inline for the memory store); throws BadRequest before calling it. Returns
+  // true when cb has been called before the return (on this thread).
+  bool admit_async(const Request &rq, fw_admit_cb cb, void *payload);
+  void release(fw_ticket t);
+
+  void set_mode(Limiter l, Mode m);
+  Mode mode(Limiter l) const;  // in force: the fleet-wide one when set, else the local one
+  Mode local_mode(Limiter l) const {
+    return static_cast<Mode>(local_modes_[static_cast<size_t>(l)].load(std::memory_order_relaxed));
+  }
+  // In a forked child that made its own Guard: close what this one inherited, touch nothing else.
+  void abandon_after_fork() { store_->abandon_after_fork(); }
+  void report_utilization(double u);
+  double shedding_amount();
+
+  std::string metrics_json();
+  std::string metrics_prometheus();
+  const Policy &policy() const { return policy_; }
+  Store &store() { return *store_; }
+
+ private:
+  struct Prepared {
+    AdmitOp op;
+    int route = 0;
+    bool shed = false;       // the utilization shedder rejects (enforced)
+    bool shed_dark = false;  // it would have rejected (dark)
+    bool util_counted = false;
+    const BucketLimits *bucket = nullptr;
+    uint64_t cost = 1;  // the tokens asked for (0 counted as 1), for the rejection's message
+  };
+  struct Held {
+    TenantKey tenant;
+    SlotId slot;
+    bool conc = false, fleet = false, in_flight = false;
+    bool local = false;  // the slots are in the fallback table, not in the store
+    // A hot tenant's: the slot goes back to its lease (until its lease ends), the fleet share to the
+    // count this client reports.
+    bool leased = false, fleet_in_process = false;
+    int64_t slot_lease_until_us = 0;
+  };
+  class Pending;
+  void resume_hot(Pending *pending);  // an async admit of a hot tenant: decided, waiting, or exact
+
+  // mode() of a limiter the policy configures: the fleet-wide one when set, else the local one.
+  Mode mode_in_force(Limiter l) const {
+    int8_t fleet_wide = store_->fleet_mode(l);
+    return static_cast<Mode>(fleet_wide >= 0 ? fleet_wide
+                                             : local_modes_[static_cast<size_t>(l)].load(std::memory_order_relaxed));
+  }
+  void prepare(const Request &rq, Prepared &p);
+  void finish(const Prepared &p, const AdmitResult &r, fw_decision &d);
+  void tick_utilization(int64_t now_us);
+  fw_ticket hold(const Held &h);
+  Gauges gauges();
+
+  Policy policy_;
+  std::unique_ptr<Store> store_;
+  // redis.fallback "local": the table of the same policy that decides while the store cannot.
+  std::unique_ptr<Store> fallback_;
+  const Clock &clock_;
+  Rng &rng_;
+  Metrics metrics_;
+  // Policy leases on a store that supports them: hot tenants decided in process (hot_tenants.hpp).
+  std::unique_ptr<HotTenants> hot_;
+  std::array<std::atomic<uint8_t>, kLimiterCount> local_modes_{};
+
+  // Utilization shedder.
+  std::mutex util_mu_;
+  std::unique_ptr<UtilizationController> controller_;
+  InFlightMeter meter_;
+  std::atomic<double> reported_{NAN};
+  std::atomic<double> last_util_{0};
+
+  // Tickets: what each admitted request holds until it is released.
+  static constexpr size_t kTicketShards = 16;
+  struct TicketShard {
+    std::mutex mu;
+    std::unordered_map<fw_ticket, Held> held;
+  };
+  std::array<TicketShard, kTicketShards> tickets_;
+  std::atomic<fw_ticket> next_ticket_{1};
+};
+
+}  // namespace floodwall

@@ -1,0 +1,43 @@
+// The one formatter of response headers and bodies, so that Python, Node and Ruby services answer
+// byte for byte alike. Every value is built from numbers and the policy: no caller byte reaches it.
+//
+// Headers follow the IETF httpapi RateLimit fields draft (draft-ietf-httpapi-ratelimit-headers, the
+// revision of May 2026): RateLimit-Policy lists every policy that applies ("request_rate";q=burst;w=...,
+// "concurrency";q=N;qu="concurrent-requests"); RateLimit reports one service limit, the one closest to
+// exhaustion (on a rejection, the one that rejected), with r the available quota and t the effective
+// window. On a rejection t is the Retry-After value, so Retry-After never points earlier than the end
+// of the effective window (the draft's rule); otherwise t is the seconds until the bucket is full again.
+// RateLimit-Limit, -Remaining and -Reset stay for the clients that read the older drafts.
+#pragma once
+
+#include <array>
+#include <string>
+
+#include "floodwall.h"
+#include "policy/policy.hpp"
+
+namespace floodwall {
+
+struct HeaderField {
+  const char *name = nullptr;  // static, canonical case
+  std::string value;
+};
+
+// The limit headers of a decision, in a fixed order; at most FW_RESPONSE_MAX_HEADERS of them.
+struct HeaderFields {
+  std::array<HeaderField, FW_RESPONSE_MAX_HEADERS> items;
+  size_t count = 0;
+};
+HeaderFields response_headers(const fw_decision &d);
+
+// The same as "Name: value\r\n" lines.
+std::string format_headers(const fw_decision &d);
+// The body of a rejection in the policy's body_format; empty for an allowed decision.
+std::string format_body(const fw_decision &d, const Policy &p);
+// Its media type: "application/json" or "application/problem+json"; "" for an allowed decision.
+const char *body_content_type(const fw_decision &d, const Policy &p);
+// Shortest text that reads back as the same double ("100", "0.5").
+std::string format_number(double v);
+void append_json_string(std::string &out, std::string_view s);
+
+}  // namespace floodwall

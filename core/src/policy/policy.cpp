@@ -1,0 +1,516 @@
+#include "policy/policy.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "stores/token_bucket.hpp"
+
+namespace floodwall {
+
+using nlohmann::json;
+
+const char *limiter_name(Limiter l) {
+  switch (l) {
+    case Limiter::request_rate: return "request_rate";
+    case Limiter::concurrency: return "concurrency";
+    case Limiter::fleet: return "fleet";
+    case Limiter::utilization: return "utilization";
+    case Limiter::none: break;
+  }
+  return "none";
+}
+
+const char *mode_name(Mode m) {
+  switch (m) {
+    case Mode::enforce: return "enforce";
+    case Mode::dark: return "dark";
+    case Mode::off: return "off";
+  }
+  return "enforce";
+}
+
+const char *fallback_name(Fallback f) {
+  switch (f) {
+    case Fallback::local: return "local";
+    case Fallback::open: return "open";
+    case Fallback::closed: return "closed";
+  }
+  return "local";
+}
+
+bool ConcurrencyPolicy::counts(std::string_view route) const {
+  if (routes.empty()) return true;
+  for (const auto &r : routes)
+    if (r == route) return true;
+  return false;
+}
+
+const BucketLimits *Policy::override_for(const TenantKey &key) const {
+  auto it = request_rate->overrides.find(key.view());
+  return it != request_rate->overrides.end() ? &it->second : &request_rate->limits;
+}
+
+bool Policy::configured(Limiter l) const {
+  switch (l) {
+    case Limiter::request_rate: return request_rate.has_value();
+    case Limiter::concurrency: return concurrency.has_value();
+    case Limiter::fleet: return fleet.has_value();
+    case Limiter::utilization: return utilization.has_value();
+    case Limiter::none: break;
+  }
+  return false;
+}
+
+Mode Policy::configured_mode(Limiter l) const {
+  switch (l) {
+    case Limiter::request_rate: return request_rate ? request_rate->mode : Mode::off;
+    case Limiter::concurrency: return concurrency ? concurrency->mode : Mode::off;
+    case Limiter::fleet: return fleet ? fleet->mode : Mode::off;
+    case Limiter::utilization: return utilization ? utilization->mode : Mode::off;
+    case Limiter::none: break;
+  }
+  return Mode::off;
+}
+
+namespace {
+
+// JSON has no NaN or Infinity, but JSON writers of Python and Ruby emit them. Turn those bare tokens
+// into strings so that validation can name the field that holds one, instead of a parse error.
+std::string quote_non_finite(std::string_view in) {
+  std::string out;
+  out.reserve(in.size());
+  bool in_string = false;
+  for (size_t i = 0; i < in.size(); i++) {
+    char c = in[i];
+    if (in_string) {
+      out.push_back(c);
+      if (c == '\\' && i + 1 < in.size())
+        out.push_back(in[++i]);
+      else if (c == '"')
+        in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+      out.push_back(c);
+      continue;
+    }
+    bool replaced = false;
+    for (std::string_view tok : {"-Infinity", "Infinity", "NaN"}) {
+      if (in.substr(i, tok.size()) == tok) {
+        out += '"';
+        out += tok;
+        out += '"';
+        i += tok.size() - 1;
+        replaced = true;
+        break;
+      }
+    }
+    if (!replaced) out.push_back(c);
+  }
+  return out;
+}
+
+std::string format_seconds(double s) {
+  std::ostringstream o;
+  o << s;
+  return o.str();
+}
+
+std::string show(const json &v) {
+  std::string s = v.dump(-1, ' ', true, json::error_handler_t::replace);
+  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  return s;
+}
+
+class Section {
+ public:
+  Section(const json &obj, std::string path, std::set<std::string> allowed) : obj_(obj), path_(std::move(path)) {
+    if (!obj_.is_object())
+      throw PolicyError(path_.empty() ? "policy" : path_, "must be an object (got " + show(obj_) + ")");
+    for (const auto &[k, v] : obj_.items()) {
+      (void)v;
+      if (!allowed.count(k)) throw PolicyError(field(k), "unknown key");
+    }
+  }
+
+  // An empty key is shown as "" so that the error still names something (found by fuzz/policy_fuzz).
+  std::string field(const std::string &k) const {
+    std::string name = k.empty() ? "\"\"" : k;
+    return path_.empty() ? name : path_ + "." + name;
+  }
+  bool has(const char *k) const { return obj_.contains(k); }
+  const json &at(const char *k) const { return obj_.at(k); }
+
+  // A finite number; min is exclusive when `open`.
+  double number(const char *k, std::optional<double> dflt, double min, bool open, double max) const {
+    if (!has(k)) {
+      if (dflt) return *dflt;
+      throw PolicyError(field(k), "is required");
+    }
+    const json &v = at(k);
+    if (!v.is_number()) throw PolicyError(field(k), "must be a finite number (got " + show(v) + ")");
+    double d = v.get<double>();
+    if (!std::isfinite(d)) throw PolicyError(field(k), "must be a finite number");
+    if (open ? !(d > min) : !(d >= min)) {
+      std::ostringstream o;
+      o << "must be " << (open ? "> " : ">= ") << min << " (got " << show(v) << ")";
+      throw PolicyError(field(k), o.str());
+    }
+    if (d > max) {
+      std::ostringstream o;
+      o << "must be at most " << max << " (got " << show(v) << ")";
+      throw PolicyError(field(k), o.str());
+    }
+    return d;
+  }
+
+  int64_t integer(const char *k, std::optional<int64_t> dflt, int64_t min, int64_t max) const {
+    if (!has(k)) {
+      if (dflt) return *dflt;
+      throw PolicyError(field(k), "is required");
+    }
+    const json &v = at(k);
+    bool whole =
+        v.is_number_integer() || (v.is_number_float() && std::isfinite(v.get<double>()) &&
+                                  std::floor(v.get<double>()) == v.get<double>() && std::fabs(v.get<double>()) < 9e15);
+    if (!whole) throw PolicyError(field(k), "must be a whole number (got " + show(v) + ")");
+    double d = v.get<double>();
+    if (d < static_cast<double>(min) || d > static_cast<double>(max) ||
+        (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(max))) {
+      throw PolicyError(field(k), "must be between " + std::to_string(min) + " and " + std::to_string(max) + " (got " +
+                                      show(v) + ")");
+    }
+    return v.is_number_float() ? static_cast<int64_t>(d) : v.get<int64_t>();
+  }
+
+  bool boolean(const char *k, bool dflt) const {
+    if (!has(k)) return dflt;
+    const json &v = at(k);
+    if (!v.is_boolean()) throw PolicyError(field(k), "must be true or false (got " + show(v) + ")");
+    return v.get<bool>();
+  }
+
+  std::string string(const char *k, const std::string &dflt) const {
+    if (!has(k)) return dflt;
+    const json &v = at(k);
+    if (!v.is_string()) throw PolicyError(field(k), "must be a string (got " + show(v) + ")");
+    return v.get<std::string>();
+  }
+
+  Mode mode() const {
+    if (!has("mode")) return Mode::enforce;
+    std::string m = string("mode", "enforce");
+    if (m == "enforce") return Mode::enforce;
+    if (m == "dark") return Mode::dark;
+    if (m == "off") return Mode::off;
+    throw PolicyError(field("mode"), "must be \"enforce\", \"dark\" or \"off\" (got " + show(at("mode")) + ")");
+  }
+
+ private:
+  const json &obj_;
+  std::string path_;
+};
+
+// A file the client reads when it connects: named in the error with its path when it cannot be read.
+std::string readable_file(const Section &s, const char *k) {
+  std::string path = s.string(k, "");
+  if (path.empty()) throw PolicyError(s.field(k), "must name a file");
+  std::ifstream f(path);
+  if (!f.good()) throw PolicyError(s.field(k), "cannot read \"" + path + "\"");
+  return path;
+}
+
+// redis.tls, redis.username, redis.password_env and redis.clock. The URL's own user and password are
+// the store's (redis/url.hpp); giving them twice is an error rather than a guess at which one wins.
+void redis_access(const Section &s, Policy &p) {
+  bool tls_url = p.store.rfind("rediss", 0) == 0;
+  if (s.has("tls")) {
+    if (!tls_url) throw PolicyError("redis.tls", "applies to rediss:// stores only (the store is not one)");
+    Section t(s.at("tls"), "redis.tls", {"ca_file", "cert_file", "key_file", "server_name", "insecure"});
+    RedisOptions::Tls &tls = p.redis.tls;
+    tls.insecure = t.boolean("insecure", false);
+    if (tls.insecure && t.has("ca_file"))
+      throw PolicyError("redis.tls.insecure",
+                        "turns verification off, so redis.tls.ca_file would not be used: remove one of them");
+    if (t.has("ca_file")) tls.ca_file = readable_file(t, "ca_file");
+    if (t.has("cert_file") != t.has("key_file"))
+      throw PolicyError(t.has("cert_file") ? "redis.tls.key_file" : "redis.tls.cert_file",
+                        "is required with the other (mutual TLS needs the certificate and its key)");
+    if (t.has("cert_file")) {
+      tls.cert_file = readable_file(t, "cert_file");
+      tls.key_file = readable_file(t, "key_file");
+    }
+    tls.server_name = t.string("server_name", "");
+  }
+  auto url_userinfo = [&] {
+    auto scheme = p.store.find("://");
+    auto at = p.store.rfind('@');
+    return scheme != std::string::npos && at != std::string::npos && at > scheme;
+  };
+  if (s.has("username")) {
+    p.redis.username = s.string("username", "");
+    if (p.redis.username.empty()) throw PolicyError("redis.username", "must not be empty");
+    if (url_userinfo()) throw PolicyError("redis.username", "is given in the store URL too: keep one of them");
+  }
+  if (s.has("password_env")) {
+    std::string var = s.string("password_env", "");
+    if (var.empty()) throw PolicyError("redis.password_env", "must name an environment variable");
+    if (url_userinfo()) throw PolicyError("redis.password_env", "the store URL has a password too: keep one of them");
+    const char *v = std::getenv(var.c_str());
+    if (!v || !*v) throw PolicyError("redis.password_env", "the environment variable " + var + " is not set");
+    p.redis.password = v;
+  }
+  if (s.has("clock")) {
+    std::string c = s.string("clock", "redis");
+    if (c == "redis")
+      p.redis.clock = RedisOptions::Clock::redis;
+    else if (c == "client")
+      p.redis.clock = RedisOptions::Clock::client;
+    else
+      throw PolicyError("redis.clock", "must be \"redis\" or \"client\" (got " + show(s.at("clock")) + ")");
+  }
+}
+
+BucketLimits bucket(const Section &s) {
+  BucketLimits b;
+  // A rate above a million tokens per second is not a limit any more; the bound keeps the
+  // micro-token arithmetic inside the integers a double holds exactly.
+  b.rate = s.number("rate", std::nullopt, 0, true, 1e6);
+  b.burst = s.integer("burst", std::nullopt, 1, 1'000'000'000);
+  b.rate_m = static_cast<int64_t>(std::llround(b.rate * 1e6));
+  if (b.rate_m < 1) throw PolicyError(s.field("rate"), "must be at least 0.000001");
+  b.burst_m = b.burst * 1'000'000;
+  // The bucket's state is the instant it is full again, in ns; a refill from empty must stay below
+  // 2^53 ns so that Lua's doubles hold every debt exactly (token_bucket.hpp).
+  // Compared as a double first: a refill beyond int64 (a burst of 1e9 at 0.000001/s) would overflow the
+  // conversion in bucket_cost_ns and pass the check (found by fuzz/policy_fuzz).
+  if (static_cast<double>(b.burst_m) * 1e9 / static_cast<double>(b.rate_m) > static_cast<double>(kMaxRefillNs) ||
+      bucket_cost_ns(b.rate_m, b.burst_m) > kMaxRefillNs)
+    throw PolicyError(s.field("burst"), "takes more than 90 days to refill at this rate (burst / rate)");
+  return b;
+}
+
+bool valid_prefix(const std::string &p) {
+  if (p.empty() || p.size() > 64) return false;
+  for (unsigned char c : p)
+    if (!(std::isalnum(c) || c == '_' || c == '-' || c == '.' || c == ':')) return false;
+  return true;
+}
+
+// The "tenant" section: where a request that names no tenant takes its key from (request_tenant.hpp).
+TenantPolicy tenant_policy(const json &v) {
+  Section s(v, "tenant", {"from", "trusted_proxies", "forwarded_header", "ipv6_prefix"});
+  TenantPolicy t;
+  if (s.has("from")) {
+    const json &from = s.at("from");
+    if (!from.is_array() || from.empty())
+      throw PolicyError("tenant.from", "must be a non-empty array of \"authorization\", \"x-api-key\" or \"ip\" (got " +
+                                           show(from) + ")");
+    t.from.clear();
+    for (size_t i = 0; i < from.size(); i++) {
+      std::string path = "tenant.from[" + std::to_string(i) + "]";
+      std::string name = from[i].is_string() ? from[i].get<std::string>() : "";
+      TenantPolicy::Source src;
+      if (name == "authorization")
+        src = TenantPolicy::Source::authorization;
+      else if (name == "x-api-key")
+        src = TenantPolicy::Source::api_key;
+      else if (name == "ip")
+        src = TenantPolicy::Source::ip;
+      else
+        throw PolicyError(path, "must be \"authorization\", \"x-api-key\" or \"ip\" (got " + show(from[i]) + ")");
+      // A repeated source would be tried twice for nothing: most likely a typo for another one.
+      if (std::find(t.from.begin(), t.from.end(), src) != t.from.end())
+        throw PolicyError(path, "\"" + name + "\" is listed twice");
+      t.from.push_back(src);
+    }
+  }
+  if (s.has("trusted_proxies")) {
+    const json &tp = s.at("trusted_proxies");
+    if (!tp.is_array())
+      throw PolicyError("tenant.trusted_proxies", "must be an array of IP addresses or CIDRs (got " + show(tp) + ")");
+    if (tp.size() > 1024) throw PolicyError("tenant.trusted_proxies", "must have at most 1024 entries");
+    for (size_t i = 0; i < tp.size(); i++) {
+      std::optional<Cidr> c;
+      if (tp[i].is_string()) c = parse_cidr(tp[i].get<std::string>());
+      if (!c)
+        throw PolicyError("tenant.trusted_proxies[" + std::to_string(i) + "]",
+                          "must be an IP address or CIDR (got " + show(tp[i]) + ")");
+      t.trusted_proxies.push_back(*c);
+    }
+    normalize_networks(t.trusted_proxies);
+  }
+  if (s.has("forwarded_header")) {
+    std::string h = s.string("forwarded_header", "x-forwarded-for");
+    if (h == "x-forwarded-for")
+      t.forwarded_header = TenantPolicy::ForwardedHeader::x_forwarded_for;
+    else if (h == "forwarded")
+      t.forwarded_header = TenantPolicy::ForwardedHeader::forwarded;
+    else
+      throw PolicyError("tenant.forwarded_header",
+                        "must be \"x-forwarded-for\" or \"forwarded\" (got " + show(s.at("forwarded_header")) + ")");
+  }
+  t.ipv6_prefix = static_cast<int>(s.integer("ipv6_prefix", t.ipv6_prefix, 1, 128));
+  return t;
+}
+
+}  // namespace
+
+Policy parse_policy(std::string_view text) {
+  json doc;
+  try {
+    doc = json::parse(quote_non_finite(text));
+  } catch (const json::exception &e) {  // parse_error, and out_of_range for a number beyond a double (1e400)
+    throw PolicyError("policy", std::string("is not valid JSON (") + e.what() + ")");
+  }
+  Section top(doc, "",
+              {"store", "prefix", "docs_url", "body_format", "max_tenants", "request_rate", "concurrency", "fleet",
+               "utilization", "redis", "description", "tenant"});
+  Policy p;
+  p.store = top.string("store", p.store);
+  p.prefix = top.string("prefix", p.prefix);
+  if (!valid_prefix(p.prefix)) throw PolicyError("prefix", "must be 1-64 characters of [A-Za-z0-9_.:-]");
+  p.docs_url = top.string("docs_url", "");
+  if (p.docs_url.size() > 512) throw PolicyError("docs_url", "must be at most 512 characters");
+  if (top.has("body_format")) {
+    std::string f = top.string("body_format", "json");
+    if (f == "json")
+      p.body_format = BodyFormat::json;
+    else if (f == "problem+json")
+      p.body_format = BodyFormat::problem_json;
+    else
+      throw PolicyError("body_format",
+                        "must be \"json\" or \"problem+json\" (got " + show(top.at("body_format")) + ")");
+  }
+  top.string("description", "");
+  p.max_tenants = top.integer("max_tenants", p.max_tenants, 1, 100'000'000);
+
+  if (top.has("request_rate")) {
+    Section s(top.at("request_rate"), "request_rate", {"rate", "burst", "overrides", "mode", "lease"});
+    RequestRatePolicy rr;
+    rr.limits = bucket(s);
+    rr.mode = s.mode();
+    if (s.has("lease")) {
+      // A lease larger than the bucket could never be granted whole; an override with a smaller bucket
+      // leases at most its own burst (hot_tenants.hpp).
+      Section ls(s.at("lease"), "request_rate.lease", {"max_tokens", "ttl_ms"});
+      TokenLeasePolicy l;
+      l.max_tokens = ls.integer("max_tokens", std::nullopt, 1, 1'000'000'000);
+      if (l.max_tokens > rr.limits.burst)
+        throw PolicyError("request_rate.lease.max_tokens", "must be at most the burst, " +
+                                                               std::to_string(rr.limits.burst) + " (got " +
+                                                               std::to_string(l.max_tokens) + ")");
+      l.ttl_ms = ls.integer("ttl_ms", std::nullopt, 1, 60'000);
+      rr.lease = l;
+    }
+    if (s.has("overrides")) {
+      const json &o = s.at("overrides");
+      if (!o.is_object()) throw PolicyError("request_rate.overrides", "must be an object of tenant ids");
+      for (const auto &[tenant, limits] : o.items()) {
+        std::string path = "request_rate.overrides." + tenant;
+        if (tenant.empty()) throw PolicyError("request_rate.overrides", "a tenant id must not be empty");
+        Section os(limits, path, {"rate", "burst"});
+        rr.overrides.emplace(std::string(TenantKey(tenant).view()), bucket(os));
+      }
+    }
+    p.request_rate = std::move(rr);
+  }
+  if (top.has("concurrency")) {
+    Section s(top.at("concurrency"), "concurrency", {"limit", "ttl_s", "routes", "mode", "lease"});
+    ConcurrencyPolicy c;
+    c.limit = s.integer("limit", std::nullopt, 1, 1'000'000);
+    c.ttl_s = s.number("ttl_s", 60.0, 0, true, 86400);
+    c.mode = s.mode();
+    if (s.has("lease")) {
+      Section ls(s.at("lease"), "concurrency.lease", {"max_slots", "ttl_ms"});
+      SlotLeasePolicy l;
+      l.max_slots = ls.integer("max_slots", std::nullopt, 1, kMaxLeasedSlots);
+      if (l.max_slots > c.limit)
+        throw PolicyError("concurrency.lease.max_slots", "must be at most the limit, " + std::to_string(c.limit) +
+                                                             " (got " + std::to_string(l.max_slots) + ")");
+      l.ttl_ms = ls.integer("ttl_ms", std::nullopt, 1, 60'000);
+      // A leased slot counts from its lease's start in Redis' set, and the set forgets slots older than
+      // ttl_s: a lease ends well before its slots could be swept while a request still holds them.
+      if (static_cast<double>(l.ttl_ms) * 2 > c.ttl_s * 1000)
+        throw PolicyError("concurrency.lease.ttl_ms", "must be at most half of concurrency.ttl_s (got " +
+                                                          std::to_string(l.ttl_ms) + " ms against ttl_s " +
+                                                          format_seconds(c.ttl_s) + ")");
+      c.lease = l;
+    }
+    if (s.has("routes")) {
+      const json &r = s.at("routes");
+      if (!r.is_array()) throw PolicyError("concurrency.routes", "must be an array of route names");
+      for (size_t i = 0; i < r.size(); i++) {
+        if (!r[i].is_string() || r[i].get<std::string>().empty())
+          throw PolicyError("concurrency.routes[" + std::to_string(i) + "]", "must be a non-empty string");
+        c.routes.push_back(r[i].get<std::string>());
+      }
+    }
+    p.concurrency = std::move(c);
+  }
+  if (top.has("fleet")) {
+    Section s(top.at("fleet"), "fleet", {"capacity", "ttl_s", "mode"});
+    FleetPolicy f;
+    f.capacity = s.integer("capacity", std::nullopt, 1, 100'000'000);
+    f.ttl_s = s.number("ttl_s", 60.0, 0, true, 86400);
+    f.mode = s.mode();
+    p.fleet = f;
+  }
+  if (top.has("utilization")) {
+    Section s(top.at("utilization"), "utilization",
+              {"workers", "good", "bad", "delay_s", "ramp_s", "sample_s", "mode"});
+    UtilizationPolicy u;
+    u.workers = s.integer("workers", 1, 1, 1'000'000);
+    u.good = s.number("good", 0.7, 0, true, 1);
+    u.bad = s.number("bad", 0.8, 0, true, 1);
+    if (u.bad < u.good) throw PolicyError("utilization.bad", "must be >= utilization.good");
+    if (u.bad >= 1) throw PolicyError("utilization.bad", "must be < 1");
+    u.delay_s = s.number("delay_s", 28.0, 0, false, 86400);
+    u.ramp_s = s.number("ramp_s", 120.0, 0, true, 86400);
+    u.sample_s = s.number("sample_s", 8.0, 0, true, 3600);
+    u.mode = s.mode();
+    p.utilization = u;
+  }
+  if (top.has("redis")) {
+    if (top.at("redis").is_object() && top.at("redis").contains("breaker_failures"))
+      throw PolicyError("redis.breaker_failures",
+                        "no longer exists: the breaker opens on a failure rate (redis.breaker_min_calls, "
+                        "redis.breaker_failure_ratio, redis.breaker_window_ms), not on consecutive failures");
+    Section s(
+        top.at("redis"), "redis",
+        {"deadline_ms", "connect_timeout_ms", "connections", "fallback", "breaker_min_calls", "breaker_failure_ratio",
+         "breaker_window_ms", "breaker_open_ms", "flags_poll_ms", "tls", "username", "password_env", "clock"});
+    redis_access(s, p);
+    p.redis.deadline_ms = s.integer("deadline_ms", p.redis.deadline_ms, 1, 60'000);
+    p.redis.connect_timeout_ms = s.integer("connect_timeout_ms", p.redis.connect_timeout_ms, 1, 60'000);
+    p.redis.connections = s.integer("connections", p.redis.connections, 1, 16);
+    if (s.has("fallback")) {
+      std::string f = s.string("fallback", "local");
+      if (f == "local")
+        p.redis.fallback = Fallback::local;
+      else if (f == "open")
+        p.redis.fallback = Fallback::open;
+      else if (f == "closed")
+        p.redis.fallback = Fallback::closed;
+      else
+        throw PolicyError("redis.fallback",
+                          "must be \"local\", \"open\" or \"closed\" (got " + show(s.at("fallback")) + ")");
+    }
+    p.redis.breaker_min_calls = s.integer("breaker_min_calls", p.redis.breaker_min_calls, 1, 1'000'000);
+    p.redis.breaker_failure_ratio = s.number("breaker_failure_ratio", p.redis.breaker_failure_ratio, 0, true, 1);
+    p.redis.breaker_window_ms = s.integer("breaker_window_ms", p.redis.breaker_window_ms, 10, 3'600'000);
+    p.redis.breaker_open_ms = s.integer("breaker_open_ms", p.redis.breaker_open_ms, 1, 3'600'000);
+    p.redis.flags_poll_ms = s.integer("flags_poll_ms", p.redis.flags_poll_ms, 10, 3'600'000);
+  }
+  if (top.has("tenant")) p.tenant = tenant_policy(top.at("tenant"));
+  return p;
+}
+
+}  // namespace floodwall

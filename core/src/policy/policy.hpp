@@ -1,0 +1,165 @@
+// The policy: one JSON schema for every language (README.md, "Policy reference").
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "policy/request_tenant.hpp"
+#include "policy/tenant_key.hpp"
+
+namespace floodwall {
+
+enum class Limiter : uint8_t { none = 0, request_rate = 1, concurrency = 2, fleet = 3, utilization = 4 };
+enum class Mode : uint8_t { enforce = 0, dark = 1, off = 2 };
+constexpr int kLimiterCount = 5;
+
+const char *limiter_name(Limiter l);
+const char *mode_name(Mode m);
+
+// A policy error names the offending field ("request_rate.burst") so that a user can fix it.
+class PolicyError : public std::invalid_argument {
+ public:
+  PolicyError(const std::string &field, const std::string &what)
+      : std::invalid_argument(field + ": " + what), field_(field) {}
+  const std::string &field() const { return field_; }
+
+ private:
+  std::string field_;
+};
+
+// Rates are kept in micro-tokens per second and capacities in micro-tokens: integers that Lua's
+// doubles represent exactly, so the memory store and the Redis scripts compute the same numbers.
+struct BucketLimits {
+  double rate = 0;      // tokens per second, as configured
+  int64_t burst = 0;    // tokens
+  int64_t rate_m = 0;   // micro-tokens per second
+  int64_t burst_m = 0;  // micro-tokens
+};
+
+// request_rate.lease: a process that sees a tenant hot takes up to max_tokens of its bucket from Redis in
+// one call (debited there before they are spent) and spends them in process; what is left goes back when
+// the lease ends, ttl_ms after it was taken (hot_tenants.hpp).
+struct TokenLeasePolicy {
+  int64_t max_tokens = 0;
+  int64_t ttl_ms = 0;
+};
+
+// concurrency.lease: the same for slots: up to max_slots slot ids added to the tenant's set at once (so
+// every other client counts them as used), handed to this process's requests and given back in batches.
+inline constexpr int64_t kMaxLeasedSlots = 1024;  // slot ids one lease call may add
+
+struct SlotLeasePolicy {
+  int64_t max_slots = 0;
+  int64_t ttl_ms = 0;
+};
+
+struct RequestRatePolicy {
+  BucketLimits limits;
+  std::map<std::string, BucketLimits, std::less<>> overrides;  // keyed by TenantKey bytes
+  Mode mode = Mode::enforce;
+  std::optional<TokenLeasePolicy> lease;  // absent: every decision is one exact round trip
+};
+
+struct ConcurrencyPolicy {
+  int64_t limit = 0;
+  double ttl_s = 60;                // a crashed worker's slot heals after this long
+  std::vector<std::string> routes;  // empty: every route is counted
+  Mode mode = Mode::enforce;
+  std::optional<SlotLeasePolicy> lease;
+  bool counts(std::string_view route) const;
+};
+
+struct FleetPolicy {
+  int64_t capacity = 0;
+  double ttl_s = 60;
+  Mode mode = Mode::enforce;
+};
+
+struct UtilizationPolicy {
+  int64_t workers = 1;
+  double good = 0.7;
+  double bad = 0.8;
+  double delay_s = 28;
+  double ramp_s = 120;
+  double sample_s = 8;
+  Mode mode = Mode::enforce;
+};
+
+// What decides when the store cannot answer in time (a time-out, a broken connection, the breaker, a
+// queue beyond what the store answers within the deadline, a store error).
+enum class Fallback : uint8_t {
+  local = 0,  // an in-process table of the same policy decides (the decision is marked degraded)
+  open = 1,   // allowed, unlimited (failed_open)
+  closed = 2  // refused: 503, the limiter is unavailable
+};
+const char *fallback_name(Fallback f);
+
+struct RedisOptions {
+  // Every admit's deadline. Under load most of it is queueing (1,024 admits in flight at 65,000 answers/s
+  // wait 15 ms), so it is set well above that; a stalled Redis costs no caller more than one deadline,
+  // since no reply byte within it opens the breaker at once.
+  int64_t deadline_ms = 50;
+  int64_t connect_timeout_ms = 200;
+  int64_t connections = 2;  // pipelined connections per client
+  Fallback fallback = Fallback::local;
+  // The breaker opens when at least breaker_min_calls calls completed within breaker_window_ms and at
+  // least breaker_failure_ratio of them failed, or at once when Redis went silent or unreachable.
+  int64_t breaker_min_calls = 20;
+  double breaker_failure_ratio = 0.5;
+  int64_t breaker_window_ms = 1000;
+  int64_t breaker_open_ms = 1000;  // how long it stays open before a probe
+  int64_t flags_poll_ms = 1000;    // how often the fleet-wide modes are read
+  // rediss:// (redis.tls): verification is always on unless `insecure`; the CA bundle is OpenSSL's
+  // default one unless ca_file names another; cert_file + key_file make it mutual TLS; server_name is the
+  // name sent (SNI) and verified (default: the URL's host).
+  struct Tls {
+    std::string ca_file, cert_file, key_file, server_name;
+    bool insecure = false;
+  } tls;
+  // The ACL user and password when they are not in the URL: redis.username, and the value of the
+  // environment variable redis.password_env names, read when the policy is parsed. Never printed.
+  std::string username, password;
+  // Whose clock the scripts use: Redis' TIME ("redis", the default: one clock for the fleet) or the
+  // calling client's ("client", for managed services that refuse TIME inside scripts; the app servers'
+  // clocks must then agree, since a client ahead of the others refills buckets early).
+  enum class Clock : uint8_t { redis, client } clock = Clock::redis;
+};
+
+// The body of a rejection: floodwall's JSON ({"error": {...}}) or an RFC 9457 problem document.
+enum class BodyFormat : uint8_t { json = 0, problem_json = 1 };
+
+struct Policy {
+  std::string store = "memory://";
+  std::string prefix = "floodwall";
+  std::string docs_url;  // appended to rejection messages when set
+  BodyFormat body_format = BodyFormat::json;
+  int64_t max_tenants = 100000;  // memory store bound; the oldest tenants are evicted beyond it
+  std::optional<RequestRatePolicy> request_rate;
+  std::optional<ConcurrencyPolicy> concurrency;
+  std::optional<FleetPolicy> fleet;
+  std::optional<UtilizationPolicy> utilization;
+  RedisOptions redis;
+  TenantPolicy tenant;  // how a request that names no tenant gets one (request_tenant.hpp)
+
+  // The bucket of one tenant: its override when there is one.
+  const BucketLimits *bucket_for(const TenantKey &key) const {
+    if (!request_rate) return nullptr;
+    return request_rate->overrides.empty() ? &request_rate->limits : override_for(key);
+  }
+  Mode configured_mode(Limiter l) const;
+  bool configured(Limiter l) const;
+  // Whether hot tenants may be decided in process (a lease of tokens or slots is configured).
+  bool leases() const { return (request_rate && request_rate->lease) || (concurrency && concurrency->lease); }
+
+ private:
+  const BucketLimits *override_for(const TenantKey &key) const;
+};
+
+// Parses and validates; throws PolicyError naming the field.
+Policy parse_policy(std::string_view json);
+
+}  // namespace floodwall

@@ -1,0 +1,204 @@
+#include "stores/memory_store.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+
+#include "stores/token_bucket.hpp"
+#include "util/key_hash.hpp"
+
+namespace floodwall {
+
+namespace {
+
+size_t pow2_at_least(size_t n) {
+  size_t p = 16;
+  while (p < n) p *= 2;
+  return p;
+}
+
+}  // namespace
+
+MemoryStore::MemoryStore(const Clock &clock, int64_t max_tenants)
+    : clock_(clock), seed_((static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}()) {
+  // Small bounds get one shard so that the bound is exact; large ones spread the lock.
+  size_t n = max_tenants >= 4096 ? 64 : 1;  // a power of two: the shard is picked with a mask
+  shard_mask_ = n - 1;
+  per_shard_ = static_cast<size_t>((max_tenants + static_cast<int64_t>(n) - 1) / static_cast<int64_t>(n));
+  max_table_ = pow2_at_least(per_shard_ * 2);
+  for (size_t i = 0; i < n; i++) {
+    shards_.push_back(std::make_unique<Shard>());
+    shards_.back()->table.resize(std::min<size_t>(16, max_table_));
+  }
+}
+
+uint64_t MemoryStore::hash(std::string_view key) const {
+  return key_hash(key, seed_);
+}
+
+// Drops the slots older than ttl (a crashed worker's slot heals itself) and counts the rest.
+int64_t MemoryStore::live(std::vector<Slot> &slots, int64_t now_us, int64_t ttl_us) {
+  int64_t horizon = now_us - ttl_us;
+  std::erase_if(slots, [horizon](const Slot &s) { return s.start_us <= horizon; });
+  return static_cast<int64_t>(slots.size());
+}
+
+MemoryStore::Entry *MemoryStore::find(Shard &s, uint64_t h, std::string_view key) {
+  size_t mask = s.table.size() - 1;
+  for (size_t i = h & mask;; i = (i + 1) & mask) {
+    Entry &e = s.table[i];
+    if (e.free()) return nullptr;
+    if (e.hash == h && e.key.view().size() == key.size() && same_bytes(e.key.view().data(), key.data(), key.size()))
+      return &e;
+  }
+}
+
+void MemoryStore::place(std::vector<Entry> &table, Entry &&e) {
+  size_t mask = table.size() - 1;
+  size_t i = e.hash & mask;
+  while (!table[i].free()) i = (i + 1) & mask;
+  table[i] = std::move(e);
+}
+
+// Removes the entry at i and closes the gap (Knuth's algorithm R for linear probing): every entry after
+// it in the run moves back unless that would put it before its home position. No tombstones.
+void MemoryStore::erase_at(Shard &s, size_t i) {
+  size_t mask = s.table.size() - 1;
+  size_t hole = i;
+  for (size_t j = (hole + 1) & mask; !s.table[j].free(); j = (j + 1) & mask) {
+    size_t home = s.table[j].hash & mask;
+    if (((j - home) & mask) >= ((j - hole) & mask)) {
+      s.table[hole] = std::move(s.table[j]);
+      hole = j;
+    }
+  }
+  s.table[hole] = Entry{};
+  s.count--;
+}
+
+void MemoryStore::evict_one(Shard &s) {
+  // Two turns of the hand find an entry that is not recently used and holds no slot, if there is one;
+  // if every tenant has requests in flight, the one under the hand goes.
+  size_t mask = s.table.size() - 1, fallback = SIZE_MAX;
+  for (size_t step = 0; step < 2 * s.table.size(); step++) {
+    size_t i = s.hand;
+    s.hand = (s.hand + 1) & mask;
+    Entry &e = s.table[i];
+    if (e.free()) continue;
+    if (!e.slots.empty()) {
+      if (fallback == SIZE_MAX) fallback = i;
+      continue;
+    }
+    if (e.used_recently) {
+      e.used_recently = false;
+      continue;
+    }
+    erase_at(s, i);
+    evictions_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  if (fallback != SIZE_MAX) {
+    erase_at(s, fallback);
+    evictions_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+MemoryStore::Entry &MemoryStore::insert(Shard &s, uint64_t h, const TenantKey &key) {
+  if (s.count >= per_shard_) evict_one(s);
+  if ((s.count + 1) * 2 > s.table.size() && s.table.size() < max_table_) {
+    std::vector<Entry> bigger(s.table.size() * 2);
+    for (Entry &e : s.table)
+      if (!e.free()) place(bigger, std::move(e));
+    s.table.swap(bigger);
+    s.hand = 0;
+  }
+  size_t mask = s.table.size() - 1;
+  size_t i = h & mask;
+  while (!s.table[i].free()) i = (i + 1) & mask;
+  Entry &e = s.table[i];
+  e.hash = h;
+  e.key = key;
+  s.count++;
+  return e;
+}
+
+AdmitResult MemoryStore::admit(const AdmitOp &op) {
+  AdmitResult r;
+  r.decided = true;
+  std::string_view key = op.tenant.view();
+  uint64_t h = hash(key);
+  Shard &s = shard_for(h);
+  std::lock_guard lock(s.mu);
+  int64_t now = clock_.now_us();
+  Entry *e = find(s, h, key);
+
+  int64_t tokens = 0, debt_ns = 0;
+  if (op.rate) {
+    debt_ns = bucket_debt_ns(e && e->has_bucket ? &e->bucket : nullptr, now);
+    tokens = bucket_tokens(op.rate_m, op.burst_m, debt_ns);
+    r.rate_ok = tokens >= op.cost_m;
+  }
+  int64_t in_flight = 0;
+  if (op.conc) {
+    in_flight = e ? live(e->slots, now, op.conc_ttl_us) : 0;
+    r.conc_ok = in_flight < op.conc_limit;
+  }
+  std::unique_lock<std::mutex> fleet_lock;
+  if (op.fleet) {
+    fleet_lock = std::unique_lock(fleet_mu_);
+    r.fleet_ok = live(fleet_, now, op.fleet_ttl_us) < op.fleet_cap;
+  }
+
+  r.committed = commits(op, r.rate_ok, r.conc_ok, r.fleet_ok);
+  bool spend = r.committed && op.rate && r.rate_ok;
+  bool take_slot = r.committed && op.conc && r.conc_ok;
+  if (spend || take_slot) {
+    if (!e) e = &insert(s, h, op.tenant);
+    e->used_recently = true;
+    if (spend) {
+      tokens -= op.cost_m;
+      e->has_bucket = true;
+      e->bucket.full_at_ns = now * 1000 + debt_ns + bucket_cost_ns(op.rate_m, op.cost_m);
+    }
+    if (take_slot) {
+      e->slots.push_back({op.slot, now});
+      in_flight++;
+    }
+  }
+  if (r.committed && op.fleet && r.fleet_ok) {
+    fleet_.push_back({op.slot, now});
+  }
+  r.tokens_m = tokens;
+  r.conc_count = in_flight;
+  return r;
+}
+
+void MemoryStore::admit_async(const AdmitOp &op, AdmitCompletion *done) {
+  done->complete(admit(op));
+}
+
+void MemoryStore::release(const ReleaseOp &op) {
+  if (op.conc) {
+    std::string_view key = op.tenant.view();
+    uint64_t h = hash(key);
+    Shard &s = shard_for(h);
+    std::lock_guard lock(s.mu);
+    if (Entry *e = find(s, h, key)) std::erase_if(e->slots, [&](const Slot &x) { return x.id == op.slot; });
+  }
+  if (op.fleet) {
+    std::lock_guard lock(fleet_mu_);
+    std::erase_if(fleet_, [&](const Slot &x) { return x.id == op.slot; });
+  }
+}
+
+StoreStats MemoryStore::stats() const {
+  StoreStats st;
+  st.evictions = evictions_.load(std::memory_order_relaxed);
+  for (const auto &s : shards_) {
+    std::lock_guard lock(s->mu);
+    st.tenants += s->count;
+  }
+  return st;
+}
+
+}  // namespace floodwall

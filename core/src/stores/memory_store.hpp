@@ -1,0 +1,71 @@
+// memory:// - the embedded default. The same state and semantics as the Redis scripts, in process:
+// 64 shards (one for small bounds, so that the bound is exact), each an open-addressing table under
+// its own mutex, and a bounded number of tenants: beyond max_tenants a tenant is evicted, counted, and
+// starts again with a full bucket.
+//
+// The tables hold the tenant key inline (at most 65 bytes) and probe linearly, so that a decision
+// touches one or two cache lines and hashes the tenant once, for both the shard and the slot. Eviction
+// is CLOCK (a second-chance approximation of least recently used): a hand sweeps the table, clearing
+// each entry's recently-used bit, and takes the first entry that is neither recently used nor holding
+// a slot; evicting a tenant with requests in flight would hand it fresh capacity.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "stores/store.hpp"
+#include "stores/token_bucket.hpp"
+#include "util/clock.hpp"
+#include "util/spin_lock.hpp"
+
+namespace floodwall {
+
+class MemoryStore final : public Store {
+ public:
+  MemoryStore(const Clock &clock, int64_t max_tenants);
+
+  AdmitResult admit(const AdmitOp &op) override;
+  void admit_async(const AdmitOp &op, AdmitCompletion *done) override;
+  void release(const ReleaseOp &op) override;
+  StoreStats stats() const override;
+
+ private:
+  struct Slot {
+    SlotId id;
+    int64_t start_us;
+  };
+  struct Entry {
+    uint64_t hash = 0;
+    TenantKey key;  // an empty key marks a free entry (tenant ids are never empty)
+    bool used_recently = false, has_bucket = false;
+    BucketState bucket;
+    std::vector<Slot> slots;
+    bool free() const { return key.view().empty(); }
+  };
+  struct alignas(64) Shard {  // one cache line of its own: a shard's lock is written on every decision
+    SpinLock mu;
+    std::vector<Entry> table;  // a power of two, at most half full
+    size_t count = 0, hand = 0;
+  };
+
+  static int64_t live(std::vector<Slot> &slots, int64_t now_us, int64_t ttl_us);
+  uint64_t hash(std::string_view key) const;
+  Shard &shard_for(uint64_t h) { return *shards_[(h >> 48) & shard_mask_]; }
+  static Entry *find(Shard &s, uint64_t h, std::string_view key);
+  Entry &insert(Shard &s, uint64_t h, const TenantKey &key);
+  static void place(std::vector<Entry> &table, Entry &&e);
+  void evict_one(Shard &s);
+  static void erase_at(Shard &s, size_t i);
+
+  const Clock &clock_;
+  const uint64_t seed_;
+  size_t per_shard_, max_table_, shard_mask_;
+  std::vector<std::unique_ptr<Shard>> shards_;
+  std::mutex fleet_mu_;
+  std::vector<Slot> fleet_;
+  std::atomic<uint64_t> evictions_{0};
+};
+
+}  // namespace floodwall

@@ -1,0 +1,102 @@
+// The Redis store's direct path: a lone blocking caller makes its round trip itself (redis_store.hpp).
+#include <hiredis/hiredis.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <thread>
+
+#include "stores/redis/redis_store.hpp"
+#include "stores/redis/resp.hpp"
+
+namespace floodwall {
+
+void RedisStore::free_direct() {
+  if (!direct_) return;
+  fds_.clear(kDirectFdSlot);
+  direct_.reset();
+}
+
+// ------------------------------------------------------------------------------------ callers
+
+// direct_mu_ held. False with r.reason set when Redis did not answer in time (the direct path is then
+// off until the I/O thread sees Redis answer an admit, so that the breaker judges what follows).
+bool RedisStore::direct_admit(const AdmitOp &op, AdmitResult &r) {
+  int64_t sent_us = now_us();
+  auto give_up = [&](FailReason why) {
+    free_direct();
+    direct_ok_.store(false, std::memory_order_relaxed);
+    failures_[static_cast<size_t>(why)].fetch_add(1, std::memory_order_relaxed);
+    if (why == FailReason::timeout) {
+      // No byte within the deadline: let the I/O thread judge it (it opens the breaker unless its own
+      // connections are answering), so that the next admit does not wait a deadline too.
+      direct_silent_since_.store(sent_us, std::memory_order_release);
+      uint64_t one = 1;
+      (void)!write(wake_fd_, &one, sizeof one);
+      // It is idle in poll: wait (briefly) for its verdict, so that this caller's next admit sees it.
+      for (int i = 0; i < 400 && direct_silent_since_.load(std::memory_order_acquire) != 0; i++)
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    r = AdmitResult{};
+    r.reason = why;
+    return false;
+  };
+  // Each command has the whole deadline, as each call on the I/O thread has.
+  auto deadline = [&] { return now_us() + opt_.deadline_ms * 1000; };
+  auto command = [&](const std::string &cmd) -> redisReply * { return direct_->roundtrip(cmd, deadline()); };
+  // No reply: a time-out, a broken connection, or the server refusing our TLS certificate (said once).
+  auto lost = [&] {
+    FailReason why = direct_->failure();
+    if (why == FailReason::config) report_tls_failure(direct_->error());
+    return give_up(why == FailReason::config || why == FailReason::timeout ? why : FailReason::connection);
+  };
+  if (!direct_) {
+    direct_ = std::make_unique<Connection>();
+    bool up = direct_->connect_blocking(url_.nodes.front(), tls_.get(), now_us() + opt_.connect_timeout_ms * 1000);
+    if (direct_->fd() >= 0) fds_.set(kDirectFdSlot, direct_->fd());
+    if (!up) {
+      // A TLS verification failure is the deployment's: said once, counted as config.
+      if (direct_->failure() == FailReason::config) report_tls_failure(direct_->error());
+      return give_up(direct_->failure() == FailReason::config ? FailReason::config : FailReason::connection);
+    }
+    std::vector<std::vector<std::string_view>> setup;
+    if (!url_.password.empty())
+      setup.push_back(url_.user.empty() ? std::vector<std::string_view>{"AUTH", url_.password}
+                                        : std::vector<std::string_view>{"AUTH", url_.user, url_.password});
+    std::string db = resp_num(url_.db);
+    if (url_.db != 0) setup.push_back({"SELECT", db});
+    for (const auto &args : setup) {
+      redisReply *reply = command(resp_format(args));
+      if (!reply) return lost();
+      bool error = reply->type == REDIS_REPLY_ERROR;
+      freeReplyObject(reply);
+      if (error) return give_up(FailReason::config);  // the I/O thread's connections report it as such
+    }
+  }
+  std::string &cmd = tl_cmd;
+  format_admit(op, cmd);
+  sent_us = now_us();
+  for (int attempt = 0; attempt < 2; attempt++) {
+    redisReply *rep = command(cmd);
+    if (!rep) return lost();
+    bool noscript = rep->type == REDIS_REPLY_ERROR && std::string_view(rep->str, rep->len).rfind("NOSCRIPT", 0) == 0;
+    bool ok = !noscript && parse_admit_reply(rep, false, op.rate && op.rate_enforce, r);
+    FailReason why = FailReason::error;
+    if (!ok && rep->type == REDIS_REPLY_ERROR) {
+      std::string_view err(rep->str, rep->len);
+      if (resp_is_script_refusal(err)) report_refused_script(err);
+      if (resp_is_script_refusal(err) || resp_is_config_error(err)) why = FailReason::config;
+    }
+    freeReplyObject(rep);
+    if (ok) return true;
+    if (why == FailReason::config) return give_up(why);
+    if (!noscript || attempt) return give_up(FailReason::error);
+    noscript_reloads_.fetch_add(1, std::memory_order_relaxed);
+    redisReply *loaded = command(resp_format({"SCRIPT", "LOAD", scripts_.admit.body}));
+    if (!loaded) return lost();
+    freeReplyObject(loaded);
+  }
+  return give_up(FailReason::error);
+}
+
+}  // namespace floodwall

@@ -1,0 +1,450 @@
+// The Redis store's callers' side: admits, releases, leases and reports queued for the I/O thread.
+#include "stores/redis/redis_store.hpp"
+
+#include <fcntl.h>
+#include <hiredis/hiredis.h>
+#include <linux/futex.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "stores/redis/resp.hpp"
+#include "stores/store_factory.hpp"
+
+namespace floodwall {
+
+namespace {
+
+long futex(std::atomic<uint32_t> *word, int op, uint32_t val) {
+  return syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), op | FUTEX_PRIVATE_FLAG, val, nullptr, nullptr, 0);
+}
+
+}  // namespace
+
+namespace {
+
+// The stores of this process, flushed at exit: a worker that a preforking server recycles (gunicorn's
+// max_requests, Puma's phased restart, a Node worker ending) may release its tickets and exit at once,
+// without freeing its client; its releases must still reach Redis. Tried, not waited for: in a forked
+// child the mutex may have been held by a parent thread at the fork, and exit must not hang on it.
+std::mutex live_stores_mu;
+std::vector<RedisStore *> live_stores;
+
+void flush_live_stores() {
+  std::unique_lock lock(live_stores_mu, std::defer_lock);
+  for (int i = 0; i < 100 && !lock.try_lock(); i++) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (!lock.owns_lock()) return;
+  for (RedisStore *s : live_stores) s->flush_for_exit();
+}
+
+void register_store(RedisStore *s) {
+  static const bool at_exit = std::atexit(flush_live_stores) == 0;
+  (void)at_exit;
+  std::lock_guard lock(live_stores_mu);
+  live_stores.push_back(s);
+}
+
+void unregister_store(RedisStore *s) {
+  std::lock_guard lock(live_stores_mu);
+  live_stores.erase(std::remove(live_stores.begin(), live_stores.end(), s), live_stores.end());
+}
+
+}  // namespace
+
+RedisStore::RedisStore(const Policy &p, RedisUrl url)
+    : opt_(p.redis),
+      url_(std::move(url)),
+      prefix_(p.prefix),
+      generation_(fork_generation()),
+      fleet_reports_(p.leases() && p.fleet.has_value()),
+      breaker_(BreakerOptions{p.redis.breaker_window_ms * 1000, p.redis.breaker_min_calls,
+                              p.redis.breaker_failure_ratio, p.redis.breaker_open_ms * 1000}) {
+  admit_head_rate_ = resp_evalsha_head(scripts_.admit.sha, 1, 4);
+  admit_head_full_ = resp_evalsha_head(scripts_.admit.sha, fleet_reports_ ? 4 : 3, 9);
+  release_head_ = resp_evalsha_head(scripts_.release.sha, 2, 2);
+  // The I/O thread gives up a little before the deadline (a tenth of it, 200 us to 1 ms), so that the
+  // woken caller has its answer within it, wake-up latency included.
+  int64_t deadline = opt_.deadline_ms * 1000;
+  deadline_us_ = deadline - std::clamp<int64_t>(deadline / 10, 200, 1000);
+  if (url_.tls) {
+    tls_ = std::make_unique<TlsContext>(opt_.tls, url_.host());
+    static std::atomic<bool> warned{false};
+    if (opt_.tls.insecure && !warned.exchange(true))
+      std::fprintf(stderr,
+                   "floodwall: redis.tls.insecure is set: the Redis server's certificate is not verified, so anyone "
+                   "on the path can impersonate it\n");
+  }
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) throw StoreError("store: eventfd failed");
+  fds_.set(kWakeFdSlot, wake_fd_);
+  conns_.resize(static_cast<size_t>(opt_.connections));
+  lanes_ = lanes_wanted_ = conns_.size();
+  lanes_in_use_.store(static_cast<uint32_t>(lanes_));
+  io_ = std::thread([this] { run(); });
+  register_store(this);
+  // Give the first connection the connect time-out to come up, so that the first requests of a fresh
+  // process are decided by Redis. An unreachable Redis is not an error: the fallback decides.
+  std::unique_lock lock(ready_mu_);
+  ready_cv_.wait_for(lock, std::chrono::milliseconds(opt_.connect_timeout_ms),
+                     [this] { return ever_connected_.load(); });
+}
+
+RedisStore::~RedisStore() {
+  if (in_forked_child()) {
+    // The I/O thread exists only in the parent: nothing to join. Close what we inherited.
+    abandon_after_fork();
+    io_.detach();
+    return;
+  }
+  unregister_store(this);
+  stop_.store(true);
+  uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof one);
+  if (io_.joinable()) io_.join();
+  fds_.clear(kWakeFdSlot);
+  close(wake_fd_);
+  for (Call *c : pool_) delete c;
+  free_direct();
+}
+
+void RedisStore::abandon_after_fork() {
+  fds_.close_all();
+}
+
+void RedisStore::flush_for_exit() {
+  if (in_forked_child()) return;  // a parent's store: its I/O thread is not here
+  uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof one);
+  // Every call queued or on the wire is answered (or times out) within its deadline; releases have
+  // a second. Calls abandoned to a stopped Redis may never be answered: give up after that long.
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<int64_t>(1000, opt_.deadline_ms));
+  // An open breaker drops releases anyway (their slots heal after ttl_s): nothing to wait for then.
+  while (outstanding_.load(std::memory_order_acquire) > 0 && breaker_.closed() &&
+         std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+}
+
+// ------------------------------------------------------------------------------------ callers
+
+namespace {
+
+// What a blocking admit waits on: one per caller thread, so that it outlives every call it waits for
+// and the I/O thread can wake it with no lock held (a mutex and condition variable here cost two wakes:
+// the notify, then the unlock that the woken caller blocks on at once).
+class SyncWaiter final : public AdmitCompletion {
+ public:
+  void complete(AdmitResult &&r) override {
+    result_ = std::move(r);
+    // Release: the caller reads result_ after it sees kDone. Wake it only if it went to sleep.
+    if (state_.exchange(kDone, std::memory_order_acq_rel) == kSleeping) futex(&state_, FUTEX_WAKE, 1);
+  }
+  AdmitResult wait() {
+    uint32_t s = state_.load(std::memory_order_acquire);
+    while (s != kDone) {
+      if (s == kWaiting && !state_.compare_exchange_strong(s, kSleeping, std::memory_order_acquire)) continue;
+      futex(&state_, FUTEX_WAIT, kSleeping);  // returns at once if the word is no longer kSleeping
+      s = state_.load(std::memory_order_acquire);
+    }
+    state_.store(kWaiting, std::memory_order_relaxed);
+    return std::move(result_);
+  }
+
+ private:
+  static constexpr uint32_t kWaiting = 0, kSleeping = 1, kDone = 2;
+  std::atomic<uint32_t> state_{kWaiting};
+  AdmitResult result_;
+};
+
+}  // namespace
+
+thread_local std::string RedisStore::tl_cmd;
+thread_local const char RedisStore::tl_submitter = 0;
+thread_local const void *RedisStore::tl_io_of = nullptr;
+
+AdmitResult RedisStore::admit(const AdmitOp &op) {
+  // A lone blocking caller makes its round trip itself: the hop to the I/O thread and back is two
+  // wake-ups on a path where nothing else is waiting to share the write. Only when nothing at all is
+  // outstanding on the I/O thread (so that this admit overtakes no release of this thread's), while one
+  // thread submits (several spread over the connections instead), and for a request-rate-only admit (a
+  // late reply of a slot admit must give its slot back, which the I/O thread does).
+  if (!op.conc && !op.fleet && lanes_in_use_.load(std::memory_order_relaxed) == 1 &&
+      outstanding_.load(std::memory_order_acquire) == 0 && direct_ok_.load(std::memory_order_relaxed) &&
+      breaker_.closed() && !in_forked_child()) {
+    std::unique_lock lock(direct_mu_, std::try_to_lock);
+    if (lock.owns_lock()) {
+      // Decided by Redis, or undecided with its reason (the fallback decides, and the next admit takes
+      // the I/O thread).
+      AdmitResult r;
+      direct_admit(op, r);
+      return r;
+    }
+  }
+  thread_local SyncWaiter waiter;
+  admit_async(op, &waiter);
+  return waiter.wait();
+}
+
+// direct_mu_ held. False with r.reason set when Redis did not answer in time (the direct path is then
+// off until the I/O thread sees Redis answer an admit, so that the breaker judges what follows).
+std::string_view RedisStore::tenant_key(const TenantKey &t, std::string_view limiter) const {
+  thread_local std::string key;
+  key.assign(prefix_);
+  key.append(":{", 2);
+  t.append_encoded(key);
+  key.append("}:", 2);
+  key.append(limiter);
+  return key;
+}
+
+RedisStore::Call *RedisStore::take_call(Kind kind, int64_t deadline_us) {
+  Call *c = nullptr;
+  {
+    std::lock_guard lock(pool_mu_);
+    if (!pool_.empty()) {
+      c = pool_.back();
+      pool_.pop_back();
+    }
+  }
+  if (!c) c = new Call;
+  outstanding_.fetch_add(1, std::memory_order_relaxed);
+  c->kind = kind;
+  c->slot = c->rate_enforce = c->retried = c->abandoned = false;
+  c->deadline_us = deadline_us;
+  c->done = nullptr;
+  c->lease_done = nullptr;
+  c->report_done = nullptr;
+  c->held = ReleaseOp{};
+  c->cmd.swap(tl_cmd);
+  return c;
+}
+
+void RedisStore::admit_async(const AdmitOp &op, AdmitCompletion *done) {
+  int64_t now = now_us();
+  if (in_forked_child()) {
+    // A store made before fork() has no I/O thread in the child (a ProcessGuard makes a new one; a Guard used
+    // directly does not): the fallback decides at once, never a hang.
+    failures_[static_cast<size_t>(FailReason::error)].fetch_add(1, std::memory_order_relaxed);
+    AdmitResult r;
+    r.reason = FailReason::error;
+    done->complete(std::move(r));
+    return;
+  }
+  // Open: Redis is down or silent, and nobody waits for it. Beyond the cap: Redis would not answer this
+  // one within the deadline. Either way the fallback decides now.
+  FailReason at_once = !breaker_.closed() ? open_reason()
+                       : waiting_.load(std::memory_order_relaxed) >= waiting_cap_.load(std::memory_order_relaxed)
+                           ? FailReason::overload
+                           : FailReason::none;
+  if (at_once != FailReason::none) {
+    failures_[static_cast<size_t>(at_once)].fetch_add(1, std::memory_order_relaxed);
+    AdmitResult r;
+    r.reason = at_once;
+    done->complete(std::move(r));
+    return;
+  }
+  bool slot = op.conc || op.fleet;
+  format_admit(op, tl_cmd);
+  Call *c = take_call(Kind::admit, now + deadline_us_);
+  c->sent_us = now;
+  c->done = done;
+  c->slot = slot;
+  c->rate_enforce = op.rate && op.rate_enforce;
+  c->affinity = std::hash<std::string_view>{}(op.tenant.view());
+  c->held.tenant = op.tenant;
+  c->held.slot = op.slot;
+  c->held.conc = op.conc;
+  c->held.fleet = op.fleet;
+  waiting_.fetch_add(1, std::memory_order_relaxed);
+  submit(c);
+}
+
+void RedisStore::format_admit(const AdmitOp &op, std::string &cmd) const {
+  // A request-rate-only admit sends one key and four arguments; one with a slot sends everything.
+  auto mode = [](bool on, bool enforce) { return !on ? '-' : enforce ? 'E' : 'D'; };
+  const char limiters[3] = {mode(op.rate, op.rate_enforce), mode(op.conc, op.conc_enforce),
+                            mode(op.fleet, op.fleet_enforce)};
+  bool slot = op.conc || op.fleet;
+  cmd.assign(slot ? admit_head_full_ : admit_head_rate_);
+  resp_bulk(cmd, tenant_key(op.tenant, "rate"));
+  if (slot) {
+    resp_bulk(cmd, tenant_key(op.tenant, "conc"));
+    resp_bulk(cmd, fleet_key_);
+    if (fleet_reports_) resp_bulk(cmd, fleet_reports_key());
+  }
+  resp_flags(cmd, std::string_view(limiters, 3));
+  resp_int(cmd, op.rate_m);
+  resp_int(cmd, op.burst_m);
+  resp_int(cmd, op.cost_m);
+  if (slot) {
+    resp_int(cmd, op.conc_limit);
+    resp_int(cmd, op.conc_ttl_us);
+    resp_int(cmd, op.fleet_cap);
+    resp_int(cmd, op.fleet_ttl_us);
+    char id[16];
+    std::memcpy(id, &op.slot.hi, 8);
+    std::memcpy(id + 8, &op.slot.lo, 8);
+    resp_bulk(cmd, std::string_view(id, 16));
+  }
+}
+
+void RedisStore::release(const ReleaseOp &op) {
+  int64_t now = now_us();
+  if (in_forked_child()) return;  // the parent's slots: they heal after ttl_s
+  char id[16];
+  std::memcpy(id, &op.slot.hi, 8);
+  std::memcpy(id + 8, &op.slot.lo, 8);
+  const char flags[2] = {op.conc ? '1' : '0', op.fleet ? '1' : '0'};
+  std::string &cmd = tl_cmd;
+  cmd.assign(release_head_);
+  resp_bulk(cmd, tenant_key(op.tenant, "conc"));
+  resp_bulk(cmd, fleet_key_);
+  resp_bulk(cmd, std::string_view(flags, 2));
+  resp_bulk(cmd, std::string_view(id, 16));
+  Call *c = take_call(Kind::release, now + std::max<int64_t>(1000, opt_.deadline_ms) * 1000);
+  c->affinity = std::hash<std::string_view>{}(op.tenant.view());
+  submit(c);
+}
+
+void RedisStore::resp_flags(std::string &cmd, std::string_view flags) const {
+  if (opt_.clock != RedisOptions::Clock::client) {
+    resp_bulk(cmd, flags);
+    return;
+  }
+  // redis.clock "client": the scripts take this process's wall clock instead of TIME.
+  char buf[40];
+  std::memcpy(buf, flags.data(), flags.size());
+  char *p = buf + flags.size();
+  *p++ = '@';
+  p = std::to_chars(p, buf + sizeof buf, wall_us()).ptr;
+  resp_bulk(cmd, std::string_view(buf, static_cast<size_t>(p - buf)));
+}
+
+void RedisStore::format_lease(const LeaseOp &op, std::string &cmd) const {
+  size_t wanted = op.slots ? op.wanted.size() : 0;
+  cmd = resp_evalsha_head(scripts_.lease.sha, 2, static_cast<int>(9 + op.released.size() + wanted));
+  resp_bulk(cmd, tenant_key(op.tenant, "rate"));
+  resp_bulk(cmd, tenant_key(op.tenant, "conc"));
+  const char asks[2] = {op.tokens ? 'T' : '-', op.slots ? 'S' : '-'};
+  resp_flags(cmd, std::string_view(asks, 2));
+  resp_int(cmd, op.rate_m);
+  resp_int(cmd, op.burst_m);
+  resp_int(cmd, op.min_m);
+  resp_int(cmd, op.want_m);
+  resp_int(cmd, op.give_back_m);
+  resp_int(cmd, op.conc_limit);
+  resp_int(cmd, op.conc_ttl_us);
+  resp_int(cmd, static_cast<int64_t>(op.released.size()));
+  for (const SlotId &id : op.released) resp_slot_id(cmd, id);
+  for (size_t i = 0; i < wanted; i++) resp_slot_id(cmd, op.wanted[i]);
+}
+
+void RedisStore::lease_async(const LeaseOp &op, LeaseCompletion *done) {
+  int64_t now = now_us();
+  FailReason at_once = in_forked_child()    ? FailReason::error
+                       : !breaker_.closed() ? open_reason()
+                       : waiting_.load(std::memory_order_relaxed) >= waiting_cap_.load(std::memory_order_relaxed)
+                           ? FailReason::overload
+                           : FailReason::none;
+  if (at_once != FailReason::none) {
+    // What it gives back stays debited (tokens) or heals after ttl_s (slots): never given back twice.
+    failures_[static_cast<size_t>(at_once)].fetch_add(1, std::memory_order_relaxed);
+    if (op.gives_back()) release_errors_.fetch_add(1, std::memory_order_relaxed);
+    LeaseResult r;
+    r.reason = at_once;
+    done->complete(std::move(r));
+    return;
+  }
+  format_lease(op, tl_cmd);
+  Call *c = take_call(Kind::lease, now + deadline_us_);
+  c->sent_us = now;
+  c->lease_done = done;
+  c->lease.tenant = op.tenant;
+  c->lease.rate_m = op.rate_m;
+  c->lease.burst_m = op.burst_m;
+  c->lease.conc_limit = op.conc_limit;
+  c->lease.conc_ttl_us = op.conc_ttl_us;
+  c->lease.wanted.assign(op.wanted.begin(), op.wanted.end());
+  c->affinity = std::hash<std::string_view>{}(op.tenant.view());
+  waiting_.fetch_add(1, std::memory_order_relaxed);
+  submit(c);
+}
+
+void RedisStore::end_lease(const LeaseOp &op) {
+  int64_t now = now_us();
+  if (in_forked_child() || !op.gives_back()) return;  // the parent's lease is the parent's
+  if (!breaker_.closed()) {
+    release_errors_.fetch_add(1, std::memory_order_relaxed);  // stays debited; the slots heal after ttl_s
+    return;
+  }
+  LeaseOp back = op;
+  back.tokens = back.slots = false;
+  format_lease(back, tl_cmd);
+  Call *c = take_call(Kind::lease_end, now + std::max<int64_t>(1000, opt_.deadline_ms) * 1000);
+  c->affinity = std::hash<std::string_view>{}(op.tenant.view());
+  submit(c);
+}
+
+void RedisStore::fleet_report_async(const FleetReportOp &op, FleetReportCompletion *done) {
+  int64_t now = now_us();
+  if (in_forked_child() || !breaker_.closed()) {
+    done->complete(FleetReportResult{});
+    return;
+  }
+  std::string &cmd = tl_cmd;
+  bool client_clock = opt_.clock == RedisOptions::Clock::client;
+  cmd = resp_evalsha_head(scripts_.report.sha, 2, client_clock ? 5 : 4);
+  resp_bulk(cmd, fleet_reports_key());
+  resp_bulk(cmd, fleet_key_);
+  resp_bulk(cmd, op.client);
+  resp_int(cmd, op.in_flight);
+  resp_int(cmd, op.expires_us);
+  resp_int(cmd, op.fleet_ttl_us);
+  if (client_clock) resp_int(cmd, wall_us());
+  Call *c = take_call(Kind::report, now + deadline_us_);
+  c->report_done = done;
+  c->affinity = std::hash<std::string_view>{}(fleet_key_);
+  submit(c);
+}
+
+void RedisStore::submit(Call *c) {
+  bool was_empty;
+  const void *self = &tl_submitter;
+  bool counted = tl_io_of != this;
+  {
+    std::lock_guard lock(queue_mu_);
+    was_empty = queue_.empty();
+    queue_.push_back(c);
+    if (counted && self != last_submitter_) {
+      if (last_submitter_) submitter_changes_++;
+      last_submitter_ = self;
+    }
+  }
+  if (was_empty) {
+    uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof one);
+  }
+}
+
+StoreStats RedisStore::stats() const {
+  StoreStats s;
+  for (size_t i = 0; i < s.failures.size(); i++) s.failures[i] = failures_[i].load();
+  s.release_errors = release_errors_.load();
+  s.reconnects = reconnects_.load();
+  s.noscript_reloads = noscript_reloads_.load();
+  s.connections_in_use = lanes_in_use_.load();
+  s.waiting = waiting_.load();
+  int64_t cap = waiting_cap_.load();
+  s.waiting_cap = cap == INT64_MAX ? 0 : cap;
+  s.breaker = breaker_.state();
+  return s;
+}
+
+// ------------------------------------------------------------------------------------ I/O thread
+}  // namespace floodwall

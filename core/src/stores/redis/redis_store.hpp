@@ -1,0 +1,296 @@
+// redis://host:port/db - the state of every tenant shared by a whole fleet, through the scripts in
+// lua/ (embedded at build time, called by SHA, reloaded once on NOSCRIPT).
+//
+// One I/O thread owns a few non-blocking hiredis connections. Callers of every thread (and async
+// callers) hand it calls through a queue; it appends all queued calls to the connections' output
+// buffers and writes them with one syscall (auto-pipelining). How many of the connections it spreads
+// calls over follows how the calls arrive: while one thread submits them all (an event loop's async
+// admits: Node, asyncio) one connection carries everything, pipelined deepest; once several threads
+// submit (blocking callers), all of them, so that Redis works on one connection's batch while the
+// replies of another are read. Replies come back in order, so each is
+// matched to its own call: a call that timed out stays in its connection's queue, marked abandoned,
+// and its late reply is read and dropped (a slot it took after all is released at once), never taken
+// as the answer to a later command.
+//
+// When Redis cannot answer in time the caller gets an undecided result with its reason, and the Guard's
+// fallback decides (redis.fallback). Three things keep that for real outages rather than for load:
+// - The breaker (breaker.hpp) judges Redis, not our queue: a call that missed its deadline while
+//   replies kept arriving is no failure of Redis. No reply byte within the deadline while commands were
+//   outstanding, or no connection up, opens it at once; otherwise a failure rate over a window does.
+//   While it is open no admit waits; the I/O thread itself sends one probe (PING) per open period, so
+//   that no caller waits on it and it is not starved by callers that the fallback answers at once.
+// - Backpressure: once Redis' replies take more than a quarter of the deadline, the admits waiting on
+//   it are bounded by what it answers within the deadline (its observed reply rate x the deadline, and
+//   never fewer than kMinWaiting); an admit beyond that is answered at once (reason overload) instead of
+//   waiting for a deadline it would miss.
+// - A late reply is matched to its own call and dropped (a slot it took after all is released at once).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/fork.hpp"
+#include "policy/policy.hpp"
+#include "stores/redis/breaker.hpp"
+#include "stores/redis/connection.hpp"
+#include "stores/redis/scripts.hpp"
+#include "stores/redis/url.hpp"
+#include "stores/store.hpp"
+
+struct redisReply;
+
+namespace floodwall {
+
+class RedisStore final : public Store {
+ public:
+  RedisStore(const Policy &p, RedisUrl url);
+  ~RedisStore() override;
+
+  AdmitResult admit(const AdmitOp &op) override;
+  void admit_async(const AdmitOp &op, AdmitCompletion *done) override;
+  void release(const ReleaseOp &op) override;
+  StoreStats stats() const override;
+  bool can_block() const override { return true; }
+  bool supports_leases() const override { return true; }
+  void lease_async(const LeaseOp &op, LeaseCompletion *done) override;
+  void end_lease(const LeaseOp &op) override;
+  void fleet_report_async(const FleetReportOp &op, FleetReportCompletion *done) override;
+  void abandon_after_fork() override;
+  // At exit (atexit, for a store nobody freed): waits, briefly, until what callers queued, releases
+  // above all, has been answered.
+  void flush_for_exit();
+
+  // Key names, for tests and operators: <prefix>:{<tenant>}:rate, ...:conc, <prefix>:fleet, where
+  // <tenant> is the id itself when it is made of [A-Za-z0-9._:@-] only, else '~' and its base64url.
+  std::string fleet_key() const { return fleet_key_; }
+  std::string fleet_reports_key() const { return fleet_key_ + ":reports"; }
+  std::string flags_key() const { return prefix_ + ":flags"; }
+
+ private:
+  // lease: a hot tenant's lease call, which callers wait on like an admit; lease_end: a lease given
+  // back, answered by nobody like a release; report: this client's fleet report (hot_tenants.hpp).
+  enum class Kind : uint8_t { admit, release, flags, setup, probe, lease, lease_end, report };
+  // Calls whose caller waits for the reply, which the breaker judges Redis by.
+  static bool awaited(Kind k) { return k == Kind::admit || k == Kind::lease; }
+  // Calls that give slots back: a tenant's next admit must not overtake them (settle_lanes).
+  static bool gives_back(Kind k) { return k == Kind::release || k == Kind::lease_end; }
+  // Calls are pooled: a caller takes one (and its grown command buffer) from pool_, the I/O thread
+  // gathers the spent ones in spent_ and gives them back once per loop.
+  struct Call {
+    Kind kind = Kind::setup;
+    bool slot = false;          // admit: the 6-element reply (a concurrency or fleet slot was asked for)
+    bool rate_enforce = false;  // admit: an enforced bucket (its rejection is the call's)
+    bool retried = false, abandoned = false;
+    std::string cmd;  // the RESP command
+    int64_t deadline_us = 0;
+    int64_t sent_us = 0;      // admit: when it was submitted (for the reply latency)
+    int64_t appended_us = 0;  // when it went into a connection's output buffer
+    AdmitCompletion *done = nullptr;
+    LeaseCompletion *lease_done = nullptr;
+    FleetReportCompletion *report_done = nullptr;
+    ReleaseOp held;       // admit: what to free if the reply comes after the caller gave up
+    LeaseOp lease;        // lease: what it asked for, given back if the reply comes after the caller gave up
+    size_t affinity = 0;  // which connection: a hash of the tenant
+  };
+  struct Conn {
+    std::unique_ptr<Connection> link = std::make_unique<Connection>();
+    // connecting: the TCP connect and the TLS handshake (both within connect_timeout_ms); ready: calls
+    // may be appended, though while setup_left > 0 they wait behind the setup (Connection's barrier).
+    enum class State : uint8_t { down, connecting, ready } state = State::down;
+    std::deque<Call *> inflight;
+    int setup_left = 0;       // setup calls (AUTH, SELECT, SCRIPT LOAD) not answered yet
+    size_t setup_calls = 0;   // how many calls are in front of the barrier
+    bool want_write = false;  // commands appended and not yet written
+    // Writes are coalesced while commands are on the wire: a connection with unanswered commands
+    // holds new ones until those replies arrive (or kHoldMax pile up), so that under load each write,
+    // and each of Redis' reads, carries many commands. An idle connection writes at once.
+    size_t awaiting = 0;   // commands written whose replies have not been read
+    bool partial = false;  // the last write left bytes behind (socket full): keep writing
+    int64_t reconnect_at_us = 0, connect_deadline_us = 0, backoff_ms = 50;
+    bool was_ready = false;  // connected before: the next connect is a reconnect
+    // Redis refused a setup command (AUTH with a wrong password, SELECT, SCRIPT LOAD without the ACL
+    // permission): the connection is not what the URL asked for, and is closed once the reply is read.
+    bool refused = false;
+    // Since when the connection has had commands outstanding and no reply byte: the breaker's silence
+    // test. Reset by every read, and by a command sent on an idle connection.
+    int64_t quiet_since_us = 0;
+    int64_t last_read_us = 0;  // when reply bytes were last read: Redis answered something then
+    // Releases appended and answered (replies come in order; a broken connection answers them all),
+    // and how many must be answered before the lanes may change.
+    uint64_t releases_sent = 0, releases_done = 0, drain_to = 0;
+  };
+  void submit(Call *c);
+  void format_admit(const AdmitOp &op, std::string &cmd) const;
+  bool direct_admit(const AdmitOp &op, AdmitResult &r);
+  void run();
+  void start_connect(Conn &conn, int64_t now);
+  void on_connected(Conn &conn, int64_t now);
+  void report_refused_setup(std::string_view err);
+  std::atomic<bool> refused_reported_{false};
+  // Redis refuses the connections' setup (a wrong password): the breaker is open because the deployment
+  // is wrong, not because Redis is down, and the decisions it sends to the fallback say config.
+  std::atomic<bool> refused_{false};
+  FailReason open_reason() const {
+    return refused_.load(std::memory_order_relaxed) ? FailReason::config : FailReason::breaker;
+  }
+  void fail_conn(Conn &conn, FailReason why, int64_t now);
+  void dispatch(Call *c, int64_t now);
+  void append(Conn &conn, Call *c);
+  static constexpr size_t kHoldMax = 32;
+  bool should_flush(const Conn &conn) const {
+    return conn.want_write && (conn.partial || conn.awaiting == 0 || conn.inflight.size() - conn.awaiting >= kHoldMax ||
+                               stop_.load(std::memory_order_relaxed));
+  }
+  void flush(Conn &conn, int64_t now);
+  // Lanes: the connections in use. Called once per window with whether several threads submitted.
+  void choose_lanes(bool several, int64_t now);
+  // Moves to lanes_wanted_ once every release sent before the change began is answered, so that a
+  // tenant's release and its next admit never travel on two connections; meanwhile the calls of the
+  // tenants that would move wait in parked_ (the others go on: their connection stays). Gives up by
+  // switch_by_us_, and then tries again only after a back-off. Parked calls go first into `batch`.
+  void settle_lanes(std::vector<Call *> &batch, int64_t now);
+  bool moves(const Call *c) const { return c->affinity % lanes_ != c->affinity % lanes_wanted_; }
+  void read(Conn &conn, int64_t now);
+  void handle(Conn &conn, Call *c, redisReply *r, int64_t now);
+  void expire(int64_t now);
+  void fail_call(Call *c, FailReason why);
+  void complete(Call *c, AdmitResult &&r);  // hands an admit's result to its caller
+  void complete_lease(Call *c, LeaseResult &&r);
+  void finish_admit(Call *c, redisReply *r, int64_t now);
+  void finish_lease(Call *c, redisReply *r, int64_t now);
+  void format_lease(const LeaseOp &op, std::string &cmd) const;
+  // A script's first argument (its flags), followed with redis.clock "client" by '@' and wall_us().
+  void resp_flags(std::string &cmd, std::string_view flags) const;
+  static int64_t wall_us() {
+    using namespace std::chrono;
+    return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
+  }
+  // Redis refused a command inside our scripts (TIME on some managed services): said once, naming
+  // redis.clock, and counted as config.
+  void report_refused_script(std::string_view err);
+  std::atomic<bool> script_refusal_reported_{false};
+  void answered(int64_t sent_us, int64_t now);  // Redis answered a call a caller waits on
+  // Every connection failed, or none has answered within the deadline: open the breaker and answer
+  // every waiting admit now (their callers' fallback decides), instead of at their deadlines.
+  void trip(FailReason why, int64_t now);
+  bool any_ready() const;
+  // Some connection read reply bytes after since_us (when a call that got nothing back was sent): Redis is
+  // answering, only not that call (a deep queue, or a broken connection). In a deep pipeline the replies
+  // read are to calls sent long before; what counts is that bytes still come.
+  bool any_answering(int64_t since_us) const;
+  // Commands outstanding and no reply byte for `for_us`.
+  static bool silent(const Conn &conn, int64_t now, int64_t for_us) {
+    return !conn.inflight.empty() && now - conn.quiet_since_us >= for_us;
+  }
+  void send_probe(int64_t now);
+  void measure(int64_t now);  // the reply rate and latency, and from them the cap on waiting admits
+  Call *setup_call(std::initializer_list<std::string_view> args, int64_t now);
+  // A view of <prefix>:{<tenant>}:<limiter> in a thread-local buffer, valid until the next call.
+  std::string_view tenant_key(const TenantKey &t, std::string_view limiter) const;
+  Call *take_call(Kind kind, int64_t deadline_us);
+  void recycle(Call *c);  // I/O thread only
+  void return_spent();    // I/O thread only
+
+  static constexpr size_t kPoolMax = 4096;
+  // A call's command is formatted here first, then swapped into a pooled call's buffer: neither side
+  // allocates once both have grown to a command's size.
+  static thread_local std::string tl_cmd;
+  // Its address names the submitting thread; tl_io_of, the store whose I/O thread this is (what an
+  // I/O thread submits itself, a late slot's release or a callback's next admit, names no caller).
+  static thread_local const char tl_submitter;
+  static thread_local const void *tl_io_of;
+  static int64_t now_us() {
+    using namespace std::chrono;
+    return duration_cast<microseconds>(steady_clock::now().time_since_epoch()).count();
+  }
+
+  const RedisOptions opt_;
+  const RedisUrl url_;
+  const std::string prefix_;
+  // The fork generation whose I/O thread this is (fork.hpp); in a forked child the store is abandoned.
+  const uint64_t generation_;
+  bool in_forked_child() const { return generation_ != fork_generation(); }
+  // The descriptors a forked child closes when it abandons this store.
+  InheritedFds fds_;
+  static constexpr int kWakeFdSlot = 0, kDirectFdSlot = 1;
+  int conn_fd_slot(const Conn &conn) const { return 2 + static_cast<int>(&conn - conns_.data()); }
+  void free_direct();
+  const Scripts scripts_;
+  const std::string fleet_key_ = prefix_ + ":fleet";
+  // With leases, tenant_admit.lua also counts the fleet usage that clients report (fleet_report.lua).
+  const bool fleet_reports_;
+  // The fixed start of each command: EVALSHA, the script's SHA and the key count.
+  std::string admit_head_rate_, admit_head_full_, release_head_;
+  int64_t deadline_us_ = 0;  // how long the I/O thread waits for an admit's reply
+
+  std::mutex pool_mu_;
+  std::vector<Call *> pool_;
+  std::vector<Call *> spent_;  // owned by the I/O thread
+
+  std::mutex queue_mu_;
+  std::vector<Call *> queue_;
+  const void *last_submitter_ = nullptr;  // queue_mu_: the thread that submitted last in this window
+  uint32_t submitter_changes_ = 0;        // queue_mu_: calls from another thread than the one before
+  // Several threads submit when a window has this many changes of submitter: an event loop beside a
+  // thread that admits now and then (a health check) keeps one connection, busy threads get them all.
+  static constexpr uint32_t kSeveralChanges = 4;
+  static constexpr int64_t kLaneWindowUs = 50'000;
+  static constexpr int kSingleWindows = 4;  // windows of one submitter before calls move to one lane
+  size_t lanes_ = 1, lanes_wanted_ = 1;     // I/O thread
+  int single_windows_ = 0, give_ups_ = 0;   // I/O thread
+  int64_t next_lane_check_us_ = 0, switch_by_us_ = 0, retry_lanes_at_us_ = 0;
+  std::vector<Call *> parked_;  // I/O thread: calls held while the lanes change
+  std::deque<Call *> unsent_;   // I/O thread: releases not applied yet, sent once Redis answers again
+  void keep_release(Call *c);
+  int64_t unsent_at_us_ = 0;
+  Call *copy_release(const Call *c);
+  std::atomic<uint32_t> lanes_in_use_{1};
+  int wake_fd_ = -1;
+  std::atomic<bool> stop_{false};
+  std::vector<Conn> conns_;  // owned by the I/O thread
+  int64_t next_flags_us_ = 0;
+  std::thread io_;
+
+  // rediss://: the TLS context every connection's session is made from.
+  std::unique_ptr<TlsContext> tls_;
+  // A TLS verification failure or a certificate the server refused: said once, like a refused setup.
+  void report_tls_failure(const std::string &what);
+  std::atomic<bool> tls_reported_{false};
+
+  // A lone blocking caller's own connection (blocking, with deadlines), under direct_mu_; see admit().
+  std::mutex direct_mu_;
+  std::unique_ptr<Connection> direct_;
+  std::atomic<bool> direct_ok_{true};            // off after a direct call failed, until the I/O thread sees Redis
+  std::atomic<int64_t> direct_silent_since_{0};  // when a direct call that got no byte back was sent
+  std::atomic<int64_t> outstanding_{0};          // calls taken and not yet recycled, on the I/O thread's side
+
+  // The breaker: its state is read by every caller, written by the I/O thread.
+  Breaker breaker_;
+
+  // Backpressure: callers add themselves to waiting_ and are turned away beyond waiting_cap_, which the
+  // I/O thread sets from what it measures.
+  static constexpr int64_t kMinWaiting = 128;
+  static constexpr int64_t kRateWindowUs = 10'000;
+  std::atomic<int64_t> waiting_{0};
+  std::atomic<int64_t> waiting_cap_{INT64_MAX};
+  uint64_t replies_ = 0;       // I/O thread: replies read in this rate window
+  int64_t rate_since_us_ = 0;  // I/O thread: when the window began
+  double reply_rate_ = 0;      // I/O thread: replies per second, smoothed
+  double latency_us_ = 0;      // I/O thread: an admit's submit-to-reply time, smoothed
+
+  std::array<std::atomic<uint64_t>, kFailReasonCount> failures_{};
+  std::atomic<uint64_t> release_errors_{0}, reconnects_{0}, noscript_reloads_{0};
+  std::atomic<bool> ever_connected_{false};
+  std::mutex ready_mu_;
+  std::condition_variable ready_cv_;
+};
+
+}  // namespace floodwall

@@ -1,0 +1,176 @@
+// The Redis store's replies: each matched to its own call and handed to its caller (or dropped, late).
+#include <hiredis/hiredis.h>
+
+#include <cstdio>
+
+#include "stores/redis/redis_store.hpp"
+#include "stores/redis/resp.hpp"
+
+namespace floodwall {
+
+void RedisStore::finish_admit(Call *c, redisReply *r, int64_t now) {
+  AdmitResult res;
+  if (!parse_admit_reply(r, c->slot, c->rate_enforce, res)) {
+    if (!c->abandoned) fail_call(c, FailReason::error);
+    return;
+  }
+  bool committed = res.committed, conc_ok = res.conc_ok, fleet_ok = res.fleet_ok;
+  answered(c->sent_us, now);
+  if (c->abandoned) {
+    // The caller was answered by the fallback long ago; if the late command took slots after all, give them back now.
+    ReleaseOp back = c->held;
+    back.conc = back.conc && committed && conc_ok;
+    back.fleet = back.fleet && committed && fleet_ok;
+    if (back.conc || back.fleet) release(back);
+    return;
+  }
+  complete(c, std::move(res));
+}
+
+void RedisStore::answered(int64_t sent_us, int64_t now) {
+  breaker_.record(false, now);  // Redis answered, late or not
+  if (!direct_ok_.load(std::memory_order_relaxed)) direct_ok_.store(true, std::memory_order_relaxed);
+  double latency = static_cast<double>(now - sent_us);
+  latency_us_ = latency_us_ == 0 ? latency : latency_us_ + (latency - latency_us_) / 16;
+}
+
+void RedisStore::finish_lease(Call *c, redisReply *r, int64_t now) {
+  LeaseResult res;
+  if (!parse_lease_reply(r, res)) {
+    if (!c->abandoned) fail_call(c, FailReason::error);
+    return;
+  }
+  answered(c->sent_us, now);
+  if (c->abandoned) {
+    // The waiting requests were decided by the fallback long ago: what the late call took goes back now.
+    LeaseOp back;
+    back.tenant = c->lease.tenant;
+    back.rate_m = c->lease.rate_m;
+    back.burst_m = c->lease.burst_m;
+    back.give_back_m = res.granted_m;
+    for (int64_t i = 0; i < res.slots && i < static_cast<int64_t>(c->lease.wanted.size()); i++)
+      back.released.push_back(c->lease.wanted[static_cast<size_t>(i)]);
+    end_lease(back);
+    return;
+  }
+  complete_lease(c, std::move(res));
+}
+
+void RedisStore::recycle(Call *c) {
+  outstanding_.fetch_sub(1, std::memory_order_release);
+  spent_.push_back(c);
+}
+
+void RedisStore::return_spent() {
+  if (spent_.empty()) return;
+  std::lock_guard lock(pool_mu_);
+  for (Call *c : spent_) {
+    if (pool_.size() < kPoolMax)
+      pool_.push_back(c);
+    else
+      delete c;
+  }
+  spent_.clear();
+}
+
+void RedisStore::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
+  replies_++;
+  if (r->type == REDIS_REPLY_ERROR) {
+    std::string_view err(r->str, r->len);
+    if (err.rfind("NOSCRIPT", 0) == 0 && !c->retried && c->kind != Kind::setup) {
+      // Redis restarted, failed over or ran SCRIPT FLUSH: load the scripts and send the call again.
+      noscript_reloads_.fetch_add(1, std::memory_order_relaxed);
+      c->retried = true;
+      for (const Script *s : scripts_.all()) append(conn, setup_call({"SCRIPT", "LOAD", s->body}, now));
+      append(conn, c);
+      return;
+    }
+    if (c->kind == Kind::setup) {
+      // A wrong password must not pass for a working connection (it used to carry on as the default
+      // user): the connection is closed, its calls fail as config errors, and it is said once.
+      conn.refused = true;
+      refused_.store(true, std::memory_order_relaxed);
+      report_refused_setup(err);
+      recycle(c);
+      return;
+    }
+    // A configuration error means Redis answered: it is up, the deployment is wrong.
+    bool config = resp_is_config_error(err);
+    if (resp_is_script_refusal(err)) {
+      config = true;
+      report_refused_script(err);
+    }
+    if (awaited(c->kind)) breaker_.record(!config, now);
+    if (c->kind == Kind::probe && !c->abandoned) breaker_.probe_result(config, now);
+    if (c->kind == Kind::release && !config) {
+      // Refused for now (READONLY, BUSY, LOADING): sent again later; ZREM is idempotent.
+      unsent_at_us_ = now + 100'000;
+      keep_release(c);
+      return;
+    }
+    if (!c->abandoned) fail_call(c, config ? FailReason::config : FailReason::error);
+    recycle(c);
+    return;
+  }
+  // An answer past the setup: this connection's AUTH and SELECT were accepted.
+  if (c->kind != Kind::setup && refused_.load(std::memory_order_relaxed))
+    refused_.store(false, std::memory_order_relaxed);
+  switch (c->kind) {
+    case Kind::admit: finish_admit(c, r, now); break;
+    case Kind::lease: finish_lease(c, r, now); break;
+    case Kind::report:
+      if (!c->abandoned && c->report_done) {
+        FleetReportResult res;
+        if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_INTEGER &&
+            r->element[1]->type == REDIS_REPLY_INTEGER) {
+          res.decided = true;
+          res.others = r->element[0]->integer;
+          res.set_live = r->element[1]->integer;
+        }
+        FleetReportCompletion *done = c->report_done;
+        c->report_done = nullptr;
+        done->complete(std::move(res));
+      }
+      break;
+    case Kind::probe:
+      if (!c->abandoned) breaker_.probe_result(true, now);
+      break;
+    case Kind::flags:
+      if (r->type == REDIS_REPLY_ARRAY) {
+        FleetModes m;
+        m.fill(-1);
+        for (size_t i = 0; i + 1 < r->elements; i += 2) {
+          std::string_view field(r->element[i]->str ? r->element[i]->str : "", r->element[i]->len);
+          std::string_view value(r->element[i + 1]->str ? r->element[i + 1]->str : "", r->element[i + 1]->len);
+          for (int l = 1; l < kLimiterCount; l++) {
+            if (field != limiter_name(static_cast<Limiter>(l))) continue;
+            for (Mode mode : {Mode::enforce, Mode::dark, Mode::off})
+              if (value == mode_name(mode)) m[static_cast<size_t>(l)] = static_cast<int8_t>(mode);
+          }
+        }
+        for (size_t i = 0; i < m.size(); i++) fleet_modes_[i].store(m[i], std::memory_order_relaxed);
+      }
+      break;
+    case Kind::release:
+    case Kind::lease_end:
+    case Kind::setup: break;
+  }
+  recycle(c);
+}
+// Once per store. Our scripts call nothing but ordinary data commands and TIME, and TIME is the one that
+// managed services refuse inside scripts (or rename), so that is what the message proposes.
+void RedisStore::report_refused_script(std::string_view err) {
+  if (script_refusal_reported_.exchange(true)) return;
+  std::string first(err.substr(0, 200));
+  for (char &ch : first)
+    if (static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) >= 0x7f) ch = '?';
+  std::fprintf(stderr,
+               "floodwall: Redis at %s:%d refused a command inside floodwall's scripts (%s)%s; every decision is the "
+               "fallback's until it accepts\n",
+               url_.host().c_str(), url_.port(), first.c_str(),
+               opt_.clock == RedisOptions::Clock::redis
+                   ? ": most likely TIME, which some managed services refuse in scripts; set redis.clock to \"client\""
+                   : "");
+}
+
+}  // namespace floodwall

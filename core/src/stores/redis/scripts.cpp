@@ -1,0 +1,67 @@
+#include "stores/redis/scripts.hpp"
+
+#include <hiredis/hiredis.h>
+
+#include "util/sha1.hpp"
+
+namespace floodwall {
+
+namespace scripts {
+extern const std::string_view tenant_admit;
+extern const std::string_view release;
+extern const std::string_view read_flags;
+extern const std::string_view tenant_lease;
+extern const std::string_view fleet_report;
+}  // namespace scripts
+
+Scripts::Scripts()
+    : admit{scripts::tenant_admit, sha1_hex(scripts::tenant_admit)},
+      release{scripts::release, sha1_hex(scripts::release)},
+      flags{scripts::read_flags, sha1_hex(scripts::read_flags)},
+      lease{scripts::tenant_lease, sha1_hex(scripts::tenant_lease)},
+      report{scripts::fleet_report, sha1_hex(scripts::fleet_report)} {}
+
+// An admit's reply. A request-rate-only admit: one integer, the micro-tokens left (>= 0) or -1 - the
+// micro-tokens the bucket had when it had too few; it committed unless an enforced bucket said no. With
+// a slot: {committed, rate_ok, tokens, conc_ok, tenant in-flight, fleet_ok}. False for a reply of
+// another shape.
+bool parse_admit_reply(const redisReply *r, bool slot, bool rate_enforce, AdmitResult &res) {
+  long long v[6] = {0, 1, 0, 1, 0, 1};
+  if (!slot && r->type == REDIS_REPLY_INTEGER) {
+    bool rate_ok = r->integer >= 0;
+    v[0] = rate_ok || !rate_enforce;
+    v[1] = rate_ok;
+    v[2] = rate_ok ? r->integer : -1 - r->integer;
+  } else if (slot && r->type == REDIS_REPLY_ARRAY && r->elements == 6) {
+    for (size_t i = 0; i < 6; i++) v[i] = r->element[i]->type == REDIS_REPLY_INTEGER ? r->element[i]->integer : 0;
+  } else {
+    return false;
+  }
+  res.decided = true;
+  res.committed = v[0] == 1;
+  res.rate_ok = v[1] == 1;
+  res.tokens_m = v[2];
+  res.conc_ok = v[3] == 1;
+  res.conc_count = v[4];
+  res.fleet_ok = v[5] == 1;
+  return true;
+}
+
+// {granted, tokens left, slots granted, live slots, Redis' TIME in us}, all integers (tenant_lease.lua).
+bool parse_lease_reply(const redisReply *r, LeaseResult &res) {
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != 5) return false;
+  long long v[5];
+  for (size_t i = 0; i < 5; i++) {
+    if (r->element[i]->type != REDIS_REPLY_INTEGER) return false;
+    v[i] = r->element[i]->integer;
+  }
+  res.decided = true;
+  res.granted_m = v[0];
+  res.tokens_m = v[1];
+  res.slots = v[2];
+  res.conc_count = v[3];
+  res.store_now_us = v[4];
+  return true;
+}
+
+}  // namespace floodwall

@@ -1,0 +1,535 @@
+#include "stores/shm_store.hpp"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "stores/store_factory.hpp"
+#include "stores/token_bucket.hpp"
+#include "util/key_hash.hpp"
+
+namespace floodwall {
+
+namespace shm {
+
+constexpr char kMagic[8] = {'f', 'l', 'o', 'o', 'd', 'w', 'l', '\0'};
+constexpr size_t kFleetSlots = 65536;
+constexpr size_t kProcs = 1024;
+constexpr int64_t kSweepEveryUs = 1000;  // a tenant at its limit sweeps its shard at most this often
+
+struct Entry {
+  uint64_t hash;       // 0: a free entry (a key that hashes to 0 is stored as 1)
+  int64_t full_at_ns;  // the bucket (token_bucket.hpp), when has_bucket
+  int64_t used_us;     // the last admit that spent or took a slot: the stalest is evicted first
+  int32_t in_flight;   // slots this tenant holds in its shard's slot table
+  uint8_t has_bucket;
+  uint8_t len;
+  char key[TenantKey::kSize];
+};
+
+struct Slot {
+  uint64_t id_hi, id_lo;  // both 0: a free slot
+  uint64_t tenant;        // the tenant's hash (0 in the fleet table)
+  int64_t start_us;
+  int32_t pid;
+  int32_t unused;
+};
+
+// Per shard, and once for the fleet: its lock and counts; the tables are arrays of their own.
+struct alignas(64) Shard {
+  pthread_mutex_t mu;
+  uint64_t count;  // tenants held
+  uint64_t hand;   // where eviction looks next
+  uint64_t slots;  // slots held
+  int64_t last_sweep_us;
+};
+
+struct Proc {
+  std::atomic<int32_t> pid;
+  std::atomic<int64_t> busy_milli;  // time-weighted busy workers x 1000
+  std::atomic<int64_t> workers;
+};
+
+// The segment's sizes and offsets: every process computes the same from the same max_tenants.
+struct Geometry {
+  uint64_t size, max_tenants, shards, per_shard, table_per_shard, slots_per_shard;
+  uint64_t shards_off, entries_off, slots_off, fleet_off, fleet_slots_off, procs_off;
+};
+
+struct Layout {
+  char magic[8];
+  uint32_t layout;
+  std::atomic<uint32_t> ready;  // 1 once the creator has initialised everything
+  Geometry g;
+  uint64_t seed;
+  std::atomic<uint64_t> evictions, repairs;
+};
+
+static_assert(std::atomic<int64_t>::is_always_lock_free && std::atomic<int32_t>::is_always_lock_free,
+              "the shared tables need lock-free atomics");
+
+namespace {
+
+size_t pow2_at_least(size_t n) {
+  size_t p = 16;
+  while (p < n) p *= 2;
+  return p;
+}
+
+size_t up64(size_t n) {
+  return (n + 63) / 64 * 64;
+}
+
+Geometry geometry(int64_t max_tenants) {
+  Geometry g{};
+  g.max_tenants = static_cast<uint64_t>(max_tenants);
+  g.shards = max_tenants >= 4096 ? 64 : 1;  // small bounds get one shard, so that the bound is exact
+  g.per_shard = (g.max_tenants + g.shards - 1) / g.shards;
+  g.table_per_shard = pow2_at_least(g.per_shard * 2);
+  g.slots_per_shard = pow2_at_least(std::max<uint64_t>(g.per_shard * 2, 256));
+  size_t off = up64(sizeof(Layout));
+  g.shards_off = off;
+  off = up64(off + g.shards * sizeof(Shard));
+  g.entries_off = off;
+  off = up64(off + g.shards * g.table_per_shard * sizeof(Entry));
+  g.slots_off = off;
+  off = up64(off + g.shards * g.slots_per_shard * sizeof(Slot));
+  g.fleet_off = off;
+  off = up64(off + sizeof(Shard));
+  g.fleet_slots_off = off;
+  off = up64(off + kFleetSlots * sizeof(Slot));
+  g.procs_off = off;
+  g.size = up64(off + kProcs * sizeof(Proc));
+  return g;
+}
+
+// A process-shared robust mutex: a holder that died is taken over and the tables carry on (every write
+// to them leaves them usable if it stops half way).
+class Lock {
+ public:
+  Lock(pthread_mutex_t &m, std::atomic<uint64_t> &repairs) : m_(m) {
+    int rc = pthread_mutex_lock(&m_);
+    if (rc == EOWNERDEAD) {
+      pthread_mutex_consistent(&m_);
+      repairs.fetch_add(1, std::memory_order_relaxed);
+    } else if (rc != 0) {
+      throw std::runtime_error(std::string("shm store: lock failed: ") + std::strerror(rc));
+    }
+  }
+  ~Lock() { pthread_mutex_unlock(&m_); }
+  Lock(const Lock &) = delete;
+  Lock &operator=(const Lock &) = delete;
+
+ private:
+  pthread_mutex_t &m_;
+};
+
+void init_robust(pthread_mutex_t &m) {
+  pthread_mutexattr_t a;
+  pthread_mutexattr_init(&a);
+  pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+  pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+  pthread_mutex_init(&m, &a);
+  pthread_mutexattr_destroy(&a);
+}
+
+// kill(pid, 0) says ESRCH only for a pid that no process has.
+bool dead(int pid) {
+  return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+bool is_free(const Slot &s) {
+  return s.id_hi == 0 && s.id_lo == 0;
+}
+
+size_t slot_home(uint64_t hi, uint64_t lo, size_t mask) {
+  return static_cast<size_t>((hi ^ (lo * 0x9e3779b97f4a7c15ULL)) >> 7) & mask;
+}
+
+Slot *find_slot(Slot *t, size_t n, const SlotId &id) {
+  size_t mask = n - 1;
+  for (size_t i = slot_home(id.hi, id.lo, mask), step = 0; step < n; i = (i + 1) & mask, step++) {
+    if (is_free(t[i])) return nullptr;
+    if (t[i].id_hi == id.hi && t[i].id_lo == id.lo) return &t[i];
+  }
+  return nullptr;
+}
+
+// Removes slot i and closes the gap (backward shift, as the memory store's tables: no tombstones).
+void erase_slot(Slot *t, size_t n, size_t i) {
+  size_t mask = n - 1, hole = i;
+  for (size_t j = (hole + 1) & mask; !is_free(t[j]); j = (j + 1) & mask) {
+    size_t home = slot_home(t[j].id_hi, t[j].id_lo, mask);
+    if (((j - home) & mask) >= ((j - hole) & mask)) {
+      t[hole] = t[j];
+      hole = j;
+    }
+  }
+  t[hole] = Slot{};
+}
+
+// False when the table is three quarters full (the caller sweeps, then counts the slot as refused).
+bool insert_slot(Slot *t, size_t n, uint64_t &held, const Slot &s) {
+  if ((held + 1) * 4 > n * 3) return false;
+  size_t mask = n - 1, i = slot_home(s.id_hi, s.id_lo, mask);
+  while (!is_free(t[i])) i = (i + 1) & mask;
+  t[i] = s;
+  held++;
+  return true;
+}
+
+}  // namespace
+}  // namespace shm
+
+using namespace shm;
+
+ShmStore::ShmStore(const Clock &clock, const std::string &name, int64_t max_tenants)
+    : clock_(clock), segment_(segment_name(name)), pid_(getpid()) {
+  if (name.empty() || name.size() > 200 || name.find('/') != std::string::npos ||
+      std::any_of(name.begin(), name.end(), [](char c) { return c <= ' ' || c == 0x7f; }))
+    throw PolicyError("store", "shm://NAME: NAME must be 1 to 200 printable characters without '/' (got \"" +
+                                   name.substr(0, 40) + (name.size() > 40 ? "...\")" : "\")"));
+  const Geometry want = geometry(max_tenants);
+  size_ = want.size;
+  int fd = shm_open(segment_.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  bool creator = fd >= 0;
+  if (!creator) {
+    if (errno != EEXIST)
+      throw StoreError("store: cannot create the shared memory segment " + segment_ + ": " + std::strerror(errno));
+    fd = shm_open(segment_.c_str(), O_RDWR, 0);
+    if (fd < 0)
+      throw StoreError("store: cannot open the shared memory segment " + segment_ + ": " + std::strerror(errno));
+  } else if (ftruncate(fd, static_cast<off_t>(size_)) != 0) {
+    int e = errno;
+    close(fd);
+    shm_unlink(segment_.c_str());
+    throw StoreError("store: cannot size the shared memory segment " + segment_ + ": " + std::strerror(e));
+  }
+  // Another process may have created it an instant ago and not sized it yet.
+  struct stat st {};
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (fstat(fd, &st) == 0 && st.st_size == 0 && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  size_t have = static_cast<size_t>(st.st_size);
+  base_ = mmap(nullptr, std::max(have, sizeof(Layout)), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (base_ == MAP_FAILED) throw StoreError("store: cannot map the shared memory segment " + segment_);
+  layout_ = static_cast<Layout *>(base_);
+  if (creator) {
+    std::memcpy(layout_->magic, kMagic, sizeof kMagic);
+    layout_->layout = kLayout;
+    layout_->g = want;
+    layout_->seed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+    auto *shards = reinterpret_cast<Shard *>(static_cast<char *>(base_) + want.shards_off);
+    for (size_t i = 0; i < want.shards; i++) init_robust(shards[i].mu);
+    init_robust(reinterpret_cast<Shard *>(static_cast<char *>(base_) + want.fleet_off)->mu);
+    layout_->ready.store(1, std::memory_order_release);
+    return;
+  }
+  // Opened, not made: wait for its creator, then check that it is the segment this library expects.
+  auto fail = [&](const std::string &why) {
+    munmap(base_, std::max(have, sizeof(Layout)));
+    base_ = nullptr;
+    throw StoreError("store: the shared memory segment " + segment_ + " " + why);
+  };
+  if (have < sizeof(Layout)) fail("is too small to be a floodwall segment (" + std::to_string(have) + " bytes)");
+  if (std::memcmp(layout_->magic, kMagic, sizeof kMagic) != 0) {
+    // Its creator may still be writing the header.
+    while (layout_->ready.load(std::memory_order_acquire) == 0 && std::chrono::steady_clock::now() < give_up)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (std::memcmp(layout_->magic, kMagic, sizeof kMagic) != 0) fail("is not a floodwall segment");
+  }
+  if (layout_->layout != kLayout)
+    fail("has layout version " + std::to_string(layout_->layout) + ", and this library uses version " +
+         std::to_string(kLayout) + ": stop the processes of the other version, or use another NAME");
+  while (layout_->ready.load(std::memory_order_acquire) == 0 && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (layout_->ready.load(std::memory_order_acquire) == 0)
+    fail("was never initialised (its creator died making it): remove /dev/shm" + segment_);
+  if (layout_->g.max_tenants != want.max_tenants || have != want.size)
+    fail("was made for max_tenants " + std::to_string(layout_->g.max_tenants) + ", and this process's policy says " +
+         std::to_string(max_tenants) + ": every process on one NAME needs the same max_tenants");
+}
+
+ShmStore::~ShmStore() {
+  if (!base_) return;
+  if (proc_index_ >= 0) {
+    auto *procs = reinterpret_cast<Proc *>(static_cast<char *>(base_) + layout_->g.procs_off);
+    int32_t me = pid_;
+    procs[proc_index_].pid.compare_exchange_strong(me, 0);
+  }
+  munmap(base_, size_);
+}
+
+Shard &ShmStore::shard_of(uint64_t h) const {
+  auto *shards = reinterpret_cast<Shard *>(static_cast<char *>(base_) + layout_->g.shards_off);
+  return shards[(h >> 48) & (layout_->g.shards - 1)];
+}
+
+Entry *ShmStore::entries_of(const Shard &s) const {
+  auto *shards = reinterpret_cast<Shard *>(static_cast<char *>(base_) + layout_->g.shards_off);
+  size_t i = static_cast<size_t>(&s - shards);
+  return reinterpret_cast<Entry *>(static_cast<char *>(base_) + layout_->g.entries_off) +
+         i * layout_->g.table_per_shard;
+}
+
+Slot *ShmStore::slots_of(const Shard &s) const {
+  auto *shards = reinterpret_cast<Shard *>(static_cast<char *>(base_) + layout_->g.shards_off);
+  size_t i = static_cast<size_t>(&s - shards);
+  return reinterpret_cast<Slot *>(static_cast<char *>(base_) + layout_->g.slots_off) + i * layout_->g.slots_per_shard;
+}
+
+uint64_t ShmStore::hash(std::string_view key) const {
+  uint64_t h = key_hash(key, layout_->seed);
+  return h ? h : 1;
+}
+
+Entry *ShmStore::find(Shard &s, uint64_t h, std::string_view key) const {
+  Entry *t = entries_of(s);
+  size_t mask = layout_->g.table_per_shard - 1;
+  for (size_t i = h & mask, step = 0; step <= mask; i = (i + 1) & mask, step++) {
+    Entry &e = t[i];
+    if (e.hash == 0) return nullptr;
+    if (e.hash == h && e.len == key.size() && same_bytes(e.key, key.data(), key.size())) return &e;
+  }
+  return nullptr;
+}
+
+Entry *ShmStore::find_hash(Shard &s, uint64_t h) const {
+  Entry *t = entries_of(s);
+  size_t mask = layout_->g.table_per_shard - 1;
+  for (size_t i = h & mask, step = 0; step <= mask; i = (i + 1) & mask, step++) {
+    if (t[i].hash == 0) return nullptr;
+    if (t[i].hash == h) return &t[i];
+  }
+  return nullptr;
+}
+
+void ShmStore::erase_entry(Shard &s, size_t i) {
+  Entry *t = entries_of(s);
+  size_t mask = layout_->g.table_per_shard - 1, hole = i;
+  for (size_t j = (hole + 1) & mask; t[j].hash != 0; j = (j + 1) & mask) {
+    size_t home = t[j].hash & mask;
+    if (((j - home) & mask) >= ((j - hole) & mask)) {
+      t[hole] = t[j];
+      hole = j;
+    }
+  }
+  t[hole] = Entry{};
+  if (s.count) s.count--;
+}
+
+// The stalest of the next 32 tenants under the hand that holds no slot (else the stalest of them).
+void ShmStore::evict_one(Shard &s) {
+  Entry *t = entries_of(s);
+  size_t mask = layout_->g.table_per_shard - 1, best = SIZE_MAX, best_busy = SIZE_MAX;
+  for (size_t step = 0, seen = 0; step <= mask && seen < 32; step++) {
+    size_t i = s.hand & mask;
+    s.hand = (s.hand + 1) & mask;
+    if (t[i].hash == 0) continue;
+    seen++;
+    size_t &pick = t[i].in_flight > 0 ? best_busy : best;
+    if (pick == SIZE_MAX || t[i].used_us < t[pick].used_us) pick = i;
+  }
+  size_t victim = best != SIZE_MAX ? best : best_busy;
+  if (victim == SIZE_MAX) return;
+  erase_entry(s, victim);
+  layout_->evictions.fetch_add(1, std::memory_order_relaxed);
+}
+
+Entry &ShmStore::insert(Shard &s, uint64_t h, const TenantKey &key) {
+  if (s.count >= layout_->g.per_shard) evict_one(s);
+  Entry *t = entries_of(s);
+  size_t mask = layout_->g.table_per_shard - 1, i = h & mask;
+  while (t[i].hash != 0) i = (i + 1) & mask;
+  Entry &e = t[i];
+  std::string_view k = key.view();
+  e.full_at_ns = 0;
+  e.has_bucket = 0;
+  e.in_flight = 0;
+  e.len = static_cast<uint8_t>(k.size());
+  std::memcpy(e.key, k.data(), k.size());
+  e.hash = h;  // last: an entry half written by a process that died is still a free one
+  s.count++;
+  return e;
+}
+
+template <class F>
+size_t ShmStore::sweep(Shard &s, Slot *slots, size_t n, int64_t now, int64_t ttl_us, F &&on_free) {
+  s.last_sweep_us = now;
+  int32_t alive[8] = {}, gone[8] = {};  // the pids seen in this sweep, so that each is asked once
+  size_t n_alive = 0, n_gone = 0, freed = 0;
+  auto is_dead = [&](int32_t pid) {
+    if (pid == pid_) return false;
+    for (size_t k = 0; k < n_alive; k++)
+      if (alive[k] == pid) return false;
+    for (size_t k = 0; k < n_gone; k++)
+      if (gone[k] == pid) return true;
+    bool d = dead(pid);
+    if (d && n_gone < 8) gone[n_gone++] = pid;
+    if (!d && n_alive < 8) alive[n_alive++] = pid;
+    return d;
+  };
+  for (size_t i = 0; i < n;) {
+    Slot &x = slots[i];
+    if (!is_free(x) && (x.start_us <= now - ttl_us || is_dead(x.pid))) {
+      on_free(x.tenant);
+      erase_slot(slots, n, i);  // may pull a later slot into i: look at i again
+      if (s.slots) s.slots--;
+      freed++;
+      continue;
+    }
+    i++;
+  }
+  return freed;
+}
+
+AdmitResult ShmStore::admit(const AdmitOp &op) {
+  AdmitResult r;
+  r.decided = true;
+  std::string_view key = op.tenant.view();
+  uint64_t h = hash(key);
+  Shard &s = shard_of(h);
+  Slot *slots = slots_of(s);
+  size_t n_slots = layout_->g.slots_per_shard;
+  Lock lock(s.mu, layout_->repairs);
+  int64_t now = clock_.now_us();
+  Entry *e = find(s, h, key);
+
+  int64_t tokens = 0, debt_ns = 0;
+  if (op.rate) {
+    BucketState b{e && e->has_bucket ? e->full_at_ns : 0};
+    debt_ns = bucket_debt_ns(e && e->has_bucket ? &b : nullptr, now);
+    tokens = bucket_tokens(op.rate_m, op.burst_m, debt_ns);
+    r.rate_ok = tokens >= op.cost_m;
+  }
+  int64_t in_flight = 0;
+  if (op.conc) {
+    in_flight = e ? e->in_flight : 0;
+    // At the limit, or with a full slot table: give back what expired or belongs to a dead process.
+    bool full = (s.slots + 1) * 4 > n_slots * 3;
+    if ((in_flight >= op.conc_limit || full) && now - s.last_sweep_us >= kSweepEveryUs) {
+      sweep(s, slots, n_slots, now, op.conc_ttl_us, [&](uint64_t tenant) {
+        if (Entry *x = find_hash(s, tenant); x && x->in_flight > 0) x->in_flight--;
+      });
+      in_flight = e ? e->in_flight : 0;
+      full = (s.slots + 1) * 4 > n_slots * 3;
+    }
+    r.conc_ok = in_flight < op.conc_limit && !full;
+  }
+  Shard *fleet = nullptr;
+  std::optional<Lock> fleet_lock;
+  Slot *fleet_slots = nullptr;
+  if (op.fleet) {
+    fleet = reinterpret_cast<Shard *>(static_cast<char *>(base_) + layout_->g.fleet_off);
+    fleet_slots = reinterpret_cast<Slot *>(static_cast<char *>(base_) + layout_->g.fleet_slots_off);
+    fleet_lock.emplace(fleet->mu, layout_->repairs);
+    bool full = (fleet->slots + 1) * 4 > kFleetSlots * 3;
+    if ((static_cast<int64_t>(fleet->slots) >= op.fleet_cap || full) && now - fleet->last_sweep_us >= kSweepEveryUs) {
+      sweep(*fleet, fleet_slots, kFleetSlots, now, op.fleet_ttl_us, [](uint64_t) {});
+      full = (fleet->slots + 1) * 4 > kFleetSlots * 3;
+    }
+    r.fleet_ok = static_cast<int64_t>(fleet->slots) < op.fleet_cap && !full;
+  }
+
+  r.committed = commits(op, r.rate_ok, r.conc_ok, r.fleet_ok);
+  bool spend = r.committed && op.rate && r.rate_ok;
+  bool take_slot = r.committed && op.conc && r.conc_ok;
+  if (spend || take_slot) {
+    if (!e) e = &insert(s, h, op.tenant);
+    e->used_us = now;
+    if (spend) {
+      tokens -= op.cost_m;
+      e->full_at_ns = now * 1000 + debt_ns + bucket_cost_ns(op.rate_m, op.cost_m);
+      e->has_bucket = 1;
+    }
+    if (take_slot && insert_slot(slots, n_slots, s.slots, Slot{op.slot.hi, op.slot.lo, h, now, pid_, 0})) {
+      e->in_flight++;
+      in_flight++;
+    }
+  }
+  // fleet_ok refused a table three quarters full, so there is room; were there none, the request would
+  // only go uncounted, and its release is a no-op.
+  if (r.committed && op.fleet && r.fleet_ok)
+    insert_slot(fleet_slots, kFleetSlots, fleet->slots, Slot{op.slot.hi, op.slot.lo, 0, now, pid_, 0});
+  r.tokens_m = tokens;
+  r.conc_count = in_flight;
+  return r;
+}
+
+void ShmStore::admit_async(const AdmitOp &op, AdmitCompletion *done) {
+  done->complete(admit(op));
+}
+
+void ShmStore::release(const ReleaseOp &op) {
+  if (op.conc) {
+    uint64_t h = hash(op.tenant.view());
+    Shard &s = shard_of(h);
+    Slot *slots = slots_of(s);
+    Lock lock(s.mu, layout_->repairs);
+    if (Slot *x = find_slot(slots, layout_->g.slots_per_shard, op.slot)) {
+      uint64_t tenant = x->tenant;
+      erase_slot(slots, layout_->g.slots_per_shard, static_cast<size_t>(x - slots));
+      if (s.slots) s.slots--;
+      if (Entry *e = find_hash(s, tenant); e && e->in_flight > 0) e->in_flight--;
+    }
+  }
+  if (op.fleet) {
+    auto *fleet = reinterpret_cast<Shard *>(static_cast<char *>(base_) + layout_->g.fleet_off);
+    auto *fleet_slots = reinterpret_cast<Slot *>(static_cast<char *>(base_) + layout_->g.fleet_slots_off);
+    Lock lock(fleet->mu, layout_->repairs);
+    if (Slot *x = find_slot(fleet_slots, kFleetSlots, op.slot)) {
+      erase_slot(fleet_slots, kFleetSlots, static_cast<size_t>(x - fleet_slots));
+      if (fleet->slots) fleet->slots--;
+    }
+  }
+}
+
+StoreStats ShmStore::stats() const {
+  StoreStats st;
+  st.evictions = layout_->evictions.load(std::memory_order_relaxed);
+  auto *shards = reinterpret_cast<Shard *>(static_cast<char *>(base_) + layout_->g.shards_off);
+  for (size_t i = 0; i < layout_->g.shards; i++) st.tenants += __atomic_load_n(&shards[i].count, __ATOMIC_RELAXED);
+  st.repairs = layout_->repairs.load(std::memory_order_relaxed);
+  return st;
+}
+
+std::optional<double> ShmStore::box_utilization(double busy, int64_t workers, int64_t /*now_us*/) {
+  auto *procs = reinterpret_cast<Proc *>(static_cast<char *>(base_) + layout_->g.procs_off);
+  if (proc_index_ < 0 || procs[proc_index_].pid.load() != pid_) {
+    proc_index_ = -1;
+    for (size_t i = 0; i < kProcs && proc_index_ < 0; i++) {
+      int32_t p = procs[i].pid.load();
+      if ((p == 0 || dead(p)) && procs[i].pid.compare_exchange_strong(p, pid_)) proc_index_ = static_cast<int>(i);
+    }
+    if (proc_index_ < 0) return std::nullopt;  // a table full of live processes: this one counts alone
+  }
+  Proc &me = procs[proc_index_];
+  me.busy_milli.store(static_cast<int64_t>(busy * 1000), std::memory_order_relaxed);
+  me.workers.store(workers, std::memory_order_relaxed);
+  int64_t busy_sum = 0, workers_sum = 0;
+  for (size_t i = 0; i < kProcs; i++) {
+    int32_t p = procs[i].pid.load();
+    if (p == 0) continue;
+    if (p != pid_ && dead(p)) {
+      procs[i].pid.compare_exchange_strong(p, 0);  // reaped
+      continue;
+    }
+    busy_sum += procs[i].busy_milli.load(std::memory_order_relaxed);
+    workers_sum += procs[i].workers.load(std::memory_order_relaxed);
+  }
+  if (workers_sum <= 0) return std::nullopt;
+  return static_cast<double>(busy_sum) / 1000.0 / static_cast<double>(workers_sum);
+}
+
+}  // namespace floodwall

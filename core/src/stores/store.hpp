@@ -1,0 +1,206 @@
+// The store interface: where the per-tenant and fleet-wide state lives. The memory store keeps it in
+// process; the Redis store keeps it in Redis and runs one script per atomic operation (lua/).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "policy/policy.hpp"
+#include "policy/tenant_key.hpp"
+
+namespace floodwall {
+
+// A request's slot id in the concurrency and fleet sets: 128 random bits.
+struct SlotId {
+  uint64_t hi = 0, lo = 0;
+  friend bool operator==(const SlotId &a, const SlotId &b) { return a.hi == b.hi && a.lo == b.lo; }
+};
+
+// overload: more admits were waiting on the store than it answers within the deadline, so this one was
+// decided at once instead of waiting for a deadline it would miss.
+enum class FailReason : uint8_t {
+  none = 0,
+  timeout = 1,
+  connection = 2,
+  breaker = 3,
+  config = 4,
+  error = 5,
+  overload = 6
+};
+const char *fail_reason_name(FailReason r);
+constexpr int kFailReasonCount = 7;
+
+// One admit: the tenant limiters and the fleet slot, decided atomically by the store.
+// A limiter that is off for this request has its flag false; `*_enforce` false means dark mode.
+struct AdmitOp {
+  TenantKey tenant;
+  bool rate = false, rate_enforce = true;
+  int64_t rate_m = 0, burst_m = 0, cost_m = 0;
+  bool conc = false, conc_enforce = true;
+  int64_t conc_limit = 0, conc_ttl_us = 0;
+  bool fleet = false, fleet_enforce = true;
+  int64_t fleet_cap = 0, fleet_ttl_us = 0;
+  SlotId slot;
+};
+
+struct AdmitResult {
+  bool decided = false;  // false: the store could not decide; redis.fallback decides
+  FailReason reason = FailReason::none;
+  bool rate_ok = true, conc_ok = true, fleet_ok = true;  // each limiter's own verdict
+  bool committed = false;  // true when the request consumed (no enforcing limiter rejected)
+  int64_t tokens_m = 0;    // the bucket after this request
+  int64_t conc_count = 0;  // the tenant's in-flight requests after this request
+  // Decided in process from a hot tenant's lease or what Redis last said (hot_tenants.hpp); still the
+  // store's decision. A limiter the decision did not need (another enforcing one rejected first) was
+  // not evaluated and is not counted.
+  bool in_process = false;
+  bool rate_evaluated = true, conc_evaluated = true, fleet_evaluated = true;
+  bool slot_leased = false;  // the concurrency slot is a leased one: it goes back to the lease
+  SlotId leased_slot;        // which one
+  int64_t slot_lease_until_us = 0;
+  bool fleet_in_process = false;  // the fleet share is counted in this client's report, not in the set
+};
+
+// The commit rule, shared by every store (lua/tenant_admit.lua has the same lines): a request that an
+// enforcing limiter rejects consumes nothing anywhere; otherwise each limiter that passed consumes.
+inline bool commits(const AdmitOp &op, bool rate_ok, bool conc_ok, bool fleet_ok) {
+  return !(op.rate && op.rate_enforce && !rate_ok) && !(op.conc && op.conc_enforce && !conc_ok) &&
+         !(op.fleet && op.fleet_enforce && !fleet_ok);
+}
+
+struct ReleaseOp {
+  TenantKey tenant;
+  SlotId slot;
+  bool conc = false, fleet = false;
+};
+
+class AdmitCompletion {
+ public:
+  virtual ~AdmitCompletion() = default;
+  virtual void complete(AdmitResult &&r) = 0;
+};
+
+// One lease call on a tenant (lua/tenant_lease.lua): gives back what the process no longer holds, then
+// takes what it asks for. Nothing is rejected: each part grants what exists.
+struct LeaseOp {
+  TenantKey tenant;
+  bool tokens = false;  // ask for tokens
+  int64_t rate_m = 0, burst_m = 0;
+  int64_t min_m = 0;        // grant none unless the bucket holds this many (whole tokens)
+  int64_t want_m = 0;       // grant at most this many (whole tokens)
+  int64_t give_back_m = 0;  // unspent tokens of the previous lease, credited first
+  bool slots = false;       // ask for slot ids (`wanted`)
+  int64_t conc_limit = 0, conc_ttl_us = 0;
+  std::vector<SlotId> released;  // slots given back
+  std::vector<SlotId> wanted;    // ids to add, at most kMaxLeasedSlots; the first `slots` granted are used
+  bool gives_back() const { return give_back_m > 0 || !released.empty(); }
+};
+
+struct LeaseResult {
+  bool decided = false;  // false: the store could not answer; the waiting requests go to redis.fallback
+  FailReason reason = FailReason::none;
+  int64_t granted_m = 0;     // tokens now leased to the process
+  int64_t tokens_m = 0;      // what the bucket holds after the grant (or held, when it granted none)
+  int64_t slots = 0;         // slots granted: the first `slots` ids of `wanted`
+  int64_t conc_count = 0;    // the tenant's live slots after the grant
+  int64_t store_now_us = 0;  // the store's clock when it granted (Redis' TIME)
+};
+
+class LeaseCompletion {
+ public:
+  virtual ~LeaseCompletion() = default;
+  virtual void complete(LeaseResult &&r) = 0;
+};
+
+// This client's fleet usage decided in process, and what the rest of the fleet holds (lua/fleet_report.lua).
+struct FleetReportOp {
+  std::string client;      // this client's id
+  int64_t in_flight = 0;   // its in-process non-critical requests in flight
+  int64_t expires_us = 0;  // how long the report counts
+  int64_t fleet_ttl_us = 0;
+};
+
+struct FleetReportResult {
+  bool decided = false;
+  int64_t others = 0;    // the other clients' live reports
+  int64_t set_live = 0;  // the fleet set's live slots
+};
+
+class FleetReportCompletion {
+ public:
+  virtual ~FleetReportCompletion() = default;
+  virtual void complete(FleetReportResult &&r) = 0;
+};
+
+enum class BreakerState : uint8_t { closed = 0, open = 1, half_open = 2 };
+
+struct StoreStats {
+  uint64_t evictions = 0;       // memory store: tenants evicted beyond max_tenants
+  uint64_t tenants = 0;         // memory store: tenants held now
+  uint64_t release_errors = 0;  // releases the store could not apply (their slots heal after ttl_s)
+  uint64_t repairs = 0;         // shm store: locks taken over from a process that died holding them
+  uint64_t reconnects = 0;
+  uint64_t noscript_reloads = 0;
+  uint64_t connections_in_use = 0;                    // Redis store: the connections calls are spread over now
+  int64_t waiting = 0;                                // Redis store: admits waiting on a reply now
+  int64_t waiting_cap = 0;                            // Redis store: beyond this many, admits do not wait
+  std::array<uint64_t, kFailReasonCount> failures{};  // by reason
+  BreakerState breaker = BreakerState::closed;
+};
+
+// -1: no fleet-wide mode is set for that limiter, else a Mode.
+using FleetModes = std::array<int8_t, kLimiterCount>;
+
+class Store {
+ public:
+  virtual ~Store() = default;
+  // Blocks for at most the store's deadline.
+  virtual AdmitResult admit(const AdmitOp &op) = 0;
+  // Calls done->complete exactly once, possibly before returning.
+  virtual void admit_async(const AdmitOp &op, AdmitCompletion *done) = 0;
+  // Never fails the caller; an error is counted and the slot heals after its ttl.
+  virtual void release(const ReleaseOp &op) = 0;
+  virtual StoreStats stats() const = 0;
+  // Called in a forked child that abandons this store (process_guard.hpp): close inherited descriptors, and
+  // touch nothing else (its locks may be held by threads that exist only in the parent).
+  virtual void abandon_after_fork() {}
+  // A store that the processes of one machine share (shm://) takes this process's time-weighted busy
+  // workers and its workers, and answers the machine's utilization; the others answer nothing.
+  virtual std::optional<double> box_utilization(double /*busy*/, int64_t /*workers*/, int64_t /*now_us*/) {
+    return std::nullopt;
+  }
+  // Whether admit() can wait on I/O (a network store); the in-process stores answer at once.
+  virtual bool can_block() const { return false; }
+
+  // Leases (a store shared over the network: the in-process stores decide every request in process
+  // already). lease_async calls done->complete exactly once, possibly before returning; end_lease gives
+  // back without an answer (never fails the caller: tokens it cannot give back stay debited, slots heal
+  // after ttl_s).
+  virtual bool supports_leases() const { return false; }
+  virtual void lease_async(const LeaseOp & /*op*/, LeaseCompletion *done) {
+    LeaseResult r;
+    r.reason = FailReason::error;
+    done->complete(std::move(r));
+  }
+  virtual void end_lease(const LeaseOp & /*op*/) {}
+  virtual void fleet_report_async(const FleetReportOp & /*op*/, FleetReportCompletion *done) {
+    done->complete(FleetReportResult{});
+  }
+
+  // The fleet-wide mode in force for a limiter, -1 when none is set (a store shared by a fleet carries
+  // them; the Redis store polls them). A plain load, not a virtual call: the Guard reads it on every
+  // decision.
+  int8_t fleet_mode(Limiter l) const { return fleet_modes_[static_cast<size_t>(l)].load(std::memory_order_relaxed); }
+
+ protected:
+  Store() {
+    for (auto &m : fleet_modes_) m.store(-1, std::memory_order_relaxed);
+  }
+  std::array<std::atomic<int8_t>, kLimiterCount> fleet_modes_;
+};
+
+}  // namespace floodwall

@@ -1,0 +1,30 @@
+#include "stores/store_factory.hpp"
+
+#include "stores/memory_store.hpp"
+#include "stores/redis/redis_store.hpp"
+#include "stores/shm_store.hpp"
+
+namespace floodwall {
+
+std::unique_ptr<Store> make_store(const Policy &p, const Clock &clock) {
+  if (p.store == "memory://" || p.store == "memory") return std::make_unique<MemoryStore>(clock, p.max_tenants);
+  if (p.store.rfind("shm://", 0) == 0) return std::make_unique<ShmStore>(clock, p.store.substr(6), p.max_tenants);
+  if (is_redis_url(p.store)) {
+    RedisUrl u = parse_redis_url(p.store);
+    if (u.kind == RedisUrl::Kind::sentinel)
+      throw StoreError("store: " + std::string(u.tls ? "rediss" : "redis") +
+                       "+sentinel:// is not supported yet; name the master itself with redis:// or rediss://");
+    if (u.kind == RedisUrl::Kind::cluster)
+      throw StoreError("store: " + std::string(u.tls ? "rediss" : "redis") +
+                       "+cluster:// is not supported yet; use redis:// or rediss:// to one server");
+    // redis.username and redis.password_env (the policy refuses them beside a URL that has its own).
+    if (!p.redis.username.empty()) u.user = p.redis.username;
+    if (!p.redis.password.empty()) u.password = p.redis.password;
+    return std::make_unique<RedisStore>(p, std::move(u));
+  }
+  throw StoreError("store: unknown scheme in \"" + redact_url(p.store) +
+                   "\" (expected memory://, shm://NAME, redis://, rediss://, redis+sentinel://, rediss+sentinel://, "
+                   "redis+cluster:// or rediss+cluster://)");
+}
+
+}  // namespace floodwall
