@@ -259,6 +259,23 @@ FW_EXTERN int fw_admit_async(fw_client *c, const fw_request *req, fw_admit_cb cb
 FW_EXTERN int fw_admit_async2(fw_client *c, const fw_request *req, fw_admit_cb cb, void *payload, int *completed);
 
 /**
+ * The callback of fw_admit_async3: the admit's status, its decision, and when status is not FW_OK the
+ * error's message (UTF-8; NULL when status is FW_OK), borrowed for the duration of the call, so that a
+ * binding never reads the thread-local fw_error_last() on the I/O thread.
+ */
+typedef void (*fw_admit_cb3)(void *payload, int status, const fw_decision *d, const char *message);
+
+/**
+ * Like fw_admit, without blocking, and never calling back inline. When the decision is made at once (the
+ * memory and shm stores, a hot tenant decided in process, the fallback deciding at once) it is written to
+ * *out, *decided is set to 1 and cb is never called. Otherwise *decided is 0 and cb is called exactly
+ * once, later, from another thread (the store's I/O thread), never from inside this call. A bad request
+ * returns its error code here (cb is not called). `out` must have its version set (FW_DECISION_INIT).
+ */
+FW_EXTERN int fw_admit_async3(fw_client *c, const fw_request *req, fw_decision *out, int *decided, fw_admit_cb3 cb,
+                              void *payload);
+
+/**
  * Whether fw_admit can wait on I/O with this client's store: 1 for a network store (Redis), 0 for the
  * in-process ones (memory://, shm://), whose admits take well under a microsecond. A binding uses it to
  * decide whether to give up its interpreter lock around an admit.

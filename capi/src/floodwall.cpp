@@ -381,6 +381,80 @@ int fw_admit_async(fw_client *c, const fw_request *req, fw_admit_cb cb, void *pa
   return fw_admit_async2(c, req, cb, payload, nullptr);
 }
 
+namespace {
+
+// One fw_admit_async3 in flight: where an inline decision goes, and whom to call otherwise.
+struct Async3 {
+  fw_admit_cb3 cb;
+  void *payload;
+  fw_decision *out;
+  unsigned out_version;
+  bool inline_done = false;
+  int inline_status = FW_OK;
+};
+
+// The fw_admit_async3 this thread is inside of (a callback may submit another: each keeps the outer one).
+thread_local Async3 *tl_async3 = nullptr;
+
+void async3_done(void *payload, int status, const fw_decision *d) {
+  auto *a = static_cast<Async3 *>(payload);
+  if (a == tl_async3) {
+    // Decided inside fw_admit_async3, on its thread: the caller reads it from *out.
+    a->inline_done = true;
+    a->inline_status = status;
+    if (status == FW_OK) {
+      fw_decision full = *d;
+      full.version = a->out_version;
+      std::memcpy(a->out, &full, decision_size(a->out_version));
+    }
+    return;
+  }
+  const char *message = status == FW_OK       ? nullptr
+                        : status == FW_ENOMEM ? "out of memory"
+                                              : "the admit failed inside the core";
+  fw_admit_cb3 cb = a->cb;
+  void *p = a->payload;
+  delete a;
+  cb(p, status, d, message);
+}
+
+}  // namespace
+
+int fw_admit_async3(fw_client *c, const fw_request *req, fw_decision *out, int *decided, fw_admit_cb3 cb,
+                    void *payload) {
+  if (decided) *decided = 0;
+  if (!cb) return fail(FW_EINVAL, "cb: must not be NULL");
+  if (!out) return fail(FW_EINVAL, "out: must not be NULL");
+  if (!decided) return fail(FW_EINVAL, "decided: must not be NULL");
+  Async3 *a = nullptr;
+  Async3 *outer = tl_async3;
+  bool taken = false, was_inline = false;
+  int rc = guarded([&]() -> int {
+    Use use(c);
+    unsigned version = decision_version(out);
+    floodwall::Guard &g = guard_of(c);
+    std::string derived;
+    floodwall::Request r = to_request(req, g.policy(), derived);
+    a = new Async3{cb, payload, out, version};
+    tl_async3 = a;
+    taken = true;  // from here on the Guard calls async3_done exactly once, or throws before calling it
+    was_inline = g.admit_async(r, async3_done, a);
+    return FW_OK;
+  });
+  tl_async3 = outer;
+  if (!taken) return rc;
+  if (rc != FW_OK) {  // thrown before the Guard called back: nobody else holds `a`
+    delete a;
+    return rc;
+  }
+  if (!was_inline) return FW_OK;  // `a` belongs to the I/O thread now: not touched again here
+  int status = a->inline_status;
+  delete a;
+  if (status != FW_OK) return fail(status, "the admit failed inside the core");
+  *decided = 1;
+  return FW_OK;
+}
+
 int fw_tenant_key(fw_client *c, const fw_request *req, fw_buf *out) {
   return guarded([&]() -> int {
     Use use(c);

@@ -201,3 +201,89 @@ TEST(Close, FromACallbackRunInlineIsRefused) {
   EXPECT_EQ(fw_client_close(c), FW_OK);
   fw_client_free(c);
 }
+
+namespace {
+struct Async3Result {
+  std::atomic<int> calls{0};
+  std::atomic<int> status{1};
+  std::atomic<bool> on_caller_thread{false};
+  std::atomic<bool> had_message{false};
+  std::thread::id caller;
+  fw_decision d = FW_DECISION_INIT;
+};
+void on_async3(void *payload, int status, const fw_decision *d, const char *message) {
+  auto *r = static_cast<Async3Result *>(payload);
+  r->d = *d;
+  r->status = status;
+  r->had_message = message != nullptr;
+  r->on_caller_thread = std::this_thread::get_id() == r->caller;
+  r->calls++;
+}
+}  // namespace
+
+TEST(AsyncNeverInline, AnImmediateDecisionComesBackThroughTheOutParameter) {
+  fw_client *c = make(R"({"store": "memory://", "request_rate": {"rate": 1, "burst": 2}})");
+  fw_request r = request("inline3");
+  for (int i = 0; i < 3; i++) {
+    Async3Result res;
+    res.caller = std::this_thread::get_id();
+    fw_decision d = FW_DECISION_INIT;
+    int decided = -1;
+    ASSERT_EQ(fw_admit_async3(c, &r, &d, &decided, on_async3, &res), FW_OK);
+    EXPECT_EQ(decided, 1);
+    EXPECT_EQ(d.allowed, i < 2 ? 1 : 0);
+    EXPECT_EQ(res.calls.load(), 0) << "never called back for a decision made at once";
+  }
+  // A bad request: its error here, no callback.
+  Async3Result res;
+  fw_request bad = request("");
+  bad.cost = 1000;
+  fw_decision d = FW_DECISION_INIT;
+  int decided = -1;
+  EXPECT_EQ(fw_admit_async3(c, &bad, &d, &decided, on_async3, &res), FW_EINVAL);
+  EXPECT_EQ(decided, 0);
+  EXPECT_EQ(res.calls.load(), 0);
+  EXPECT_EQ(fw_admit_async3(c, &r, nullptr, &decided, on_async3, &res), FW_EINVAL);
+  fw_client_close(c);
+  EXPECT_EQ(fw_admit_async3(c, &r, &d, &decided, on_async3, &res), FW_ECLOSED);
+  fw_client_free(c);
+}
+
+TEST(AsyncNeverInline, ARedisDecisionIsCalledBackOnceFromAnotherThread) {
+  RedisServer redis;
+  fw_client *c = make(R"({"store": ")" + redis.url() + R"(", "request_rate": {"rate": 1, "burst": 2}})");
+  fw_request r = request("redis3");
+  std::vector<std::unique_ptr<Async3Result>> results;
+  int immediate = 0;
+  for (int i = 0; i < 20; i++) {
+    auto res = std::make_unique<Async3Result>();
+    res->caller = std::this_thread::get_id();
+    fw_decision d = FW_DECISION_INIT;
+    int decided = -1;
+    ASSERT_EQ(fw_admit_async3(c, &r, &d, &decided, on_async3, res.get()), FW_OK);
+    if (decided) {
+      immediate++;
+      EXPECT_EQ(res->calls.load(), 0);
+    }
+    results.push_back(std::move(res));
+  }
+  int allowed = 0;
+  for (int i = 0; i < 500; i++) {
+    int done = 0;
+    for (const auto &res : results) done += res->calls.load();
+    if (done + immediate == 20) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  for (const auto &res : results) {
+    if (res->calls.load() == 0) continue;
+    EXPECT_EQ(res->calls.load(), 1);
+    EXPECT_EQ(res->status.load(), FW_OK);
+    EXPECT_FALSE(res->had_message.load());
+    EXPECT_FALSE(res->on_caller_thread.load()) << "never inline";
+    allowed += res->d.allowed;
+  }
+  EXPECT_LT(immediate, 20) << "Redis answers later, through the callback";
+  EXPECT_EQ(allowed, 2) << "the bucket of 2";
+  EXPECT_EQ(fw_client_close(c), FW_OK);
+  fw_client_free(c);
+}
