@@ -26,7 +26,11 @@ assert got == [True, True, False], got
 maps = open(f"/proc/{os.getpid()}/maps").read().splitlines()
 hiredis = sorted({line.split()[-1] for line in maps if "hiredis" in line})
 assert hiredis and all("floodwall.libs" in path for path in hiredis), hiredis
-print(f"wheel: {os.path.basename(floodwall.__file__)} from the wheel, no compiler on PATH, hiredis from {hiredis[0]}")
+# OpenSSL (rediss://) is bundled the same way: the wheel runs where no libssl 3 is installed.
+ssl = sorted({line.split()[-1] for line in maps if "libssl" in line or "libcrypto" in line})
+assert ssl and all("floodwall.libs" in path for path in ssl), ssl
+print(f"wheel: {os.path.basename(floodwall.__file__)} from the wheel, no compiler on PATH, hiredis from {hiredis[0]}, "
+      f"OpenSSL from {', '.join(os.path.basename(p) for p in ssl)}")
 PY
 
 # The sdist, as a user on a platform without a wheel meets it: built by `python -m build --sdist`, then

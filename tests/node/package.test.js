@@ -73,7 +73,7 @@ test('the tarball installs into an empty project and the README example serves r
   assert.equal(other.headers['ratelimit-remaining'], '499', 'each API key is its own tenant');
 });
 
-test('with its prebuilt addon the package installs with --ignore-scripts and no compiler, and needs no libhiredis', () => {
+test('with its prebuilt addon the package installs with --ignore-scripts and no compiler, and needs no libhiredis nor libssl', () => {
   const env = { ...process.env, FLOODWALL_JOBS: '2' };
   for (const key of Object.keys(env)) if (/^npm_config_/i.test(key)) delete env[key];
   npm(['run', 'build:prebuilt'], ROOT, env);
@@ -81,7 +81,7 @@ test('with its prebuilt addon the package installs with --ignore-scripts and no 
   const addon = path.join(ROOT, 'prebuilds', `${process.platform}-${process.arch}`, 'floodwall.node');
   assert.ok(fs.existsSync(addon));
   const needed = execFileSync('readelf', ['-d', addon], { encoding: 'utf8' }).split('\n').filter((l) => l.includes('(NEEDED)'));
-  assert.deepEqual(needed.filter((l) => /hiredis|stdc\+\+/.test(l)), [], `the prebuilt addon needs: ${needed.join('; ')}`);
+  assert.deepEqual(needed.filter((l) => /hiredis|libssl|libcrypto|stdc\+\+/.test(l)), [], `the prebuilt addon needs: ${needed.join('; ')}`);
 
   const dir = path.join(work, 'prebuilt');
   fs.mkdirSync(dir);

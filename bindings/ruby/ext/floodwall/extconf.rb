@@ -26,6 +26,7 @@ find_executable("cmake") or abort "floodwall: cmake is needed to build the core 
 shipped_wrapper = File.exist?(File.join(here, "floodwall_wrap.c")) && File.exist?(File.join(here, "vendor"))
 shipped_wrapper || find_executable("swig") or abort "floodwall: swig is needed to build the extension (Debian: swig)"
 pkg_config("hiredis") or abort "floodwall: hiredis is needed (Debian: libhiredis-dev)"
+pkg_config("openssl") or abort "floodwall: OpenSSL is needed for rediss:// (Debian: libssl-dev)"
 werror = ENV["FLOODWALL_WERROR"] == "1"
 
 # The core is built next to this Makefile, so `make` links it after extconf.rb has returned.
