@@ -19,15 +19,10 @@
 #include "metrics/metrics.hpp"
 #include "policy/policy.hpp"
 #include "stores/store.hpp"
+#include "util/errors.hpp"
 #include "util/clock.hpp"
 
 namespace floodwall {
-
-// A request the Guard refuses to decide (empty tenant, cost above the burst); names the field.
-class BadRequest : public std::invalid_argument {
- public:
-  using std::invalid_argument::invalid_argument;
-};
 
 struct Request {
   std::string_view tenant;

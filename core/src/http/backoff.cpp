@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/guard.hpp"
+#include "util/errors.hpp"
 
 namespace floodwall {
 

@@ -26,19 +26,6 @@ const char *source_name(Source s) {
   return "store";
 }
 
-const char *fail_reason_name(FailReason r) {
-  switch (r) {
-    case FailReason::none: return "none";
-    case FailReason::timeout: return "timeout";
-    case FailReason::connection: return "connection";
-    case FailReason::breaker: return "breaker";
-    case FailReason::config: return "config";
-    case FailReason::error: return "error";
-    case FailReason::overload: return "overload";
-  }
-  return "error";
-}
-
 namespace {
 
 std::atomic<uint64_t> next_metrics_id{1};
