@@ -11,6 +11,7 @@
 #include <random>
 
 #include "engine/fork.hpp"
+#include "util/futex_event.hpp"
 #include "util/key_hash.hpp"
 
 namespace floodwall {
@@ -27,33 +28,19 @@ std::string random_id(Rng &rng) {
   return buf;
 }
 
-long futex(std::atomic<uint32_t> *word, int op, uint32_t val) {
-  return syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), op | FUTEX_PRIVATE_FLAG, val, nullptr, nullptr, 0);
-}
-
 // A blocking admit's wait for its tenant's lease call: one per thread, woken with no lock held.
 class SyncLeaseWaiter final : public LeaseWaiter {
  public:
   void arm() {
     failure = FailReason::none;
     next = nullptr;
-    state_.store(kWaiting, std::memory_order_relaxed);
+    done_.reset();
   }
-  void wake() override {
-    if (state_.exchange(kDone, std::memory_order_acq_rel) == kSleeping) futex(&state_, FUTEX_WAKE, 1);
-  }
-  void wait() {
-    uint32_t s = state_.load(std::memory_order_acquire);
-    while (s != kDone) {
-      if (s == kWaiting && !state_.compare_exchange_strong(s, kSleeping, std::memory_order_acquire)) continue;
-      futex(&state_, FUTEX_WAIT, kSleeping);
-      s = state_.load(std::memory_order_acquire);
-    }
-  }
+  void wake() override { done_.set(); }
+  void wait() { done_.wait(); }
 
  private:
-  static constexpr uint32_t kWaiting = 0, kSleeping = 1, kDone = 2;
-  std::atomic<uint32_t> state_{kWaiting};
+  FutexEvent done_;
 };
 
 }  // namespace

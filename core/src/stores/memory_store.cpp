@@ -9,16 +9,6 @@
 
 namespace floodwall {
 
-namespace {
-
-size_t pow2_at_least(size_t n) {
-  size_t p = 16;
-  while (p < n) p *= 2;
-  return p;
-}
-
-}  // namespace
-
 MemoryStore::MemoryStore(const Clock &clock, int64_t max_tenants)
     : clock_(clock), seed_((static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}()) {
   // Small bounds get one shard so that the bound is exact; large ones spread the lock.

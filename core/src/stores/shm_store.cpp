@@ -80,12 +80,6 @@ static_assert(std::atomic<int64_t>::is_always_lock_free && std::atomic<int32_t>:
 
 namespace {
 
-size_t pow2_at_least(size_t n) {
-  size_t p = 16;
-  while (p < n) p *= 2;
-  return p;
-}
-
 size_t up64(size_t n) {
   return (n + 63) / 64 * 64;
 }

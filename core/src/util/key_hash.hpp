@@ -2,6 +2,7 @@
 // and the shared-memory store.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string_view>
@@ -66,6 +67,13 @@ inline uint64_t key_hash(std::string_view key, uint64_t seed0) {
     b = load8(p + n - 8);
   }
   return fold_mul(kP1 ^ n, fold_mul(a ^ kP1, b ^ seed) ^ kP2);
+}
+
+// The least power of two that is at least n (and at least 16): hash table sizes.
+inline size_t pow2_at_least(size_t n) {
+  size_t p = 16;
+  while (p < n) p *= 2;
+  return p;
 }
 
 }  // namespace floodwall

@@ -17,16 +17,9 @@
 
 #include "stores/redis/resp.hpp"
 #include "stores/store_factory.hpp"
+#include "util/futex_event.hpp"
 
 namespace floodwall {
-
-namespace {
-
-long futex(std::atomic<uint32_t> *word, int op, uint32_t val) {
-  return syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), op | FUTEX_PRIVATE_FLAG, val, nullptr, nullptr, 0);
-}
-
-}  // namespace
 
 namespace {
 
@@ -142,23 +135,16 @@ class SyncWaiter final : public AdmitCompletion {
  public:
   void complete(AdmitResult &&r) override {
     result_ = std::move(r);
-    // Release: the caller reads result_ after it sees kDone. Wake it only if it went to sleep.
-    if (state_.exchange(kDone, std::memory_order_acq_rel) == kSleeping) futex(&state_, FUTEX_WAKE, 1);
+    done_.set();  // the caller reads result_ after it sees the event
   }
   AdmitResult wait() {
-    uint32_t s = state_.load(std::memory_order_acquire);
-    while (s != kDone) {
-      if (s == kWaiting && !state_.compare_exchange_strong(s, kSleeping, std::memory_order_acquire)) continue;
-      futex(&state_, FUTEX_WAIT, kSleeping);  // returns at once if the word is no longer kSleeping
-      s = state_.load(std::memory_order_acquire);
-    }
-    state_.store(kWaiting, std::memory_order_relaxed);
+    done_.wait();
+    done_.reset();
     return std::move(result_);
   }
 
  private:
-  static constexpr uint32_t kWaiting = 0, kSleeping = 1, kDone = 2;
-  std::atomic<uint32_t> state_{kWaiting};
+  FutexEvent done_;
   AdmitResult result_;
 };
 
