@@ -7,9 +7,10 @@
 //   other threads run meanwhile; on the in-process stores the call is shorter than a GIL hand-off.
 // - A request's headers are (name, value) pairs of str or bytes, WSGI/ASGI style, handed to the core as
 //   fw_header views into the Python objects, which are kept alive for the call.
-// - fw_admit_async completes on the core's I/O thread, which must never wait for the GIL (a Python thread
-//   holding it would stall every pipelined Redis reply). Its callback therefore only copies the decision
-//   into a CompletionQueue and writes one byte to a pipe; the asyncio loop watches the pipe and drains it.
+// - fw_admit_async3 returns a decision made at once directly; any other completes later on the core's I/O
+//   thread (never inline), which must never wait for the GIL (a Python thread holding it would stall every
+//   pipelined Redis reply). Its callback therefore only copies the decision into a CompletionQueue and
+//   writes one byte to a pipe; the asyncio loop watches the pipe and drains it.
 #include <fcntl.h>
 #include <pybind11/pybind11.h>
 #include <unistd.h>
@@ -17,11 +18,9 @@
 #include <atomic>
 #include <cerrno>
 #include <climits>
-#include <condition_variable>
 #include <cstring>
 #include <memory>
 #include <mutex>
-#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -78,66 +77,19 @@ PyObject *new_exception(const char *name, PyObject *bases, const char *doc) {
 
 // --------------------------------------------------------------------------------- client handle
 
+// The client's life is the C ABI's: fw_client_close refuses later calls (FW_ECLOSED, mapped to ClosedError
+// like any status), lets calls in progress finish and decides the async admits pending on the store. The
+// Handle only keeps what that leaves to the binding: the fw_client_free of the last reference.
 struct Handle : std::enable_shared_from_this<Handle> {
-  fw_client *c = nullptr;
+  fw_client *c = nullptr;  // set by client_new, freed only by the destructor
   // fw_client_can_block, asked once after fw_client_new: whether admits may wait on I/O.
   bool can_block = true;
-  // Calls share it; close() takes it alone, so a client is never freed under a call in progress.
-  std::shared_mutex mu;
-  // Set by close() before it waits for mu: new calls fail at once instead of starving it (readers
-  // keep a reader-preferring rwlock busy for ever when threads admit back to back).
-  std::atomic<bool> closing{false};
-  // Async admits accepted and not yet called back. The client is freed only once they are done (each
-  // completes within the store's deadline): fw_client_free with admits still pending crashes in the
-  // core today (Guard's members are destroyed before its store fails them open; reported).
-  std::mutex pending_mu;
-  std::condition_variable pending_cv;
-  size_t pending = 0;
+  // close() returned (for the `closed` property; the core itself refuses every call after close).
+  std::atomic<bool> closed{false};
 
-  void add_pending() {
-    std::lock_guard lock(pending_mu);
-    pending++;
-  }
-  // The last touch of the Handle by a callback: close() may free it as soon as the mutex is released.
-  void done_pending() {
-    std::lock_guard lock(pending_mu);
-    pending--;
-    pending_cv.notify_all();
-  }
-  void free_client() {
-    {
-      std::unique_lock lock(pending_mu);
-      pending_cv.wait(lock, [&] { return pending == 0; });  // callbacks never need the GIL
-    }
-    fw_client_free(c);
-    c = nullptr;
-  }
-
-  ~Handle() { free_client(); }
-};
-
-// A shared hold on the client. Waiting for it (a close() in progress) happens without the GIL: the
-// close may be waiting in turn for a call that needs the GIL back to return.
-std::shared_lock<std::shared_mutex> hold(Handle &h) {
-  std::shared_lock lock(h.mu, std::try_to_lock);
-  if (!lock.owns_lock()) {
-    py::gil_scoped_release nogil;
-    lock.lock();
-  }
-  return lock;
-}
-
-// A shared hold on a live client for the duration of one call.
-class Use {
- public:
-  explicit Use(Handle &h) : lock_(hold(h)) {
-    if (!h.c || h.closing.load(std::memory_order_relaxed)) raise_status(FW_ECLOSED, "floodwall: the client is closed");
-    c = h.c;
-  }
-  fw_client *c;
-
- private:
-  std::shared_lock<std::shared_mutex> lock_;
+  // The last reference is gone, so no call is in progress: fw_client_free may close and free. Async admits
+  // still pending are decided by it; their callbacks never need the GIL.
+  ~Handle() { fw_client_free(c); }
 };
 
 // Runs f with the GIL released when the store may block on I/O (fw_client_can_block); on the in-process
@@ -174,11 +126,7 @@ const Formatted &formatted_of(Decision &dec) {
   if (dec.formatted) return *dec.formatted;
   auto f = std::make_unique<Formatted>();
   fw_response r = FW_RESPONSE_INIT;
-  int rc;
-  {
-    Use use(*dec.h);
-    rc = fw_format_response(use.c, &dec.d, &r);
-  }
+  int rc = fw_format_response(dec.h->c, &dec.d, &r);
   if (rc != FW_OK) {
     std::string message = message_for(rc);
     fw_response_dispose(&r);
@@ -203,12 +151,10 @@ py::dict headers_of(Decision &dec) {
   return out;
 }
 
+// Never raises: fw_release fails only with FW_ECLOSED, and a closed client holds nothing any more.
 void release_ticket(Handle &h, fw_ticket t) {
   if (t == 0) return;
-  auto lock = hold(h);
-  if (!h.c) return;  // a closed client holds nothing any more
-  fw_client *c = h.c;
-  call(h, [&] { return fw_release(c, t); });
+  (void)call(h, [&] { return fw_release(h.c, t); });
 }
 
 py::object wrap(const fw_decision &d, std::shared_ptr<Handle> h) {
@@ -394,41 +340,26 @@ class CompletionQueue {
   std::vector<Completion> items_;
 };
 
-// One accepted fw_admit_async2. Whoever of the submitter and the callback comes second owns it: the
-// callback stores its result and swaps `state` to kCalledBack; the submitter, once fw_admit_async2 has
-// returned, swaps it to kReturned. A callback that finds kReturned queues the result for the loop; a
-// submitter that finds kCalledBack (or is told `completed`: the callback ran inline, on its own thread)
-// hands the result straight back instead of taking a trip through the loop.
+// One fw_admit_async3 that the core will call back: where its result goes. Owned by the callback.
 struct Pending {
-  enum State : int { kSubmitting = 0, kCalledBack = 1, kReturned = 2 };
   std::shared_ptr<CompletionQueue> queue;
-  Handle *handle = nullptr;  // alive until done_pending(): the client is not freed while admits are pending
-  Completion result;
-  std::atomic<int> state{kSubmitting};
+  uint64_t token = 0;
 };
 
-void on_admitted(void *payload, int status, const fw_decision *d) noexcept {
-  auto *p = static_cast<Pending *>(payload);
-  Handle *h = p->handle;
-  p->result.status = status;
-  if (d) p->result.d = *d;
-  if (status != FW_OK) {
-    try {
-      p->result.message = message_for(status);  // the error is this thread's: read it here
-    } catch (...) {
-      p->result.status = FW_ENOMEM;
-    }
+// Called exactly once, never inline: on the core's I/O thread, or on the thread of fw_client_close that
+// decides it. No Python and no GIL here, only a copy into the queue.
+void on_admitted(void *payload, int status, const fw_decision *d, const char *message) noexcept {
+  std::unique_ptr<Pending> p(static_cast<Pending *>(payload));
+  try {
+    Completion c;
+    c.token = p->token;
+    c.status = status;
+    if (d) c.d = *d;
+    if (status != FW_OK) c.message = message ? message : "floodwall: error " + std::to_string(status);
+    p->queue->push(std::move(c));
+  } catch (...) {
+    // Out of memory on the I/O thread: nothing can be reported; the admit's ticket heals after ttl_s.
   }
-  if (p->state.exchange(Pending::kCalledBack, std::memory_order_acq_rel) == Pending::kReturned) {
-    try {
-      p->queue->push(std::move(p->result));
-    } catch (...) {
-      // Out of memory on the I/O thread: nothing can be reported; the admit's ticket heals after ttl_s.
-    }
-    delete p;
-  }
-  // Otherwise the submitter is still in fw_admit_async2 and owns p (and may free it from now on).
-  h->done_pending();
 }
 
 py::object result_of(Completion &c, const std::shared_ptr<Handle> &h) {
@@ -455,11 +386,16 @@ std::shared_ptr<Handle> client_new(const std::string &policy_json) {
   return h;
 }
 
+// Waits for calls in progress and for the pending async admits to be decided: without the GIL, which
+// any of them may need to get back.
 void client_close(Handle &h) {
-  h.closing.store(true);
-  py::gil_scoped_release nogil;  // waits for pending admits and joins the I/O thread: neither needs the GIL
-  std::unique_lock lock(h.mu);
-  h.free_client();
+  int rc;
+  {
+    py::gil_scoped_release nogil;
+    rc = fw_client_close(h.c);
+  }
+  check(rc);
+  h.closed.store(true);
 }
 
 py::object client_admit(Handle &h, py::handle tenant, py::handle headers, py::handle peer, py::handle route,
@@ -467,12 +403,7 @@ py::object client_admit(Handle &h, py::handle tenant, py::handle headers, py::ha
   Request r;
   to_request(r, tenant, headers, peer, route, method, cost, critical, sandbox);
   fw_decision d = FW_DECISION_INIT;
-  int rc;
-  {
-    Use use(h);
-    rc = call(h, [&] { return fw_admit(use.c, &r.rq, &d); });
-  }
-  check(rc);
+  check(call(h, [&] { return fw_admit(h.c, &r.rq, &d); }));
   return wrap(d, h.shared_from_this());
 }
 
@@ -483,27 +414,15 @@ py::object client_admit_async(Handle &h, const std::shared_ptr<CompletionQueue> 
                               py::handle method, py::handle cost, py::handle critical, py::handle sandbox) {
   Request r;
   to_request(r, tenant, headers, peer, route, method, cost, critical, sandbox);
-  auto p = std::make_unique<Pending>();  // ours until the callback takes it over
+  auto p = std::make_unique<Pending>();  // ours until the core takes it (decided == 0)
   p->queue = queue;
-  p->handle = &h;
-  p->result.token = token;
-  int rc, completed = 0;
-  {
-    Use use(h);
-    h.add_pending();
-    rc = fw_admit_async2(use.c, &r.rq, on_admitted, p.get(), &completed);  // only enqueues on Redis: keep the GIL
-  }
-  if (rc != FW_OK) {
-    h.done_pending();  // the callback is not called
-    check(rc);
-  }
-  if (!completed && p->state.exchange(Pending::kReturned, std::memory_order_acq_rel) == Pending::kSubmitting) {
-    (void)p.release();  // the callback owns it now
-    return py::none();
-  }
-  Completion c = std::move(p->result);
-  if (c.status != FW_OK) raise_status(c.status, c.message);
-  return wrap(c.d, h.shared_from_this());
+  p->token = token;
+  fw_decision d = FW_DECISION_INIT;
+  int decided = 0;
+  check(fw_admit_async3(h.c, &r.rq, &d, &decided, on_admitted, p.get()));  // only enqueues on Redis: keep the GIL
+  if (decided) return wrap(d, h.shared_from_this());  // decided at once: no callback
+  (void)p.release();  // the callback owns it now
+  return py::none();
 }
 
 py::list client_drain(Handle &h, CompletionQueue &queue) {
@@ -520,10 +439,7 @@ py::str client_tenant_key(Handle &h, py::handle tenant, py::handle headers, py::
   Request r;
   to_request(r, tenant, headers, peer);
   fw_buf buf = FW_BUF_INIT;
-  {
-    Use use(h);
-    check(fw_tenant_key(use.c, &r.rq, &buf));
-  }
+  check(fw_tenant_key(h.c, &r.rq, &buf));
   PyObject *s = PyUnicode_DecodeUTF8(buf.ptr ? buf.ptr : "", static_cast<Py_ssize_t>(buf.size), "surrogateescape");
   fw_buf_dispose(&buf);
   if (!s) throw py::error_already_set();
@@ -538,10 +454,7 @@ fw_limiter limiter_of(py::handle name) {
 
 py::str buf_call(Handle &h, int (*f)(fw_client *, fw_buf *)) {
   fw_buf buf = FW_BUF_INIT;
-  {
-    Use use(h);
-    check(f(use.c, &buf));
-  }
+  check(f(h.c, &buf));
   py::str out(buf.ptr ? buf.ptr : "", buf.size);
   fw_buf_dispose(&buf);
   return out;
@@ -663,11 +576,7 @@ PYBIND11_MODULE(_floodwall, m) {
   py::class_<Handle, std::shared_ptr<Handle>>(m, "Client")
       .def(py::init(&client_new), py::arg("policy_json"))
       .def("close", &client_close)
-      .def_property_readonly("closed",
-                             [](Handle &h) {
-                               auto lock = hold(h);
-                               return h.c == nullptr;
-                             })
+      .def_property_readonly("closed", [](Handle &h) { return h.closed.load(); })
       .def_property_readonly("can_block", [](Handle &h) { return h.can_block; })
       .def("admit", &client_admit)
       .def("admit_async", &client_admit_async)
@@ -679,27 +588,23 @@ PYBIND11_MODULE(_floodwall, m) {
              fw_limiter l = limiter_of(limiter);
              fw_mode md;
              check(fw_mode_from_name(&md, c_string(mode, "mode")));
-             Use use(h);
-             check(fw_set_mode(use.c, l, md));
+             check(fw_set_mode(h.c, l, md));
            })
       .def("get_mode",
            [](Handle &h, py::handle limiter) {
              fw_limiter l = limiter_of(limiter);
              fw_mode md;
-             Use use(h);
-             check(fw_get_mode(use.c, l, &md));
+             check(fw_get_mode(h.c, l, &md));
              return std::string(fw_mode_name(md));
            })
       .def("report_utilization",
            [](Handle &h, double u) {
-             Use use(h);
-             check(fw_report_utilization(use.c, u));
+             check(fw_report_utilization(h.c, u));
            })
       .def("shedding_amount",
            [](Handle &h) {
              double x = 0;
-             Use use(h);
-             check(fw_shedding_amount(use.c, &x));
+             check(fw_shedding_amount(h.c, &x));
              return x;
            })
       .def("metrics_json", [](Handle &h) { return buf_call(h, fw_metrics_json); })
