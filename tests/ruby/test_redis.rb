@@ -260,4 +260,61 @@ class TestRedis < Minitest::Test
     assert waiter.value.allowed?
     assert_raises(Floodwall::ClosedError) { fw.admit(tenant: "acme") }
   end
+
+  # Close (fw_client_close) while six threads admit on Redis in a loop, from two threads at once. Redis is
+  # stopped first, so that every worker is inside an admit when the closes start: they wait for those
+  # admits (without the GVL, so the test thread runs meanwhile) and return only once Redis goes on. Every
+  # call gives a decision or raises ClosedError, none after a close has returned gives a decision, every
+  # worker ends on ClosedError, and later calls, a release of a held slot and a third close included, are
+  # refused by the core (FW_ECLOSED) or harmless.
+  def test_closing_a_client_while_threads_admit_on_redis
+    fw = Floodwall::Client.new(store: @redis.url, request_rate: { rate: 1_000_000, burst: 1_000_000 },
+                               concurrency: { limit: 1000 }, redis: { deadline_ms: 5000 })
+    held = fw.admit(tenant: "held") # connected, scripts loaded; holds a concurrency slot
+    refute held.failed_open? || held.degraded?
+    refute_equal 0, held.ticket
+    close_returned = false
+    workers = Array.new(6) do |i|
+      Thread.new do
+        outcomes = []
+        loop do
+          after_close = close_returned # read before the call starts
+          begin
+            d = fw.admit(tenant: "closing-#{i}")
+            outcomes << (after_close ? :decision_after_close : (d.allowed? ? :allowed : :rejected))
+            fw.release(d)
+          rescue Floodwall::ClosedError => e
+            outcomes << (e.code == Floodwall::Native::ECLOSED ? :closed : :bad_code)
+            break
+          end
+        end
+        outcomes
+      end
+    end
+    sleep 0.05 # the workers admit and release freely for a while
+    closers = nil
+    @redis.stopped do
+      assert all_waiting?(workers), "every worker should be inside an admit on the stopped Redis: #{workers.map(&:status)}"
+      closers = Array.new(2) { Thread.new { fw.close } }
+      assert all_waiting?(closers), "both closes should wait without the GVL: #{closers.map(&:status)}"
+      sleep 0.05
+      assert closers.all?(&:alive?), "a close should wait for the admits in progress on the stopped Redis"
+    end
+    assert closers.all? { |t| t.join(20) }, "both closes should return once Redis goes on"
+    close_returned = true
+    assert workers.all? { |t| t.join(20) }, "every worker should end: #{workers.map(&:status)}"
+    outcomes = workers.map(&:value)
+    outcomes.each_with_index do |o, i|
+      assert_equal :closed, o.last, "worker #{i} should end on ClosedError: #{o.tally}"
+      assert_equal [:closed], o - %i[allowed], "worker #{i}: only decisions, then one ClosedError: #{o.tally}"
+    end
+    assert_operator outcomes.sum { |o| o.count(:allowed) }, :>, 6, "the workers should have admitted before the close"
+    assert fw.closed?
+    assert_nil fw.close, "a third close is harmless"
+    [-> { fw.admit(tenant: "after") }, -> { fw.release(held) }, -> { held.headers }, -> { fw.tenant_key(tenant: "x") },
+     -> { fw.metrics }].each do |call|
+      error = assert_raises(Floodwall::ClosedError) { call.call }
+      assert_equal Floodwall::Native::ECLOSED, error.code
+    end
+  end
 end

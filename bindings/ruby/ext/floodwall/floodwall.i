@@ -6,9 +6,9 @@
  * Hand-written here, and only here:
  * - fw_rb_raise: the one place where a status code becomes an exception (through the table in
  *   lib/floodwall/errors.rb);
- * - Native::Handle, the client as Ruby holds it, so that #close cannot free a client that another Ruby
- *   thread is still using while it waits on Redis without the GVL; it asks the core once
- *   (fw_client_can_block) whether admits can wait on I/O at all;
+ * - Native::Handle, the client as Ruby holds it: #close is fw_client_close (without the GVL: it waits for
+ *   the calls other Ruby threads have in progress on Redis), the GC's free is fw_client_free; it asks the
+ *   core once (fw_client_can_block) whether admits can wait on I/O at all;
  * - admit and release, which run fw_admit / fw_release without the GVL when they can wait, so that
  *   Puma's threads do not serialise behind one thread's round trip to Redis;
  * - the request: a tenant String, or the request's headers (an Array of [name, value] pairs or a Hash)
@@ -45,37 +45,18 @@ static void fw_rb_raise(int rc) {
 }
 
 /*
- * A client handle. `busy` counts the calls running without the GVL and `closed` is set by #close; both
- * are only touched with the GVL held, so they need no atomics. The core client is freed when it is
- * closed and no call is running any more, whichever comes last (or by the GC, which cannot run this
- * while a thread or a decision still uses the handle: both hold a reference to it).
+ * A client handle. The core client lives as long as the handle: #close is fw_client_close, which lets
+ * the calls in progress finish and makes every later one return FW_ECLOSED (Floodwall::ClosedError);
+ * the GC's free is fw_client_free, and the GC cannot run it while a thread or a decision still uses the
+ * handle (both hold a reference to it). `closed` only answers closed?; it is set with the GVL held.
+ * A forked child (Puma's cluster mode forks workers from a preloaded app) needs nothing here: the core
+ * makes its client anew in the child on first use.
  */
 typedef struct fw_rb_handle {
   fw_client *client;
-  long busy;
   bool closed;
   bool blocking; /* fw_client_can_block: admit and release give up the GVL while they wait on the store */
 } fw_rb_handle;
-
-/* A forked child (Puma's cluster mode forks workers from a preloaded app) needs nothing here: the core
-   makes its client anew in the child on first use. */
-static fw_client *fw_rb_client(fw_rb_handle *h) {
-  if (h->closed) fw_rb_raise_message(FW_ECLOSED, "client: closed");
-  return h->client;
-}
-
-static fw_client *fw_rb_enter(fw_rb_handle *h) {
-  fw_client *c = fw_rb_client(h);
-  h->busy++;
-  return c;
-}
-
-static void fw_rb_leave(fw_rb_handle *h) {
-  if (--h->busy == 0 && h->closed && h->client) {
-    fw_client_free(h->client);
-    h->client = NULL;
-  }
-}
 
 /*
  * SWIG's Ruby runtime checks each pointer argument by reading a type-name instance variable and
@@ -269,24 +250,20 @@ static VALUE fw_rb_admit(VALUE handle, VALUE tenant, VALUE route, VALUE method, 
   q.r.critical = RTEST(critical); /* Ruby truthiness */
   q.r.sandbox = RTEST(sandbox);
   fw_rb_request_point(&q);
-  fw_rb_admit_call call = {NULL, &q.r, &out, FW_OK, false};
+  fw_rb_admit_call call = {h->client, &q.r, &out, FW_OK, false};
   /* The in-process stores never wait (fw_client_can_block says 0): giving up the GVL would cost more than
      their admit. The _gvl2 variant does not act on an interrupt (Thread#kill, Timeout, the VM's
      time-slice timer) that arrives while the admit waits, so a decision that holds a slot always reaches
-     Ruby and fw_rb_leave always runs. When an interrupt is already pending it does not call the function
-     at all: the interrupt is then handled here, before anything is held (a Thread#raise or Timeout
-     raises, the timer lets the other threads run), and the admit tried again. Waiting on Redis with the
-     GVL held instead would stop every thread of the process for as long as Redis takes, up to the
-     deadline. */
+     Ruby. When an interrupt is already pending it does not call the function at all: the interrupt is
+     then handled here, before anything is held (a Thread#raise or Timeout raises, the timer lets the
+     other threads run), and the admit tried again. Waiting on Redis with the GVL held instead would stop
+     every thread of the process for as long as Redis takes, up to the deadline. A client closed meanwhile
+     (fw_client_close) lets this admit finish, or refuses it with FW_ECLOSED. */
   if (!h->blocking) {
-    call.client = fw_rb_enter(h);
     fw_rb_admit_without_gvl(&call);
-    fw_rb_leave(h);
   } else {
     while (!call.ran) {
-      call.client = fw_rb_enter(h);
       rb_thread_call_without_gvl2(fw_rb_admit_without_gvl, &call, NULL, NULL);
-      fw_rb_leave(h);
       if (!call.ran) rb_thread_check_ints();
     }
   }
@@ -306,7 +283,7 @@ static VALUE fw_rb_tenant_key(VALUE handle, VALUE tenant, VALUE headers, VALUE p
   fw_rb_request_tenant(&q, tenant, headers, peer, false);
   fw_rb_request_point(&q);
   fw_buf buf = FW_BUF_INIT;
-  int rc = fw_tenant_key(fw_rb_client(h), &q.r, &buf);
+  int rc = fw_tenant_key(h->client, &q.r, &buf);
   RB_GC_GUARD(q.tenant);
   RB_GC_GUARD(q.peer);
   if (q.tmp) rb_free_tmp_buffer(&q.tmp);
@@ -351,24 +328,26 @@ static VALUE fw_rb_rack_headers(VALUE env) {
 typedef struct fw_rb_release_call {
   fw_client *client;
   fw_ticket ticket;
+  int rc;
   bool ran;
 } fw_rb_release_call;
 
 static void *fw_rb_release_without_gvl(void *p) {
   fw_rb_release_call *call = (fw_rb_release_call *)p;
-  fw_release(call->client, call->ticket);
+  call->rc = fw_release(call->client, call->ticket);
   call->ran = true;
   return NULL;
 }
 
+/* FW_OK, or FW_ECLOSED from a closed client (fw_release never fails otherwise). Ticket 0 holds nothing
+   and asks nothing of the client, closed or not. */
 static int fw_rb_release(fw_rb_handle *h, fw_ticket ticket) {
   if (ticket == 0) return FW_OK;
-  fw_rb_release_call call = {fw_rb_enter(h), ticket, false};
+  fw_rb_release_call call = {h->client, ticket, FW_OK, false};
   if (h->blocking) rb_thread_call_without_gvl2(fw_rb_release_without_gvl, &call, NULL, NULL);
   /* An interrupt was pending: release all the same, with the GVL (a release never waits on Redis). */
   if (!call.ran) fw_rb_release_without_gvl(&call);
-  fw_rb_leave(h);
-  return FW_OK;
+  return call.rc;
 }
 
 static fw_rb_handle *new_fw_rb_handle(const char *policy_json) {
@@ -396,10 +375,32 @@ static void delete_fw_rb_handle(fw_rb_handle *h) {
   free(h);
 }
 
+typedef struct fw_rb_close_call {
+  fw_client *client;
+  int rc;
+  bool ran;
+} fw_rb_close_call;
+
+static void *fw_rb_close_without_gvl(void *p) {
+  fw_rb_close_call *call = (fw_rb_close_call *)p;
+  call->rc = fw_client_close(call->client);
+  call->ran = true;
+  return NULL;
+}
+
+/* fw_client_close waits for the calls in progress, which other Ruby threads may be making without the
+   GVL while they wait on Redis (up to the store's deadline): it gives the GVL up meanwhile, so that those
+   threads, and every other, go on. As for an admit, an interrupt already pending is handled first (the
+   _gvl2 variant then does not call it) and the close tried again; one that arrives while it waits is
+   handled after it, once the client is closed. A second close is the core's no-op. */
 static void fw_rb_handle_close(fw_rb_handle *h) {
+  fw_rb_close_call call = {h->client, FW_OK, false};
+  while (!call.ran) {
+    rb_thread_call_without_gvl2(fw_rb_close_without_gvl, &call, NULL, NULL);
+    if (!call.ran) rb_thread_check_ints();
+  }
+  if (call.rc != FW_OK) fw_rb_raise(call.rc);
   h->closed = true;
-  h->busy++;
-  fw_rb_leave(h); /* frees now unless a call is still running without the GVL */
 }
 
 static bool fw_rb_handle_closed_p(fw_rb_handle *h) {
@@ -455,7 +456,7 @@ static VALUE fw_rb_response_dispose(VALUE p) {
 
 static VALUE fw_rb_response(VALUE decision, VALUE lowercase) {
   fw_rb_decision *rd = (fw_rb_decision *)fw_rb_unwrap(decision, SWIGTYPE_p_fw_decision);
-  fw_client *c = fw_rb_client((fw_rb_handle *)DATA_PTR(rd->handle));
+  fw_client *c = ((fw_rb_handle *)DATA_PTR(rd->handle))->client;
   fw_rb_response_call call = {FW_RESPONSE_INIT, lowercase};
   int rc = fw_format_response(c, &rd->d, &call.r);
   if (rc != FW_OK) {
@@ -523,6 +524,7 @@ static VALUE fw_rb_parse_retry_after(VALUE value, VALUE now_unix_s) {
 /* Wrapped by hand above, or not for Ruby at all. The text formatters (fw_format_headers, fw_format_body)
    are left out: fw_format_response gives the same as pairs, which no one has to parse. */
 %ignore fw_client_new;
+%ignore fw_client_close;
 %ignore fw_client_free;
 %ignore fw_client_can_block;
 %ignore fw_admit;
@@ -561,9 +563,10 @@ static VALUE fw_rb_parse_retry_after(VALUE value, VALUE now_unix_s) {
               int fw_rb_release
   "if ($1 != FW_OK) fw_rb_raise($1); $result = Qnil;"
 
-/* The client parameter of every entry point is a Native::Handle; a closed one raises Floodwall::ClosedError. */
+/* The client parameter of every entry point is a Native::Handle; the core answers FW_ECLOSED for a closed
+   one (Floodwall::ClosedError). */
 %typemap(in) fw_client *c {
-  $1 = fw_rb_client((fw_rb_handle *)fw_rb_unwrap($input, $descriptor(fw_rb_handle *)));
+  $1 = ((fw_rb_handle *)fw_rb_unwrap($input, $descriptor(fw_rb_handle *)))->client;
 }
 %typemap(in) fw_rb_handle *h, struct fw_rb_handle *self "$1 = (fw_rb_handle *)fw_rb_unwrap($input, $descriptor(fw_rb_handle *));"
 %typemap(in) struct fw_decision *self "$1 = (fw_decision *)fw_rb_unwrap($input, $descriptor(fw_decision *));"

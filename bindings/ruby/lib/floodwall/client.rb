@@ -117,8 +117,9 @@ module Floodwall
       Native.metrics_prometheus(@handle)
     end
 
-    # Frees the client; later calls raise Floodwall::ClosedError. Admits still waiting on Redis in other
-    # threads finish first. Idempotent.
+    # Closes the client (fw_client_close); later calls raise Floodwall::ClosedError. Admits still waiting
+    # on Redis in other threads finish first (this waits for them without the GVL). Idempotent. The GC
+    # frees what is left.
     def close
       @handle.close
       nil
