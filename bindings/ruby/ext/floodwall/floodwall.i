@@ -531,6 +531,8 @@ static VALUE fw_rb_parse_retry_after(VALUE value, VALUE now_unix_s) {
 %ignore fw_admit_async;
 %ignore fw_admit_async2;
 %ignore fw_admit_cb;
+%ignore fw_admit_async3;
+%ignore fw_admit_cb3;
 %ignore fw_release;
 %ignore fw_tenant_key;
 %ignore fw_error;
