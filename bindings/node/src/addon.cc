@@ -4,13 +4,13 @@
 // 17-property object through Node-API costs more than the memory store's whole decision, while a
 // Float64Array write is free and lib/decision.js turns it into a Decision with plain JS property stores.
 //
-// fw_admit_async2 calls back inline for the memory store (and for bad requests) and says so: the numbers go
-// into the client's scratch array and admit() returns undefined. For the Redis store it calls back from
-// the core's I/O thread: the decision is copied, handed to the JS thread through a thread-safe function,
-// and the promise that admit() returned resolves there. The event loop never waits on Redis.
+// fw_admit_async3 returns a decision made at once (the memory store, a hot tenant, the fallback) in place:
+// the numbers go into the client's scratch array and admit() returns undefined, with no thread hop. For an
+// admit that waits on Redis it calls back from the core's I/O thread: the decision (or the error's message)
+// is copied, handed to the JS thread through a thread-safe function, and the promise that admit() returned
+// settles there. The event loop never waits on Redis.
 #include <napi.h>
 
-#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -288,37 +288,28 @@ class Identity {
 
 class Client;
 
-// Who has claimed a Call: the decision's callback (kDecided: the JS thread takes the result as it returns
-// from admit) or the JS thread once fw_admit_async2 has returned without it (kAwaited: the callback hands
-// the call over through the thread-safe function). Whichever comes second knows that the other has run.
-enum CallState { kPending, kDecided, kAwaited };
-
-// One admit in flight. Completed inline, it never leaves Admit() (and is kept for the next admit);
-// completed on the I/O thread, it travels through the thread-safe function and is freed on the JS thread.
+// One admit that waits on the store: its promise, and the result that fw_admit_async3's callback copies in
+// on the I/O thread (or on the thread closing the client) and hands to the JS thread through the
+// thread-safe function, where the promise settles and the call is freed.
 struct Call {
   Client *client = nullptr;
   int status = FW_OK;
   std::string message;
   fw_decision d = FW_DECISION_INIT;
-  std::atomic<int> state{kPending};
-  std::optional<Napi::Promise::Deferred> deferred;  // created on the JS thread when it may wait
-
-  void Reset() {
-    client = nullptr;
-    status = FW_OK;
-    message.clear();
-    d = FW_DECISION_INIT;
-    state.store(kPending, std::memory_order_relaxed);
-    deferred.reset();
-  }
+  std::optional<Napi::Promise::Deferred> deferred;  // made on the JS thread once the admit is known to wait
 };
 
-void OnDecision(void *payload, int status, const fw_decision *d);
+void OnDecision(void *payload, int status, const fw_decision *d, const char *message);
 
-// The native side of one Floodwall: the fw_client, the scratch array that inline decisions are written to,
-// and the thread-safe function that brings I/O-thread decisions back to the JS thread. JS holds it as an
+// The native side of one Floodwall: the fw_client, the scratch array that immediate decisions are written
+// to, and the thread-safe function that brings I/O-thread decisions back to the JS thread. JS holds it as an
 // External handle that every function takes first, like the C ABI's fw_client * (an External costs
 // nothing to read back, where ObjectWrap's napi_unwrap is a property lookup on every admit).
+//
+// The client's own lifetime is the ABI's: fw_client_close makes every later call fail with FW_ECLOSED
+// (thrown as ClosedError) and decides the admits still pending before it returns. What is left here is the
+// JS side's: the thread-safe function, referenced while completions are due so that the process waits for
+// them, and a strong reference to the handle until the last of them has settled its promise.
 class Client {
  public:
   // No napi reference is kept to the scratch array: the JS layer holds it next to the handle for the
@@ -328,13 +319,14 @@ class Client {
     tsfn_ = Tsfn::New(env, "floodwall.admit", 0, 1, this);
     tsfn_.Unref(env);  // an idle client must not keep the process alive; Admit refs it while admits wait
     // At environment teardown this hook runs before the thread-safe function's own (hooks run last-in,
-    // first-out), so the I/O thread is stopped while the function can still take its last calls.
+    // first-out), so the pending admits are decided while the function can still take their completions.
     napi_add_env_cleanup_hook(env, &Client::CleanupHook, this);
   }
 
   ~Client() {
     napi_remove_env_cleanup_hook(env_, &Client::CleanupHook, this);
-    Shutdown();
+    fw_client_free(c_);  // closes it first when JS did not
+    ReleaseTsfn();
   }
 
   static Client *From(const Napi::CallbackInfo &info) {
@@ -342,35 +334,32 @@ class Client {
     return info[0].As<Napi::External<Client>>().Data();
   }
 
-  fw_client *Need(Napi::Env env) {
-    if (!c_) Throw(env, FW_ECLOSED, "client: closed");
-    return c_;
-  }
+  // The fw_client, open or closed: a call on a closed one returns FW_ECLOSED.
   fw_client *raw() const { return c_; }
   double *scratch() const { return scratch_; }
   HeaderList &headers() { return headers_; }
   std::string &fields() { return fields_; }
 
-  // Stops the I/O thread (pending admits complete, failed open, through tsfn_), then lets tsfn_ go.
-  void Shutdown() {
-    if (!c_) return;
-    fw_client *c = c_;
-    c_ = nullptr;
-    fw_client_free(c);
-    tsfn_.Release();
+  // fw_client_close: the admits pending on the store are decided (each one's completion queued to tsfn_,
+  // never waiting on this thread) before it returns. Then no completion can come any more: tsfn_ is let go,
+  // once, and delivers those already queued before it goes.
+  int Close() {
+    int rc = fw_client_close(c_);
+    if (rc == FW_OK) ReleaseTsfn();
+    return rc;
   }
 
-  // On the I/O thread: hand the (copied) decision over to the JS thread.
+  // On the I/O thread (or the one closing the client): hand the copied decision over to the JS thread.
+  // The queue is unbounded, so this never blocks.
   void Complete(Call *call) {
     if (tsfn_.NonBlockingCall(call) != napi_ok) delete call;  // the environment is going away
   }
 
   // admit(handle, tenant: string | Uint8Array | null, headers: array | null, peer: string | null,
   //       route?: string, method?: string, cost: number, critical: boolean, sandbox: boolean):
-  //   undefined (decided inline: see scratch) | Promise<Float64Array>
+  //   undefined (decided at once: see scratch) | Promise<Float64Array>
   Napi::Value Admit(const Napi::CallbackInfo &info) {
     Napi::Env env = info.Env();
-    fw_client *c = Need(env);
     fw_request req = FW_REQUEST_INIT;
     Identity identity(info, 1, headers_, &req);
     Utf8Arg route(info[4]), method(info[5]);
@@ -382,36 +371,35 @@ class Client {
 
     std::unique_ptr<Call> call = spare_ ? std::move(spare_) : std::make_unique<Call>();
     call->client = this;
-    int completed = 0;
-    Check(env, fw_admit_async2(c, &req, OnDecision, call.get(), &completed));  // fails for NULL arguments only
-    std::optional<Napi::Promise> promise;
-    if (!completed) {
-      // Made before the call is claimed: once it is, the I/O thread may hand it over (or, at environment
-      // teardown, free it) at any moment. The promise settles on this thread, so only after we return.
-      call->deferred.emplace(env);
-      promise = call->deferred->Promise();
-      // The callback may have run on the I/O thread meanwhile: then its result is here already.
-      completed = call->state.exchange(kAwaited, std::memory_order_acq_rel) == kDecided;
-    }
-    if (completed) {
-      int status = call->status;
-      std::string message = std::move(call->message);
-      if (status == FW_OK) ToRaw(call->d, scratch_);
-      call->Reset();
-      spare_ = std::move(call);
-      if (status != FW_OK) Throw(env, status, message);
+    fw_decision d = FW_DECISION_INIT;
+    int decided = 0;
+    int rc = fw_admit_async3(c_, &req, &d, &decided, OnDecision, call.get());
+    if (rc != FW_OK || decided) {
+      spare_ = std::move(call);  // never handed over: kept for the next admit
+      Check(env, rc);            // a bad request, or a closed client
+      ToRaw(d, scratch_);
       return env.Undefined();
     }
+    // The callback may already be running on the I/O thread: it only writes the result's fields and queues
+    // the call to tsfn_, whose OnJsThread runs on this thread, so after Admit has returned; and tsfn_ only
+    // refuses (and frees) a call once it is released, which happens on this thread too (Close, teardown).
+    Call *waiting = call.release();
+    waiting->deferred.emplace(env);
     if (pending_++ == 0) {
-      napi_create_reference(env, info[0], 1, &pending_ref_);  // keep the client alive while admits wait
+      napi_create_reference(env, info[0], 1, &pending_ref_);  // keep the handle alive while completions are due
       tsfn_.Ref(env);
     }
-    call.release();  // the I/O thread owns it now
-    return *promise;
+    return waiting->deferred->Promise();
   }
 
  private:
-  static void CleanupHook(void *self) { static_cast<Client *>(self)->Shutdown(); }
+  static void CleanupHook(void *self) { static_cast<Client *>(self)->Close(); }
+
+  void ReleaseTsfn() {
+    if (tsfn_released_) return;
+    tsfn_released_ = true;
+    tsfn_.Release();
+  }
 
   static void OnJsThread(Napi::Env env, Napi::Function, Client *self, Call *raw) {
     std::unique_ptr<Call> call(raw);
@@ -424,7 +412,7 @@ class Client {
       call->deferred->Reject(MakeError(env, call->status, call->message));
     }
     if (--self->pending_ == 0) {
-      if (self->c_) self->tsfn_.Unref(env);
+      if (!self->tsfn_released_) self->tsfn_.Unref(env);
       napi_ref ref = self->pending_ref_;
       self->pending_ref_ = nullptr;
       napi_delete_reference(env, ref);  // last: this may let the client be collected
@@ -436,22 +424,23 @@ class Client {
   Napi::Env env_;
   fw_client *c_;
   double *scratch_;
-  napi_ref pending_ref_ = nullptr;  // a strong reference to the handle while admits wait on the I/O thread
+  napi_ref pending_ref_ = nullptr;  // a strong reference to the handle while completions are due
   Tsfn tsfn_;
-  size_t pending_ = 0;  // admits waiting on the I/O thread; touched on the JS thread only
+  bool tsfn_released_ = false;
+  size_t pending_ = 0;  // admits whose completion has not reached the JS thread yet; the JS thread's only
   std::unique_ptr<Call> spare_;
   HeaderList headers_;  // the last request's header bytes: the JS thread's only
   std::string fields_;  // the last formatted response's header names and values (FormatResponse)
 };
 
-void OnDecision(void *payload, int status, const fw_decision *d) {
+// fw_admit_async3's callback: never inline, on the I/O thread, or on the thread in fw_client_close for the
+// admits that close decides. It only copies and queues: close may run on the JS thread and waits for it.
+void OnDecision(void *payload, int status, const fw_decision *d, const char *message) {
   Call *call = static_cast<Call *>(payload);
   call->status = status;
   if (d) call->d = *d;
-  if (status != FW_OK) call->message = LastMessage(status);  // thread-local: read it on this thread
-  // Inline (on the JS thread, within fw_admit_async2), or on the I/O thread before Admit claimed the call:
-  // Admit takes the result. Otherwise Admit is waiting on the promise.
-  if (call->state.exchange(kDecided, std::memory_order_acq_rel) == kAwaited) call->client->Complete(call);
+  if (status != FW_OK) call->message = message ? message : "floodwall: error " + std::to_string(status);
+  call->client->Complete(call);
 }
 
 // ---------------------------------------------------------------------------------------------- functions
@@ -478,7 +467,7 @@ Napi::Value Admit(const Napi::CallbackInfo &info) {
 Napi::Value TenantKey(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
   Client *client = Client::From(info);
-  fw_client *c = client->Need(env);
+  fw_client *c = client->raw();
   fw_request req = FW_REQUEST_INIT;
   Identity identity(info, 1, client->headers(), &req);
   fw_buf buf = FW_BUF_INIT;
@@ -496,13 +485,13 @@ Napi::Value Release(const Napi::CallbackInfo &info) {
   } else if (info[1].IsNumber()) {
     t = static_cast<fw_ticket>(info[1].As<Napi::Number>().DoubleValue());
   }
-  if (client->raw()) fw_release(client->raw(), t);
+  fw_release(client->raw(), t);  // FW_ECLOSED after close: nothing to release, nothing to report
   return info.Env().Undefined();
 }
 
 Napi::Value SetMode(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
-  fw_client *c = Client::From(info)->Need(env);
+  fw_client *c = Client::From(info)->raw();
   fw_limiter l;
   fw_mode m;
   Check(env, fw_limiter_from_name(&l, Utf8Arg(info[1]).get()));
@@ -513,7 +502,7 @@ Napi::Value SetMode(const Napi::CallbackInfo &info) {
 
 Napi::Value GetMode(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
-  fw_client *c = Client::From(info)->Need(env);
+  fw_client *c = Client::From(info)->raw();
   fw_limiter l;
   fw_mode m;
   Check(env, fw_limiter_from_name(&l, Utf8Arg(info[1]).get()));
@@ -523,7 +512,7 @@ Napi::Value GetMode(const Napi::CallbackInfo &info) {
 
 Napi::Value ReportUtilization(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
-  fw_client *c = Client::From(info)->Need(env);
+  fw_client *c = Client::From(info)->raw();
   Check(env, fw_report_utilization(c, info[1].As<Napi::Number>().DoubleValue()));
   return env.Undefined();
 }
@@ -531,7 +520,7 @@ Napi::Value ReportUtilization(const Napi::CallbackInfo &info) {
 Napi::Value SheddingAmount(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
   double amount = 0;
-  Check(env, fw_shedding_amount(Client::From(info)->Need(env), &amount));
+  Check(env, fw_shedding_amount(Client::From(info)->raw(), &amount));
   return Napi::Number::New(env, amount);
 }
 
@@ -546,7 +535,7 @@ static_assert(1 + 2 * FW_RESPONSE_MAX_HEADERS <= kRawSize, "the scratch array ho
 Napi::Value FormatResponse(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
   Client *client = Client::From(info);
-  fw_client *c = client->Need(env);
+  fw_client *c = client->raw();
   fw_decision d = FromRaw(client->scratch());
   fw_response resp = FW_RESPONSE_INIT;
   int rc = fw_format_response(c, &d, &resp);
@@ -578,12 +567,12 @@ template <int (*Metrics)(fw_client *, fw_buf *)>
 Napi::Value MetricsText(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
   fw_buf buf = FW_BUF_INIT;
-  Check(env, Metrics(Client::From(info)->Need(env), &buf));
+  Check(env, Metrics(Client::From(info)->raw(), &buf));
   return TakeBuf(env, buf);
 }
 
 Napi::Value Close(const Napi::CallbackInfo &info) {
-  Client::From(info)->Shutdown();
+  Check(info.Env(), Client::From(info)->Close());
   return info.Env().Undefined();
 }
 
