@@ -38,12 +38,12 @@ function ping(port) {
 }
 
 /**
- * Starts `redis-server --port P --save '' --appendonly no` and waits for PING. Fails (never skips) when
- * redis-server is missing. Returns { port, url, pid, stop() }.
+ * Starts `redis-server --port P --save '' --appendonly no` (and `extraArgs`, e.g. a --tls-port) and waits for
+ * PING on the plain port. Fails (never skips) when redis-server is missing. Returns { port, url, pid, stop() }.
  */
-async function startRedis() {
+async function startRedis(extraArgs = []) {
   const port = await freePort();
-  const proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+  const proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...extraArgs],
     { stdio: ['ignore', 'ignore', 'inherit'] });
   const failed = new Promise((_, reject) => {
     proc.once('error', (err) => reject(new Error(`cannot start redis-server: ${err.message}`)));

@@ -3,14 +3,14 @@
 // and the addon from the shipped sources, downloading no headers, when there is no prebuilt addon for the
 // platform), then the README's Express example runs as written and answers over HTTP. And the package
 // with its prebuilt addon (`npm run build:prebuilt`): `npm install --ignore-scripts` with no compiler on
-// PATH, an addon that needs no libhiredis.
+// PATH, an addon that needs no libhiredis nor libssl, and speaks rediss:// through the OpenSSL linked into it.
 const assert = require('node:assert/strict');
 const { execFileSync, spawn } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { test, after } = require('node:test');
-const { request } = require('./helpers');
+const { freePort, request, startRedis } = require('./helpers');
 
 const ROOT = path.resolve(__dirname, '..', '..');
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'floodwall-pack-'));
@@ -27,6 +27,7 @@ test('npm pack ships the core sources and the binding, not builds or other langu
   tarball = path.join(work, info.filename);
   const files = info.files.map((f) => f.path);
   for (const needed of ['package.json', 'CMakeLists.txt', 'core/embed_scripts.cmake', 'core/CMakeLists.txt', 'core/sources.cmake', 'core/src/engine/guard.cpp',
+    'core/src/stores/redis/connection.cpp', 'core/src/stores/redis/url.cpp',
     'capi/include/floodwall.h', 'capi/src/floodwall.cpp', 'capi/floodwall.map', 'lua/tenant_admit.lua', 'lua/lib/bucket.lua',
     'bindings/node/CMakeLists.txt', 'bindings/node/src/addon.cc', 'bindings/node/lib/index.js',
     'bindings/node/index.d.ts', 'bindings/node/scripts/build.js', 'bindings/node/examples/express_app.js']) {
@@ -73,7 +74,7 @@ test('the tarball installs into an empty project and the README example serves r
   assert.equal(other.headers['ratelimit-remaining'], '499', 'each API key is its own tenant');
 });
 
-test('with its prebuilt addon the package installs with --ignore-scripts and no compiler, and needs no libhiredis nor libssl', () => {
+test('with its prebuilt addon the package installs with --ignore-scripts and no compiler, and needs no libhiredis nor libssl', async (t) => {
   const env = { ...process.env, FLOODWALL_JOBS: '2' };
   for (const key of Object.keys(env)) if (/^npm_config_/i.test(key)) delete env[key];
   npm(['run', 'build:prebuilt'], ROOT, env);
@@ -82,6 +83,11 @@ test('with its prebuilt addon the package installs with --ignore-scripts and no 
   assert.ok(fs.existsSync(addon));
   const needed = execFileSync('readelf', ['-d', addon], { encoding: 'utf8' }).split('\n').filter((l) => l.includes('(NEEDED)'));
   assert.deepEqual(needed.filter((l) => /hiredis|libssl|libcrypto|stdc\+\+/.test(l)), [], `the prebuilt addon needs: ${needed.join('; ')}`);
+  // Node's executable exports its own OpenSSL: the addon neither asks for an OpenSSL symbol (it would get
+  // Node's) nor exports one of its copy's.
+  const dynsyms = execFileSync('nm', ['-D', addon], { encoding: 'utf8' }).split('\n');
+  const openssl = dynsyms.filter((l) => /\s(SSL|EVP|OPENSSL|CRYPTO|X509|BIO|ERR)_\w+(@\S*)?$/.test(l));
+  assert.deepEqual(openssl, [], 'the prebuilt addon binds OpenSSL symbols dynamically');
 
   const dir = path.join(work, 'prebuilt');
   fs.mkdirSync(dir);
@@ -110,4 +116,33 @@ test('with its prebuilt addon the package installs with --ignore-scripts and no 
       fw.close();
     });`], { cwd: project, env: bare, encoding: 'utf8' });
   assert.deepEqual(JSON.parse(out), [true, true, false]);
+
+  // rediss:// against a TLS redis-server, verified against a test CA: the OpenSSL linked into the addon
+  // does the handshake. Decided by Redis (not degraded), and the bucket is there when asked in plain text.
+  const certs = path.join(dir, 'certs');
+  execFileSync('bash', [path.join(ROOT, 'tests', 'tls-certs.sh'), certs]);
+  const tlsPort = await freePort();
+  const redis = await startRedis(['--tls-port', String(tlsPort), '--tls-cert-file', path.join(certs, 'server.crt'),
+    '--tls-key-file', path.join(certs, 'server.key'), '--tls-ca-cert-file', path.join(certs, 'ca.crt'), '--tls-auth-clients', 'no']);
+  t.after(() => redis.stop());
+  const policy = { store: `rediss://127.0.0.1:${tlsPort}/0`, prefix: 'prebuilt-tls', request_rate: { rate: 0.001, burst: 2 },
+    redis: { deadline_ms: 2000, connect_timeout_ms: 2000, tls: { ca_file: path.join(certs, 'ca.crt') } } };
+  const tls = execFileSync(process.execPath, ['-e', `
+    const { Floodwall } = require('floodwall');
+    const fw = new Floodwall(${JSON.stringify(policy)});
+    (async () => {
+      const ds = [];
+      for (let i = 0; i < 3; i++) ds.push(await fw.admit({ tenant: 't' }));
+      console.log(JSON.stringify(ds.map((d) => [d.allowed, d.degraded, d.failReason])));
+      fw.close();
+    })();`], { cwd: project, env: bare, encoding: 'utf8' });
+  assert.deepEqual(JSON.parse(tls), [[true, false, null], [true, false, null], [false, false, null]]);
+  const Redis = require('ioredis');
+  const plain = new Redis({ port: redis.port, lazyConnect: true });
+  try {
+    await plain.connect();
+    assert.deepEqual(await plain.keys('prebuilt-tls:*'), ['prebuilt-tls:{t}:rate']);
+  } finally {
+    plain.disconnect();
+  }
 });
