@@ -62,7 +62,7 @@ test-ruby: build
 test-e2e: build
 	@bash packaging/test-e2e.sh
 
-# A manylinux wheel in dist/ (libhiredis bundled by auditwheel repair): installs with no compiler.
+# A manylinux wheel in dist/ (libhiredis and OpenSSL bundled by auditwheel repair): installs with no compiler.
 wheels:
 	@bash packaging/build-wheel.sh
 

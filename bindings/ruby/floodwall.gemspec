@@ -6,7 +6,7 @@ require_relative "lib/floodwall/version"
 # CMakeLists.txt, core/, capi/, lua/) under ext/floodwall/vendor/ and the SWIG wrapper generated from
 # floodwall.i: `rake prepare` (or `rake gem`, which builds the gem too) puts them there. This file only
 # lists files; it writes nothing. `gem install floodwall-*.gem` then needs cmake, a C++20 compiler,
-# libhiredis-dev and nlohmann-json3-dev, no SWIG and no network.
+# pkg-config, libhiredis-dev, libssl-dev and nlohmann-json3-dev, no SWIG and no network.
 
 Gem::Specification.new do |spec|
   spec.name = "floodwall"

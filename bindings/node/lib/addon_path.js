@@ -17,7 +17,7 @@ function addonPath() {
   const found = candidates().find((p) => fs.existsSync(p));
   if (!found) {
     throw new Error(`floodwall: no addon for ${process.platform}-${process.arch} (looked in ${candidates().join(', ')}); ` +
-      'run `npm rebuild floodwall` to build it from source (needs CMake, a C++20 compiler, libhiredis-dev, nlohmann-json3-dev)');
+      'run `npm rebuild floodwall` to build it from source (needs CMake, a C++20 compiler, libhiredis-dev, libssl-dev, nlohmann-json3-dev)');
   }
   return found;
 }

@@ -13,7 +13,7 @@ const path = require('node:path');
 
 const root = path.resolve(__dirname, '..', '..', '..');
 // --prebuild (npm run build:prebuilt): the addon that ships in the npm package, in prebuilds/<platform>-<arch>/,
-// with hiredis and the C++ runtime linked in, so that installing the package builds nothing.
+// with hiredis, OpenSSL and the C++ runtime linked in, so that installing the package builds nothing.
 const prebuild = process.argv.includes('--prebuild');
 const out = path.join(root, prebuild ? 'build-node-prebuild' : 'build-node');
 const addonOut = prebuild ? path.join(root, 'prebuilds', `${process.platform}-${process.arch}`) : out;
@@ -39,7 +39,7 @@ function nodeInclude() {
 
 function run(args) {
   const r = spawnSync('cmake', args, { stdio: 'inherit' });
-  if (r.error) fail(`cannot run cmake (${r.error.message}); floodwall needs CMake >= 3.20, a C++20 compiler, hiredis and nlohmann-json`);
+  if (r.error) fail(`cannot run cmake (${r.error.message}); floodwall needs CMake >= 3.20, a C++20 compiler, hiredis, OpenSSL and nlohmann-json`);
   if (r.status !== 0) fail(`cmake ${args.join(' ')} failed`);
 }
 
