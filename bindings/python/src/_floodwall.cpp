@@ -420,8 +420,8 @@ py::object client_admit_async(Handle &h, const std::shared_ptr<CompletionQueue> 
   fw_decision d = FW_DECISION_INIT;
   int decided = 0;
   check(fw_admit_async3(h.c, &r.rq, &d, &decided, on_admitted, p.get()));  // only enqueues on Redis: keep the GIL
-  if (decided) return wrap(d, h.shared_from_this());  // decided at once: no callback
-  (void)p.release();  // the callback owns it now
+  if (decided) return wrap(d, h.shared_from_this());                       // decided at once: no callback
+  (void)p.release();                                                       // the callback owns it now
   return py::none();
 }
 
@@ -597,10 +597,7 @@ PYBIND11_MODULE(_floodwall, m) {
              check(fw_get_mode(h.c, l, &md));
              return std::string(fw_mode_name(md));
            })
-      .def("report_utilization",
-           [](Handle &h, double u) {
-             check(fw_report_utilization(h.c, u));
-           })
+      .def("report_utilization", [](Handle &h, double u) { check(fw_report_utilization(h.c, u)); })
       .def("shedding_amount",
            [](Handle &h) {
              double x = 0;

@@ -19,8 +19,8 @@
 #include "metrics/metrics.hpp"
 #include "policy/policy.hpp"
 #include "stores/store.hpp"
-#include "util/errors.hpp"
 #include "util/clock.hpp"
+#include "util/errors.hpp"
 
 namespace floodwall {
 

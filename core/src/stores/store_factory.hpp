@@ -5,8 +5,8 @@
 
 #include "policy/policy.hpp"
 #include "stores/store.hpp"
-#include "util/errors.hpp"
 #include "util/clock.hpp"
+#include "util/errors.hpp"
 
 namespace floodwall {
 
