@@ -1,7 +1,8 @@
 """Preforking servers over HTTP: each forks (or spawns) workers that must share one tenant's bucket.
 gunicorn --preload (sync workers) on Redis, gunicorn without preload on shm://, uvicorn --workers on
 shm://, Puma's cluster mode (preload_app) on Redis and on shm://, Node's cluster module on shm://. In each,
-the workers together admit at most burst + rate x elapsed + 1, and more than one worker served."""
+the workers together admit at most burst + rate x elapsed + 1, and more than one worker answered
+(each answer, 429s included, names its worker in X-Worker-Pid)."""
 
 from __future__ import annotations
 
@@ -72,7 +73,10 @@ def hammer(port: int, n: int = 60) -> tuple[int, int, set, float]:
     def one(_):
         r = httpx.get(f"http://127.0.0.1:{port}/work", headers={"X-API-Key": "acme", "Connection": "close"},
                       timeout=10)
-        return r.status_code, (r.json().get("pid") if r.status_code == 200 else None)
+        pid = r.headers.get("x-worker-pid")
+        if r.status_code == 200:
+            assert r.json()["pid"] == int(pid), "X-Worker-Pid names the worker that answered"
+        return r.status_code, pid
     t0 = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(6) as pool:
         results = list(pool.map(one, range(n)))

@@ -15,5 +15,15 @@ async def work(request):
     return JSONResponse({"pid": os.getpid()})
 
 
-app = FloodwallMiddleware(Starlette(routes=[Route("/work", work)]), client=fw,
-                          key=lambda scope: dict(scope["headers"]).get(b"x-api-key"))
+limited = FloodwallMiddleware(Starlette(routes=[Route("/work", work)]), client=fw,
+                              key=lambda scope: dict(scope["headers"]).get(b"x-api-key"))
+
+
+async def app(scope, receive, send):
+    """Every answer, the 429s too, names the worker that gave it (X-Worker-Pid)."""
+    async def named(message):
+        if message["type"] == "http.response.start":
+            worker = (b"x-worker-pid", str(os.getpid()).encode())
+            message = dict(message, headers=list(message.get("headers", [])) + [worker])
+        await send(message)
+    await limited(scope, receive, named if scope["type"] == "http" else send)

@@ -15,6 +15,8 @@ if (cluster.isPrimary) {
   const floodwall = require(path.resolve(__dirname, '../../..'));
   const fw = new floodwall.Floodwall(process.env.FW_POLICY);
   const app = express();
+  // Every answer, the 429s too, names the worker that gave it (X-Worker-Pid).
+  app.use((req, res, next) => { res.set('X-Worker-Pid', String(process.pid)); next(); });
   app.use(floodwall.express(fw, { keyGenerator: (req) => req.get('x-api-key') }));
   app.get('/work', (req, res) => res.json({ pid: process.pid }));
   app.listen(Number(process.argv[2]), '127.0.0.1');

@@ -15,4 +15,11 @@ def work():
     return {"pid": os.getpid()}
 
 
-app = FloodwallMiddleware(flask_app.wsgi_app, fw, key=lambda environ: environ.get("HTTP_X_API_KEY"))
+limited = FloodwallMiddleware(flask_app.wsgi_app, fw, key=lambda environ: environ.get("HTTP_X_API_KEY"))
+
+
+def app(environ, start_response):
+    """Every answer, the 429s too, names the worker that gave it (X-Worker-Pid)."""
+    def start(status, headers, exc_info=None):
+        return start_response(status, headers + [("X-Worker-Pid", str(os.getpid()))], exc_info)
+    return limited(environ, start)
