@@ -12,6 +12,7 @@
 
 #include "check.hpp"
 #include "http/formatter.hpp"
+#include "mapping.hpp"
 #include "policy/policy.hpp"
 
 namespace {
@@ -32,25 +33,27 @@ void check_value(const std::string &v) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   FuzzedDataProvider in(data, size);
-  fw_decision d = FW_DECISION_INIT;
-  d.version = in.ConsumeIntegral<unsigned>();
-  d.allowed = in.ConsumeIntegral<int>();
-  d.status = in.ConsumeIntegral<int>();
+  // A caller's C struct of any version, read as the C ABI reads it (capi/src/mapping.hpp).
+  fw_decision c = FW_DECISION_INIT;
+  c.version = in.ConsumeIntegralInRange<unsigned>(1, FW_DECISION_VERSION);
+  c.allowed = in.ConsumeIntegral<int>();
+  c.status = in.ConsumeIntegral<int>();
   // An unscoped C enum holds the values of its bits (0-7 here); beyond that the C++ side may not even load it.
-  d.limiter = static_cast<fw_limiter>(in.ConsumeIntegralInRange<int>(0, 7));
-  d.dark_limiter = static_cast<fw_limiter>(in.ConsumeIntegralInRange<int>(0, 7));
-  d.failed_open = in.ConsumeIntegral<int>();
-  d.fail_reason = static_cast<fw_fail_reason>(in.ConsumeIntegralInRange<int>(0, 7));
-  d.limit = in.ConsumeIntegral<int64_t>();
-  d.remaining = in.ConsumeIntegral<int64_t>();
-  d.reset_s = in.ConsumeIntegral<int64_t>();
-  d.retry_after_s = in.ConsumeIntegral<int64_t>();
-  d.rate = any_double(in);
-  d.concurrency_limit = in.ConsumeIntegral<int64_t>();
-  d.concurrency_remaining = in.ConsumeIntegral<int64_t>();
-  d.ticket = in.ConsumeIntegral<uint64_t>();
-  d.degraded = in.ConsumeIntegral<int>();
-  d.cost = in.ConsumeIntegral<uint64_t>();
+  c.limiter = static_cast<fw_limiter>(in.ConsumeIntegralInRange<int>(0, 7));
+  c.dark_limiter = static_cast<fw_limiter>(in.ConsumeIntegralInRange<int>(0, 7));
+  c.failed_open = in.ConsumeIntegral<int>();
+  c.fail_reason = static_cast<fw_fail_reason>(in.ConsumeIntegralInRange<int>(0, 7));
+  c.limit = in.ConsumeIntegral<int64_t>();
+  c.remaining = in.ConsumeIntegral<int64_t>();
+  c.reset_s = in.ConsumeIntegral<int64_t>();
+  c.retry_after_s = in.ConsumeIntegral<int64_t>();
+  c.rate = any_double(in);
+  c.concurrency_limit = in.ConsumeIntegral<int64_t>();
+  c.concurrency_remaining = in.ConsumeIntegral<int64_t>();
+  c.ticket = in.ConsumeIntegral<uint64_t>();
+  c.degraded = in.ConsumeIntegral<int>();
+  c.cost = in.ConsumeIntegral<uint64_t>();
+  const floodwall::Decision d = fw_capi::read_decision(&c);
   floodwall::Policy p;
   p.body_format = in.ConsumeBool() ? floodwall::BodyFormat::problem_json : floodwall::BodyFormat::json;
   p.docs_url = in.ConsumeRemainingBytesAsString();  // parse_policy bounds it to 512 bytes; any bytes here

@@ -18,30 +18,13 @@
 #include "engine/process_guard.hpp"
 #include "http/backoff.hpp"
 #include "http/formatter.hpp"
+#include "mapping.hpp"
 #include "policy/policy.hpp"
 #include "policy/request_tenant.hpp"
 #include "stores/store.hpp"
 #include "stores/store_factory.hpp"
 
-// The C enums and the core's are one vocabulary: a value crosses the ABI by a cast.
-static_assert(FW_LIMITER_NONE == static_cast<int>(floodwall::Limiter::none));
-static_assert(FW_LIMITER_REQUEST_RATE == static_cast<int>(floodwall::Limiter::request_rate));
-static_assert(FW_LIMITER_CONCURRENCY == static_cast<int>(floodwall::Limiter::concurrency));
-static_assert(FW_LIMITER_FLEET == static_cast<int>(floodwall::Limiter::fleet));
-static_assert(FW_LIMITER_UTILIZATION == static_cast<int>(floodwall::Limiter::utilization));
-static_assert(FW_LIMITER_COUNT == floodwall::kLimiterCount);
-static_assert(FW_MODE_ENFORCE == static_cast<int>(floodwall::Mode::enforce));
-static_assert(FW_MODE_DARK == static_cast<int>(floodwall::Mode::dark));
-static_assert(FW_MODE_OFF == static_cast<int>(floodwall::Mode::off));
-static_assert(FW_FAIL_NONE == static_cast<int>(floodwall::FailReason::none));
-static_assert(FW_FAIL_TIMEOUT == static_cast<int>(floodwall::FailReason::timeout));
-static_assert(FW_FAIL_CONNECTION == static_cast<int>(floodwall::FailReason::connection));
-static_assert(FW_FAIL_BREAKER == static_cast<int>(floodwall::FailReason::breaker));
-static_assert(FW_FAIL_CONFIG == static_cast<int>(floodwall::FailReason::config));
-static_assert(FW_FAIL_ERROR == static_cast<int>(floodwall::FailReason::error));
-static_assert(FW_FAIL_OVERLOAD == static_cast<int>(floodwall::FailReason::overload));
-static_assert(FW_FAIL_OVERLOAD + 1 == floodwall::kFailReasonCount);
-static_assert(FW_RESPONSE_MAX_HEADERS >= 6, "RateLimit-Policy, RateLimit, -Limit, -Remaining, -Reset, Retry-After");
+using namespace fw_capi;  // NOLINT: the mapping is this file's vocabulary
 
 struct fw_client {
   explicit fw_client(floodwall::Policy p) : client(std::move(p)) {}
@@ -109,76 +92,6 @@ int guarded(F &&f) noexcept {
   }
 }
 
-// fw_decision grows by appending: a version 1 struct ends where `degraded` begins, version 2 where
-// `cost` begins.
-constexpr size_t kDecisionV1Size = offsetof(fw_decision, degraded);
-constexpr size_t kDecisionV2Size = offsetof(fw_decision, cost);
-static_assert(kDecisionV1Size == 96, "the version 1 fw_decision layout is frozen");
-static_assert(kDecisionV2Size == 104, "the version 2 fw_decision layout is frozen (sizeof, with its padding)");
-
-unsigned decision_version(const fw_decision *d) {
-  unsigned v = d->version;
-  if (v < 1 || v > FW_DECISION_VERSION)
-    throw floodwall::BadRequest("decision.version: unsupported (" + std::to_string(v) + "; this library knows 1 to " +
-                                std::to_string(FW_DECISION_VERSION) + ")");
-  return v;
-}
-
-// The bytes a caller's struct of that version has.
-size_t decision_size(unsigned version) {
-  return version == 1 ? kDecisionV1Size : version == 2 ? kDecisionV2Size : sizeof(fw_decision);
-}
-
-// A caller's decision as this library's: the fields its version has, the later ones at their defaults.
-fw_decision read_decision(const fw_decision *d) {
-  unsigned v = decision_version(d);
-  if (v == FW_DECISION_VERSION) return *d;
-  fw_decision full = FW_DECISION_INIT;
-  std::memcpy(&full, d, decision_size(v));
-  return full;
-}
-
-// fw_request grows by appending too: a version 1 struct ends where `headers` begins.
-constexpr size_t kRequestV1Size = offsetof(fw_request, headers);
-static_assert(kRequestV1Size == 56, "the version 1 fw_request layout is frozen");
-
-// Out of line and cold: the message is built only for a request that is refused, and keeping it out of
-// to_request lets that be inlined into every admit.
-[[noreturn, gnu::noinline, gnu::cold]] void bad_request(const fw_request *req) {
-  if (!req) throw floodwall::BadRequest("request: must not be NULL");
-  if (req->version < 1 || req->version > FW_REQUEST_VERSION)
-    throw floodwall::BadRequest("request.version: unsupported (" + std::to_string(req->version) + ")");
-  throw floodwall::BadRequest("tenant: NULL with a non-zero length");
-}
-
-constexpr std::string_view kAnonymous = "anonymous";
-
-// The request as the core takes it. A version 2 request without a tenant has one derived from its
-// headers and peer into `derived`, which must outlive the returned Request.
-floodwall::Request to_request(const fw_request *req, const floodwall::Policy &policy, std::string &derived) {
-  if (!req || req->version < 1 || req->version > FW_REQUEST_VERSION || (!req->tenant && req->tenant_len))
-    bad_request(req);
-  floodwall::Request r;
-  if (req->version >= 2 && !req->tenant) {
-    if ((!req->headers && req->header_count) || (!req->peer && req->peer_len))
-      throw floodwall::BadRequest(!req->peer && req->peer_len ? "peer: NULL with a non-zero length"
-                                                              : "headers: NULL with a non-zero count");
-    derived = floodwall::derive_tenant(policy.tenant, req->headers, req->headers ? req->header_count : 0,
-                                       {req->peer ? req->peer : "", req->peer ? req->peer_len : 0});
-    r.tenant = derived;
-  } else if (req->version >= 2 && req->tenant_len == 0) {
-    r.tenant = kAnonymous;  // an empty key is one anonymous tenant, limited like any other
-  } else {
-    r.tenant = {req->tenant ? req->tenant : "", req->tenant_len};
-  }
-  r.route = req->route ? std::string_view(req->route) : std::string_view();
-  r.method = req->method ? std::string_view(req->method) : std::string_view();
-  r.cost = req->cost;
-  r.critical = req->critical != 0;
-  r.sandbox = req->sandbox != 0;
-  return r;
-}
-
 int set_buf(fw_buf *out, const std::string &s) {
   if (!out) throw floodwall::BadRequest("out: must not be NULL");
   char *p = static_cast<char *>(std::malloc(s.size() + 1));
@@ -190,38 +103,46 @@ int set_buf(fw_buf *out, const std::string &s) {
   return FW_OK;
 }
 
-// Calls of this thread in progress on any client: a close from inside one (a callback run inline) would
-// wait for itself.
-thread_local int tl_calls_in_progress = 0;
+// This thread's part in the calls on clients, in one thread-local so that a call reaches it once (each
+// thread-local of a shared library costs a __tls_get_addr call): the calls of this thread in progress on
+// any client (a close from inside one, a callback run inline, would wait for itself), and the slot of
+// fw_client::in_progress it counts in, given at its first call (0: none yet).
+struct ThreadCalls {
+  int in_progress = 0;
+  unsigned slot_plus_1 = 0;
+};
+constinit thread_local ThreadCalls tl_calls;
 
-size_t my_slot() {
-  static std::atomic<size_t> next{0};
-  thread_local size_t slot = next.fetch_add(1, std::memory_order_relaxed) % fw_client::kSlots;
-  return slot;
+[[gnu::noinline]] unsigned first_slot(ThreadCalls &t) {
+  static std::atomic<unsigned> next{0};
+  t.slot_plus_1 = next.fetch_add(1, std::memory_order_relaxed) % fw_client::kSlots + 1;
+  return t.slot_plus_1;
 }
 
 // One call on a client, from its start to its end: the client is not closed under it.
 class Use {
  public:
-  explicit Use(fw_client *c) {
+  explicit Use(fw_client *c) : thread_(&tl_calls) {
     if (!c) throw floodwall::BadRequest("client: must not be NULL");
-    std::atomic<int64_t> &calls = c->in_progress[my_slot()].calls;
+    unsigned slot = thread_->slot_plus_1 ? thread_->slot_plus_1 : first_slot(*thread_);
+    std::atomic<int64_t> &calls = c->in_progress[slot - 1].calls;
     calls.fetch_add(1, std::memory_order_seq_cst);
     if (c->closed.load(std::memory_order_seq_cst)) {
       calls.fetch_sub(1, std::memory_order_release);
       throw ClientClosed();
     }
     calls_ = &calls;
-    tl_calls_in_progress++;
+    thread_->in_progress++;
   }
   ~Use() {
-    tl_calls_in_progress--;
+    thread_->in_progress--;
     calls_->fetch_sub(1, std::memory_order_release);
   }
   Use(const Use &) = delete;
   Use &operator=(const Use &) = delete;
 
  private:
+  ThreadCalls *thread_;
   std::atomic<int64_t> *calls_ = nullptr;
 };
 
@@ -307,7 +228,7 @@ int fw_client_new(fw_client **out, const char *policy_json) {
 
 int fw_client_close(fw_client *c) {
   if (!c) return FW_OK;
-  if (tl_calls_in_progress > 0)
+  if (tl_calls.in_progress > 0)
     return fail(FW_EINVAL, "fw_client_close: called from inside a call on a client (a callback run inline)");
   return guarded([&]() -> int {
     std::lock_guard lock(c->close_mu);  // a second close waits for the first, then does nothing
@@ -341,17 +262,18 @@ int fw_admit(fw_client *c, const fw_request *req, fw_decision *out) {
     unsigned version = decision_version(out);
     floodwall::Guard &g = guard_of(c);
     std::string derived;
-    if (version == FW_DECISION_VERSION) {
-      g.admit(to_request(req, g.policy(), derived), *out);
-      return FW_OK;
-    }
-    fw_decision full;
-    g.admit(to_request(req, g.policy(), derived), full);
-    full.version = version;  // the caller's struct keeps its own version
-    std::memcpy(out, &full, decision_size(version));
+    write_decision(g.admit(to_request(req, g.policy(), derived)), version, out);
     return FW_OK;
   });
 }
+
+namespace {
+// What fw_admit would have returned for an admit that ended in this exception; its message is this
+// thread's fw_error_last().
+int status_of(const std::exception_ptr &e) {
+  return guarded([&]() -> int { std::rethrow_exception(e); });
+}
+}  // namespace
 
 int fw_admit_async2(fw_client *c, const fw_request *req, fw_admit_cb cb, void *payload, int *completed) {
   if (completed) *completed = 0;
@@ -363,7 +285,13 @@ int fw_admit_async2(fw_client *c, const fw_request *req, fw_admit_cb cb, void *p
     std::string derived;  // the Guard copies the tenant before admit_async returns
     floodwall::Request r = to_request(req, g.policy(), derived);
     called = true;  // from here on, the Guard calls cb exactly once (or throws before calling it)
-    was_inline = g.admit_async(r, cb, payload);
+    // Two pointers: std::function keeps them in place, no allocation.
+    was_inline = g.admit_async(r, [cb, payload](const floodwall::Decision &d, std::exception_ptr e) {
+      fw_decision out = FW_DECISION_INIT;
+      int status = e ? status_of(e) : FW_OK;
+      if (!e) to_c(d, out);
+      cb(payload, status, &out);
+    });
     return FW_OK;
   });
   if (rc != FW_OK && called) {
@@ -390,32 +318,35 @@ struct Async3 {
   fw_decision *out;
   unsigned out_version;
   bool inline_done = false;
-  int inline_status = FW_OK;
+  std::exception_ptr inline_error;
 };
 
 // The fw_admit_async3 this thread is inside of (a callback may submit another: each keeps the outer one).
 thread_local Async3 *tl_async3 = nullptr;
 
-void async3_done(void *payload, int status, const fw_decision *d) {
-  auto *a = static_cast<Async3 *>(payload);
+void async3_done(Async3 *a, const floodwall::Decision &d, std::exception_ptr e) {
   if (a == tl_async3) {
     // Decided inside fw_admit_async3, on its thread: the caller reads it from *out.
     a->inline_done = true;
-    a->inline_status = status;
-    if (status == FW_OK) {
-      fw_decision full = *d;
-      full.version = a->out_version;
-      std::memcpy(a->out, &full, decision_size(a->out_version));
-    }
+    if (e)
+      a->inline_error = std::move(e);
+    else
+      write_decision(d, a->out_version, a->out);
     return;
   }
-  const char *message = status == FW_OK       ? nullptr
-                        : status == FW_ENOMEM ? "out of memory"
-                                              : "the admit failed inside the core";
+  fw_decision out = FW_DECISION_INIT;
+  int status = FW_OK;
+  const char *message = nullptr;
+  if (e) {
+    status = status_of(e);
+    message = last_message.c_str();
+  } else {
+    to_c(d, out);
+  }
   fw_admit_cb3 cb = a->cb;
   void *p = a->payload;
   delete a;
-  cb(p, status, d, message);
+  cb(p, status, &out, message);
 }
 
 }  // namespace
@@ -435,10 +366,11 @@ int fw_admit_async3(fw_client *c, const fw_request *req, fw_decision *out, int *
     floodwall::Guard &g = guard_of(c);
     std::string derived;
     floodwall::Request r = to_request(req, g.policy(), derived);
-    a = new Async3{cb, payload, out, version};
+    a = new Async3{cb, payload, out, version, false, nullptr};
     tl_async3 = a;
     taken = true;  // from here on the Guard calls async3_done exactly once, or throws before calling it
-    was_inline = g.admit_async(r, async3_done, a);
+    was_inline =
+        g.admit_async(r, [a](const floodwall::Decision &d, std::exception_ptr e) { async3_done(a, d, std::move(e)); });
     return FW_OK;
   });
   tl_async3 = outer;
@@ -448,9 +380,9 @@ int fw_admit_async3(fw_client *c, const fw_request *req, fw_decision *out, int *
     return rc;
   }
   if (!was_inline) return FW_OK;  // `a` belongs to the I/O thread now: not touched again here
-  int status = a->inline_status;
+  std::exception_ptr error = std::move(a->inline_error);
   delete a;
-  if (status != FW_OK) return fail(status, "the admit failed inside the core");
+  if (error) return status_of(error);
   *decided = 1;
   return FW_OK;
 }
@@ -561,7 +493,7 @@ int fw_format_response(fw_client *c, const fw_decision *d, fw_response *out) {
     if (out->version != FW_RESPONSE_VERSION)
       throw floodwall::BadRequest("response.version: unsupported (" + std::to_string(out->version) + ")");
     fw_response_dispose(out);
-    fw_decision full = read_decision(d);
+    floodwall::Decision full = read_decision(d);
     const floodwall::Policy &policy = guard_of(c).policy();
     auto storage = std::make_unique<ResponseStorage>();
     storage->headers = floodwall::response_headers(full);
@@ -595,7 +527,7 @@ int fw_backoff_delay(const fw_backoff *b, unsigned attempt, double retry_after_s
     if (!out_s) throw floodwall::BadRequest("out: must not be NULL");
     if (b->version != FW_BACKOFF_VERSION)
       throw floodwall::BadRequest("backoff.version: unsupported (" + std::to_string(b->version) + ")");
-    *out_s = floodwall::backoff_delay(*b, attempt, retry_after_s, random01);
+    *out_s = floodwall::backoff_delay({b->base_s, b->cap_s, b->attempts}, attempt, retry_after_s, random01);
     return FW_OK;
   });
 }

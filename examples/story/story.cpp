@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/guard.hpp"
+#include "floodwall.h"  // FW_VERSION_STRING
 #include "http/formatter.hpp"
 #include "policy/policy.hpp"
 #include "stores/memory_store.hpp"
@@ -26,8 +27,8 @@ struct Scene {
     auto store = std::make_unique<MemoryStore>(clock, p.max_tenants);
     guard = std::make_unique<Guard>(std::move(p), std::move(store), clock, rng);
   }
-  fw_decision admit(const std::string &tenant, uint64_t cost = 1, const char *route = "", const char *method = "GET",
-                    bool critical = false, bool sandbox = false) {
+  Decision admit(const std::string &tenant, uint64_t cost = 1, const char *route = "", const char *method = "GET",
+                 bool critical = false, bool sandbox = false) {
     Request r;
     r.tenant = tenant;
     r.cost = cost;
@@ -35,11 +36,9 @@ struct Scene {
     r.method = method;
     r.critical = critical;
     r.sandbox = sandbox;
-    fw_decision d = FW_DECISION_INIT;
-    guard->admit(r, d);
-    return d;
+    return guard->admit(r);
   }
-  void show(const char *label, const fw_decision &d) {
+  void show(const char *label, const Decision &d) {
     std::printf("   %s -> %d\n", label, d.status);
     std::string h = format_headers(d);
     for (size_t at = 0; at < h.size();) {
@@ -75,7 +74,7 @@ void morning_burst() {
   Scene s("A dispatcher's morning burst: 300 route requests in 4 s",
           R"({"request_rate": {"rate": 100, "burst": 500}})");
   int ok = 0;
-  fw_decision last{};
+  Decision last{};
   for (int i = 0; i < 300; i++) {
     last = s.admit("dispatcher", 1, "/v1/routes", "POST");
     ok += last.allowed;
@@ -89,9 +88,9 @@ void while_true_loop() {
   Scene s("A sandbox script in a while-true loop (1,000 requests/s for 10 s)",
           R"({"request_rate": {"rate": 100, "burst": 500}})");
   int ok = 0, sent = 0;
-  fw_decision rejected{};
+  Decision rejected{};
   for (int i = 0; i < 10'000; i++) {
-    fw_decision d = s.admit("sandbox-script");
+    Decision d = s.admit("sandbox-script");
     ok += d.allowed;
     sent++;
     if (!d.allowed) rejected = d;
@@ -104,7 +103,7 @@ void while_true_loop() {
 void weighted_cost() {
   Scene s("Cost by stop count: a 2,000-stop optimisation against a 5-stop one (1 token per 10 stops)",
           R"({"request_rate": {"rate": 100, "burst": 500}})");
-  fw_decision small = s.admit("tenant-a", 1), big = s.admit("tenant-b", 200);
+  Decision small = s.admit("tenant-a", 1), big = s.admit("tenant-b", 200);
   std::printf("   5 stops costs 1 token: %lld left; 2,000 stops costs 200 tokens: %lld left\n",
               static_cast<long long>(small.remaining), static_cast<long long>(big.remaining));
   s.admit("tenant-b", 200);
@@ -114,7 +113,7 @@ void weighted_cost() {
 void concurrency_cap() {
   Scene s("Concurrency: 20 slow solves in flight, the 21st rejected at once",
           R"({"concurrency": {"limit": 20, "ttl_s": 60, "routes": ["/v1/routes"]}})");
-  std::vector<fw_ticket> held;
+  std::vector<Ticket> held;
   for (int i = 0; i < 20; i++) held.push_back(s.admit("solver", 1, "/v1/routes", "POST").ticket);
   s.show("the 21st solve", s.admit("solver", 1, "/v1/routes", "POST"));
   s.show("a cheap read meanwhile (not counted)", s.admit("solver", 1, "/v1/routes/:id", "GET"));
@@ -126,9 +125,9 @@ void fleet_shedder() {
   Scene s("Fleet: analytics may hold 80 of 100 workers; route solving keeps the rest",
           R"({"fleet": {"capacity": 80}})");
   int ok = 0;
-  fw_decision rejected{};
+  Decision rejected{};
   for (int i = 0; i < 120; i++) {
-    fw_decision d = s.admit("analyst-" + std::to_string(i % 7), 1, "/v1/analytics", "GET");
+    Decision d = s.admit("analyst-" + std::to_string(i % 7), 1, "/v1/analytics", "GET");
     ok += d.allowed;
     if (!d.allowed) rejected = d;
   }
@@ -152,14 +151,14 @@ void utilization_shedder() {
   s.guard->report_utilization(1.0);
   std::printf("   shed of 100 requests of each tier, every 10 s:\n");
   std::printf("   %5s %8s %8s %5s %5s %9s\n", "t", "amount", "sandbox", "GET", "POST", "critical");
-  fw_decision sample{};
+  Decision sample{};
   for (int sec = 0; sec <= 160; sec++) {
     if (sec == 150) s.guard->report_utilization(0.75);  // back in the dead zone
     if (sec % 10 == 0) {
       int shed[4] = {};
       for (int k = 0; k < 4; k++)
         for (int i = 0; i < 100; i++) {
-          fw_decision d = s.admit("t", 1, "", kinds[k].method, kinds[k].critical, kinds[k].sandbox);
+          Decision d = s.admit("t", 1, "", kinds[k].method, kinds[k].critical, kinds[k].sandbox);
           if (!d.allowed) {
             shed[k]++;
             sample = d;

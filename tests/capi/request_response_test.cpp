@@ -210,3 +210,21 @@ TEST(CApiClient, AdmitAsync2SaysWhenItCompletedInline) {
   EXPECT_EQ(fw_admit_async2(fw.get(), &r, nullptr, nullptr, &completed), FW_EINVAL);
   EXPECT_EQ(completed, 0);
 }
+
+TEST(CApiBackoff, TheStructIsCheckedAtTheBoundaryAndItsFieldsReachTheCore) {
+  fw_backoff b = FW_BACKOFF_INIT;
+  double s = -1;
+  ASSERT_EQ(fw_backoff_delay(&b, 3, -1, 0.5, &s), FW_OK);
+  EXPECT_DOUBLE_EQ(s, 0.4);  // 0.5 x min(20, 0.1 x 2^3)
+  b.cap_s = 0.3;
+  ASSERT_EQ(fw_backoff_delay(&b, 3, 2, 0.5, &s), FW_OK);
+  EXPECT_DOUBLE_EQ(s, 2.15);
+  b.attempts = 0;
+  EXPECT_EQ(fw_backoff_delay(&b, 0, -1, 0.5, &s), FW_EINVAL);
+  EXPECT_EQ(std::string(fw_error_last()->message).rfind("backoff.attempts:", 0), 0u) << fw_error_last()->message;
+  fw_backoff zero = FW_BACKOFF_INIT;
+  zero.version = 0;  // a struct nobody initialised
+  EXPECT_EQ(fw_backoff_delay(&zero, 0, -1, 0.5, &s), FW_EINVAL);
+  EXPECT_NE(std::string(fw_error_last()->message).find("backoff.version"), std::string::npos);
+  EXPECT_EQ(fw_backoff_delay(nullptr, 0, -1, 0.5, &s), FW_EINVAL);
+}

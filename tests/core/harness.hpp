@@ -17,8 +17,8 @@ struct Sim {
     auto store = std::make_unique<MemoryStore>(clock, p.max_tenants);
     guard = std::make_unique<Guard>(std::move(p), std::move(store), clock, rng);
   }
-  fw_decision admit(std::string_view tenant, uint64_t cost = 1, std::string_view route = "",
-                    std::string_view method = "GET", bool critical = false, bool sandbox = false) {
+  Decision admit(std::string_view tenant, uint64_t cost = 1, std::string_view route = "",
+                 std::string_view method = "GET", bool critical = false, bool sandbox = false) {
     Request r;
     r.tenant = tenant;
     r.cost = cost;
@@ -26,15 +26,13 @@ struct Sim {
     r.method = method;
     r.critical = critical;
     r.sandbox = sandbox;
-    fw_decision d = FW_DECISION_INIT;
-    guard->admit(r, d);
-    return d;
+    return guard->admit(r);
   }
   // Admits n requests at the current instant and returns how many were allowed (releasing each).
   int burst(std::string_view tenant, int n, uint64_t cost = 1) {
     int ok = 0;
     for (int i = 0; i < n; i++) {
-      fw_decision d = admit(tenant, cost);
+      Decision d = admit(tenant, cost);
       ok += d.allowed;
       guard->release(d.ticket);
     }

@@ -140,8 +140,8 @@ void Guard::prepare(const Request &rq, Prepared &p) {
   }
 }
 
-fw_ticket Guard::hold(const Held &h) {
-  fw_ticket t = next_ticket_.fetch_add(1, std::memory_order_relaxed);
+Ticket Guard::hold(const Held &h) {
+  Ticket t = next_ticket_.fetch_add(1, std::memory_order_relaxed);
   auto &shard = tickets_[t % kTicketShards];
   std::lock_guard lock(shard.mu);
   shard.held.emplace(t, h);
@@ -151,18 +151,18 @@ fw_ticket Guard::hold(const Held &h) {
 namespace {
 // Copied whole into every decision: a copy of a constant is a few vector moves, where assigning the
 // initializer list clears the struct with `rep stos` first.
-constexpr fw_decision kAllowed = [] {
-  fw_decision d = FW_DECISION_INIT;
-  d.allowed = 1;
+constexpr Decision kAllowed = [] {
+  Decision d;
+  d.allowed = true;
   d.status = 200;
   return d;
 }();
 }  // namespace
 
-void Guard::finish(const Prepared &p, const AdmitResult &store_result, fw_decision &d) {
-  d = kAllowed;
+Decision Guard::finish(const Prepared &p, const AdmitResult &store_result) {
+  Decision d = kAllowed;
   d.cost = p.cost;
-  if (p.shed_dark) d.dark_limiter = FW_LIMITER_UTILIZATION;
+  if (p.shed_dark) d.dark_limiter = Limiter::utilization;
   const AdmitOp &op = p.op;
   if (p.bucket) {
     d.limit = p.bucket->burst;
@@ -171,11 +171,11 @@ void Guard::finish(const Prepared &p, const AdmitResult &store_result, fw_decisi
   if (op.conc) d.concurrency_limit = op.conc_limit;
 
   if (p.shed) {
-    d.allowed = 0;
+    d.allowed = false;
     d.status = 503;
-    d.limiter = FW_LIMITER_UTILIZATION;
+    d.limiter = Limiter::utilization;
     d.retry_after_s = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(policy_.utilization->sample_s)));
-    return;
+    return d;
   }
   bool touched_store = op.rate || op.conc || op.fleet;
   const AdmitResult *res = &store_result;
@@ -183,7 +183,7 @@ void Guard::finish(const Prepared &p, const AdmitResult &store_result, fw_decisi
   if (touched_store && !store_result.decided) {
     // The store could not answer in time. Never stop limiting silently: count it, and let redis.fallback
     // decide. "local": the same policy on an in-process table, so a flood is still held.
-    d.fail_reason = static_cast<fw_fail_reason>(store_result.reason);
+    d.fail_reason = store_result.reason;
     const std::pair<bool, Limiter> asked[] = {
         {op.rate, Limiter::request_rate}, {op.conc, Limiter::concurrency}, {op.fleet, Limiter::fleet}};
     for (auto [on, l] : asked)
@@ -191,18 +191,18 @@ void Guard::finish(const Prepared &p, const AdmitResult &store_result, fw_decisi
     if (fallback_) {
       local = fallback_->admit(op);
       res = &local;
-      d.degraded = 1;
+      d.degraded = true;
       metrics_.source(Source::fallback);
     } else if (policy_.redis.fallback == Fallback::closed) {
       // Refuse what cannot be limited: 503, with a body that says the limiter is unavailable.
-      d.allowed = 0;
+      d.allowed = false;
       d.status = 503;
       d.retry_after_s = 1;
       metrics_.source(Source::refused);
-      return;
+      return d;
     } else {
       // "open": allowed with no limiter at all, and counted as such.
-      d.failed_open = 1;
+      d.failed_open = true;
       for (auto [on, l] : asked)
         if (on) metrics_.count(p.route, l, Outcome::failed_open);
       metrics_.source(Source::failed_open);
@@ -213,34 +213,34 @@ void Guard::finish(const Prepared &p, const AdmitResult &store_result, fw_decisi
   const AdmitResult &r = *res;
   if (touched_store && r.decided) {
     // In the order of the path: the first enforcing limiter that rejected names the rejection.
-    auto verdict = [&](bool on, bool enforce, bool ok, Limiter l, fw_limiter c) {
+    auto verdict = [&](bool on, bool enforce, bool ok, Limiter l) {
       if (!on) return;  // (a limiter an in-process decision did not need is not evaluated: `on` is false)
       metrics_.count(p.route, l, ok ? Outcome::allowed : enforce ? Outcome::rejected : Outcome::dark_rejected);
       if (ok) return;
-      if (enforce && d.limiter == FW_LIMITER_NONE) d.limiter = c;
-      if (!enforce && d.dark_limiter == FW_LIMITER_NONE) d.dark_limiter = c;
+      if (enforce && d.limiter == Limiter::none) d.limiter = l;
+      if (!enforce && d.dark_limiter == Limiter::none) d.dark_limiter = l;
     };
-    verdict(op.rate && r.rate_evaluated, op.rate_enforce, r.rate_ok, Limiter::request_rate, FW_LIMITER_REQUEST_RATE);
-    verdict(op.conc && r.conc_evaluated, op.conc_enforce, r.conc_ok, Limiter::concurrency, FW_LIMITER_CONCURRENCY);
-    verdict(op.fleet && r.fleet_evaluated, op.fleet_enforce, r.fleet_ok, Limiter::fleet, FW_LIMITER_FLEET);
+    verdict(op.rate && r.rate_evaluated, op.rate_enforce, r.rate_ok, Limiter::request_rate);
+    verdict(op.conc && r.conc_evaluated, op.conc_enforce, r.conc_ok, Limiter::concurrency);
+    verdict(op.fleet && r.fleet_evaluated, op.fleet_enforce, r.fleet_ok, Limiter::fleet);
     if (op.rate) {
       d.remaining = r.tokens_m / 1'000'000;
       d.reset_s = seconds_until(op.rate_m, r.tokens_m, op.burst_m);
     }
     if (op.conc) d.concurrency_remaining = std::max<int64_t>(0, op.conc_limit - r.conc_count);
-    if (d.limiter != FW_LIMITER_NONE) {
-      d.allowed = 0;
-      d.status = d.limiter == FW_LIMITER_FLEET ? 503 : 429;
-      d.retry_after_s = d.limiter == FW_LIMITER_REQUEST_RATE
+    if (d.limiter != Limiter::none) {
+      d.allowed = false;
+      d.status = d.limiter == Limiter::fleet ? 503 : 429;
+      d.retry_after_s = d.limiter == Limiter::request_rate
                             ? std::max<int64_t>(1, seconds_until(op.rate_m, r.tokens_m, op.cost_m))
                             : 1;  // a slot frees when any in-flight request ends; come back soon
     }
     if (op.rate || op.conc) metrics_.tenant_seen(op.tenant, !d.allowed);
   }
-  if (!d.allowed) return;
+  if (!d.allowed) return d;
   bool conc = op.conc && r.decided && r.committed && r.conc_ok;
   bool fleet = op.fleet && r.decided && r.committed && r.fleet_ok;
-  if (!(conc || fleet || p.util_counted)) return;  // nothing to give back: no ticket (leased ones included)
+  if (!(conc || fleet || p.util_counted)) return d;  // nothing to give back: no ticket (leased ones included)
   Held h;
   h.tenant = op.tenant;
   h.slot = r.slot_leased ? r.leased_slot : op.slot;
@@ -253,23 +253,24 @@ void Guard::finish(const Prepared &p, const AdmitResult &store_result, fw_decisi
   h.local = d.degraded;
   if (h.in_flight) meter_.change(+1, clock_.now_us());
   d.ticket = hold(h);
+  return d;
 }
 
-void Guard::admit(const Request &rq, fw_decision &out) {
+Decision Guard::admit(const Request &rq) {
   Prepared p;
   prepare(rq, p);
   bool asks = !p.shed && (p.op.rate || p.op.conc || p.op.fleet);
   if (asks && hot_) {
     if (HotTenants::EntryRef e = hot_->track(p.op, clock_.now_us())) {
       AdmitResult r;
-      if (hot_->admit(*e, p.op, r) == HotTenants::Outcome::decided) return finish(p, r, out);
+      if (hot_->admit(*e, p.op, r) == HotTenants::Outcome::decided) return finish(p, r);
       int64_t sent = clock_.now_us();
       r = store_->admit(p.op);
       hot_->learn(*e, p.op, r, sent);
-      return finish(p, r, out);
+      return finish(p, r);
     }
   }
-  finish(p, asks ? store_->admit(p.op) : AdmitResult{}, out);
+  return finish(p, asks ? store_->admit(p.op) : AdmitResult{});
 }
 
 namespace {
@@ -281,30 +282,31 @@ thread_local bool tl_completed_inline = false;
 
 class Guard::Pending final : public AdmitCompletion, public LeaseWaiter {
  public:
-  Pending(Guard &g, fw_admit_cb cb, void *payload) : g_(g), cb_(cb), payload_(payload) {}
+  Pending(Guard &g, AdmitDone done) : g_(g), done_(std::move(done)) {}
   Prepared p;
   HotTenants::EntryRef hot;  // the tenant is hot here
   HotTenants::AsyncState hot_state;
   int64_t sent_us = 0;  // an exact admit of a hot tenant: when it was sent
   void wake() override { g_.resume_hot(this); }
   void complete(AdmitResult &&r) override {
-    fw_decision d = FW_DECISION_INIT;
-    int status = 0;
+    Decision d;
+    std::exception_ptr error;
     try {
       if (hot) g_.hot_->learn(*hot, p.op, r, sent_us);
-      g_.finish(p, r, d);
+      d = g_.finish(p, r);
     } catch (...) {
-      status = FW_ERROR;
+      error = std::current_exception();
+      d = Decision{};
     }
-    if (tl_submitting) tl_completed_inline = true;  // before cb: it may submit admits of its own
-    cb_(payload_, status, &d);
+    if (tl_submitting) tl_completed_inline = true;  // before done: it may submit admits of its own
+    AdmitDone done = std::move(done_);
     delete this;
+    done(d, std::move(error));
   }
 
  private:
   Guard &g_;
-  fw_admit_cb cb_;
-  void *payload_;
+  AdmitDone done_;
 };
 
 void Guard::resume_hot(Pending *pending) {
@@ -319,8 +321,8 @@ void Guard::resume_hot(Pending *pending) {
   }
 }
 
-bool Guard::admit_async(const Request &rq, fw_admit_cb cb, void *payload) {
-  auto pending = std::make_unique<Pending>(*this, cb, payload);
+bool Guard::admit_async(const Request &rq, AdmitDone done) {
+  auto pending = std::make_unique<Pending>(*this, std::move(done));
   prepare(rq, pending->p);
   if (pending->p.shed || !(pending->p.op.rate || pending->p.op.conc || pending->p.op.fleet)) {
     pending.release()->complete(AdmitResult{});
@@ -341,7 +343,7 @@ bool Guard::admit_async(const Request &rq, fw_admit_cb cb, void *payload) {
   return completed;
 }
 
-void Guard::release(fw_ticket t) {
+void Guard::release(Ticket t) {
   if (t == 0) return;
   auto &shard = tickets_[t % kTicketShards];
   Held h;

@@ -13,9 +13,9 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "engine/decision.hpp"
 #include "engine/hot_tenants.hpp"
 #include "engine/utilization_shedder.hpp"
-#include "floodwall.h"
 #include "metrics/metrics.hpp"
 #include "policy/policy.hpp"
 #include "stores/store.hpp"
@@ -24,27 +24,18 @@
 
 namespace floodwall {
 
-struct Request {
-  std::string_view tenant;
-  std::string_view route;   // "" is the default route
-  std::string_view method;  // "GET" when empty
-  uint64_t cost = 1;        // 0 counts as 1
-  bool critical = false;
-  bool sandbox = false;
-};
-
 class Guard {
  public:
   // The clock and rng must outlive the Guard; `store` is owned.
   Guard(Policy policy, std::unique_ptr<Store> store, const Clock &clock, Rng &rng);
   ~Guard();
 
-  // Fills `out`; throws BadRequest for a request that cannot be decided.
-  void admit(const Request &rq, fw_decision &out);
-  // Calls cb exactly once (inline for the memory store); throws BadRequest before calling it. Returns
-  // true when cb has been called before the return (on this thread).
-  bool admit_async(const Request &rq, fw_admit_cb cb, void *payload);
-  void release(fw_ticket t);
+  // Throws BadRequest for a request that cannot be decided.
+  Decision admit(const Request &rq);
+  // Calls done exactly once (inline for the memory store); throws BadRequest before calling it. Returns
+  // true when done has been called before the return (on this thread).
+  bool admit_async(const Request &rq, AdmitDone done);
+  void release(Ticket t);
 
   void set_mode(Limiter l, Mode m);
   Mode mode(Limiter l) const;  // in force: the fleet-wide one when set, else the local one
@@ -91,9 +82,9 @@ class Guard {
                                              : local_modes_[static_cast<size_t>(l)].load(std::memory_order_relaxed));
   }
   void prepare(const Request &rq, Prepared &p);
-  void finish(const Prepared &p, const AdmitResult &r, fw_decision &d);
+  Decision finish(const Prepared &p, const AdmitResult &r);
   void tick_utilization(int64_t now_us);
-  fw_ticket hold(const Held &h);
+  Ticket hold(const Held &h);
   Gauges gauges();
 
   Policy policy_;
@@ -118,10 +109,10 @@ class Guard {
   static constexpr size_t kTicketShards = 16;
   struct TicketShard {
     std::mutex mu;
-    std::unordered_map<fw_ticket, Held> held;
+    std::unordered_map<Ticket, Held> held;
   };
   std::array<TicketShard, kTicketShards> tickets_;
-  std::atomic<fw_ticket> next_ticket_{1};
+  std::atomic<Ticket> next_ticket_{1};
 };
 
 }  // namespace floodwall

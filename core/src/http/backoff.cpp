@@ -9,9 +9,7 @@
 
 namespace floodwall {
 
-double backoff_delay(const fw_backoff &b, unsigned attempt, double retry_after_s, double random01) {
-  if (b.version < 1 || b.version > FW_BACKOFF_VERSION)
-    throw BadRequest("backoff.version: must be FW_BACKOFF_VERSION (" + std::to_string(FW_BACKOFF_VERSION) + ")");
+double backoff_delay(const Backoff &b, unsigned attempt, double retry_after_s, double random01) {
   if (!std::isfinite(b.base_s) || !(b.base_s > 0)) throw BadRequest("backoff.base_s: must be a finite number > 0");
   if (!std::isfinite(b.cap_s) || !(b.cap_s >= b.base_s))
     throw BadRequest("backoff.cap_s: must be a finite number >= backoff.base_s");

@@ -5,9 +5,14 @@
 #include <optional>
 #include <string_view>
 
-#include "floodwall.h"
-
 namespace floodwall {
+
+// The backoff's parameters; the defaults are every language's (fw_backoff's FW_BACKOFF_INIT).
+struct Backoff {
+  double base_s = 0.1;    // the first retry waits up to base_s
+  double cap_s = 20.0;    // no jitter above cap_s
+  unsigned attempts = 5;  // calls in all, the first one included
+};
 
 // Capped exponential backoff with full jitter, never earlier than the server asked:
 //   (retry_after_s >= 0 ? retry_after_s : 0) + random01 * min(cap_s, base_s * 2^min(attempt, 64))
@@ -15,7 +20,7 @@ namespace floodwall {
 // stops at 64, where any base already exceeds any sane cap, so a huge attempt number costs nothing.
 // Throws BadRequest naming the field ("backoff.base_s: must be a finite number > 0", "random: must be in
 // [0, 1)", ...).
-double backoff_delay(const fw_backoff &b, unsigned attempt, double retry_after_s, double random01);
+double backoff_delay(const Backoff &b, unsigned attempt, double retry_after_s, double random01);
 
 // A Retry-After field value (RFC 9110 10.2.3), in seconds from now_unix_s, never negative:
 // - delay-seconds: digits only ("1.5", "-1", "+1" are not), spaces and tabs around allowed; values above

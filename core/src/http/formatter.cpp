@@ -37,7 +37,7 @@ void append_json_string(std::string &out, std::string_view s) {
 
 namespace {
 
-int64_t window_s(const fw_decision &d) {
+int64_t window_s(const Decision &d) {
   double w = std::ceil(static_cast<double>(d.limit) / d.rate);
   // A decision a binding rebuilt may carry any rate: limit / a tiny rate is beyond int64, and converting
   // that is undefined (found by fuzz/formatter_fuzz). 2^63 is exact as a double.
@@ -51,7 +51,7 @@ std::string json_number(double v) {
   return std::isfinite(v) ? format_number(v) : "null";
 }
 
-int64_t retry_after(const fw_decision &d) {
+int64_t retry_after(const Decision &d) {
   return std::max<int64_t>(1, d.retry_after_s);
 }
 
@@ -67,7 +67,7 @@ constexpr const char *kReducedCapacity = "https://iana.org/assignments/http-prob
 
 }  // namespace
 
-HeaderFields response_headers(const fw_decision &d) {
+HeaderFields response_headers(const Decision &d) {
   HeaderFields h;
   bool rate = d.limit > 0 && d.rate > 0;
   bool conc = d.concurrency_limit > 0;
@@ -81,15 +81,15 @@ HeaderFields response_headers(const fw_decision &d) {
   // A failed-open decision, a refusal because the store is unavailable, or one the local shedder made
   // before asking the store, knows the policy but not the bucket's state: it advertises only the policy.
   // A degraded decision advertises the local table's state, which is what decided it.
-  bool unavailable = !d.allowed && d.limiter == FW_LIMITER_NONE;
-  bool state = !d.failed_open && !unavailable && d.limiter != FW_LIMITER_UTILIZATION;
+  bool unavailable = !d.allowed && d.limiter == Limiter::none;
+  bool state = !d.failed_open && !unavailable && d.limiter != Limiter::utilization;
   int64_t t = d.allowed ? d.reset_s : retry_after(d);  // the effective window
   if (state && (rate || conc)) {
     // The service limit closest to exhaustion; on a rejection, the limiter that rejected.
     bool show_conc;
-    if (d.limiter == FW_LIMITER_CONCURRENCY)
+    if (d.limiter == Limiter::concurrency)
       show_conc = true;
-    else if (d.limiter == FW_LIMITER_REQUEST_RATE || !conc)
+    else if (d.limiter == Limiter::request_rate || !conc)
       show_conc = false;
     else
       show_conc = !rate || static_cast<double>(d.concurrency_remaining) / static_cast<double>(d.concurrency_limit) <
@@ -108,7 +108,7 @@ HeaderFields response_headers(const fw_decision &d) {
   return h;
 }
 
-std::string format_headers(const fw_decision &d) {
+std::string format_headers(const Decision &d) {
   std::string out;
   HeaderFields h = response_headers(d);
   for (size_t i = 0; i < h.count; i++) {
@@ -120,21 +120,21 @@ std::string format_headers(const fw_decision &d) {
   return out;
 }
 
-const char *body_content_type(const fw_decision &d, const Policy &p) {
+const char *body_content_type(const Decision &d, const Policy &p) {
   if (d.allowed) return "";
   return p.body_format == BodyFormat::problem_json ? "application/problem+json" : "application/json";
 }
 
-std::string format_body(const fw_decision &d, const Policy &p) {
+std::string format_body(const Decision &d, const Policy &p) {
   if (d.allowed) return {};
   int64_t retry = retry_after(d);
-  uint64_t cost = d.version >= 3 && d.cost > 1 ? d.cost : 1;
-  std::string type, limit_type = limiter_name(static_cast<Limiter>(d.limiter)), message;
+  uint64_t cost = d.cost > 1 ? d.cost : 1;  // 0 (a version 1 or 2 caller's struct) counts as 1
+  std::string type, limit_type = limiter_name(d.limiter), message;
   std::string extra;
   const char *problem = kReducedCapacity;
   const char *title = "Request cannot be satisfied due to temporary server capacity constraints";
   switch (d.limiter) {
-    case FW_LIMITER_REQUEST_RATE:
+    case Limiter::request_rate:
       type = "rate_limit_error";
       problem = kQuotaExceeded;
       title = "Request cannot be satisfied as assigned quota has been exceeded";
@@ -150,7 +150,7 @@ std::string format_body(const fw_decision &d, const Policy &p) {
       extra = ",\"limit\":" + std::to_string(d.limit) + ",\"rate\":" + json_number(d.rate);
       if (cost > 1) extra += ",\"cost\":" + std::to_string(cost);
       break;
-    case FW_LIMITER_CONCURRENCY:
+    case Limiter::concurrency:
       type = "rate_limit_error";
       problem = kQuotaExceeded;
       title = "Request cannot be satisfied as assigned quota has been exceeded";
@@ -158,14 +158,14 @@ std::string format_body(const fw_decision &d, const Policy &p) {
                 " requests in flight allowed. Retry after " + std::to_string(retry) + "s.";
       extra = ",\"limit\":" + std::to_string(d.concurrency_limit);
       break;
-    case FW_LIMITER_FLEET:
+    case Limiter::fleet:
       type = "service_unavailable";
       message =
           "Service degraded: non-critical traffic is being shed to keep capacity for critical requests. "
           "Retry with backoff after " +
           std::to_string(retry) + "s.";
       break;
-    case FW_LIMITER_NONE:  // the store did not answer and redis.fallback is "closed"
+    case Limiter::none:  // the store did not answer and redis.fallback is "closed"
       type = "service_unavailable";
       limit_type = "unavailable";
       message =
@@ -192,7 +192,7 @@ std::string format_body(const fw_decision &d, const Policy &p) {
     out += ",\"status\":" + std::to_string(d.status) + ",\"detail\":";
     append_json_string(out, message);
     out += ",\"violated-policies\":[";
-    if (d.limiter != FW_LIMITER_NONE) append_json_string(out, limit_type);
+    if (d.limiter != Limiter::none) append_json_string(out, limit_type);
     out += "],\"limit_type\":";
     append_json_string(out, limit_type);
     out += extra;

@@ -13,7 +13,7 @@
 #include <array>
 #include <string>
 
-#include "floodwall.h"
+#include "engine/decision.hpp"
 #include "policy/policy.hpp"
 
 namespace floodwall {
@@ -23,19 +23,21 @@ struct HeaderField {
   std::string value;
 };
 
-// The limit headers of a decision, in a fixed order; at most FW_RESPONSE_MAX_HEADERS of them.
+// The limit headers of a decision, in a fixed order; at most kMaxResponseHeaders of them (the C ABI's
+// FW_RESPONSE_MAX_HEADERS).
+constexpr size_t kMaxResponseHeaders = 8;
 struct HeaderFields {
-  std::array<HeaderField, FW_RESPONSE_MAX_HEADERS> items;
+  std::array<HeaderField, kMaxResponseHeaders> items;
   size_t count = 0;
 };
-HeaderFields response_headers(const fw_decision &d);
+HeaderFields response_headers(const Decision &d);
 
 // The same as "Name: value\r\n" lines.
-std::string format_headers(const fw_decision &d);
+std::string format_headers(const Decision &d);
 // The body of a rejection in the policy's body_format; empty for an allowed decision.
-std::string format_body(const fw_decision &d, const Policy &p);
+std::string format_body(const Decision &d, const Policy &p);
 // Its media type: "application/json" or "application/problem+json"; "" for an allowed decision.
-const char *body_content_type(const fw_decision &d, const Policy &p);
+const char *body_content_type(const Decision &d, const Policy &p);
 // Shortest text that reads back as the same double ("100", "0.5").
 std::string format_number(double v);
 void append_json_string(std::string &out, std::string_view s);

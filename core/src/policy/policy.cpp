@@ -15,26 +15,6 @@ namespace floodwall {
 
 using nlohmann::json;
 
-const char *limiter_name(Limiter l) {
-  switch (l) {
-    case Limiter::request_rate: return "request_rate";
-    case Limiter::concurrency: return "concurrency";
-    case Limiter::fleet: return "fleet";
-    case Limiter::utilization: return "utilization";
-    case Limiter::none: break;
-  }
-  return "none";
-}
-
-const char *mode_name(Mode m) {
-  switch (m) {
-    case Mode::enforce: return "enforce";
-    case Mode::dark: return "dark";
-    case Mode::off: return "off";
-  }
-  return "enforce";
-}
-
 const char *fallback_name(Fallback f) {
   switch (f) {
     case Fallback::local: return "local";

@@ -10,15 +10,9 @@
 
 #include "policy/request_tenant.hpp"
 #include "policy/tenant_key.hpp"
+#include "util/vocabulary.hpp"
 
 namespace floodwall {
-
-enum class Limiter : uint8_t { none = 0, request_rate = 1, concurrency = 2, fleet = 3, utilization = 4 };
-enum class Mode : uint8_t { enforce = 0, dark = 1, off = 2 };
-constexpr int kLimiterCount = 5;
-
-const char *limiter_name(Limiter l);
-const char *mode_name(Mode m);
 
 // A policy error names the offending field ("request_rate.burst") so that a user can fix it.
 class PolicyError : public std::invalid_argument {

@@ -41,14 +41,14 @@ std::string_view trim(std::string_view s) {
 }
 
 // A NULL pointer is read as empty: a binding's mistake must not become a crash here.
-std::string_view name_of(const fw_header &h) {
+std::string_view name_of(const RequestHeader &h) {
   return h.name ? std::string_view(h.name, h.name_len) : "";
 }
-std::string_view value_of(const fw_header &h) {
+std::string_view value_of(const RequestHeader &h) {
   return h.value ? std::string_view(h.value, h.value_len) : "";
 }
 
-const fw_header *first_header(const fw_header *headers, size_t n, std::string_view lower_name) {
+const RequestHeader *first_header(const RequestHeader *headers, size_t n, std::string_view lower_name) {
   for (size_t i = 0; i < n; i++)
     if (iequals(name_of(headers[i]), lower_name)) return &headers[i];
   return nullptr;
@@ -293,7 +293,8 @@ void read_forwarded(std::string_view v, Chain &chain) {
   }
 }
 
-std::optional<IpAddr> client_address(const TenantPolicy &p, const fw_header *headers, size_t n, std::string_view peer) {
+std::optional<IpAddr> client_address(const TenantPolicy &p, const RequestHeader *headers, size_t n,
+                                     std::string_view peer) {
   auto peer_addr = parse_endpoint(trim(peer));
   if (!peer_addr || p.trusted_proxies.empty()) return peer_addr;
   Networks trusted(p.trusted_proxies);
@@ -311,8 +312,8 @@ std::optional<IpAddr> client_address(const TenantPolicy &p, const fw_header *hea
   return chain.client(*peer_addr);
 }
 
-std::optional<std::string_view> authorization_credential(const fw_header *headers, size_t n) {
-  const fw_header *h = first_header(headers, n, "authorization");
+std::optional<std::string_view> authorization_credential(const RequestHeader *headers, size_t n) {
+  const RequestHeader *h = first_header(headers, n, "authorization");
   if (!h) return std::nullopt;
   std::string_view v = trim(value_of(*h));
   if (v.empty()) return std::nullopt;
@@ -324,8 +325,8 @@ std::optional<std::string_view> authorization_credential(const fw_header *header
   return v;
 }
 
-std::optional<std::string_view> api_key_credential(const fw_header *headers, size_t n) {
-  const fw_header *h = first_header(headers, n, "x-api-key");
+std::optional<std::string_view> api_key_credential(const RequestHeader *headers, size_t n) {
+  const RequestHeader *h = first_header(headers, n, "x-api-key");
   if (!h) return std::nullopt;
   std::string_view v = trim(value_of(*h));
   if (v.empty()) return std::nullopt;
@@ -499,7 +500,8 @@ const char *source_name(TenantPolicy::Source s) {
   return "ip";
 }
 
-std::string derive_tenant(const TenantPolicy &p, const fw_header *headers, size_t header_count, std::string_view peer) {
+std::string derive_tenant(const TenantPolicy &p, const RequestHeader *headers, size_t header_count,
+                          std::string_view peer) {
   if (!headers) header_count = 0;
   for (TenantPolicy::Source s : p.from) {
     switch (s) {

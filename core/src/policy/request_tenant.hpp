@@ -37,8 +37,6 @@
 #include <string_view>
 #include <vector>
 
-#include "floodwall.h"
-
 namespace floodwall {
 
 // An IP address; IPv4 is kept as IPv4-mapped IPv6 (::ffff:a.b.c.d), so one comparison serves both families.
@@ -87,8 +85,19 @@ struct TenantPolicy {
 
 const char *source_name(TenantPolicy::Source s);  // "authorization", "x-api-key", "ip"
 
+// One field of a request's header as the caller holds it: bytes that need not end in NUL. A NULL pointer
+// reads as empty. Laid out as the C ABI's fw_header (capi/src checks it), so a caller's array is read in
+// place.
+struct RequestHeader {
+  const char *name;
+  size_t name_len;
+  const char *value;
+  size_t value_len;
+};
+
 // The tenant id for a request that named none (rules above). Never throws for any input bytes (hostile
 // headers, 1 MiB values, NUL, CR/LF); headers may be NULL when header_count is 0.
-std::string derive_tenant(const TenantPolicy &p, const fw_header *headers, size_t header_count, std::string_view peer);
+std::string derive_tenant(const TenantPolicy &p, const RequestHeader *headers, size_t header_count,
+                          std::string_view peer);
 
 }  // namespace floodwall

@@ -20,20 +20,6 @@ struct SlotId {
   friend bool operator==(const SlotId &a, const SlotId &b) { return a.hi == b.hi && a.lo == b.lo; }
 };
 
-// overload: more admits were waiting on the store than it answers within the deadline, so this one was
-// decided at once instead of waiting for a deadline it would miss.
-enum class FailReason : uint8_t {
-  none = 0,
-  timeout = 1,
-  connection = 2,
-  breaker = 3,
-  config = 4,
-  error = 5,
-  overload = 6
-};
-const char *fail_reason_name(FailReason r);
-constexpr int kFailReasonCount = 7;
-
 // One admit: the tenant limiters and the fleet slot, decided atomically by the store.
 // A limiter that is off for this request has its flag false; `*_enforce` false means dark mode.
 struct AdmitOp {

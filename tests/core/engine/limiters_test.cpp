@@ -11,21 +11,25 @@
 #include "harness.hpp"
 #include "metrics/metrics.hpp"
 
+using floodwall::Decision;
+using floodwall::FailReason;
+using floodwall::Limiter;
+using floodwall::Ticket;
 using floodwall::testing::Sim;
 
 TEST(Concurrency, TwentyInFlightAndThe21stIsRejectedAtOnce) {
   Sim s(R"({"concurrency": {"limit": 20, "ttl_s": 60}})");
-  std::vector<fw_ticket> held;
+  std::vector<Ticket> held;
   for (int i = 0; i < 20; i++) {
-    fw_decision d = s.admit("solver", 1, "/v1/routes", "POST");
+    Decision d = s.admit("solver", 1, "/v1/routes", "POST");
     ASSERT_TRUE(d.allowed);
     EXPECT_EQ(d.concurrency_remaining, 19 - i);
     held.push_back(d.ticket);
   }
-  fw_decision d = s.admit("solver", 1, "/v1/routes", "POST");
+  Decision d = s.admit("solver", 1, "/v1/routes", "POST");
   EXPECT_FALSE(d.allowed);
   EXPECT_EQ(d.status, 429);
-  EXPECT_EQ(d.limiter, FW_LIMITER_CONCURRENCY);
+  EXPECT_EQ(d.limiter, Limiter::concurrency);
   EXPECT_EQ(d.retry_after_s, 1);
   EXPECT_EQ(d.ticket, 0u) << "a rejected request holds no slot";
   s.guard->release(held.back());
@@ -45,7 +49,7 @@ TEST(Concurrency, OnlyRoutesThatOptInAreCounted) {
   Sim s(R"({"concurrency": {"limit": 1, "routes": ["/v1/routes"]}})");
   ASSERT_TRUE(s.admit("t", 1, "/v1/routes", "POST").allowed);
   EXPECT_FALSE(s.admit("t", 1, "/v1/routes", "POST").allowed);
-  fw_decision read = s.admit("t", 1, "/v1/routes/:id", "GET");
+  Decision read = s.admit("t", 1, "/v1/routes/:id", "GET");
   EXPECT_TRUE(read.allowed);
   EXPECT_EQ(read.concurrency_limit, 0) << "an uncounted route advertises no concurrency policy";
 }
@@ -57,7 +61,7 @@ TEST(Concurrency, ExactWithEightThreadsOnOneTenant) {
   for (int t = 0; t < 8; t++)
     ts.emplace_back([&] {
       for (int i = 0; i < 2000; i++) {
-        fw_decision d = s.admit("shared");
+        Decision d = s.admit("shared");
         if (!d.allowed) continue;
         admitted++;
         int now = ++in_flight;
@@ -71,9 +75,9 @@ TEST(Concurrency, ExactWithEightThreadsOnOneTenant) {
   for (auto &t : ts) t.join();
   EXPECT_LE(worst.load(), 7);
   EXPECT_GT(admitted.load(), 0);
-  std::vector<fw_ticket> held;
+  std::vector<Ticket> held;
   for (int i = 0; i < 7; i++) {
-    fw_decision d = s.admit("shared");
+    Decision d = s.admit("shared");
     EXPECT_TRUE(d.allowed) << "every slot was given back";
     held.push_back(d.ticket);
   }
@@ -97,22 +101,22 @@ TEST(TokenBucketThreads, EightThreadsAdmitExactlyBurstPlusRefill) {
 
 TEST(Fleet, NonCriticalTrafficIsHeldUnderItsShareAndCriticalPasses) {
   Sim s(R"({"fleet": {"capacity": 8}})");
-  std::vector<fw_ticket> analytics;
+  std::vector<Ticket> analytics;
   int rejected = 0;
   for (int i = 0; i < 20; i++) {
-    fw_decision d = s.admit("tenant-" + std::to_string(i), 1, "/v1/analytics", "GET");
+    Decision d = s.admit("tenant-" + std::to_string(i), 1, "/v1/analytics", "GET");
     if (d.allowed)
       analytics.push_back(d.ticket);
     else {
       rejected++;
       EXPECT_EQ(d.status, 503);
-      EXPECT_EQ(d.limiter, FW_LIMITER_FLEET);
+      EXPECT_EQ(d.limiter, Limiter::fleet);
     }
   }
   EXPECT_EQ(analytics.size(), 8u);
   EXPECT_EQ(rejected, 12);
   for (int i = 0; i < 50; i++) {
-    fw_decision d = s.admit("dispatcher", 1, "/v1/routes", "POST", /*critical=*/true);
+    Decision d = s.admit("dispatcher", 1, "/v1/routes", "POST", /*critical=*/true);
     EXPECT_TRUE(d.allowed) << "critical traffic is never counted against the fleet";
     s.guard->release(d.ticket);
   }
@@ -122,12 +126,12 @@ TEST(Fleet, NonCriticalTrafficIsHeldUnderItsShareAndCriticalPasses) {
 
 TEST(Guard, NoPartialConsumptionWhenTheConcurrencyLimiterRejects) {
   Sim s(R"({"request_rate": {"rate": 1, "burst": 10}, "concurrency": {"limit": 1}})");
-  fw_decision first = s.admit("t");
+  Decision first = s.admit("t");
   ASSERT_TRUE(first.allowed);
   EXPECT_EQ(first.remaining, 9);
   for (int i = 0; i < 5; i++) {
-    fw_decision d = s.admit("t");
-    EXPECT_EQ(d.limiter, FW_LIMITER_CONCURRENCY);
+    Decision d = s.admit("t");
+    EXPECT_EQ(d.limiter, Limiter::concurrency);
     EXPECT_EQ(d.remaining, 9) << "the rejected request spent no token";
   }
   s.guard->release(first.ticket);
@@ -136,25 +140,25 @@ TEST(Guard, NoPartialConsumptionWhenTheConcurrencyLimiterRejects) {
 
 TEST(Guard, NoPartialConsumptionWhenTheFleetRejects) {
   Sim s(R"({"request_rate": {"rate": 1, "burst": 10}, "concurrency": {"limit": 5}, "fleet": {"capacity": 1}})");
-  fw_decision held = s.admit("a", 1, "", "GET");
+  Decision held = s.admit("a", 1, "", "GET");
   ASSERT_TRUE(held.allowed);
-  fw_decision d = s.admit("b", 1, "", "GET");
-  EXPECT_EQ(d.limiter, FW_LIMITER_FLEET);
+  Decision d = s.admit("b", 1, "", "GET");
+  EXPECT_EQ(d.limiter, Limiter::fleet);
   EXPECT_EQ(d.remaining, 10) << "b's bucket was not touched";
   EXPECT_EQ(d.concurrency_remaining, 5) << "b holds no tenant slot";
   s.guard->release(held.ticket);
-  fw_decision again = s.admit("b", 1, "", "GET");
+  Decision again = s.admit("b", 1, "", "GET");
   EXPECT_TRUE(again.allowed);
   EXPECT_EQ(again.remaining, 9);
 }
 
 TEST(Guard, NoPartialConsumptionWhenTheBucketRejects) {
   Sim s(R"({"request_rate": {"rate": 0.001, "burst": 1}, "concurrency": {"limit": 1}, "fleet": {"capacity": 1}})");
-  fw_decision a = s.admit("t");
+  Decision a = s.admit("t");
   ASSERT_TRUE(a.allowed);
   s.guard->release(a.ticket);
-  fw_decision d = s.admit("t");
-  EXPECT_EQ(d.limiter, FW_LIMITER_REQUEST_RATE);
+  Decision d = s.admit("t");
+  EXPECT_EQ(d.limiter, Limiter::request_rate);
   EXPECT_TRUE(s.admit("other").allowed) << "the rejected request took no fleet slot";
 }
 
@@ -162,10 +166,10 @@ TEST(Modes, DarkDecidesFullyCountsAndBlocksNothing) {
   Sim s(R"({"request_rate": {"rate": 0.001, "burst": 2, "mode": "dark"}})");
   int allowed = 0, would_block = 0;
   for (int i = 0; i < 5; i++) {
-    fw_decision d = s.admit("batch");
+    Decision d = s.admit("batch");
     allowed += d.allowed;
-    would_block += d.dark_limiter == FW_LIMITER_REQUEST_RATE;
-    EXPECT_EQ(d.limiter, FW_LIMITER_NONE);
+    would_block += d.dark_limiter == Limiter::request_rate;
+    EXPECT_EQ(d.limiter, Limiter::none);
     EXPECT_EQ(d.status, 200);
   }
   EXPECT_EQ(allowed, 5);
@@ -179,25 +183,25 @@ TEST(Modes, ChangeAtRunTimeWithoutARestart) {
   ASSERT_TRUE(s.admit("t").allowed);
   EXPECT_FALSE(s.admit("t").allowed);
   s.guard->set_mode(floodwall::Limiter::request_rate, floodwall::Mode::off);
-  fw_decision d = s.admit("t");
+  Decision d = s.admit("t");
   EXPECT_TRUE(d.allowed);
-  EXPECT_EQ(d.dark_limiter, FW_LIMITER_NONE) << "off is not evaluated at all";
+  EXPECT_EQ(d.dark_limiter, Limiter::none) << "off is not evaluated at all";
   s.guard->set_mode(floodwall::Limiter::request_rate, floodwall::Mode::dark);
   d = s.admit("t");
   EXPECT_TRUE(d.allowed);
-  EXPECT_EQ(d.dark_limiter, FW_LIMITER_REQUEST_RATE);
+  EXPECT_EQ(d.dark_limiter, Limiter::request_rate);
   s.guard->set_mode(floodwall::Limiter::request_rate, floodwall::Mode::enforce);
   EXPECT_FALSE(s.admit("t").allowed);
 }
 
 TEST(Modes, ADarkLimiterDoesNotHideAnEnforcedOne) {
   Sim s(R"({"request_rate": {"rate": 0.001, "burst": 1, "mode": "dark"}, "concurrency": {"limit": 1}})");
-  fw_decision a = s.admit("t");
+  Decision a = s.admit("t");
   ASSERT_TRUE(a.allowed);
-  fw_decision b = s.admit("t");
+  Decision b = s.admit("t");
   EXPECT_FALSE(b.allowed);
-  EXPECT_EQ(b.limiter, FW_LIMITER_CONCURRENCY);
-  EXPECT_EQ(b.dark_limiter, FW_LIMITER_REQUEST_RATE);
+  EXPECT_EQ(b.limiter, Limiter::concurrency);
+  EXPECT_EQ(b.dark_limiter, Limiter::request_rate);
 }
 
 TEST(MemoryStore, TenantCountIsBoundedAndEvictionsAreCounted) {
@@ -211,7 +215,7 @@ TEST(MemoryStore, TenantCountIsBoundedAndEvictionsAreCounted) {
 
 TEST(MemoryStore, EvictionSparesTenantsWithRequestsInFlight) {
   Sim s(R"({"max_tenants": 2, "concurrency": {"limit": 1}})");
-  fw_decision held = s.admit("busy");
+  Decision held = s.admit("busy");
   ASSERT_TRUE(held.allowed);
   for (int i = 0; i < 10; i++) s.guard->release(s.admit("idle-" + std::to_string(i)).ticket);
   EXPECT_FALSE(s.admit("busy").allowed) << "the busy tenant kept its slot through the churn";
@@ -231,9 +235,9 @@ TEST(MemoryStore, TenantsHoldingSlotsStayFindableThroughHeavyChurn) {
   EXPECT_EQ(st.tenants, 64u);
   EXPECT_EQ(st.evictions, 5000u - 24u);
   for (const auto &t : busy) {
-    fw_decision d = s.admit(t);
+    Decision d = s.admit(t);
     EXPECT_FALSE(d.allowed) << t << " kept its slot";
-    EXPECT_EQ(d.limiter, FW_LIMITER_CONCURRENCY) << t;
+    EXPECT_EQ(d.limiter, Limiter::concurrency) << t;
     EXPECT_EQ(d.remaining, 2) << t << " kept its bucket: one token spent, the rejection spent none";
   }
 }

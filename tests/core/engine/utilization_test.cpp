@@ -4,6 +4,10 @@
 #include "engine/utilization_shedder.hpp"
 #include "harness.hpp"
 
+using floodwall::Decision;
+using floodwall::FailReason;
+using floodwall::Limiter;
+using floodwall::Ticket;
 using floodwall::Tier;
 using floodwall::UtilizationController;
 using floodwall::UtilizationPolicy;
@@ -63,11 +67,11 @@ double drive(Sim &s, double u, double seconds) {
 int shed_of(Sim &s, int n, bool sandbox, bool critical, const char *method) {
   int shed = 0;
   for (int i = 0; i < n; i++) {
-    fw_decision d = s.admit(tenant("t", i), 1, "", method, critical, sandbox);
+    Decision d = s.admit(tenant("t", i), 1, "", method, critical, sandbox);
     if (!d.allowed) {
       shed++;
       EXPECT_EQ(d.status, 503);
-      EXPECT_EQ(d.limiter, FW_LIMITER_UTILIZATION);
+      EXPECT_EQ(d.limiter, Limiter::utilization);
     }
     s.guard->release(d.ticket);
   }
@@ -134,7 +138,7 @@ TEST(UtilizationShedder, RecoversWhenHealthyAndRestsAtTheDelay) {
 
 TEST(UtilizationShedder, MeasuresItsOwnInFlightAccountingWhenNothingIsReported) {
   Sim s(R"({"utilization": {"workers": 4, "sample_s": 8}})");
-  std::vector<fw_ticket> busy;
+  std::vector<Ticket> busy;
   for (int i = 0; i < 4; i++) busy.push_back(s.admit(tenant("w", i)).ticket);  // 4 of 4 workers busy
   for (int i = 0; i < 80; i++) {
     s.clock.advance_s(1);
@@ -152,9 +156,9 @@ TEST(UtilizationShedder, DarkModeCountsWhatItWouldHaveShed) {
   drive(s, 1.0, 100);
   int allowed = 0, dark = 0;
   for (int i = 0; i < 100; i++) {
-    fw_decision d = s.admit("t", 1, "", "GET", false, true);
+    Decision d = s.admit("t", 1, "", "GET", false, true);
     allowed += d.allowed;
-    dark += d.dark_limiter == FW_LIMITER_UTILIZATION;
+    dark += d.dark_limiter == Limiter::utilization;
     s.guard->release(d.ticket);
   }
   EXPECT_EQ(allowed, 100);

@@ -5,6 +5,10 @@
 
 #include "harness.hpp"
 
+using floodwall::Decision;
+using floodwall::FailReason;
+using floodwall::Limiter;
+using floodwall::Ticket;
 using floodwall::testing::Sim;
 
 namespace {
@@ -15,7 +19,7 @@ const char *kRoutes = R"({"request_rate": {"rate": 100, "burst": 500}, "concurre
 // left is closer than 499 of 500 tokens.
 TEST(Formatter, AllowedResponseCarriesTheDraftsFieldsAndTheLegacyOnes) {
   Sim s(kRoutes);
-  fw_decision d = s.admit("t");
+  Decision d = s.admit("t");
   EXPECT_EQ(floodwall::format_headers(d),
             "RateLimit-Policy: \"request_rate\";q=500;w=5, \"concurrency\";q=20;qu=\"concurrent-requests\"\r\n"
             "RateLimit: \"concurrency\";r=19\r\n"
@@ -30,7 +34,7 @@ TEST(Formatter, AllowedResponseCarriesTheDraftsFieldsAndTheLegacyOnes) {
 TEST(Formatter, RequestRateRejectionSaysWhichLimitWhatItIsAndWhenToComeBack) {
   Sim s(R"({"request_rate": {"rate": 100, "burst": 500}})");
   for (int i = 0; i < 500; i++) s.admit("t");
-  fw_decision d = s.admit("t");
+  Decision d = s.admit("t");
   EXPECT_EQ(floodwall::format_headers(d),
             "RateLimit-Policy: \"request_rate\";q=500;w=5\r\n"
             "RateLimit: \"request_rate\";r=0;t=1\r\n"
@@ -48,7 +52,7 @@ TEST(Formatter, RequestRateRejectionSaysWhichLimitWhatItIsAndWhenToComeBack) {
 TEST(Formatter, AWeightedRejectionNamesItsCostAndTheLimit) {
   Sim s(R"({"request_rate": {"rate": 100, "burst": 500}})");
   for (int i = 0; i < 500; i++) s.admit("t");
-  fw_decision d = s.admit("t", 300);
+  Decision d = s.admit("t", 300);
   EXPECT_EQ(d.cost, 300u);
   EXPECT_EQ(floodwall::format_headers(d),
             "RateLimit-Policy: \"request_rate\";q=500;w=5\r\n"
@@ -67,7 +71,7 @@ TEST(Formatter, ProblemJsonBodiesUseTheDraftsProblemTypes) {
   Sim s(R"({"request_rate": {"rate": 100, "burst": 2}, "body_format": "problem+json"})");
   s.admit("t");
   s.admit("t");
-  fw_decision d = s.admit("t");
+  Decision d = s.admit("t");
   EXPECT_STREQ(floodwall::body_content_type(d, s.guard->policy()), "application/problem+json");
   EXPECT_EQ(floodwall::format_body(d, s.guard->policy()),
             R"({"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Request cannot be )"
@@ -76,7 +80,7 @@ TEST(Formatter, ProblemJsonBodiesUseTheDraftsProblemTypes) {
             R"("limit_type":"request_rate","limit":2,"rate":100,"retry_after":1})");
   Sim f(R"({"fleet": {"capacity": 1}, "body_format": "problem+json"})");
   f.admit("a");
-  fw_decision shed = f.admit("b");
+  Decision shed = f.admit("b");
   ASSERT_EQ(shed.status, 503);
   std::string body = floodwall::format_body(shed, f.guard->policy());
   EXPECT_EQ(body.rfind(R"({"type":"https://iana.org/assignments/http-problem-types#temporary-reduced-capacity",)", 0),
@@ -106,17 +110,17 @@ TEST(Formatter, BodyFormatIsValidated) {
 // exhaustion; and when concurrency rejects, its slots.
 TEST(Formatter, RateLimitReportsTheLimitThatRejected) {
   Sim s(R"({"request_rate": {"rate": 100, "burst": 3}, "concurrency": {"limit": 2}})");
-  fw_decision a = s.admit("t");
+  Decision a = s.admit("t");
   EXPECT_EQ(floodwall::response_headers(a).items[1].value, "\"concurrency\";r=1") << "1 of 2 slots < 2 of 3 tokens";
-  fw_decision b = s.admit("t");
-  fw_decision c = s.admit("t");
-  ASSERT_EQ(c.limiter, FW_LIMITER_CONCURRENCY);
+  Decision b = s.admit("t");
+  Decision c = s.admit("t");
+  ASSERT_EQ(c.limiter, Limiter::concurrency);
   EXPECT_EQ(floodwall::response_headers(c).items[1].value, "\"concurrency\";r=0");
   s.guard->release(a.ticket);
   s.guard->release(b.ticket);
-  fw_decision d = s.admit("t");
-  fw_decision e = s.admit("t");
-  ASSERT_EQ(e.limiter, FW_LIMITER_REQUEST_RATE);
+  Decision d = s.admit("t");
+  Decision e = s.admit("t");
+  ASSERT_EQ(e.limiter, Limiter::request_rate);
   EXPECT_EQ(floodwall::response_headers(e).items[1].value, "\"request_rate\";r=0;t=1");
   s.guard->release(d.ticket);
 }
@@ -124,7 +128,7 @@ TEST(Formatter, RateLimitReportsTheLimitThatRejected) {
 TEST(Formatter, ConcurrencyRejection) {
   Sim s(R"({"concurrency": {"limit": 1}})");
   s.admit("t");
-  fw_decision d = s.admit("t");
+  Decision d = s.admit("t");
   EXPECT_EQ(floodwall::format_headers(d),
             "RateLimit-Policy: \"concurrency\";q=1;qu=\"concurrent-requests\"\r\n"
             "RateLimit: \"concurrency\";r=0\r\n"
@@ -137,16 +141,16 @@ TEST(Formatter, ConcurrencyRejection) {
 TEST(Formatter, FleetAndUtilizationAre503sThatSayWeAreDegraded) {
   Sim s(R"({"fleet": {"capacity": 1}, "docs_url": "https://docs.example/limits"})");
   s.admit("a");
-  fw_decision d = s.admit("b");
+  Decision d = s.admit("b");
   ASSERT_EQ(d.status, 503);
   EXPECT_EQ(floodwall::format_headers(d), "Retry-After: 1\r\n");
   EXPECT_EQ(floodwall::format_body(d, s.guard->policy()),
             R"({"error":{"type":"service_unavailable","limit_type":"fleet","message":"Service degraded: non-critical )"
             R"(traffic is being shed to keep capacity for critical requests. Retry with backoff after 1s. See )"
             R"(https://docs.example/limits","retry_after":1}})");
-  fw_decision u = FW_DECISION_INIT;
+  Decision u;
   u.status = 503;
-  u.limiter = FW_LIMITER_UTILIZATION;
+  u.limiter = Limiter::utilization;
   u.retry_after_s = 8;
   u.limit = 500;
   u.rate = 100;
@@ -155,7 +159,7 @@ TEST(Formatter, FleetAndUtilizationAre503sThatSayWeAreDegraded) {
 }
 
 TEST(Formatter, FailedOpenAdvertisesOnlyThePolicy) {
-  fw_decision d = FW_DECISION_INIT;
+  Decision d;
   d.allowed = 1;
   d.status = 200;
   d.failed_open = 1;

@@ -19,15 +19,15 @@ using floodwall::TenantPolicy;
 
 namespace {
 
-// Header storage for a test: the fw_header array points into `bytes`.
+// Header storage for a test: the header array points into `bytes`.
 struct Headers {
   std::vector<std::pair<std::string, std::string>> bytes;
-  std::vector<fw_header> list;
+  std::vector<floodwall::RequestHeader> list;
   Headers &add(std::string name, std::string value) {
     bytes.emplace_back(std::move(name), std::move(value));
     return *this;
   }
-  const fw_header *data() {
+  const floodwall::RequestHeader *data() {
     list.clear();
     for (const auto &[n, v] : bytes) list.push_back({n.data(), n.size(), v.data(), v.size()});
     return list.data();
@@ -36,7 +36,7 @@ struct Headers {
 };
 
 std::string derive(const TenantPolicy &p, Headers &h, std::string_view peer) {
-  const fw_header *d = h.data();
+  const floodwall::RequestHeader *d = h.data();
   return derive_tenant(p, d, h.size(), peer);
 }
 
@@ -205,7 +205,7 @@ TEST(RequestTenant, AClientsUnbalancedQuoteCannotSwallowTheProxysEntry) {
 TEST(RequestTenant, NullPointersAreEmpty) {
   TenantPolicy p;
   EXPECT_EQ(derive_tenant(p, nullptr, 5, "1.2.3.4"), "ip:1.2.3.4");
-  fw_header h[2] = {{nullptr, 13, nullptr, 10}, {"X-API-Key", 9, nullptr, 4}};
+  floodwall::RequestHeader h[2] = {{nullptr, 13, nullptr, 10}, {"X-API-Key", 9, nullptr, 4}};
   EXPECT_EQ(derive_tenant(p, h, 2, ""), "anonymous");
 }
 

@@ -5,6 +5,10 @@
 
 #include "harness.hpp"
 
+using floodwall::Decision;
+using floodwall::FailReason;
+using floodwall::Limiter;
+using floodwall::Ticket;
 using floodwall::testing::Sim;
 
 namespace {
@@ -14,10 +18,10 @@ const char *kSeed = R"({"request_rate": {"rate": 100, "burst": 500}})";
 TEST(TokenBucket, UnknownTenantStartsFullAndTakesABurstOf500) {
   Sim s(kSeed);
   EXPECT_EQ(s.burst("dispatcher", 500), 500);
-  fw_decision d = s.admit("dispatcher");
+  Decision d = s.admit("dispatcher");
   EXPECT_FALSE(d.allowed);
   EXPECT_EQ(d.status, 429);
-  EXPECT_EQ(d.limiter, FW_LIMITER_REQUEST_RATE);
+  EXPECT_EQ(d.limiter, Limiter::request_rate);
 }
 
 TEST(TokenBucket, RefillsFiftyTokensInHalfASecond) {
@@ -33,7 +37,7 @@ TEST(TokenBucket, SteadyStateIs100PerSecondAndThe101stIsRejected) {
   for (int second = 0; second < 5; second++) {
     s.clock.advance_s(1.0);
     EXPECT_EQ(s.burst("loop", 100), 100) << "second " << second;
-    fw_decision d = s.admit("loop");
+    Decision d = s.admit("loop");
     EXPECT_FALSE(d.allowed) << "the 101st request of second " << second;
   }
 }
@@ -48,7 +52,7 @@ TEST(TokenBucket, MorningBurstOf300In4SecondsIsAllowed) {
   Sim s(kSeed);
   int allowed = 0;
   for (int i = 0; i < 300; i++) {
-    fw_decision d = s.admit("dispatcher", 1, "/v1/routes", "POST");
+    Decision d = s.admit("dispatcher", 1, "/v1/routes", "POST");
     allowed += d.allowed;
     s.clock.advance_us(4'000'000 / 300);
   }
@@ -57,8 +61,8 @@ TEST(TokenBucket, MorningBurstOf300In4SecondsIsAllowed) {
 
 TEST(TokenBucket, WeightedCostDrawsMoreTokens) {
   Sim s(kSeed);
-  fw_decision small = s.admit("a", 1);
-  fw_decision big = s.admit("b", 200);
+  Decision small = s.admit("a", 1);
+  Decision big = s.admit("b", 200);
   EXPECT_EQ(small.remaining, 499);
   EXPECT_EQ(big.remaining, 300);
   EXPECT_EQ(s.burst("b", 2, 200), 1);  // 300 left: one more 200-token request, not two
@@ -67,7 +71,7 @@ TEST(TokenBucket, WeightedCostDrawsMoreTokens) {
 TEST(TokenBucket, RetryAfterIsTimeUntilCostTokensExistAndNeverZero) {
   Sim s(kSeed);
   ASSERT_EQ(s.burst("t", 500), 500);
-  fw_decision d = s.admit("t", 1);
+  Decision d = s.admit("t", 1);
   EXPECT_EQ(d.retry_after_s, 1);
   d = s.admit("t", 300);
   EXPECT_FALSE(d.allowed);
@@ -78,7 +82,7 @@ TEST(TokenBucket, RetryAfterIsTimeUntilCostTokensExistAndNeverZero) {
 
 TEST(TokenBucket, RemainingAndResetOnAnAllowedRequest) {
   Sim s(kSeed);
-  fw_decision d = s.admit("t", 1);
+  Decision d = s.admit("t", 1);
   EXPECT_TRUE(d.allowed);
   EXPECT_EQ(d.limit, 500);
   EXPECT_EQ(d.remaining, 499);

@@ -1,0 +1,53 @@
+// What goes into the Guard and what comes out of it: a request, its decision, and the ticket that holds
+// what an admitted request took until it is released. The C ABI's fw_request and fw_decision are mapped
+// to and from these in capi/src (the C header's comments are the reference for each field).
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <string_view>
+
+#include "util/vocabulary.hpp"
+
+namespace floodwall {
+
+struct Request {
+  std::string_view tenant;
+  std::string_view route;   // "" is the default route
+  std::string_view method;  // "GET" when empty
+  uint64_t cost = 1;        // 0 counts as 1
+  bool critical = false;
+  bool sandbox = false;
+};
+
+// What an admitted request holds (a concurrency slot, a fleet slot, its place in the in-flight count)
+// until Guard::release; 0 holds nothing.
+using Ticket = uint64_t;
+
+struct Decision {
+  bool allowed = false;
+  int status = 0;  // 200, 429 (request rate, concurrency) or 503 (fleet, utilization, store unavailable)
+  Limiter limiter = Limiter::none;            // the enforcing limiter that rejected
+  Limiter dark_limiter = Limiter::none;       // the first dark-mode limiter that would have rejected
+  bool failed_open = false;                   // allowed with no limiter at all (redis.fallback "open")
+  bool degraded = false;                      // the local fallback table decided (redis.fallback "local")
+  FailReason fail_reason = FailReason::none;  // why the store did not decide
+  // The tenant's request-rate bucket (0 when no request_rate section is configured).
+  int64_t limit = 0;          // capacity (burst), tokens
+  int64_t remaining = 0;      // whole tokens left after this decision
+  int64_t reset_s = 0;        // whole seconds until the bucket is full again
+  int64_t retry_after_s = 0;  // on a rejection: whole seconds, at least 1; else 0
+  double rate = 0;            // tokens per second
+  // The tenant's concurrency cap for this route (0 when the route is not counted).
+  int64_t concurrency_limit = 0;
+  int64_t concurrency_remaining = 0;
+  Ticket ticket = 0;  // release on every path
+  uint64_t cost = 0;  // the tokens the request asked for (0 counted as 1)
+};
+
+// How an asynchronous admit ends: called exactly once, with the decision, or with the exception that kept
+// one from being made (then `d` is an empty decision). It must not block; it may release and admit.
+using AdmitDone = std::function<void(const Decision &d, std::exception_ptr error)>;
+
+}  // namespace floodwall

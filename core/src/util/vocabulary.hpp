@@ -1,0 +1,34 @@
+// The words every part of the core speaks: the four limiters, a limiter's mode, and why the store did not
+// decide. The C ABI's fw_limiter, fw_mode and fw_fail_reason carry the same values (capi/src checks each
+// with a static_assert), so a value crosses the ABI as a cast.
+#pragma once
+
+#include <cstdint>
+
+namespace floodwall {
+
+enum class Limiter : uint8_t { none = 0, request_rate = 1, concurrency = 2, fleet = 3, utilization = 4 };
+constexpr int kLimiterCount = 5;
+const char *limiter_name(Limiter l);  // "request_rate", ...; "none"
+
+enum class Mode : uint8_t { enforce = 0, dark = 1, off = 2 };
+const char *mode_name(Mode m);
+
+// Why the store did not decide: it did not answer within the deadline (timeout), the connection broke or
+// could not be made (connection), the breaker is open after repeated failures (breaker), the deployment is
+// wrong (config: a script or command refused, TLS or AUTH refused), Redis answered with an error (error),
+// or more admits were waiting on the store than it answers within the deadline, so this one was decided
+// at once instead of waiting for a deadline it would miss (overload).
+enum class FailReason : uint8_t {
+  none = 0,
+  timeout = 1,
+  connection = 2,
+  breaker = 3,
+  config = 4,
+  error = 5,
+  overload = 6
+};
+constexpr int kFailReasonCount = 7;
+const char *fail_reason_name(FailReason r);
+
+}  // namespace floodwall
