@@ -1,24 +1,19 @@
-#include "engine/hot_tenants.hpp"
-
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
-#include <algorithm>
+// Hot tenants (hot_tenants.hpp): the maintenance thread that gives back what leases no longer hold and
+// sends the fleet reports, shutdown, and the two admit paths (blocking, async) around one decision. Which
+// tenants are hot: hot_tenants_tracker.cpp; the decision and the lease calls: hot_tenants_leases.cpp; the
+// fleet reports: hot_tenants_fleet.cpp; what they share: hot_tenants_parts.hpp.
 #include <chrono>
-#include <cmath>
 #include <cstdio>
-#include <random>
+#include <mutex>
 
 #include "engine/fork.hpp"
+#include "engine/hot_tenants_parts.hpp"
 #include "util/futex_event.hpp"
-#include "util/key_hash.hpp"
 
 namespace floodwall {
 
 namespace {
 
-constexpr size_t kSets = 1024, kWays = 4;  // tenants tracked at once: 4,096
 constexpr auto kTick = std::chrono::milliseconds(10);
 
 std::string random_id(Rng &rng) {
@@ -45,92 +40,7 @@ class SyncLeaseWaiter final : public LeaseWaiter {
 
 }  // namespace
 
-// One tenant hot in this process. Its lock guards everything below; it is held for a few dozen
-// instructions (a decision), never across a call to the store.
-class HotTenants::Entry final : public LeaseCompletion, public std::enable_shared_from_this<Entry> {
- public:
-  Entry(HotTenants &owner, const TenantKey &t) : owner(owner), tenant(t) {}
-  void complete(LeaseResult &&r) override { owner.on_lease(*this, std::move(r)); }
-
-  HotTenants &owner;
-  const TenantKey tenant;
-  SpinLock mu;
-  // The token lease: micro-tokens in hand (whole tokens), spendable until lease_until_us.
-  int64_t lease_m = 0, lease_until_us = 0;
-  // What Redis last said: the bucket held left_m at an instant no earlier than known_at_us.
-  bool known = false;
-  int64_t known_at_us = 0, left_m = 0, rate_m = 0, burst_m = 0;
-  // Redrawn at each reply: how much of half a batch's refill this process waits beyond the instant the
-  // bucket holds one, so that the processes of a fleet, which all compute that same instant, do not all
-  // call at it (the fastest one would win every time, and the others refuse every request).
-  double jitter = 0;
-  // Slots: idle leased ones (each until its lease ends), ones that go back, and what Redis holds.
-  struct Leased {
-    SlotId id;
-    int64_t until_us;
-  };
-  std::vector<Leased> free;
-  int64_t free_expiry_us = INT64_MAX;  // the earliest until_us in `free` (no scan before it)
-  std::vector<SlotId> to_release;
-  int64_t slots_in_use = 0, live_known = 0, full_until_us = 0, conc_limit = 0;
-  // The lease call in flight and who waits for it; `self` keeps the entry alive meanwhile.
-  bool calling = false;
-  LeaseOp call;
-  int64_t call_sent_us = 0;
-  LeaseWaiter *waiters = nullptr;
-  EntryRef self;
-
-  bool holds_nothing() const {
-    return lease_m == 0 && free.empty() && to_release.empty() && slots_in_use == 0 && !calling;
-  }
-  void add_free(const SlotId &id, int64_t until_us) {
-    free.push_back({id, until_us});
-    free_expiry_us = std::min(free_expiry_us, until_us);
-  }
-  // Moves the idle slots whose lease ended by `now` (all of them with `everything`) to to_release.
-  void expire_free(int64_t now, bool everything) {
-    if (!everything && now < free_expiry_us) return;
-    free_expiry_us = INT64_MAX;
-    std::erase_if(free, [&](const Leased &s) {
-      if (!everything && s.until_us > now) {
-        free_expiry_us = std::min(free_expiry_us, s.until_us);
-        return false;
-      }
-      to_release.push_back(s.id);
-      return true;
-    });
-  }
-};
-
-struct HotTenants::Way {
-  uint64_t hash = 0;
-  TenantKey key;                          // empty: a free way (tenant ids are never empty)
-  int64_t window = -1, busy_window = -1;  // the last window with kCoolAdmits admits
-  uint32_t count = 0;
-  bool hot = false;
-  EntryRef entry;  // while hot
-};
-
-struct alignas(64) HotTenants::Set {
-  SpinLock mu;
-  std::array<Way, kWays> ways;
-};
-
-class HotTenants::FleetReport final : public FleetReportCompletion {
- public:
-  explicit FleetReport(HotTenants &owner) : owner_(owner) {}
-  void complete(FleetReportResult &&r) override {
-    if (r.decided) {
-      owner_.fleet_others_.store(r.others + r.set_live, std::memory_order_relaxed);
-      owner_.fleet_view_at_.store(owner_.clock_.now_us(), std::memory_order_relaxed);
-    }
-    in_flight.store(false, std::memory_order_release);
-  }
-  std::atomic<bool> in_flight{false};
-
- private:
-  HotTenants &owner_;
-};
+// ------------------------------------------------------------------ life and the maintenance thread
 
 HotTenants::HotTenants(const Policy &p, Store &store, const Clock &clock, Rng &rng, Metrics &metrics)
     : policy_(p),
@@ -170,15 +80,7 @@ void HotTenants::shutdown() {
     int64_t now = clock_.now_us();
     for (const EntryRef &e : active_) give_back(*e, now, true);
   }
-  // This client's report counts no longer (it would until it expired).
-  if (fleet_ && last_reported_ > 0 && !report_->in_flight.load(std::memory_order_acquire)) {
-    FleetReportOp op;
-    op.client = client_id_;
-    op.expires_us = kReportTtlUs;
-    op.fleet_ttl_us = static_cast<int64_t>(policy_.fleet->ttl_s * 1e6);
-    report_->in_flight.store(true, std::memory_order_release);
-    store_.fleet_report_async(op, report_.get());
-  }
+  withdraw_report();
   stopped_.store(true);
 }
 
@@ -193,311 +95,36 @@ void HotTenants::run() {
   }
 }
 
-// ------------------------------------------------------------------------------- hot detection
-
-HotTenants::EntryRef HotTenants::track(const AdmitOp &op, int64_t now) {
-  if (generation_ != fork_generation()) return nullptr;  // a forked child never spends its parent's leases
-  std::string_view key = op.tenant.view();
-  uint64_t h = key_hash(key, seed_);
-  Set &set = sets_[h & (kSets - 1)];
-  int64_t window = now / kWindowUs;
-  bool made = false;
-  EntryRef entry;
+void HotTenants::maintain(int64_t now) {
+  bool any = false;
   {
-    std::lock_guard lock(set.mu);
-    Way *way = nullptr;
-    for (Way &w : set.ways)
-      if (w.hash == h && w.key.view() == key) way = &w;
-    if (!way) {
-      // A free way, else the cold one seen least recently (a hot one with no busy window lately is cold);
-      // when all four are hot, this tenant stays cold.
-      for (Way &w : set.ways) {
-        bool hot = w.hot && window - w.busy_window <= kCoolWindows;
-        if (!hot && (!way || w.key.view().empty() || (!way->key.view().empty() && w.window < way->window))) way = &w;
-      }
-      if (!way) return nullptr;
-      way->hash = h;
-      way->key = op.tenant;
-      way->window = window;
-      way->busy_window = window - kCoolWindows - 1;
-      way->count = 0;
-      way->hot = false;
-      way->entry.reset();
-    }
-    // A thread that read the clock before it was descheduled counts in the window that is current now.
-    if (window > way->window) {
-      way->window = window;
-      way->count = 0;
-    }
-    if (way->count < UINT32_MAX) way->count++;
-    if (way->count >= kCoolAdmits) way->busy_window = way->window;
-    if (!way->hot && way->count >= kHotAdmits) way->hot = true;
-    if (way->hot && way->window - way->busy_window > kCoolWindows) {
-      // Cold again: the entry gives back what it holds and goes (maintain); a new one when it is hot again.
-      way->hot = false;
-      way->entry.reset();
-    }
-    if (!way->hot) return nullptr;
-    if (!way->entry) {
-      way->entry = std::make_shared<Entry>(*this, op.tenant);
-      made = true;
-    }
-    entry = way->entry;
+    std::lock_guard lock(active_mu_);
+    std::erase_if(active_, [&](const EntryRef &e) {
+      // Only this list refers to it: its tenant went cold here, and it gives back everything now.
+      bool orphan = e.use_count() == 1;
+      give_back(*e, now, orphan);
+      if (!orphan) return false;
+      std::lock_guard entry_lock(e->mu);
+      return e->holds_nothing();
+    });
+    any = !active_.empty();
   }
-  if (made) {
-    {
-      std::lock_guard lock(active_mu_);
-      active_.push_back(entry);
-    }
-    run_cv_.notify_one();  // the first fleet report goes out now
-  }
-  return entry;
+  report(now, any);
 }
 
-HotTenants::EntryRef HotTenants::find(const TenantKey &tenant) {
-  std::string_view key = tenant.view();
-  uint64_t h = key_hash(key, seed_);
-  Set &set = sets_[h & (kSets - 1)];
-  std::lock_guard lock(set.mu);
-  for (Way &w : set.ways)
-    if (w.hash == h && w.key.view() == key) return w.entry;
-  return nullptr;
+HotTenants::Held HotTenants::held() {
+  Held h;
+  std::lock_guard lock(active_mu_);
+  for (const EntryRef &e : active_) {
+    if (e.use_count() > 1) h.hot_tenants++;
+    std::lock_guard entry_lock(e->mu);
+    h.tokens += e->lease_m / 1'000'000;
+    h.slots += static_cast<int64_t>(e->free.size()) + e->slots_in_use;
+  }
+  return h;
 }
 
-// ------------------------------------------------------------------------------------- decisions
-
-int64_t HotTenants::lease_size_m(const AdmitOp &op) const {
-  // Never more than ttl_ms of the tenant's refill: what a killed process strands refills within ttl_ms.
-  const TokenLeasePolicy &l = *policy_.request_rate->lease;
-  int64_t by_ttl = op.rate_m * l.ttl_ms / 1'000'000'000;
-  int64_t tokens = std::min({l.max_tokens, op.burst_m / 1'000'000, by_ttl});
-  return std::max<int64_t>(tokens, 0) * 1'000'000;
-}
-
-HotTenants::Outcome HotTenants::decide(Entry &e, const AdmitOp &op, AdmitResult &r, bool &start_call, LeaseWaiter *w) {
-  int64_t now = clock_.now_us();
-  start_call = false;
-  bool lease_valid = e.lease_m > 0 && now < e.lease_until_us;
-  int64_t in_hand = lease_valid ? e.lease_m : 0;
-  // The bucket as Redis last said, refilled since (an upper bound: other processes may have taken some).
-  auto bucket_at = [&](double us) -> int64_t {
-    if (!e.known || e.rate_m <= 0) return 0;
-    double refilled =
-        static_cast<double>(e.left_m) + (us - static_cast<double>(e.known_at_us)) * static_cast<double>(e.rate_m) / 1e6;
-    return static_cast<int64_t>(std::clamp(refilled, 0.0, static_cast<double>(e.burst_m)));
-  };
-  auto bucket_now = [&] { return bucket_at(static_cast<double>(now)); };
-
-  Verdict rate = Verdict::ok, conc = Verdict::ok, fleet = Verdict::ok;
-  // What a lease call must find in the bucket: half a lease (never less than this request's cost). Hot
-  // processes that called for every token that refilled would call once a token (a token every 200 us at
-  // 5,000/s, faster than a round trip under load, and the cache could never say no); waiting for half a
-  // lease, they call about twice a lease. No token is ever admitted beyond the bucket; a request may be
-  // refused while the bucket holds less than half a lease, which then goes to a later request (at most
-  // half a lease of refill later, ttl_ms / 2, and half as much again for the random wait below).
-  int64_t lease_m = 0, need_m = 0;
-  if (op.rate) {
-    if (!token_leases_) {
-      rate = Verdict::ask_exact;
-    } else {
-      lease_m = lease_size_m(op);
-      need_m = std::max(op.cost_m, (lease_m / 1'000'000 + 1) / 2 * 1'000'000);
-      double wait_us =
-          e.jitter * static_cast<double>(need_m) / 2 * 1e6 / static_cast<double>(std::max<int64_t>(1, op.rate_m));
-      if (in_hand >= op.cost_m)
-        rate = Verdict::ok;
-      else if (e.known && e.rate_m == op.rate_m && bucket_at(static_cast<double>(now) - wait_us) + in_hand < need_m)
-        rate = Verdict::no;  // the over-limit cache: Redis would not grant it until the bucket refills
-      else
-        rate = Verdict::ask_lease;
-    }
-  }
-  if (op.conc) {
-    if (!slot_leases_) {
-      conc = Verdict::ask_exact;
-    } else {
-      e.expire_free(now, false);  // slots whose lease ended go back
-      conc = !e.free.empty() ? Verdict::ok : now < e.full_until_us ? Verdict::no : Verdict::ask_lease;
-    }
-  }
-  int64_t fleet_now = fleet_local_.load(std::memory_order_relaxed);
-  if (op.fleet) {
-    if (!fleet_view_fresh(now))
-      fleet = Verdict::ask_exact;
-    else
-      fleet = fleet_others_.load(std::memory_order_relaxed) + fleet_now < op.fleet_cap ? Verdict::ok : Verdict::no;
-  }
-  auto rejects = [](bool on, bool enforce, Verdict v) { return on && enforce && v == Verdict::no; };
-  auto asks = [](bool on, Verdict v, Verdict what) { return on && v == what; };
-  bool rejected = rejects(op.rate, op.rate_enforce, rate) || rejects(op.conc, op.conc_enforce, conc) ||
-                  rejects(op.fleet, op.fleet_enforce, fleet);
-  if (!rejected) {
-    bool exact = asks(op.rate, rate, Verdict::ask_exact) || asks(op.conc, conc, Verdict::ask_exact) ||
-                 asks(op.fleet, fleet, Verdict::ask_exact);
-    bool lease = asks(op.rate, rate, Verdict::ask_lease) || asks(op.conc, conc, Verdict::ask_lease);
-    if (exact || (lease && !w)) return Outcome::exact;
-    if (lease) {
-      w->next = e.waiters;
-      e.waiters = w;
-      if (!e.calling) {
-        // One lease call: it gives back what this process no longer needs (the rest of the previous
-        // token lease, expired slots), then asks for what the waiting requests lack.
-        start_call = true;
-        e.calling = true;
-        e.call_sent_us = now;
-        LeaseOp &c = e.call;
-        c = LeaseOp{};
-        c.tenant = e.tenant;
-        if (op.rate && (rate == Verdict::ask_lease || (e.lease_m > 0 && !lease_valid))) {
-          e.rate_m = op.rate_m;
-          e.burst_m = op.burst_m;
-          c.rate_m = op.rate_m;
-          c.burst_m = op.burst_m;
-          c.give_back_m = e.lease_m;  // every token in hand was debited within its ttl_ms
-          e.lease_m = 0;
-          if (asks(op.rate, rate, Verdict::ask_lease)) {
-            c.tokens = true;
-            c.min_m = need_m;
-            c.want_m = std::max(lease_m, op.cost_m);
-          }
-        }
-        if (asks(op.conc, conc, Verdict::ask_lease)) {
-          c.slots = true;
-          c.conc_limit = op.conc_limit;
-          c.conc_ttl_us = op.conc_ttl_us;
-          e.conc_limit = op.conc_limit;
-          c.wanted.resize(static_cast<size_t>(policy_.concurrency->lease->max_slots));
-          for (SlotId &id : c.wanted) id = {rng_.next_u64(), rng_.next_u64()};
-        }
-        c.released.swap(e.to_release);
-        e.self = e.shared_from_this();
-      }
-      return Outcome::waiting;
-    }
-    // Every limiter is known and none rejects: the fleet share is taken first, since it can still say no
-    // (a report's count is shared by every tenant of this client).
-    if (op.fleet && fleet == Verdict::ok) {
-      while (fleet_others_.load(std::memory_order_relaxed) + fleet_now < op.fleet_cap &&
-             !fleet_local_.compare_exchange_weak(fleet_now, fleet_now + 1, std::memory_order_relaxed)) {
-      }
-      if (fleet_others_.load(std::memory_order_relaxed) + fleet_now >= op.fleet_cap) {
-        fleet = Verdict::no;
-        rejected = op.fleet_enforce;
-      }
-    }
-  }
-  bool fleet_taken = op.fleet && fleet == Verdict::ok && !rejected;  // taken above only when nothing rejected
-  r = AdmitResult{};
-  r.decided = true;
-  r.in_process = true;
-  r.rate_ok = rate != Verdict::no;
-  r.conc_ok = conc != Verdict::no;
-  r.fleet_ok = fleet != Verdict::no;
-  r.rate_evaluated = rate == Verdict::ok || rate == Verdict::no;
-  r.conc_evaluated = conc == Verdict::ok || conc == Verdict::no;
-  r.fleet_evaluated = fleet == Verdict::ok || fleet == Verdict::no;
-  r.committed = !rejected;
-  if (r.committed) {
-    if (op.rate && rate == Verdict::ok) {
-      e.lease_m -= op.cost_m;
-      in_hand -= op.cost_m;
-    }
-    if (op.conc && conc == Verdict::ok) {
-      Entry::Leased s = e.free.back();
-      e.free.pop_back();
-      e.slots_in_use++;
-      r.slot_leased = true;
-      r.leased_slot = s.id;
-      r.slot_lease_until_us = s.until_us;
-    }
-    r.fleet_in_process = fleet_taken;
-  }
-  // The headers: what this process knows of the bucket (Redis' last word refilled, plus its lease) and of
-  // the tenant's slots (its idle leased ones, plus the ones Redis had free). A request refused while the
-  // bucket holds less than half a lease sees the tokens it could have: less than its cost by what the
-  // bucket still lacks, so that Retry-After says when the lease call will find enough (at least 1 s).
-  if (op.rate) {
-    r.tokens_m = std::min(op.burst_m, bucket_now() + in_hand);
-    if (rate == Verdict::no) r.tokens_m = std::max<int64_t>(0, r.tokens_m - (need_m - op.cost_m));
-  }
-  if (op.conc) {
-    int64_t usable = static_cast<int64_t>(e.free.size()) + std::max<int64_t>(0, op.conc_limit - e.live_known);
-    r.conc_count = std::clamp<int64_t>(op.conc_limit - usable, 0, op.conc_limit);
-  }
-  return Outcome::decided;
-}
-
-void HotTenants::start_lease_call(Entry &e) {
-  // e.call is stable until the completion: no other call starts while this one is in flight.
-  store_.lease_async(e.call, &e);
-}
-
-int64_t HotTenants::executed_at(int64_t store_us, int64_t sent_us, int64_t received_us) {
-  std::lock_guard lock(offset_mu_);
-  if (received_us - offset_epoch_us_ >= 1'000'000) {
-    offset_hi_last_ = offset_hi_;
-    offset_hi_ = INT64_MAX;
-    offset_epoch_us_ = received_us;
-  }
-  int64_t hi = store_us - sent_us, lo = store_us - received_us;
-  int64_t best = std::min(offset_hi_, offset_hi_last_);
-  // The bounds contradict each other when Redis' clock stepped: start again from this call alone.
-  if (best != INT64_MAX && lo > best) offset_hi_ = offset_hi_last_ = best = INT64_MAX;
-  offset_hi_ = std::min(offset_hi_, hi);
-  best = std::min(best, hi);
-  // The call ran within its own round trip, whatever the clocks did.
-  return std::clamp(store_us - best, sent_us, received_us);
-}
-
-void HotTenants::on_lease(Entry &e, LeaseResult &&res) {
-  int64_t now = clock_.now_us();
-  int64_t ran_at = res.decided ? executed_at(res.store_now_us, e.call_sent_us, now) : 0;
-  LeaseWaiter *waiters;
-  EntryRef keep;
-  {
-    std::lock_guard lock(e.mu);
-    e.calling = false;
-    const LeaseOp &c = e.call;
-    // A failed call is taken to have given back what it carried: given back twice would credit tokens
-    // that were spent; never given back, they stay debited (the tenant's loss) and slots heal after ttl_s.
-    // Counted when it reached Redis (one refused at once, the breaker open or too many waiting, did not).
-    if (res.decided || !(res.reason == FailReason::breaker || res.reason == FailReason::overload))
-      metrics_.lease(LeaseCounter::lease_calls);
-    if (res.decided) {
-      if (c.give_back_m > 0) metrics_.lease(LeaseCounter::tokens_given_back, c.give_back_m / 1'000'000);
-      if (!c.released.empty()) metrics_.lease(LeaseCounter::slots_given_back, c.released.size());
-      if ((c.tokens || c.give_back_m > 0) && ran_at >= e.known_at_us) {
-        e.known = true;
-        e.known_at_us = ran_at;
-        e.left_m = res.tokens_m;
-        e.jitter = rng_.next_unit();
-      }
-      if (c.tokens && res.granted_m > 0) {
-        e.lease_m += res.granted_m;
-        e.lease_until_us = e.call_sent_us + policy_.request_rate->lease->ttl_ms * 1000;
-        metrics_.lease(LeaseCounter::tokens_leased, res.granted_m / 1'000'000);
-      }
-      if (c.slots) {
-        int64_t until = e.call_sent_us + policy_.concurrency->lease->ttl_ms * 1000;
-        for (int64_t i = 0; i < res.slots && i < static_cast<int64_t>(c.wanted.size()); i++)
-          e.add_free(c.wanted[static_cast<size_t>(i)], until);
-        e.live_known = res.conc_count;
-        if (res.conc_count >= c.conc_limit) e.full_until_us = now + kFullHoldUs;
-        metrics_.lease(LeaseCounter::slots_leased, static_cast<uint64_t>(std::max<int64_t>(0, res.slots)));
-      }
-    }
-    waiters = e.waiters;
-    e.waiters = nullptr;
-    keep = std::move(e.self);
-  }
-  FailReason failure = res.decided ? FailReason::none : res.reason == FailReason::none ? FailReason::error : res.reason;
-  for (LeaseWaiter *w = waiters; w;) {
-    LeaseWaiter *next = w->next;  // a woken waiter may wait again at once
-    w->failure = failure;
-    w->wake();
-    w = next;
-  }
-}
+// ------------------------------------------------------------------------------- admit paths
 
 HotTenants::Outcome HotTenants::admit(Entry &e, const AdmitOp &op, AdmitResult &r) {
   thread_local SyncLeaseWaiter w;
@@ -555,104 +182,6 @@ HotTenants::Outcome HotTenants::admit_async(Entry &e, const AdmitOp &op, AdmitRe
     metrics_.lease(st.called ? LeaseCounter::decisions_after_lease_call : LeaseCounter::decisions_in_process);
   if (start) start_lease_call(e);  // touches neither w nor st
   return o;
-}
-
-void HotTenants::learn(Entry &e, const AdmitOp &op, const AdmitResult &r, int64_t sent_us) {
-  if (!token_leases_ || !op.rate || !r.decided || r.in_process) return;
-  std::lock_guard lock(e.mu);
-  if (sent_us < e.known_at_us) return;  // a lease call sent later said more recent things
-  e.known = true;
-  e.known_at_us = sent_us;
-  e.left_m = r.tokens_m;
-  e.rate_m = op.rate_m;
-  e.burst_m = op.burst_m;
-}
-
-void HotTenants::release_slot(const TenantKey &tenant, const SlotId &id, int64_t until_us) {
-  int64_t now = clock_.now_us();
-  EntryRef e = find(tenant);
-  if (!e || stopped_.load(std::memory_order_relaxed)) {
-    // Its tenant is cold here now (or the client is closing): an ordinary release.
-    ReleaseOp op;
-    op.tenant = tenant;
-    op.slot = id;
-    op.conc = true;
-    store_.release(op);
-    return;
-  }
-  {
-    std::lock_guard lock(e->mu);
-    if (e->slots_in_use > 0) e->slots_in_use--;
-    if (now < until_us)
-      e->add_free(id, until_us);
-    else
-      e->to_release.push_back(id);  // its lease ended: back to Redis with the next batch
-  }
-  metrics_.lease(LeaseCounter::releases_in_process);
-}
-
-// ----------------------------------------------------------------------------------- maintenance
-
-void HotTenants::give_back(Entry &e, int64_t now, bool everything) {
-  LeaseOp op;
-  {
-    std::lock_guard lock(e.mu);
-    if (e.lease_m > 0 && (everything || now >= e.lease_until_us)) {
-      op.give_back_m = e.lease_m;
-      e.lease_m = 0;
-    }
-    e.expire_free(now, everything);
-    if (!op.gives_back() && e.to_release.empty()) return;
-    op.released.swap(e.to_release);
-    op.tenant = e.tenant;
-    op.rate_m = e.rate_m;
-    op.burst_m = e.burst_m;
-  }
-  metrics_.lease(LeaseCounter::give_backs);
-  if (op.give_back_m > 0) metrics_.lease(LeaseCounter::tokens_given_back, op.give_back_m / 1'000'000);
-  if (!op.released.empty()) metrics_.lease(LeaseCounter::slots_given_back, op.released.size());
-  store_.end_lease(op);
-}
-
-void HotTenants::maintain(int64_t now) {
-  bool any = false;
-  {
-    std::lock_guard lock(active_mu_);
-    std::erase_if(active_, [&](const EntryRef &e) {
-      // Only this list refers to it: its tenant went cold here, and it gives back everything now.
-      bool orphan = e.use_count() == 1;
-      give_back(*e, now, orphan);
-      if (!orphan) return false;
-      std::lock_guard entry_lock(e->mu);
-      return e->holds_nothing();
-    });
-    any = !active_.empty();
-  }
-  if (!fleet_ || now < next_report_us_ || report_->in_flight.load(std::memory_order_acquire)) return;
-  next_report_us_ = now + kReportUs;
-  int64_t mine = fleet_local_.load(std::memory_order_relaxed);
-  if (!any && mine == 0 && last_reported_ == 0) return;
-  last_reported_ = mine;
-  FleetReportOp op;
-  op.client = client_id_;
-  op.in_flight = mine;
-  op.expires_us = kReportTtlUs;
-  op.fleet_ttl_us = static_cast<int64_t>(policy_.fleet->ttl_s * 1e6);
-  report_->in_flight.store(true, std::memory_order_release);
-  metrics_.lease(LeaseCounter::fleet_reports);
-  store_.fleet_report_async(op, report_.get());
-}
-
-HotTenants::Held HotTenants::held() {
-  Held h;
-  std::lock_guard lock(active_mu_);
-  for (const EntryRef &e : active_) {
-    if (e.use_count() > 1) h.hot_tenants++;
-    std::lock_guard entry_lock(e->mu);
-    h.tokens += e->lease_m / 1'000'000;
-    h.slots += static_cast<int64_t>(e->free.size()) + e->slots_in_use;
-  }
-  return h;
 }
 
 }  // namespace floodwall

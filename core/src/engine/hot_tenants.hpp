@@ -104,26 +104,38 @@ class HotTenants {
   Held held();
 
  private:
+  // The parts shared by the files of HotTenants are in hot_tenants_parts.hpp.
+  static constexpr size_t kSets = 1024, kWays = 4;  // tenants tracked at once: 4,096
   struct Way;
   struct Set;
   enum class Verdict : uint8_t { ok, no, ask_lease, ask_exact };
   class FleetReport;
 
+  // hot_tenants.cpp: the maintenance thread.
+  void run();
+  void maintain(int64_t now);  // leases that end, slots that go back, entries that go, reports
+
+  // hot_tenants_tracker.cpp: the table of tenants seen lately.
+  EntryRef find(const TenantKey &tenant);
+
+  // hot_tenants_leases.cpp: one decision, under the entry's lock.
   Outcome decide(Entry &e, const AdmitOp &op, AdmitResult &r, bool &start_call, LeaseWaiter *w);
+  int64_t lease_size_m(const AdmitOp &op) const;
+  // hot_tenants_leases.cpp: the lease call, its reply, and what goes back without one.
   void start_lease_call(Entry &e);
   void on_lease(Entry &e, LeaseResult &&res);
-  int64_t lease_size_m(const AdmitOp &op) const;
+  // When, on this client's clock, a lease call sent at sent_us and answered at received_us was
+  // executed by Redis at store_us of its clock (see offset_hi_).
+  int64_t executed_at(int64_t store_us, int64_t sent_us, int64_t received_us);
+  void give_back(Entry &e, int64_t now, bool everything);
+
+  // hot_tenants_fleet.cpp: the fleet's view, and this client's report of its share.
   bool fleet_view_fresh(int64_t now) const {
     int64_t at = fleet_view_at_.load(std::memory_order_relaxed);
     return at != 0 && now - at < kFleetViewUs;
   }
-  EntryRef find(const TenantKey &tenant);
-  // When, on this client's clock, a lease call sent at sent_us and answered at received_us was
-  // executed by Redis at store_us of its clock (see clock_offset_).
-  int64_t executed_at(int64_t store_us, int64_t sent_us, int64_t received_us);
-  void maintain(int64_t now);  // the maintenance thread: leases that end, slots that go back, reports
-  void give_back(Entry &e, int64_t now, bool everything);
-  void run();
+  void report(int64_t now, bool hot);  // every kReportUs (hot: some tenant is)
+  void withdraw_report();              // at shutdown
 
   const Policy &policy_;
   Store &store_;
