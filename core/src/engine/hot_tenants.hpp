@@ -109,6 +109,7 @@ class HotTenants {
   struct Way;
   struct Set;
   enum class Verdict : uint8_t { ok, no, ask_lease, ask_exact };
+  struct Reading;
   class FleetReport;
 
   // hot_tenants.cpp: the maintenance thread.
@@ -118,9 +119,16 @@ class HotTenants {
   // hot_tenants_tracker.cpp: the table of tenants seen lately.
   EntryRef find(const TenantKey &tenant);
 
-  // hot_tenants_leases.cpp: one decision, under the entry's lock.
+  // hot_tenants_leases.cpp: one decision, in the steps decide() names, under the entry's lock.
   Outcome decide(Entry &e, const AdmitOp &op, AdmitResult &r, bool &start_call, LeaseWaiter *w);
+  Reading read(Entry &e, const AdmitOp &op) const;
+  Verdict rate_verdict(const Entry &e, const AdmitOp &op, Reading &v) const;
+  Verdict conc_verdict(Entry &e, int64_t now) const;
+  Verdict fleet_verdict(const AdmitOp &op, const Reading &v) const;
   int64_t lease_size_m(const AdmitOp &op) const;
+  void prepare_lease_call(Entry &e, const AdmitOp &op, const Reading &v);
+  bool take_fleet_share(const AdmitOp &op, int64_t &fleet_now);
+  void answer(Entry &e, const AdmitOp &op, Reading &v, bool rejected, AdmitResult &r);
   // hot_tenants_leases.cpp: the lease call, its reply, and what goes back without one.
   void start_lease_call(Entry &e);
   void on_lease(Entry &e, LeaseResult &&res);

@@ -1,7 +1,7 @@
 // The fleet's usage seen from this client: its non-critical requests decided in process hold no slot in
 // the fleet set; every kReportUs the maintenance thread reports their count (lua/fleet_report.lua), and
 // the reply is the rest of the fleet (the set's live slots plus the other clients' reports) that
-// decide() adds to this client's count now.
+// fleet_verdict() adds to this client's count now.
 #include "engine/hot_tenants_parts.hpp"
 
 namespace floodwall {

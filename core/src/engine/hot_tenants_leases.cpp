@@ -1,5 +1,5 @@
 // Hot tenants' leases: a request decided from the token lease, the over-limit cache, the slot lease and
-// the fleet's view (decide()); the one lease call per tenant in flight and its reply; what
+// the fleet's view (decide() and its steps); the one lease call per tenant in flight and its reply; what
 // goes back without one (give_back(), release_slot()); and the offset of Redis' clock from this client's.
 #include <algorithm>
 
@@ -9,6 +9,98 @@ namespace floodwall {
 
 // ------------------------------------------------------------------------------------- decisions
 
+// What this process knows of one request's limiters, read under its entry's lock (decide()'s first
+// step) and carried to its last.
+struct HotTenants::Reading {
+  int64_t now = 0;
+  bool lease_valid = false;  // the token lease is spendable now
+  int64_t in_hand = 0;       // its micro-tokens when it is, else none
+  // A token lease's size, and what a lease call must find in the bucket (rate_verdict()).
+  int64_t lease_m = 0, need_m = 0;
+  int64_t fleet_now = 0;  // this client's in-process fleet count, as read
+  Verdict rate = Verdict::ok, conc = Verdict::ok, fleet = Verdict::ok;
+};
+
+// One request of a hot tenant, under its entry's lock. What each limiter can say here is read (read());
+// one that enforces and says no refuses the request; else one that needs Redis sends it to an exact round
+// trip, or to wait for the tenant's one lease call (prepare_lease_call()); else it is decided here, its
+// fleet share taken (take_fleet_share()) and the rest spent (answer()).
+HotTenants::Outcome HotTenants::decide(Entry &e, const AdmitOp &op, AdmitResult &r, bool &start_call, LeaseWaiter *w) {
+  start_call = false;
+  Reading v = read(e, op);
+  auto rejects = [](bool on, bool enforce, Verdict x) { return on && enforce && x == Verdict::no; };
+  auto asks = [](bool on, Verdict x, Verdict what) { return on && x == what; };
+  bool rejected = rejects(op.rate, op.rate_enforce, v.rate) || rejects(op.conc, op.conc_enforce, v.conc) ||
+                  rejects(op.fleet, op.fleet_enforce, v.fleet);
+  if (!rejected) {
+    bool exact = asks(op.rate, v.rate, Verdict::ask_exact) || asks(op.conc, v.conc, Verdict::ask_exact) ||
+                 asks(op.fleet, v.fleet, Verdict::ask_exact);
+    bool lease = asks(op.rate, v.rate, Verdict::ask_lease) || asks(op.conc, v.conc, Verdict::ask_lease);
+    if (exact || (lease && !w)) return Outcome::exact;
+    if (lease) {
+      w->next = e.waiters;
+      e.waiters = w;
+      if (!e.calling) {
+        start_call = true;
+        prepare_lease_call(e, op, v);
+      }
+      return Outcome::waiting;
+    }
+    // Every limiter is known and none rejects: the fleet share is taken first, since it can still say no
+    // (a report's count is shared by every tenant of this client).
+    if (op.fleet && v.fleet == Verdict::ok && !take_fleet_share(op, v.fleet_now)) {
+      v.fleet = Verdict::no;
+      rejected = op.fleet_enforce;
+    }
+  }
+  answer(e, op, v, rejected, r);
+  return Outcome::decided;
+}
+
+HotTenants::Reading HotTenants::read(Entry &e, const AdmitOp &op) const {
+  Reading v;
+  v.now = clock_.now_us();
+  v.lease_valid = e.lease_m > 0 && v.now < e.lease_until_us;
+  v.in_hand = v.lease_valid ? e.lease_m : 0;
+  if (op.rate) v.rate = rate_verdict(e, op, v);
+  if (op.conc) v.conc = conc_verdict(e, v.now);
+  v.fleet_now = fleet_local_.load(std::memory_order_relaxed);
+  if (op.fleet) v.fleet = fleet_verdict(op, v);
+  return v;
+}
+
+// The token bucket: the lease in hand pays, or the over-limit cache refuses, or a lease call must say.
+HotTenants::Verdict HotTenants::rate_verdict(const Entry &e, const AdmitOp &op, Reading &v) const {
+  if (!token_leases_) return Verdict::ask_exact;
+  // What a lease call must find in the bucket: half a lease (never less than this request's cost). Hot
+  // processes that called for every token that refilled would call once a token (a token every 200 us at
+  // 5,000/s, faster than a round trip under load, and the cache could never say no); waiting for half a
+  // lease, they call about twice a lease. No token is ever admitted beyond the bucket; a request may be
+  // refused while the bucket holds less than half a lease, which then goes to a later request (at most
+  // half a lease of refill later, ttl_ms / 2, and half as much again for the random wait below).
+  v.lease_m = lease_size_m(op);
+  v.need_m = std::max(op.cost_m, (v.lease_m / 1'000'000 + 1) / 2 * 1'000'000);
+  double wait_us =
+      e.jitter * static_cast<double>(v.need_m) / 2 * 1e6 / static_cast<double>(std::max<int64_t>(1, op.rate_m));
+  if (v.in_hand >= op.cost_m) return Verdict::ok;
+  if (e.known && e.rate_m == op.rate_m && e.bucket_at(static_cast<double>(v.now) - wait_us) + v.in_hand < v.need_m)
+    return Verdict::no;  // the over-limit cache: Redis would not grant it until the bucket refills
+  return Verdict::ask_lease;
+}
+
+// The tenant's slots: an idle leased one, or a set found full lately, or a lease call must say.
+HotTenants::Verdict HotTenants::conc_verdict(Entry &e, int64_t now) const {
+  if (!slot_leases_) return Verdict::ask_exact;
+  e.expire_free(now, false);  // slots whose lease ended go back
+  return !e.free.empty() ? Verdict::ok : now < e.full_until_us ? Verdict::no : Verdict::ask_lease;
+}
+
+// The fleet: the other clients and the set as of the last report, plus this client's count now.
+HotTenants::Verdict HotTenants::fleet_verdict(const AdmitOp &op, const Reading &v) const {
+  if (!fleet_view_fresh(v.now)) return Verdict::ask_exact;
+  return fleet_others_.load(std::memory_order_relaxed) + v.fleet_now < op.fleet_cap ? Verdict::ok : Verdict::no;
+}
+
 int64_t HotTenants::lease_size_m(const AdmitOp &op) const {
   // Never more than ttl_ms of the tenant's refill: what a killed process strands refills within ttl_ms.
   const TokenLeasePolicy &l = *policy_.request_rate->lease;
@@ -17,135 +109,68 @@ int64_t HotTenants::lease_size_m(const AdmitOp &op) const {
   return std::max<int64_t>(tokens, 0) * 1'000'000;
 }
 
-HotTenants::Outcome HotTenants::decide(Entry &e, const AdmitOp &op, AdmitResult &r, bool &start_call, LeaseWaiter *w) {
-  int64_t now = clock_.now_us();
-  start_call = false;
-  bool lease_valid = e.lease_m > 0 && now < e.lease_until_us;
-  int64_t in_hand = lease_valid ? e.lease_m : 0;
-  // The bucket as Redis last said, refilled since (an upper bound: other processes may have taken some).
-  auto bucket_at = [&](double us) -> int64_t {
-    if (!e.known || e.rate_m <= 0) return 0;
-    double refilled =
-        static_cast<double>(e.left_m) + (us - static_cast<double>(e.known_at_us)) * static_cast<double>(e.rate_m) / 1e6;
-    return static_cast<int64_t>(std::clamp(refilled, 0.0, static_cast<double>(e.burst_m)));
-  };
-  auto bucket_now = [&] { return bucket_at(static_cast<double>(now)); };
+// One lease call: it gives back what this process no longer needs (the rest of the previous token lease,
+// expired slots), then asks for what the waiting requests lack. The caller starts it once the entry's
+// lock is released (start_lease_call()).
+void HotTenants::prepare_lease_call(Entry &e, const AdmitOp &op, const Reading &v) {
+  e.calling = true;
+  e.call_sent_us = v.now;
+  LeaseOp &c = e.call;
+  c = LeaseOp{};
+  c.tenant = e.tenant;
+  if (op.rate && (v.rate == Verdict::ask_lease || (e.lease_m > 0 && !v.lease_valid))) {
+    e.rate_m = op.rate_m;
+    e.burst_m = op.burst_m;
+    c.rate_m = op.rate_m;
+    c.burst_m = op.burst_m;
+    c.give_back_m = e.lease_m;  // every token in hand was debited within its ttl_ms
+    e.lease_m = 0;
+    if (v.rate == Verdict::ask_lease) {
+      c.tokens = true;
+      c.min_m = v.need_m;
+      c.want_m = std::max(v.lease_m, op.cost_m);
+    }
+  }
+  if (op.conc && v.conc == Verdict::ask_lease) {
+    c.slots = true;
+    c.conc_limit = op.conc_limit;
+    c.conc_ttl_us = op.conc_ttl_us;
+    e.conc_limit = op.conc_limit;
+    c.wanted.resize(static_cast<size_t>(policy_.concurrency->lease->max_slots));
+    for (SlotId &id : c.wanted) id = {rng_.next_u64(), rng_.next_u64()};
+  }
+  c.released.swap(e.to_release);
+  e.self = e.shared_from_this();
+}
 
-  Verdict rate = Verdict::ok, conc = Verdict::ok, fleet = Verdict::ok;
-  // What a lease call must find in the bucket: half a lease (never less than this request's cost). Hot
-  // processes that called for every token that refilled would call once a token (a token every 200 us at
-  // 5,000/s, faster than a round trip under load, and the cache could never say no); waiting for half a
-  // lease, they call about twice a lease. No token is ever admitted beyond the bucket; a request may be
-  // refused while the bucket holds less than half a lease, which then goes to a later request (at most
-  // half a lease of refill later, ttl_ms / 2, and half as much again for the random wait below).
-  int64_t lease_m = 0, need_m = 0;
-  if (op.rate) {
-    if (!token_leases_) {
-      rate = Verdict::ask_exact;
-    } else {
-      lease_m = lease_size_m(op);
-      need_m = std::max(op.cost_m, (lease_m / 1'000'000 + 1) / 2 * 1'000'000);
-      double wait_us =
-          e.jitter * static_cast<double>(need_m) / 2 * 1e6 / static_cast<double>(std::max<int64_t>(1, op.rate_m));
-      if (in_hand >= op.cost_m)
-        rate = Verdict::ok;
-      else if (e.known && e.rate_m == op.rate_m && bucket_at(static_cast<double>(now) - wait_us) + in_hand < need_m)
-        rate = Verdict::no;  // the over-limit cache: Redis would not grant it until the bucket refills
-      else
-        rate = Verdict::ask_lease;
-    }
+// One share of the fleet for this request; false when the fleet is full now.
+bool HotTenants::take_fleet_share(const AdmitOp &op, int64_t &fleet_now) {
+  while (fleet_others_.load(std::memory_order_relaxed) + fleet_now < op.fleet_cap &&
+         !fleet_local_.compare_exchange_weak(fleet_now, fleet_now + 1, std::memory_order_relaxed)) {
   }
-  if (op.conc) {
-    if (!slot_leases_) {
-      conc = Verdict::ask_exact;
-    } else {
-      e.expire_free(now, false);  // slots whose lease ended go back
-      conc = !e.free.empty() ? Verdict::ok : now < e.full_until_us ? Verdict::no : Verdict::ask_lease;
-    }
-  }
-  int64_t fleet_now = fleet_local_.load(std::memory_order_relaxed);
-  if (op.fleet) {
-    if (!fleet_view_fresh(now))
-      fleet = Verdict::ask_exact;
-    else
-      fleet = fleet_others_.load(std::memory_order_relaxed) + fleet_now < op.fleet_cap ? Verdict::ok : Verdict::no;
-  }
-  auto rejects = [](bool on, bool enforce, Verdict v) { return on && enforce && v == Verdict::no; };
-  auto asks = [](bool on, Verdict v, Verdict what) { return on && v == what; };
-  bool rejected = rejects(op.rate, op.rate_enforce, rate) || rejects(op.conc, op.conc_enforce, conc) ||
-                  rejects(op.fleet, op.fleet_enforce, fleet);
-  if (!rejected) {
-    bool exact = asks(op.rate, rate, Verdict::ask_exact) || asks(op.conc, conc, Verdict::ask_exact) ||
-                 asks(op.fleet, fleet, Verdict::ask_exact);
-    bool lease = asks(op.rate, rate, Verdict::ask_lease) || asks(op.conc, conc, Verdict::ask_lease);
-    if (exact || (lease && !w)) return Outcome::exact;
-    if (lease) {
-      w->next = e.waiters;
-      e.waiters = w;
-      if (!e.calling) {
-        // One lease call: it gives back what this process no longer needs (the rest of the previous
-        // token lease, expired slots), then asks for what the waiting requests lack.
-        start_call = true;
-        e.calling = true;
-        e.call_sent_us = now;
-        LeaseOp &c = e.call;
-        c = LeaseOp{};
-        c.tenant = e.tenant;
-        if (op.rate && (rate == Verdict::ask_lease || (e.lease_m > 0 && !lease_valid))) {
-          e.rate_m = op.rate_m;
-          e.burst_m = op.burst_m;
-          c.rate_m = op.rate_m;
-          c.burst_m = op.burst_m;
-          c.give_back_m = e.lease_m;  // every token in hand was debited within its ttl_ms
-          e.lease_m = 0;
-          if (asks(op.rate, rate, Verdict::ask_lease)) {
-            c.tokens = true;
-            c.min_m = need_m;
-            c.want_m = std::max(lease_m, op.cost_m);
-          }
-        }
-        if (asks(op.conc, conc, Verdict::ask_lease)) {
-          c.slots = true;
-          c.conc_limit = op.conc_limit;
-          c.conc_ttl_us = op.conc_ttl_us;
-          e.conc_limit = op.conc_limit;
-          c.wanted.resize(static_cast<size_t>(policy_.concurrency->lease->max_slots));
-          for (SlotId &id : c.wanted) id = {rng_.next_u64(), rng_.next_u64()};
-        }
-        c.released.swap(e.to_release);
-        e.self = e.shared_from_this();
-      }
-      return Outcome::waiting;
-    }
-    // Every limiter is known and none rejects: the fleet share is taken first, since it can still say no
-    // (a report's count is shared by every tenant of this client).
-    if (op.fleet && fleet == Verdict::ok) {
-      while (fleet_others_.load(std::memory_order_relaxed) + fleet_now < op.fleet_cap &&
-             !fleet_local_.compare_exchange_weak(fleet_now, fleet_now + 1, std::memory_order_relaxed)) {
-      }
-      if (fleet_others_.load(std::memory_order_relaxed) + fleet_now >= op.fleet_cap) {
-        fleet = Verdict::no;
-        rejected = op.fleet_enforce;
-      }
-    }
-  }
-  bool fleet_taken = op.fleet && fleet == Verdict::ok && !rejected;  // taken above only when nothing rejected
+  return fleet_others_.load(std::memory_order_relaxed) + fleet_now < op.fleet_cap;
+}
+
+// The decision: what each limiter said; a committed request spends from the token lease and takes an idle
+// leased slot; the headers.
+void HotTenants::answer(Entry &e, const AdmitOp &op, Reading &v, bool rejected, AdmitResult &r) {
+  bool fleet_taken = op.fleet && v.fleet == Verdict::ok && !rejected;  // taken only when nothing rejected
   r = AdmitResult{};
   r.decided = true;
   r.in_process = true;
-  r.rate_ok = rate != Verdict::no;
-  r.conc_ok = conc != Verdict::no;
-  r.fleet_ok = fleet != Verdict::no;
-  r.rate_evaluated = rate == Verdict::ok || rate == Verdict::no;
-  r.conc_evaluated = conc == Verdict::ok || conc == Verdict::no;
-  r.fleet_evaluated = fleet == Verdict::ok || fleet == Verdict::no;
+  r.rate_ok = v.rate != Verdict::no;
+  r.conc_ok = v.conc != Verdict::no;
+  r.fleet_ok = v.fleet != Verdict::no;
+  r.rate_evaluated = v.rate == Verdict::ok || v.rate == Verdict::no;
+  r.conc_evaluated = v.conc == Verdict::ok || v.conc == Verdict::no;
+  r.fleet_evaluated = v.fleet == Verdict::ok || v.fleet == Verdict::no;
   r.committed = !rejected;
   if (r.committed) {
-    if (op.rate && rate == Verdict::ok) {
+    if (op.rate && v.rate == Verdict::ok) {
       e.lease_m -= op.cost_m;
-      in_hand -= op.cost_m;
+      v.in_hand -= op.cost_m;
     }
-    if (op.conc && conc == Verdict::ok) {
+    if (op.conc && v.conc == Verdict::ok) {
       Entry::Leased s = e.free.back();
       e.free.pop_back();
       e.slots_in_use++;
@@ -160,14 +185,13 @@ HotTenants::Outcome HotTenants::decide(Entry &e, const AdmitOp &op, AdmitResult 
   // bucket holds less than half a lease sees the tokens it could have: less than its cost by what the
   // bucket still lacks, so that Retry-After says when the lease call will find enough (at least 1 s).
   if (op.rate) {
-    r.tokens_m = std::min(op.burst_m, bucket_now() + in_hand);
-    if (rate == Verdict::no) r.tokens_m = std::max<int64_t>(0, r.tokens_m - (need_m - op.cost_m));
+    r.tokens_m = std::min(op.burst_m, e.bucket_at(static_cast<double>(v.now)) + v.in_hand);
+    if (v.rate == Verdict::no) r.tokens_m = std::max<int64_t>(0, r.tokens_m - (v.need_m - op.cost_m));
   }
   if (op.conc) {
     int64_t usable = static_cast<int64_t>(e.free.size()) + std::max<int64_t>(0, op.conc_limit - e.live_known);
     r.conc_count = std::clamp<int64_t>(op.conc_limit - usable, 0, op.conc_limit);
   }
-  return Outcome::decided;
 }
 
 // ------------------------------------------------------------------------- lease calls and replies

@@ -55,6 +55,14 @@ class HotTenants::Entry final : public LeaseCompletion, public std::enable_share
   bool holds_nothing() const {
     return lease_m == 0 && free.empty() && to_release.empty() && slots_in_use == 0 && !calling;
   }
+  // The bucket as Redis last said, refilled until `us` (an upper bound: other processes may have taken
+  // some).
+  int64_t bucket_at(double us) const {
+    if (!known || rate_m <= 0) return 0;
+    double refilled =
+        static_cast<double>(left_m) + (us - static_cast<double>(known_at_us)) * static_cast<double>(rate_m) / 1e6;
+    return static_cast<int64_t>(std::clamp(refilled, 0.0, static_cast<double>(burst_m)));
+  }
   void add_free(const SlotId &id, int64_t until_us) {
     free.push_back({id, until_us});
     free_expiry_us = std::min(free_expiry_us, until_us);
