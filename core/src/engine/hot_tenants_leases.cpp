@@ -145,10 +145,12 @@ void HotTenants::prepare_lease_call(Entry &e, const AdmitOp &op, const Reading &
 
 // One share of the fleet for this request; false when the fleet is full now.
 bool HotTenants::take_fleet_share(const AdmitOp &op, int64_t &fleet_now) {
-  while (fleet_others_.load(std::memory_order_relaxed) + fleet_now < op.fleet_cap &&
-         !fleet_local_.compare_exchange_weak(fleet_now, fleet_now + 1, std::memory_order_relaxed)) {
-  }
-  return fleet_others_.load(std::memory_order_relaxed) + fleet_now < op.fleet_cap;
+  // Taken by the one compare-and-swap that succeeds, against the view of that moment. (A second look at
+  // the view after it, as this once did, could refuse a share it had already counted: a report landing
+  // in between made the request a rejection whose share was never given back.)
+  while (fleet_others_.load(std::memory_order_relaxed) + fleet_now < op.fleet_cap)
+    if (fleet_local_.compare_exchange_weak(fleet_now, fleet_now + 1, std::memory_order_relaxed)) return true;
+  return false;
 }
 
 // The decision: what each limiter said; a committed request spends from the token lease and takes an idle
