@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "http/formatter.hpp"
+#include "metrics/visitor.hpp"
 
 namespace floodwall {
 
@@ -172,287 +172,135 @@ const char *breaker_name(BreakerState b) {
   return "closed";
 }
 
-// Prometheus label values: backslash, double quote and newline escaped; other control bytes too.
-std::string label(std::string_view s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (c == '\\')
-      out += "\\\\";
-    else if (c == '"')
-      out += "\\\"";
-    else if (c == '\n')
-      out += "\\n";
-    else if (c < 0x20 || c == 0x7f)
-      out += "?";
-    else
-      out.push_back(static_cast<char>(c));
-  }
-  return out;
-}
-
 constexpr Limiter kLimiters[] = {Limiter::request_rate, Limiter::concurrency, Limiter::fleet, Limiter::utilization};
 constexpr Outcome kOutcomes[] = {Outcome::allowed, Outcome::rejected, Outcome::dark_rejected, Outcome::failed_open};
 
 }  // namespace
 
-std::string Metrics::json(const StoreStats &st, const Gauges &g) const {
-  std::string out = "{\"decisions\":{";
+// The one walk: the JSON document from its first key to its last, and with each value the Prometheus
+// series it is (Series{}: the JSON's alone). Prometheus lists its families in its own order (visitor.hpp).
+void Metrics::visit(const StoreStats &st, const Gauges &g, MetricsVisitor &v) const {
   size_t n = route_count_.load();
-  bool first_l = true;
+  std::vector<size_t> routes;  // the named route families, and "other" once they are kMaxRoutes
+  for (size_t r = 0; r < n; r++) routes.push_back(r);
+  if (n >= kMaxRoutes) routes.push_back(kMaxRoutes);
+
+  v.begin_object("decisions");  // every route family together
   for (Limiter l : kLimiters) {
-    if (!first_l) out += ',';
-    first_l = false;
-    append_json_string(out, limiter_name(l));
-    out += ":{";
-    bool first_o = true;
+    v.begin_object(limiter_name(l));
     for (Outcome o : kOutcomes) {
       uint64_t total = 0;
       for (size_t r = 0; r < n; r++) total += counter(r, l, o);
       total += counter(kMaxRoutes, l, o);
-      if (!first_o) out += ',';
-      first_o = false;
-      append_json_string(out, outcome_name(o));
-      out += ':' + std::to_string(total);
+      v.number(outcome_name(o), {}, total);
     }
-    out += '}';
+    v.end();
   }
-  out += "},\"routes\":{";
-  bool first_r = true;
-  auto route_json = [&](size_t r) {
-    if (!first_r) out += ',';
-    first_r = false;
-    append_json_string(out, routes_[r]->name);
-    out += ":{";
-    bool fl = true;
-    for (Limiter l : kLimiters) {
-      if (!fl) out += ',';
-      fl = false;
-      append_json_string(out, limiter_name(l));
-      out += ":{";
-      bool fo = true;
-      for (Outcome o : kOutcomes) {
-        if (!fo) out += ',';
-        fo = false;
-        append_json_string(out, outcome_name(o));
-        out += ':' + std::to_string(counter(r, l, o));
-      }
-      out += '}';
-    }
-    out += '}';
-  };
-  for (size_t r = 0; r < n; r++) route_json(r);
-  if (n >= kMaxRoutes) route_json(kMaxRoutes);
-  out += "},\"sources\":{";
-  for (int i = 0; i < kSourceCount; i++) {
-    if (i) out += ',';
-    append_json_string(out, source_name(static_cast<Source>(i)));
-    out += ':' + std::to_string(source_count(static_cast<Source>(i)));
-  }
-  out += "},\"store_failures\":{";
-  first_l = true;
-  for (Limiter l : kLimiters) {
-    if (!first_l) out += ',';
-    first_l = false;
-    append_json_string(out, limiter_name(l));
-    out += ":{";
-    for (int r = 1; r < kFailReasonCount; r++) {
-      if (r > 1) out += ',';
-      append_json_string(out, fail_reason_name(static_cast<FailReason>(r)));
-      out += ':' + std::to_string(failures_[static_cast<size_t>(l) * kFailReasonCount + static_cast<size_t>(r)].load());
-    }
-    out += '}';
-  }
-  out += "},\"config_errors\":" + std::to_string(st.failures[static_cast<size_t>(FailReason::config)]);
-  out += ",\"modes\":{";
-  first_l = true;
-  for (Limiter l : kLimiters) {
-    if (!first_l) out += ',';
-    first_l = false;
-    append_json_string(out, limiter_name(l));
-    out += ':';
-    append_json_string(
-        out, g.configured[static_cast<size_t>(l)] ? mode_name(g.modes[static_cast<size_t>(l)]) : "unconfigured");
-  }
-  out += "},\"top_tenants\":[";
-  bool first_t = true;
-  for (const auto &row : top_tenants()) {
-    if (!first_t) out += ',';
-    first_t = false;
-    out += "{\"tenant\":";
-    append_json_string(out, row.tenant);
-    out += ",\"requests\":" + std::to_string(row.requests) + ",\"rejections\":" + std::to_string(row.rejections) +
-           ",\"rejection_rate\":" +
-           format_number(static_cast<double>(row.rejections) / static_cast<double>(row.requests)) + "}";
-  }
-  out += "],\"breaker\":";
-  append_json_string(out, breaker_name(st.breaker));
-  out += ",\"store\":{\"tenants\":" + std::to_string(st.tenants) + ",\"evictions\":" + std::to_string(st.evictions) +
-         ",\"release_errors\":" + std::to_string(st.release_errors) + ",\"repairs\":" + std::to_string(st.repairs) +
-         ",\"reconnects\":" + std::to_string(st.reconnects) +
-         ",\"noscript_reloads\":" + std::to_string(st.noscript_reloads) +
-         ",\"connections_in_use\":" + std::to_string(st.connections_in_use) +
-         ",\"waiting\":" + std::to_string(st.waiting) + ",\"waiting_cap\":" + std::to_string(st.waiting_cap) + "}";
-  if (g.leases) {
-    auto n = [&](LeaseCounter k) { return std::to_string(lease_count(k)); };
-    out += ",\"leases\":{\"hot_tenants\":" + std::to_string(g.hot_tenants) +
-           ",\"tokens_in_hand\":" + std::to_string(g.tokens_in_hand) +
-           ",\"slots_in_hand\":" + std::to_string(g.slots_in_hand) +
-           ",\"decisions_in_process\":" + n(LeaseCounter::decisions_in_process) +
-           ",\"decisions_after_lease_call\":" + n(LeaseCounter::decisions_after_lease_call) +
-           ",\"exact_admits\":" + n(LeaseCounter::exact_admits) + ",\"lease_calls\":" + n(LeaseCounter::lease_calls) +
-           ",\"give_backs\":" + n(LeaseCounter::give_backs) + ",\"fleet_reports\":" + n(LeaseCounter::fleet_reports) +
-           ",\"releases_in_process\":" + n(LeaseCounter::releases_in_process) +
-           ",\"tokens_leased\":" + n(LeaseCounter::tokens_leased) +
-           ",\"tokens_given_back\":" + n(LeaseCounter::tokens_given_back) +
-           ",\"slots_leased\":" + n(LeaseCounter::slots_leased) +
-           ",\"slots_given_back\":" + n(LeaseCounter::slots_given_back) +
-           ",\"redis_commands_saved\":" + std::to_string(commands_saved()) + "}";
-  }
-  out += ",\"shedding_amount\":" + format_number(g.shedding_amount);
-  out += ",\"utilization\":" + format_number(g.utilization);
-  out += ",\"in_flight\":" + std::to_string(g.in_flight) + "}";
-  return out;
-}
+  v.end();
 
-std::string Metrics::prometheus(const StoreStats &st, const Gauges &g) const {
-  std::string out;
-  out += "# HELP floodwall_decisions_total Limiter verdicts by limiter, outcome and route family.\n";
-  out += "# TYPE floodwall_decisions_total counter\n";
-  size_t n = route_count_.load();
-  auto rows = [&](size_t r) {
-    for (Limiter l : kLimiters)
+  v.begin_object("routes");
+  for (size_t r : routes) {
+    const std::string &route = routes_[r]->name;
+    v.begin_object(route);
+    for (Limiter l : kLimiters) {
+      v.begin_object(limiter_name(l));
       for (Outcome o : kOutcomes)
-        out += std::string("floodwall_decisions_total{limiter=\"") + limiter_name(l) + "\",outcome=\"" +
-               outcome_name(o) + "\",route=\"" + label(routes_[r]->name) + "\"} " + std::to_string(counter(r, l, o)) +
-               "\n";
-  };
-  for (size_t r = 0; r < n; r++) rows(r);
-  if (n >= kMaxRoutes) rows(kMaxRoutes);
-  out +=
-      "# HELP floodwall_decisions_by_source_total Who decided the requests that reached the store: the "
-      "store, the local fallback, nobody (failed open) or nobody and refused (fallback closed).\n";
-  out += "# TYPE floodwall_decisions_by_source_total counter\n";
-  for (int i = 0; i < kSourceCount; i++)
-    out += std::string("floodwall_decisions_by_source_total{source=\"") + source_name(static_cast<Source>(i)) + "\"} " +
-           std::to_string(source_count(static_cast<Source>(i))) + "\n";
-  out +=
-      "# HELP floodwall_store_failures_total Decisions the store could not make in time, by limiter and "
-      "reason (redis.fallback decided them).\n";
-  out += "# TYPE floodwall_store_failures_total counter\n";
-  for (Limiter l : kLimiters)
-    for (int r = 1; r < kFailReasonCount; r++)
-      out += std::string("floodwall_store_failures_total{limiter=\"") + limiter_name(l) + "\",reason=\"" +
-             fail_reason_name(static_cast<FailReason>(r)) + "\"} " +
-             std::to_string(failures_[static_cast<size_t>(l) * kFailReasonCount + static_cast<size_t>(r)].load()) +
-             "\n";
-  out +=
-      "# HELP floodwall_config_errors_total Store operations refused as misconfigured (wrong key type, CROSSSLOT).\n";
-  out += "# TYPE floodwall_config_errors_total counter\n";
-  out += "floodwall_config_errors_total " + std::to_string(st.failures[static_cast<size_t>(FailReason::config)]) + "\n";
-  out += "# HELP floodwall_breaker_state The store circuit breaker (1 for the state in force).\n";
-  out += "# TYPE floodwall_breaker_state gauge\n";
-  for (BreakerState b : {BreakerState::closed, BreakerState::open, BreakerState::half_open})
-    out += std::string("floodwall_breaker_state{state=\"") + breaker_name(b) + "\"} " + (st.breaker == b ? "1" : "0") +
-           "\n";
-  out += "# HELP floodwall_mode The mode in force per limiter (1 for the mode in force).\n";
-  out += "# TYPE floodwall_mode gauge\n";
+        v.number(outcome_name(o), {Family::decisions_total, {limiter_name(l), outcome_name(o), route}},
+                 counter(r, l, o));
+      v.end();
+    }
+    v.end();
+  }
+  v.end();
+
+  v.begin_object("sources");
+  for (int i = 0; i < kSourceCount; i++) {
+    auto s = static_cast<Source>(i);
+    v.number(source_name(s), {Family::decisions_by_source_total, {source_name(s)}}, source_count(s));
+  }
+  v.end();
+
+  v.begin_object("store_failures");
   for (Limiter l : kLimiters) {
-    if (!g.configured[static_cast<size_t>(l)]) continue;
-    for (Mode m : {Mode::enforce, Mode::dark, Mode::off})
-      out += std::string("floodwall_mode{limiter=\"") + limiter_name(l) + "\",mode=\"" + mode_name(m) + "\"} " +
-             (g.modes[static_cast<size_t>(l)] == m ? "1" : "0") + "\n";
+    v.begin_object(limiter_name(l));
+    for (int i = 1; i < kFailReasonCount; i++) {  // every reason but none
+      auto r = static_cast<FailReason>(i);
+      uint64_t count = failures_[static_cast<size_t>(l) * kFailReasonCount + static_cast<size_t>(r)].load();
+      v.number(fail_reason_name(r), {Family::store_failures_total, {limiter_name(l), fail_reason_name(r)}}, count);
+    }
+    v.end();
   }
-  out += "# HELP floodwall_shedding_amount The utilization shedder's shedding amount.\n";
-  out += "# TYPE floodwall_shedding_amount gauge\n";
-  out += "floodwall_shedding_amount " + format_number(g.shedding_amount) + "\n";
-  out += "# HELP floodwall_utilization The last sampled worker utilization.\n";
-  out += "# TYPE floodwall_utilization gauge\n";
-  out += "floodwall_utilization " + format_number(g.utilization) + "\n";
-  out += "# HELP floodwall_in_flight Requests admitted and not yet released.\n";
-  out += "# TYPE floodwall_in_flight gauge\n";
-  out += "floodwall_in_flight " + std::to_string(g.in_flight) + "\n";
-  out += "# HELP floodwall_store_evictions_total Tenants evicted from the memory store beyond max_tenants.\n";
-  out += "# TYPE floodwall_store_evictions_total counter\n";
-  out += "floodwall_store_evictions_total " + std::to_string(st.evictions) + "\n";
-  out += "# HELP floodwall_store_tenants Tenants held by the memory store.\n";
-  out += "# TYPE floodwall_store_tenants gauge\n";
-  out += "floodwall_store_tenants " + std::to_string(st.tenants) + "\n";
-  if (st.connections_in_use) {  // a Redis store
-    out += "# HELP floodwall_store_connections_in_use Redis connections the store spreads calls over now.\n";
-    out += "# TYPE floodwall_store_connections_in_use gauge\n";
-    out += "floodwall_store_connections_in_use " + std::to_string(st.connections_in_use) + "\n";
-    out += "# HELP floodwall_store_waiting Admits waiting on a Redis reply now.\n";
-    out += "# TYPE floodwall_store_waiting gauge\n";
-    out += "floodwall_store_waiting " + std::to_string(st.waiting) + "\n";
-    out +=
-        "# HELP floodwall_store_waiting_cap Admits beyond this many are decided at once by the fallback "
-        "(0: no cap, Redis answers well within the deadline).\n";
-    out += "# TYPE floodwall_store_waiting_cap gauge\n";
-    out += "floodwall_store_waiting_cap " + std::to_string(st.waiting_cap) + "\n";
+  v.end();
+  v.number("config_errors", {Family::config_errors_total}, st.failures[static_cast<size_t>(FailReason::config)]);
+
+  v.family(Family::mode);  // its HELP and TYPE even with no limiter configured
+  v.begin_object("modes");
+  for (Limiter l : kLimiters) {
+    auto i = static_cast<size_t>(l);
+    if (g.configured[i])
+      v.state(limiter_name(l), {Family::mode, {limiter_name(l)}},
+              {mode_name(Mode::enforce), mode_name(Mode::dark), mode_name(Mode::off)}, mode_name(g.modes[i]));
+    else
+      v.text(limiter_name(l), "unconfigured");  // not in Prometheus
   }
+  v.end();
+
+  v.family(Family::tenant_rejection_ratio);  // and before any tenant is rejected
+  v.begin_list("top_tenants");
+  for (const TenantRow &row : top_tenants()) {
+    v.begin_object("");  // an element of the list: no key
+    v.text("tenant", row.tenant);
+    v.number("requests", {}, row.requests);
+    v.number("rejections", {}, row.rejections);
+    v.number("rejection_rate", {Family::tenant_rejection_ratio, {row.tenant}},
+             static_cast<double>(row.rejections) / static_cast<double>(row.requests));
+    v.end();
+  }
+  v.end();
+
+  v.state("breaker", {Family::breaker_state},
+          {breaker_name(BreakerState::closed), breaker_name(BreakerState::open), breaker_name(BreakerState::half_open)},
+          breaker_name(st.breaker));
+
+  v.begin_object("store");
+  v.number("tenants", {Family::store_tenants}, st.tenants);
+  v.number("evictions", {Family::store_evictions_total}, st.evictions);
+  v.number("release_errors", {Family::release_errors_total}, st.release_errors);
+  v.number("repairs", {}, st.repairs);
+  v.number("reconnects", {}, st.reconnects);
+  v.number("noscript_reloads", {}, st.noscript_reloads);
+  auto redis = [&](Family f) { return st.connections_in_use ? f : Family::none; };  // Prometheus: Redis only
+  v.number("connections_in_use", {redis(Family::store_connections_in_use)}, st.connections_in_use);
+  v.number("waiting", {redis(Family::store_waiting)}, st.waiting);
+  v.number("waiting_cap", {redis(Family::store_waiting_cap)}, st.waiting_cap);
+  v.end();
+
   if (g.leases) {
-    out +=
-        "# HELP floodwall_lease_decisions_total Hot tenants' decisions made from a lease or what Redis last said "
-        "(store decisions): in process (no round trip of their own) or after a lease call they made.\n";
-    out += "# TYPE floodwall_lease_decisions_total counter\n";
-    out += "floodwall_lease_decisions_total{how=\"in_process\"} " +
-           std::to_string(lease_count(LeaseCounter::decisions_in_process)) + "\n";
-    out += "floodwall_lease_decisions_total{how=\"after_lease_call\"} " +
-           std::to_string(lease_count(LeaseCounter::decisions_after_lease_call)) + "\n";
-    out += "# HELP floodwall_lease_exact_admits_total Hot tenants' admits that took one exact round trip.\n";
-    out += "# TYPE floodwall_lease_exact_admits_total counter\n";
-    out += "floodwall_lease_exact_admits_total " + std::to_string(lease_count(LeaseCounter::exact_admits)) + "\n";
-    out +=
-        "# HELP floodwall_lease_commands_total Redis commands the leases made: lease calls, give-backs, fleet "
-        "reports.\n";
-    out += "# TYPE floodwall_lease_commands_total counter\n";
-    out += "floodwall_lease_commands_total{call=\"lease\"} " + std::to_string(lease_count(LeaseCounter::lease_calls)) +
-           "\n";
-    out += "floodwall_lease_commands_total{call=\"give_back\"} " +
-           std::to_string(lease_count(LeaseCounter::give_backs)) + "\n";
-    out += "floodwall_lease_commands_total{call=\"fleet_report\"} " +
-           std::to_string(lease_count(LeaseCounter::fleet_reports)) + "\n";
-    out +=
-        "# HELP floodwall_lease_releases_in_process_total Leased slots given back to their lease (no release call).\n";
-    out += "# TYPE floodwall_lease_releases_in_process_total counter\n";
-    out += "floodwall_lease_releases_in_process_total " +
-           std::to_string(lease_count(LeaseCounter::releases_in_process)) + "\n";
-    out += "# HELP floodwall_lease_tokens_total Tokens leased from Redis and given back to it.\n";
-    out += "# TYPE floodwall_lease_tokens_total counter\n";
-    out += "floodwall_lease_tokens_total{op=\"leased\"} " + std::to_string(lease_count(LeaseCounter::tokens_leased)) +
-           "\n";
-    out += "floodwall_lease_tokens_total{op=\"given_back\"} " +
-           std::to_string(lease_count(LeaseCounter::tokens_given_back)) + "\n";
-    out += "# HELP floodwall_lease_slots_total Concurrency slots leased from Redis and given back to it.\n";
-    out += "# TYPE floodwall_lease_slots_total counter\n";
-    out +=
-        "floodwall_lease_slots_total{op=\"leased\"} " + std::to_string(lease_count(LeaseCounter::slots_leased)) + "\n";
-    out += "floodwall_lease_slots_total{op=\"given_back\"} " +
-           std::to_string(lease_count(LeaseCounter::slots_given_back)) + "\n";
-    out +=
-        "# HELP floodwall_redis_commands_saved Decisions and releases made in process, less the lease calls, "
-        "give-backs and reports made instead.\n";
-    out += "# TYPE floodwall_redis_commands_saved gauge\n";
-    out += "floodwall_redis_commands_saved " + std::to_string(commands_saved()) + "\n";
-    out += "# HELP floodwall_hot_tenants Tenants this process decides in process now.\n";
-    out += "# TYPE floodwall_hot_tenants gauge\n";
-    out += "floodwall_hot_tenants " + std::to_string(g.hot_tenants) + "\n";
-    out += "# HELP floodwall_lease_tokens_in_hand Leased tokens this process holds now (debited in Redis).\n";
-    out += "# TYPE floodwall_lease_tokens_in_hand gauge\n";
-    out += "floodwall_lease_tokens_in_hand " + std::to_string(g.tokens_in_hand) + "\n";
-    out += "# HELP floodwall_lease_slots_in_hand Leased slots this process holds now, in use or idle.\n";
-    out += "# TYPE floodwall_lease_slots_in_hand gauge\n";
-    out += "floodwall_lease_slots_in_hand " + std::to_string(g.slots_in_hand) + "\n";
+    using K = LeaseCounter;
+    v.begin_object("leases");
+    v.number("hot_tenants", {Family::hot_tenants}, g.hot_tenants);
+    v.number("tokens_in_hand", {Family::lease_tokens_in_hand}, g.tokens_in_hand);
+    v.number("slots_in_hand", {Family::lease_slots_in_hand}, g.slots_in_hand);
+    v.number("decisions_in_process", {Family::lease_decisions_total, {"in_process"}},
+             lease_count(K::decisions_in_process));
+    v.number("decisions_after_lease_call", {Family::lease_decisions_total, {"after_lease_call"}},
+             lease_count(K::decisions_after_lease_call));
+    v.number("exact_admits", {Family::lease_exact_admits_total}, lease_count(K::exact_admits));
+    v.number("lease_calls", {Family::lease_commands_total, {"lease"}}, lease_count(K::lease_calls));
+    v.number("give_backs", {Family::lease_commands_total, {"give_back"}}, lease_count(K::give_backs));
+    v.number("fleet_reports", {Family::lease_commands_total, {"fleet_report"}}, lease_count(K::fleet_reports));
+    v.number("releases_in_process", {Family::lease_releases_in_process_total}, lease_count(K::releases_in_process));
+    v.number("tokens_leased", {Family::lease_tokens_total, {"leased"}}, lease_count(K::tokens_leased));
+    v.number("tokens_given_back", {Family::lease_tokens_total, {"given_back"}}, lease_count(K::tokens_given_back));
+    v.number("slots_leased", {Family::lease_slots_total, {"leased"}}, lease_count(K::slots_leased));
+    v.number("slots_given_back", {Family::lease_slots_total, {"given_back"}}, lease_count(K::slots_given_back));
+    v.number("redis_commands_saved", {Family::redis_commands_saved}, commands_saved());
+    v.end();
   }
-  out += "# HELP floodwall_release_errors_total Releases the store could not apply (the slot heals after ttl_s).\n";
-  out += "# TYPE floodwall_release_errors_total counter\n";
-  out += "floodwall_release_errors_total " + std::to_string(st.release_errors) + "\n";
-  out += "# HELP floodwall_tenant_rejection_ratio Rejected share of the requests of the most rejected tenants.\n";
-  out += "# TYPE floodwall_tenant_rejection_ratio gauge\n";
-  for (const auto &row : top_tenants())
-    out += "floodwall_tenant_rejection_ratio{tenant=\"" + label(row.tenant) + "\"} " +
-           format_number(static_cast<double>(row.rejections) / static_cast<double>(row.requests)) + "\n";
-  return out;
+
+  v.number("shedding_amount", {Family::shedding_amount}, g.shedding_amount);
+  v.number("utilization", {Family::utilization}, g.utilization);
+  v.number("in_flight", {Family::in_flight}, g.in_flight);
 }
 
 }  // namespace floodwall

@@ -16,6 +16,8 @@
 
 namespace floodwall {
 
+class MetricsVisitor;
+
 enum class Outcome : uint8_t { allowed = 0, rejected = 1, dark_rejected = 2, failed_open = 3 };
 constexpr int kOutcomeCount = 4;
 const char *outcome_name(Outcome o);
@@ -93,6 +95,9 @@ class Metrics {
     if (rejected || any_tenant_.load(std::memory_order_relaxed)) tally_tenant(t, rejected);
   }
 
+  // Every counter and gauge, once, in the JSON document's order: each value with its JSON key and its
+  // Prometheus family and labels (visitor.hpp). json() and prometheus() are its two visitors (emitters.cpp).
+  void visit(const StoreStats &st, const Gauges &g, MetricsVisitor &v) const;
   std::string json(const StoreStats &st, const Gauges &g) const;
   std::string prometheus(const StoreStats &st, const Gauges &g) const;
 
