@@ -193,7 +193,7 @@ class TestRedis < Minitest::Test
   # on Redis holding it (which stopped every other thread until the deadline, in about one round in ten).
   def test_admits_waiting_on_redis_release_the_gvl
     fw = client(request_rate: { rate: 1_000_000, burst: 1_000_000 })
-    fw.admit(tenant: "warm-up") # connected, scripts loaded
+    warm_up(fw) # connected, scripts loaded
     ticks = 0
     ticker = Thread.new { loop { ticks += 1; sleep 0.001 } }
     ticks_while_waiting = []
@@ -226,7 +226,7 @@ class TestRedis < Minitest::Test
   # that decision took is given back instead of staying held until its TTL. Both forms of admit.
   def test_an_exception_from_another_thread_during_an_admit_gives_its_slot_back
     fw = client(concurrency: { limit: 1 })
-    fw.admit(tenant: "warm-up") { nil } # connected, scripts loaded
+    warm_up(fw) # connected, scripts loaded
     block_ran = false
     admitters = nil
     @redis.stopped do
@@ -250,7 +250,7 @@ class TestRedis < Minitest::Test
 
   def test_closing_a_client_while_another_thread_waits_on_redis_is_safe
     fw = Floodwall::Client.new(store: @redis.url, request_rate: { rate: 100, burst: 100 }, redis: { deadline_ms: 5000 })
-    fw.admit(tenant: "warm-up")
+    warm_up(fw)
     @redis.command("CLIENT", "PAUSE", "300", "ALL")
     calling = Queue.new
     waiter = Thread.new { calling << true; fw.admit(tenant: "paused") }
