@@ -1,5 +1,7 @@
 // A throwaway redis-server on a free port, started and stopped by the test that needs it. A missing
-// redis-server fails the test; it never skips.
+// redis-server fails the test; it never skips. Also the helpers every fixture uses for its own admin
+// commands: free_port(), and command_at() (command_at_auth(), commands_at_auth() when a password or one
+// connection for several commands is needed).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -12,6 +14,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <initializer_list>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,29 +35,35 @@ inline int free_port() {
   return port;
 }
 
-// One command on a connection of its own to 127.0.0.1:port (argv form, binary-safe): the reply as text,
-// an integer as its digits, nil as "<nil>", an array as its elements joined by spaces, and a failure as
-// "<no connection>" or "<" + hiredis' error + ">".
-inline std::string command_at(int port, std::initializer_list<std::string> args, double timeout_s = 1.0) {
+// A connection of its own to 127.0.0.1:port, with `timeout_s` for connecting and for every reply, after
+// AUTH with `password` when it is not empty. nullptr when there is none, `error` (when given) then saying
+// why: "<no connection>", or "<AUTH: " + the server's error (or hiredis') + ">".
+inline redisContext *connect_at(int port, const std::string &password, double timeout_s = 1.0,
+                                std::string *error = nullptr) {
   timeval tv{static_cast<time_t>(timeout_s),
              static_cast<suseconds_t>((timeout_s - static_cast<time_t>(timeout_s)) * 1e6)};
   redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
   if (!c || c->err) {
     if (c) redisFree(c);
-    return "<no connection>";
+    if (error) *error = "<no connection>";
+    return nullptr;
   }
   redisSetTimeout(c, tv);
-  std::vector<const char *> argv;
-  std::vector<size_t> lens;
-  for (const auto &a : args) {
-    argv.push_back(a.data());
-    lens.push_back(a.size());
-  }
-  auto *r = static_cast<redisReply *>(redisCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data()));
+  if (password.empty()) return c;
+  auto *r = static_cast<redisReply *>(redisCommand(c, "AUTH %b", password.data(), password.size()));
+  bool ok = r && r->type == REDIS_REPLY_STATUS;
+  if (!ok && error) *error = "<AUTH: " + (r ? std::string(r->str ? r->str : "", r->len) : std::string(c->errstr)) + ">";
+  if (r) freeReplyObject(r);
+  if (ok) return c;
+  redisFree(c);
+  return nullptr;
+}
+
+// A reply as text: an integer as its digits, nil as "<nil>", an array as its elements joined by spaces (an
+// element that is itself an array as nothing), anything else (status, error, string) as its text.
+inline std::string reply_text(const redisReply *r) {
   std::string out;
-  if (!r) {
-    out = std::string("<") + c->errstr + ">";
-  } else if (r->type == REDIS_REPLY_INTEGER) {
+  if (r->type == REDIS_REPLY_INTEGER) {
     out = std::to_string(r->integer);
   } else if (r->type == REDIS_REPLY_NIL) {
     out = "<nil>";
@@ -65,11 +74,59 @@ inline std::string command_at(int port, std::initializer_list<std::string> args,
       out += e->type == REDIS_REPLY_INTEGER ? std::to_string(e->integer) : std::string(e->str ? e->str : "", e->len);
     }
   } else {
-    out = std::string(r->str, r->len);
+    out = std::string(r->str ? r->str : "", r->len);
   }
-  if (r) freeReplyObject(r);
-  redisFree(c);
   return out;
+}
+
+// Several commands (argv form, binary-safe) in order on one connection of their own (see connect_at), so
+// that a WAIT counts the writes before it: each reply as text (see reply_text). When there is no connection,
+// AUTH is refused or a command gets no reply, that command and the ones after it read "<no connection>",
+// "<AUTH: ...>" or "<" + hiredis' error + ">".
+inline std::vector<std::string> commands_at_auth(int port, const std::string &password,
+                                                 const std::vector<std::vector<std::string>> &commands,
+                                                 double timeout_s = 1.0) {
+  std::vector<std::string> out;
+  std::string error;
+  redisContext *c = connect_at(port, password, timeout_s, &error);
+  for (const auto &args : commands) {
+    if (!c) {
+      out.push_back(error);
+      continue;
+    }
+    std::vector<const char *> argv;
+    std::vector<size_t> lens;
+    for (const auto &a : args) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    auto *r = static_cast<redisReply *>(redisCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data()));
+    if (!r) {
+      error = std::string("<") + c->errstr + ">";
+      out.push_back(error);
+      redisFree(c);
+      c = nullptr;
+      continue;
+    }
+    out.push_back(reply_text(r));
+    freeReplyObject(r);
+  }
+  if (c) redisFree(c);
+  return out;
+}
+
+// One command on a connection of its own to 127.0.0.1:port after AUTH with `password` when it is not empty
+// (see commands_at_auth).
+inline std::string command_at_auth(int port, const std::string &password, std::initializer_list<std::string> args,
+                                   double timeout_s = 1.0) {
+  return commands_at_auth(port, password, {std::vector<std::string>(args)}, timeout_s).front();
+}
+
+// One command on a connection of its own to 127.0.0.1:port (argv form, binary-safe): the reply as text,
+// an integer as its digits, nil as "<nil>", an array as its elements joined by spaces, and a failure as
+// "<no connection>" or "<" + hiredis' error + ">".
+inline std::string command_at(int port, std::initializer_list<std::string> args, double timeout_s = 1.0) {
+  return command_at_auth(port, {}, args, timeout_s);
 }
 
 class RedisServer {
