@@ -20,8 +20,11 @@
 #include <thread>
 #include <vector>
 
+#include "capture_stderr.hpp"
 #include "tls_redis.hpp"
 
+using floodwall::testing::CaptureStderr;
+using floodwall::testing::count;
 using floodwall::testing::TlsCerts;
 using floodwall::testing::TlsRedisServer;
 
@@ -69,45 +72,6 @@ std::string tls_policy(const TlsRedisServer &redis, const std::string &tls, cons
 
 std::string ca(const TlsCerts &certs = TlsCerts::shared()) {
   return R"("ca_file": ")" + certs.ca() + "\"";
-}
-
-// What this process writes on stderr while it lives (fd 2 redirected to a file).
-class CaptureStderr {
- public:
-  CaptureStderr() {
-    std::fflush(stderr);
-    saved_ = dup(2);
-    char path[] = "/tmp/floodwall-stderr-XXXXXX";
-    fd_ = mkstemp(path);
-    path_ = path;
-    dup2(fd_, 2);
-  }
-  ~CaptureStderr() { restore(); }
-  std::string text() {
-    restore();
-    std::ifstream in(path_);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
-
- private:
-  void restore() {
-    if (saved_ < 0) return;
-    std::fflush(stderr);
-    dup2(saved_, 2);
-    close(saved_);
-    close(fd_);
-    saved_ = -1;
-  }
-  int saved_ = -1, fd_ = -1;
-  std::string path_;
-};
-
-size_t count(const std::string &text, const std::string &what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) n++;
-  return n;
 }
 
 }  // namespace
