@@ -207,8 +207,8 @@ std::string readable_file(const Section &s, const char *k) {
   return path;
 }
 
-// redis.tls, redis.username, redis.password_env and redis.clock. The URL's own user and password are
-// the store's (redis/url.hpp); giving them twice is an error rather than a guess at which one wins.
+// redis.tls, redis.username, redis.password_env, redis.sentinel_password_env and redis.clock. The URL's own user and
+// password are the store's (redis/url.hpp); giving them twice is an error rather than a guess at which one wins.
 void redis_access(const Section &s, Policy &p) {
   bool tls_url = p.store.rfind("rediss", 0) == 0;
   if (s.has("tls")) {
@@ -246,6 +246,16 @@ void redis_access(const Section &s, Policy &p) {
     const char *v = std::getenv(var.c_str());
     if (!v || !*v) throw PolicyError("redis.password_env", "the environment variable " + var + " is not set");
     p.redis.password = v;
+  }
+  if (s.has("sentinel_password_env")) {
+    if (p.store.find("+sentinel://") == std::string::npos)
+      throw PolicyError("redis.sentinel_password_env",
+                        "applies to redis+sentinel:// and rediss+sentinel:// stores only (the store is not one)");
+    std::string var = s.string("sentinel_password_env", "");
+    if (var.empty()) throw PolicyError("redis.sentinel_password_env", "must name an environment variable");
+    const char *v = std::getenv(var.c_str());
+    if (!v || !*v) throw PolicyError("redis.sentinel_password_env", "the environment variable " + var + " is not set");
+    p.redis.sentinel_password = v;
   }
   if (s.has("clock")) {
     std::string c = s.string("clock", "redis");
@@ -463,10 +473,10 @@ Policy parse_policy(std::string_view text) {
       throw PolicyError("redis.breaker_failures",
                         "no longer exists: the breaker opens on a failure rate (redis.breaker_min_calls, "
                         "redis.breaker_failure_ratio, redis.breaker_window_ms), not on consecutive failures");
-    Section s(
-        top.at("redis"), "redis",
-        {"deadline_ms", "connect_timeout_ms", "connections", "fallback", "breaker_min_calls", "breaker_failure_ratio",
-         "breaker_window_ms", "breaker_open_ms", "flags_poll_ms", "tls", "username", "password_env", "clock"});
+    Section s(top.at("redis"), "redis",
+              {"deadline_ms", "connect_timeout_ms", "connections", "fallback", "breaker_min_calls",
+               "breaker_failure_ratio", "breaker_window_ms", "breaker_open_ms", "flags_poll_ms", "tls", "username",
+               "password_env", "sentinel_password_env", "clock"});
     redis_access(s, p);
     p.redis.deadline_ms = s.integer("deadline_ms", p.redis.deadline_ms, 1, 60'000);
     p.redis.connect_timeout_ms = s.integer("connect_timeout_ms", p.redis.connect_timeout_ms, 1, 60'000);

@@ -117,6 +117,10 @@ struct RedisOptions {
   // The ACL user and password when they are not in the URL: redis.username, and the value of the
   // environment variable redis.password_env names, read when the policy is parsed. Never printed.
   std::string username, password;
+  // redis+sentinel://: the sentinels' own password when it differs from the data nodes' (the value of the
+  // environment variable redis.sentinel_password_env names). Without it the sentinels are asked with the
+  // URL's credentials, or none when a sentinel has no password set.
+  std::string sentinel_password;
   // Whose clock the scripts use: Redis' TIME ("redis", the default: one clock for the fleet) or the
   // calling client's ("client", for managed services that refuse TIME inside scripts; the app servers'
   // clocks must then agree, since a client ahead of the others refills buckets early).

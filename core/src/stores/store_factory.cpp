@@ -11,9 +11,6 @@ std::unique_ptr<Store> make_store(const Policy &p, const Clock &clock) {
   if (p.store.rfind("shm://", 0) == 0) return std::make_unique<ShmStore>(clock, p.store.substr(6), p.max_tenants);
   if (is_redis_url(p.store)) {
     RedisUrl u = parse_redis_url(p.store);
-    if (u.kind == RedisUrl::Kind::sentinel)
-      throw StoreError("store: " + std::string(u.tls ? "rediss" : "redis") +
-                       "+sentinel:// is not supported yet; name the master itself with redis:// or rediss://");
     if (u.kind == RedisUrl::Kind::cluster)
       throw StoreError("store: " + std::string(u.tls ? "rediss" : "redis") +
                        "+cluster:// is not supported yet; use redis:// or rediss:// to one server");

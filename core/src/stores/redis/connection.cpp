@@ -57,7 +57,9 @@ bool is_ip_literal(const std::string &host) {
 // ------------------------------------------------------------------------------------------- TLS
 
 TlsContext::TlsContext(const RedisOptions::Tls &tls, const std::string &url_host)
-    : server_name_(tls.server_name.empty() ? url_host : tls.server_name), verify_(!tls.insecure) {
+    : server_name_(tls.server_name.empty() ? url_host : tls.server_name),
+      configured_name_(!tls.server_name.empty()),
+      verify_(!tls.insecure) {
   ctx_ = SSL_CTX_new(TLS_client_method());
   if (!ctx_) throw StoreError("store: OpenSSL could not make a TLS context (" + ssl_errors() + ")");
   SSL_CTX_set_min_proto_version(ctx_, TLS1_2_VERSION);
@@ -115,6 +117,11 @@ void Connection::close() {
   wire_.clear();
   wire_pos_ = 0;
   want_read_for_write_ = false;
+}
+
+void Connection::abandon() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
 }
 
 Connection::Step Connection::fail(FailReason why, std::string what) {
@@ -175,7 +182,8 @@ bool Connection::start(const RedisEndpoint &to, const TlsContext *tls) {
     BIO_set_mem_eof_return(rbio_, -1);  // no bytes yet is "want read", not the end
     SSL_set_bio(ssl_, rbio_, wbio_);
     SSL_set_connect_state(ssl_);
-    const std::string &name = tls_->server_name();
+    name_ = tls_->name_for(to.host);
+    const std::string &name = name_;
     if (!is_ip_literal(name)) SSL_set_tlsext_host_name(ssl_, name.c_str());  // SNI names hosts, not addresses
     if (tls_->verify()) {
       X509_VERIFY_PARAM *param = SSL_get0_param(ssl_);
@@ -228,7 +236,7 @@ Connection::Step Connection::handshake() {
     long verify = SSL_get_verify_result(ssl_);
     if (verify != X509_V_OK)
       return fail(FailReason::config, std::string("TLS verification failed: ") + X509_verify_cert_error_string(verify) +
-                                          " (server name \"" + tls_->server_name() + "\")");
+                                          " (server name \"" + name_ + "\")");
     std::string why = ssl_errors();
     return fail(refused_by_peer(why) ? FailReason::config : FailReason::connection, "TLS handshake failed: " + why);
   }
@@ -445,10 +453,14 @@ redisReply *Connection::roundtrip(std::string_view cmd, int64_t deadline_us) {
       return nullptr;
     }
   }
+  return next_blocking(deadline_us);
+}
+
+redisReply *Connection::next_blocking(int64_t deadline_us) {
   for (;;) {
     redisReply *r = nullptr;
     int got = next_reply(&r);
-    if (got < 0) return nullptr;
+    if (got < 0) return fail(FailReason::error, "the reply reader failed"), nullptr;
     if (got > 0) return r;
     if (!wait(POLLIN, deadline_us)) {
       fail(FailReason::timeout, "no reply in time");

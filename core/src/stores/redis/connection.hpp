@@ -40,11 +40,15 @@ class TlsContext {
 
   SSL_CTX *ctx() const { return ctx_; }
   const std::string &server_name() const { return server_name_; }
+  // The name sent and verified for a connection to `host`: redis.tls.server_name when set, else the host
+  // itself (a sentinel's, or the master's it named).
+  std::string name_for(const std::string &host) const { return configured_name_ ? server_name_ : host; }
   bool verify() const { return verify_; }
 
  private:
   SSL_CTX *ctx_ = nullptr;
   std::string server_name_;
+  bool configured_name_ = false;
   bool verify_ = true;
 };
 
@@ -67,6 +71,8 @@ class Connection {
   // What poll() should wait for; `flush` when the caller wants to write what it appended.
   short events(bool flush) const;
   void close();
+  // In a forked child: the socket is closed and nothing else touched (this object is then leaked).
+  void abandon();
   // Why the last step failed: connection, timeout (set by the caller), or config (TLS verification, a
   // certificate the server refused). error() is the text, with no secret in it.
   FailReason failure() const { return failure_; }
@@ -89,6 +95,9 @@ class Connection {
   // failure() timeout / connection / error.
   bool connect_blocking(const RedisEndpoint &to, const TlsContext *tls, int64_t deadline_us);
   redisReply *roundtrip(std::string_view cmd, int64_t deadline_us);
+  // The next reply the server sends (a subscription's message), or null at the deadline (failure()
+  // timeout) or on an error.
+  redisReply *next_blocking(int64_t deadline_us);
 
  private:
   enum class State : uint8_t { closed, connecting, handshaking, open };
@@ -114,6 +123,7 @@ class Connection {
   SSL *ssl_ = nullptr;
   BIO *rbio_ = nullptr, *wbio_ = nullptr;  // owned by ssl_
   const TlsContext *tls_ = nullptr;
+  std::string name_;  // TLS: the server name sent and verified
 };
 
 }  // namespace floodwall

@@ -16,8 +16,18 @@ RedisStore::Call *RedisStore::setup_call(std::initializer_list<std::string_view>
 }
 
 void RedisStore::start_connect(Conn &conn, int64_t now) {
-  if (!conn.link->start(url_.nodes.front(), tls_.get())) {
+  RedisEndpoint to;
+  if (!target(to, conn.master_gen)) {
+    // No sentinel has named the master yet (or they do not know its name: config, said once).
+    if (sentinel_->unknown_reason() == FailReason::config) refused_.store(true, std::memory_order_relaxed);
+    conn.state = Conn::State::down;
+    conn.reconnect_at_us = now + 100'000;
+    return;
+  }
+  conn.not_master = false;
+  if (!conn.link->start(to, tls_.get())) {
     if (conn.link->failure() == FailReason::config) report_tls_failure(conn.link->error());
+    if (sentinel_) sentinel_->suspect(conn.master_gen);
     conn.state = Conn::State::down;
     conn.reconnect_at_us = now + conn.backoff_ms * 1000;
     conn.backoff_ms = std::min<int64_t>(conn.backoff_ms * 2, 1000);
@@ -70,6 +80,12 @@ void RedisStore::on_connected(Conn &conn, int64_t now) {
       append(conn, setup_call({"AUTH", url_.user, url_.password}, now));
   }
   if (url_.db != 0) append(conn, setup_call({"SELECT", resp_num(url_.db)}, now));
+  if (sentinel_) {
+    // The sentinels' answer may be stale (a failover in progress): the server must say it is the master.
+    Call *role = setup_call({"ROLE"}, now);
+    role->role_check = true;
+    append(conn, role);
+  }
   for (const Script *s : scripts_.all()) append(conn, setup_call({"SCRIPT", "LOAD", s->body}, now));
   conn.setup_calls = conn.inflight.size();
   conn.setup_left = static_cast<int>(conn.setup_calls - before);
@@ -120,7 +136,24 @@ void RedisStore::fail_conn(Conn &conn, FailReason why, int64_t now) {
   conn.state = Conn::State::down;
   conn.reconnect_at_us = now + conn.backoff_ms * 1000;
   conn.backoff_ms = std::min<int64_t>(conn.backoff_ms * 2, 1000);
-  if (!any_ready()) trip(why, now);  // nothing left to ask
+  if (sentinel_) sentinel_->suspect(conn.master_gen);  // broken: is it still the master?
+  // Nothing left to ask: the breaker opens, unless the master just changed and the new one is being
+  // connected to.
+  if (!any_ready() && now >= switch_grace_until_us_) trip(why, now);
+}
+
+void RedisStore::drop_stale_masters(int64_t now) {
+  uint64_t gen = sentinel_->generation();
+  for (Conn &conn : conns_) {
+    if (conn.master_gen == gen) continue;
+    if (conn.state != Conn::State::down) {
+      switch_grace_until_us_ = now + opt_.connect_timeout_ms * 1000;
+      fail_conn(conn, FailReason::connection, now);
+    }
+    conn.master_gen = gen;
+    conn.reconnect_at_us = now;  // to the new master at once
+    conn.backoff_ms = 50;
+  }
 }
 
 void RedisStore::append(Conn &conn, Call *c) {
@@ -170,6 +203,13 @@ void RedisStore::read(Conn &conn, int64_t now) {
     if (setup) conn.setup_calls--;
     handle(conn, c, r, now);
     freeReplyObject(r);
+    if (conn.not_master) {
+      // A replica (the old master after a failover): every call behind it fails over to the fallback
+      // while the sentinels are asked again.
+      switch_grace_until_us_ = now + opt_.connect_timeout_ms * 1000;
+      fail_conn(conn, FailReason::connection, now);
+      return;
+    }
     if (setup && --conn.setup_left == 0 && !conn.refused) {
       // Redis accepted the setup: the calls held behind it go out now.
       conn.link->clear_barrier();

@@ -50,9 +50,13 @@ bool RedisStore::direct_admit(const AdmitOp &op, AdmitResult &r) {
     if (why == FailReason::config) report_tls_failure(direct_->error());
     return give_up(why == FailReason::config || why == FailReason::timeout ? why : FailReason::connection);
   };
+  if (direct_ && sentinel_ && direct_gen_ != sentinel_->generation()) free_direct();  // the master moved
   if (!direct_) {
+    RedisEndpoint to;
+    if (!target(to, direct_gen_))
+      return give_up(sentinel_->unknown_reason() == FailReason::config ? FailReason::config : FailReason::connection);
     direct_ = std::make_unique<Connection>();
-    bool up = direct_->connect_blocking(url_.nodes.front(), tls_.get(), now_us() + opt_.connect_timeout_ms * 1000);
+    bool up = direct_->connect_blocking(to, tls_.get(), now_us() + opt_.connect_timeout_ms * 1000);
     if (direct_->fd() >= 0) fds_.set(kDirectFdSlot, direct_->fd());
     if (!up) {
       // A TLS verification failure is the deployment's: said once, counted as config.
@@ -72,6 +76,18 @@ bool RedisStore::direct_admit(const AdmitOp &op, AdmitResult &r) {
       freeReplyObject(reply);
       if (error) return give_up(FailReason::config);  // the I/O thread's connections report it as such
     }
+    if (sentinel_) {
+      // The sentinels' answer may be stale (a failover in progress): the server must say it is the master.
+      redisReply *role = command(resp_format({"ROLE"}));
+      if (!role) return lost();
+      bool master = role->type == REDIS_REPLY_ARRAY && role->elements > 0 && role->element[0]->str &&
+                    std::string_view(role->element[0]->str, role->element[0]->len) == "master";
+      freeReplyObject(role);
+      if (!master) {
+        sentinel_->suspect(direct_gen_);
+        return give_up(FailReason::connection);
+      }
+    }
   }
   std::string &cmd = tl_cmd;
   format_admit(op, cmd);
@@ -82,6 +98,13 @@ bool RedisStore::direct_admit(const AdmitOp &op, AdmitResult &r) {
     bool noscript = rep->type == REDIS_REPLY_ERROR && std::string_view(rep->str, rep->len).rfind("NOSCRIPT", 0) == 0;
     bool ok = !noscript && parse_admit_reply(rep, false, op.rate && op.rate_enforce, r);
     FailReason why = FailReason::error;
+    if (!ok && rep->type == REDIS_REPLY_ERROR && sentinel_ &&
+        std::string_view(rep->str, rep->len).rfind("READONLY", 0) == 0) {
+      // The master moved (a failover): ask the sentinels again; this admit is the fallback's.
+      freeReplyObject(rep);
+      sentinel_->suspect(direct_gen_);
+      return give_up(FailReason::connection);
+    }
     if (!ok && rep->type == REDIS_REPLY_ERROR) {
       std::string_view err(rep->str, rep->len);
       if (resp_is_script_refusal(err)) report_refused_script(err);

@@ -113,8 +113,10 @@ void RedisStore::dispatch(Call *c, int64_t now) {
     keep_release(c);
     return;
   }
-  if (awaited(c->kind)) breaker_.trip(now);  // no connection is up
-  fail_call(c, FailReason::connection);
+  // No connection is up: the breaker opens (unless the master just changed and the new one is being
+  // connected to); a deployment the server refused says config.
+  if (awaited(c->kind) && now >= switch_grace_until_us_) breaker_.trip(now);
+  fail_call(c, refused_.load(std::memory_order_relaxed) ? FailReason::config : FailReason::connection);
   recycle(c);
 }
 
@@ -247,6 +249,7 @@ void RedisStore::run() {
           pending = pending || (!c->abandoned && c->kind != Kind::flags && c->kind != Kind::probe);
       if (!pending || now >= drain_until) break;
     }
+    if (sentinel_) drop_stale_masters(now);
     for (Conn &conn : conns_)
       if (conn.state == Conn::State::down && now >= conn.reconnect_at_us) start_connect(conn, now);
     return_spent();

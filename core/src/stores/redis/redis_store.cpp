@@ -77,6 +77,22 @@ RedisStore::RedisStore(const Policy &p, RedisUrl url)
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) throw StoreError("store: eventfd failed");
   fds_.set(kWakeFdSlot, wake_fd_);
+  if (url_.kind == RedisUrl::Kind::sentinel) {
+    // The sentinels are asked with their own password (redis.sentinel_password_env), else with the URL's.
+    SentinelWatch::Options so;
+    if (!opt_.sentinel_password.empty()) {
+      so.password = opt_.sentinel_password;
+    } else {
+      so.user = url_.user;
+      so.password = url_.password;
+    }
+    so.connect_timeout_ms = opt_.connect_timeout_ms;
+    sentinel_ = std::make_unique<SentinelWatch>(url_, tls_.get(), std::move(so), [this] {
+      uint64_t one = 1;
+      (void)!write(wake_fd_, &one, sizeof one);
+    });
+    sentinel_->wait_known(opt_.connect_timeout_ms);
+  }
   conns_.resize(static_cast<size_t>(opt_.connections));
   lanes_ = lanes_wanted_ = conns_.size();
   lanes_in_use_.store(static_cast<uint32_t>(lanes_));
@@ -96,6 +112,7 @@ RedisStore::~RedisStore() {
     io_.detach();
     return;
   }
+  sentinel_.reset();  // first: it wakes the I/O thread through wake_fd_
   unregister_store(this);
   stop_.store(true);
   uint64_t one = 1;
@@ -109,6 +126,21 @@ RedisStore::~RedisStore() {
 
 void RedisStore::abandon_after_fork() {
   fds_.close_all();
+  if (sentinel_) {
+    sentinel_->abandon_after_fork();
+    (void)sentinel_.release();  // its lock may be held by the parent's thread: never touched again
+  }
+}
+
+bool RedisStore::target(RedisEndpoint &to, uint64_t &generation) const {
+  if (!sentinel_) {
+    to = url_.nodes.front();
+    return true;
+  }
+  std::optional<RedisEndpoint> m = sentinel_->master(&generation);
+  if (!m) return false;
+  to = *m;
+  return true;
 }
 
 void RedisStore::flush_for_exit() {
@@ -201,7 +233,7 @@ RedisStore::Call *RedisStore::take_call(Kind kind, int64_t deadline_us) {
   if (!c) c = new Call;
   outstanding_.fetch_add(1, std::memory_order_relaxed);
   c->kind = kind;
-  c->slot = c->rate_enforce = c->retried = c->abandoned = false;
+  c->slot = c->rate_enforce = c->retried = c->abandoned = c->role_check = false;
   c->deadline_us = deadline_us;
   c->done = nullptr;
   c->lease_done = nullptr;

@@ -42,6 +42,7 @@
 #include "stores/redis/breaker.hpp"
 #include "stores/redis/connection.hpp"
 #include "stores/redis/scripts.hpp"
+#include "stores/redis/sentinel.hpp"
 #include "stores/redis/url.hpp"
 #include "stores/store.hpp"
 
@@ -89,7 +90,8 @@ class RedisStore final : public Store {
     bool slot = false;          // admit: the 6-element reply (a concurrency or fleet slot was asked for)
     bool rate_enforce = false;  // admit: an enforced bucket (its rejection is the call's)
     bool retried = false, abandoned = false;
-    std::string cmd;  // the RESP command
+    bool role_check = false;  // setup: the ROLE that must say master (redis+sentinel://)
+    std::string cmd;          // the RESP command
     int64_t deadline_us = 0;
     int64_t sent_us = 0;      // admit: when it was submitted (for the reply latency)
     int64_t appended_us = 0;  // when it went into a connection's output buffer
@@ -119,6 +121,10 @@ class RedisStore final : public Store {
     // Redis refused a setup command (AUTH with a wrong password, SELECT, SCRIPT LOAD without the ACL
     // permission): the connection is not what the URL asked for, and is closed once the reply is read.
     bool refused = false;
+    // redis+sentinel://: the master generation this connection was made to, and whether the server said it
+    // is no master (ROLE, READONLY): closed then, and the sentinels asked again.
+    uint64_t master_gen = 0;
+    bool not_master = false;
     // Since when the connection has had commands outstanding and no reply byte: the breaker's silence
     // test. Reset by every read, and by a command sent on an idle connection.
     int64_t quiet_since_us = 0;
@@ -261,6 +267,13 @@ class RedisStore final : public Store {
 
   // rediss://: the TLS context every connection's session is made from.
   std::unique_ptr<TlsContext> tls_;
+  // redis+sentinel://: which server is the master (sentinel.hpp). After it changed, the connections to the
+  // old one are closed without opening the breaker, for a connect time-out.
+  std::unique_ptr<SentinelWatch> sentinel_;
+  int64_t switch_grace_until_us_ = 0;
+  // Where connections go: the URL's server, or the master the sentinels named (false: none yet).
+  bool target(RedisEndpoint &to, uint64_t &generation) const;
+  void drop_stale_masters(int64_t now);
   // A TLS verification failure or a certificate the server refused: said once, like a refused setup.
   void report_tls_failure(const std::string &what);
   std::atomic<bool> tls_reported_{false};
@@ -268,6 +281,7 @@ class RedisStore final : public Store {
   // A lone blocking caller's own connection (blocking, with deadlines), under direct_mu_; see admit().
   std::mutex direct_mu_;
   std::unique_ptr<Connection> direct_;
+  uint64_t direct_gen_ = 0;                      // redis+sentinel://: the master generation direct_ was made to
   std::atomic<bool> direct_ok_{true};            // off after a direct call failed, until the I/O thread sees Redis
   std::atomic<int64_t> direct_silent_since_{0};  // when a direct call that got no byte back was sent
   std::atomic<int64_t> outstanding_{0};          // calls taken and not yet recycled, on the I/O thread's side

@@ -94,6 +94,19 @@ void RedisStore::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
       recycle(c);
       return;
     }
+    // A replica refusing a write: the master moved (redis+sentinel://); the sentinels are asked again
+    // and this call fails over to the fallback as a broken connection would.
+    if (sentinel_ && err.rfind("READONLY", 0) == 0) {
+      conn.not_master = true;
+      if (c->kind == Kind::release) {
+        keep_release(c);
+        return;
+      }
+      if (c->kind == Kind::probe && !c->abandoned) breaker_.probe_result(false, now);
+      if (!c->abandoned) fail_call(c, FailReason::connection);
+      recycle(c);
+      return;
+    }
     // A configuration error means Redis answered: it is up, the deployment is wrong.
     bool config = resp_is_config_error(err);
     if (resp_is_script_refusal(err)) {
@@ -111,6 +124,12 @@ void RedisStore::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
     if (!c->abandoned) fail_call(c, config ? FailReason::config : FailReason::error);
     recycle(c);
     return;
+  }
+  if (c->role_check) {
+    // ROLE: ["master", offset, replicas] on the master; "slave" or "sentinel" first elsewhere.
+    bool master = r->type == REDIS_REPLY_ARRAY && r->elements > 0 && r->element[0]->str &&
+                  std::string_view(r->element[0]->str, r->element[0]->len) == "master";
+    if (!master) conn.not_master = true;
   }
   // An answer past the setup: this connection's AUTH and SELECT were accepted.
   if (c->kind != Kind::setup && refused_.load(std::memory_order_relaxed))

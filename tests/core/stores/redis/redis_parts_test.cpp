@@ -110,7 +110,7 @@ TEST(RedisUrl, TheStoreFactoryListsEverySchemeAndHidesThePassword) {
       EXPECT_NE(m.find(s), std::string::npos) << s;
     EXPECT_EQ(m.find("hunter2"), std::string::npos) << m;
   }
-  for (const char *url : {"redis+cluster://h:1", "rediss+sentinel://h:1/m"}) {
+  for (const char *url : {"redis+cluster://h:1", "rediss+cluster://h:1,h:2"}) {
     p.store = url;
     try {
       floodwall::make_store(p, clock);

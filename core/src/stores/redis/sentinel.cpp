@@ -1,0 +1,254 @@
+#include "stores/redis/sentinel.hpp"
+
+#include <hiredis/hiredis.h>
+#include <sys/prctl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string_view>
+
+#include "stores/redis/connection.hpp"
+#include "stores/redis/resp.hpp"
+
+namespace floodwall {
+
+namespace {
+
+int64_t now_us() {
+  using namespace std::chrono;
+  return duration_cast<microseconds>(steady_clock::now().time_since_epoch()).count();
+}
+
+std::string_view text(const redisReply *r) {
+  return r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS || r->type == REDIS_REPLY_ERROR) && r->str
+             ? std::string_view(r->str, r->len)
+             : std::string_view();
+}
+
+// A port as Redis writes it: digits, 1 to 65535.
+int port_of(std::string_view s) {
+  if (s.empty() || s.size() > 5) return 0;
+  int p = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return 0;
+    p = p * 10 + (c - '0');
+  }
+  return p <= 65535 ? p : 0;
+}
+
+struct ReplyFree {
+  void operator()(redisReply *r) const {
+    if (r) freeReplyObject(r);
+  }
+};
+using Reply = std::unique_ptr<redisReply, ReplyFree>;
+
+// Printable: a name or host a sentinel sent, or the user gave, goes into a message.
+std::string printable(std::string_view s) {
+  std::string out(s.substr(0, 200));
+  for (char &c : out)
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
+  return out;
+}
+
+}  // namespace
+
+SentinelWatch::SentinelWatch(RedisUrl url, const TlsContext *tls, Options opt, std::function<void()> on_change)
+    : url_(std::move(url)), tls_(tls), opt_(std::move(opt)), on_change_(std::move(on_change)) {
+  thread_ = std::thread([this] { run(); });
+}
+
+SentinelWatch::~SentinelWatch() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void SentinelWatch::abandon_after_fork() {
+  // The thread is the parent's; its connection's socket is closed, the rest left as it is (its lock may
+  // be held by a thread that does not exist here).
+  thread_.detach();
+  if (sub_) sub_.release()->abandon();
+}
+
+std::optional<RedisEndpoint> SentinelWatch::master(uint64_t *generation) const {
+  std::lock_guard lock(mu_);
+  if (generation) *generation = generation_.load(std::memory_order_relaxed);
+  return master_;
+}
+
+void SentinelWatch::suspect(uint64_t generation) {
+  {
+    std::lock_guard lock(mu_);
+    if (generation != generation_.load(std::memory_order_relaxed)) return;  // already moved on
+    asked_ = true;
+  }
+  cv_.notify_all();
+}
+
+bool SentinelWatch::wait_known(int64_t timeout_ms) const {
+  std::unique_lock lock(mu_);
+  return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [this] { return master_.has_value() || stop_; }) &&
+         master_.has_value();
+}
+
+bool SentinelWatch::stopping_or_asked() {
+  std::lock_guard lock(mu_);
+  return stop_ || asked_;
+}
+
+std::unique_ptr<Connection> SentinelWatch::open(size_t i, int64_t deadline_us) {
+  auto c = std::make_unique<Connection>();
+  if (!c->connect_blocking(url_.nodes[i], tls_, deadline_us)) return nullptr;
+  if (!opt_.password.empty()) {
+    std::string cmd =
+        opt_.user.empty() ? resp_format({"AUTH", opt_.password}) : resp_format({"AUTH", opt_.user, opt_.password});
+    Reply r(c->roundtrip(cmd, deadline_us));
+    if (!r) return nullptr;
+    // A sentinel with no password of its own refuses AUTH ("... without any password configured"): it is
+    // asked without one. Any other refusal (a wrong password) makes it one that did not answer.
+    if (r->type == REDIS_REPLY_ERROR && text(r.get()).find("without any password") == std::string_view::npos)
+      return nullptr;
+  }
+  return c;
+}
+
+void SentinelWatch::set_master(const RedisEndpoint &m) {
+  bool changed = false;
+  {
+    std::lock_guard lock(mu_);
+    if (!master_ || master_->host != m.host || master_->port != m.port) {
+      master_ = m;
+      generation_.fetch_add(1, std::memory_order_release);
+      changed = true;
+    }
+  }
+  unknown_.store(static_cast<uint8_t>(FailReason::none), std::memory_order_relaxed);
+  said_unreachable_.store(false);
+  said_unknown_.store(false);
+  if (!changed) return;
+  changes_.fetch_add(1, std::memory_order_relaxed);
+  cv_.notify_all();
+  on_change_();
+}
+
+bool SentinelWatch::ask() {
+  asks_.fetch_add(1, std::memory_order_relaxed);
+  bool unknown = false;
+  const std::string cmd = resp_format({"SENTINEL", "get-master-addr-by-name", url_.master});
+  for (size_t k = 0; k < url_.nodes.size(); k++) {
+    size_t i = (next_ + k) % url_.nodes.size();
+    {
+      std::lock_guard lock(mu_);
+      if (stop_) return false;
+    }
+    // The connect and the question each within the connect time-out (a sentinel answers from memory).
+    auto c = open(i, now_us() + opt_.connect_timeout_ms * 1000);
+    if (!c) continue;
+    Reply r(c->roundtrip(cmd, now_us() + opt_.connect_timeout_ms * 1000));
+    if (!r) continue;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
+      std::string_view host = text(r->element[0]);
+      int port = port_of(text(r->element[1]));
+      if (!host.empty() && port > 0) {
+        next_ = i;
+        set_master({std::string(host), port});
+        return true;
+      }
+    }
+    if (r->type == REDIS_REPLY_NIL) unknown = true;  // this sentinel does not monitor that name
+  }
+  std::string where;
+  for (const RedisEndpoint &e : url_.nodes) where += (where.empty() ? "" : ",") + e.host + ":" + std::to_string(e.port);
+  if (unknown) {
+    unknown_.store(static_cast<uint8_t>(FailReason::config), std::memory_order_relaxed);
+    if (!said_unknown_.exchange(true))
+      std::fprintf(stderr,
+                   "floodwall: the sentinels at %s know no master named \"%s\"; every decision is the fallback's until "
+                   "they do (check the name in the store URL)\n",
+                   where.c_str(), printable(url_.master).c_str());
+  } else {
+    if (!master_known()) unknown_.store(static_cast<uint8_t>(FailReason::connection), std::memory_order_relaxed);
+    if (!said_unreachable_.exchange(true))
+      std::fprintf(stderr,
+                   "floodwall: no sentinel answered at %s (master \"%s\"); the fallback decides until one does, "
+                   "asked again in the background\n",
+                   where.c_str(), printable(url_.master).c_str());
+  }
+  return false;
+}
+
+bool SentinelWatch::master_known() const {
+  std::lock_guard lock(mu_);
+  return master_.has_value();
+}
+
+void SentinelWatch::listen(int64_t until_us) {
+  if (!sub_) {
+    sub_ = open(next_, now_us() + opt_.connect_timeout_ms * 1000);
+    if (!sub_) return;
+    Reply ok(sub_->roundtrip(resp_format({"SUBSCRIBE", "+switch-master"}), now_us() + opt_.connect_timeout_ms * 1000));
+    if (!ok || ok->type != REDIS_REPLY_ARRAY) {
+      sub_.reset();
+      return;
+    }
+  }
+  // Woken every 100 ms to see whether the store asked for a new look, or the client is closing.
+  while (now_us() < until_us && !stopping_or_asked()) {
+    Reply m(sub_->next_blocking(std::min(until_us, now_us() + 100'000)));
+    if (!m) {
+      if (sub_->failure() == FailReason::timeout) continue;
+      sub_.reset();  // the sentinel went away: ask the others
+      std::lock_guard lock(mu_);
+      asked_ = true;
+      return;
+    }
+    // ["message", "+switch-master", "<name> <old ip> <old port> <new ip> <new port>"]
+    if (m->type != REDIS_REPLY_ARRAY || m->elements != 3 || text(m->element[0]) != "message") continue;
+    std::string_view body = text(m->element[2]);
+    std::string_view parts[5];
+    size_t n = 0;
+    while (!body.empty() && n < 5) {
+      size_t sp = body.find(' ');
+      parts[n++] = body.substr(0, sp);
+      body = sp == std::string_view::npos ? std::string_view() : body.substr(sp + 1);
+    }
+    if (n == 5 && parts[0] == url_.master && port_of(parts[4]) > 0)
+      set_master({std::string(parts[3]), port_of(parts[4])});
+  }
+}
+
+void SentinelWatch::run() {
+  prctl(PR_SET_NAME, "fw-sentinel", 0, 0, 0);
+  int64_t retry_ms = 100;
+  int64_t last_ask = 0;
+  for (;;) {
+    {
+      std::unique_lock lock(mu_);
+      if (stop_) return;
+      // Asks are at least 100 ms apart, however often the store suspects the master.
+      int64_t wait = last_ask + 100'000 - now_us();
+      if (wait > 0) cv_.wait_for(lock, std::chrono::microseconds(wait), [this] { return stop_; });
+      if (stop_) return;
+      asked_ = false;
+    }
+    last_ask = now_us();
+    bool named = ask();
+    retry_ms = named ? 100 : std::min<int64_t>(retry_ms * 2, 1000);
+    int64_t next_ask = now_us() + (named ? opt_.reask_ms : retry_ms) * 1000;
+    while (now_us() < next_ask && !stopping_or_asked()) {
+      if (named) listen(next_ask);
+      if (!sub_ || !named) {
+        std::unique_lock lock(mu_);
+        cv_.wait_until(lock, std::chrono::steady_clock::time_point(std::chrono::microseconds(next_ask)),
+                       [this] { return stop_ || asked_; });
+      }
+    }
+  }
+}
+
+}  // namespace floodwall
