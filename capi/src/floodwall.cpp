@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "calls.hpp"
 #include "engine/guard.hpp"
 #include "engine/process_guard.hpp"
 #include "http/backoff.hpp"
@@ -29,16 +30,7 @@ using namespace fw_capi;  // NOLINT: the mapping is this file's vocabulary
 struct fw_client {
   explicit fw_client(floodwall::Policy p) : client(std::move(p)) {}
   floodwall::ProcessGuard client;  // the Guard of this process, made anew in a forked child
-  // Calls in progress, counted in slots by thread so that concurrent callers do not share a cache line,
-  // and whether fw_client_close was called: close sets `closed`, then waits until no call is in progress
-  // (a call enters, then looks at `closed`; close sets it, then looks at the calls: one of the two sees
-  // the other), then closes the Guard.
-  struct alignas(64) Slot {
-    std::atomic<int64_t> calls{0};
-  };
-  static constexpr size_t kSlots = 32;
-  std::array<Slot, kSlots> in_progress;
-  std::atomic<bool> closed{false};
+  fw_capi::CallCounts calls;       // in progress, and whether fw_client_close was called (calls.hpp)
   std::mutex close_mu;
   bool close_done = false;
 };
@@ -103,47 +95,23 @@ int set_buf(fw_buf *out, const std::string &s) {
   return FW_OK;
 }
 
-// This thread's part in the calls on clients, in one thread-local so that a call reaches it once (each
-// thread-local of a shared library costs a __tls_get_addr call): the calls of this thread in progress on
-// any client (a close from inside one, a callback run inline, would wait for itself), and the slot of
-// fw_client::in_progress it counts in, given at its first call (0: none yet).
-struct ThreadCalls {
-  int in_progress = 0;
-  unsigned slot_plus_1 = 0;
-};
-constinit thread_local ThreadCalls tl_calls;
-
-[[gnu::noinline]] unsigned first_slot(ThreadCalls &t) {
-  static std::atomic<unsigned> next{0};
-  t.slot_plus_1 = next.fetch_add(1, std::memory_order_relaxed) % fw_client::kSlots + 1;
-  return t.slot_plus_1;
-}
-
 // One call on a client, from its start to its end: the client is not closed under it.
 class Use {
  public:
-  explicit Use(fw_client *c) : thread_(&tl_calls) {
+  explicit Use(fw_client *c) : thread_(&fw_capi::tl_calls) {
     if (!c) throw floodwall::BadRequest("client: must not be NULL");
-    unsigned slot = thread_->slot_plus_1 ? thread_->slot_plus_1 : first_slot(*thread_);
-    std::atomic<int64_t> &calls = c->in_progress[slot - 1].calls;
-    calls.fetch_add(1, std::memory_order_seq_cst);
-    if (c->closed.load(std::memory_order_seq_cst)) {
-      calls.fetch_sub(1, std::memory_order_release);
-      throw ClientClosed();
-    }
-    calls_ = &calls;
-    thread_->in_progress++;
+    slot_ = thread_->slot_plus_1 ? thread_->slot_plus_1 : fw_capi::first_slot(*thread_);
+    if (!c->calls.enter(*thread_, slot_)) throw ClientClosed();
+    calls_ = &c->calls;
   }
-  ~Use() {
-    thread_->in_progress--;
-    calls_->fetch_sub(1, std::memory_order_release);
-  }
+  ~Use() { calls_->leave(*thread_, slot_); }
   Use(const Use &) = delete;
   Use &operator=(const Use &) = delete;
 
  private:
-  ThreadCalls *thread_;
-  std::atomic<int64_t> *calls_ = nullptr;
+  fw_capi::ThreadCalls *thread_;
+  fw_capi::CallCounts *calls_ = nullptr;
+  unsigned slot_ = 0;
 };
 
 // A C caller may pass any int where an enum is declared; read it as an int so that an out-of-range
@@ -221,6 +189,7 @@ int fw_client_new(fw_client **out, const char *policy_json) {
     if (!out) throw floodwall::BadRequest("out: must not be NULL");
     *out = nullptr;
     if (!policy_json) throw floodwall::PolicyError("policy", "must not be NULL");
+    fw_capi::choose_counting();  // before any call can be counted
     *out = new fw_client(floodwall::parse_policy(policy_json));
     return FW_OK;
   });
@@ -228,18 +197,12 @@ int fw_client_new(fw_client **out, const char *policy_json) {
 
 int fw_client_close(fw_client *c) {
   if (!c) return FW_OK;
-  if (tl_calls.in_progress > 0)
+  if (fw_capi::tl_calls.in_progress > 0)
     return fail(FW_EINVAL, "fw_client_close: called from inside a call on a client (a callback run inline)");
   return guarded([&]() -> int {
     std::lock_guard lock(c->close_mu);  // a second close waits for the first, then does nothing
     if (c->close_done) return FW_OK;
-    c->closed.store(true, std::memory_order_seq_cst);
-    for (;;) {
-      int64_t calls = 0;
-      for (const fw_client::Slot &s : c->in_progress) calls += s.calls.load(std::memory_order_seq_cst);
-      if (calls == 0) break;
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
-    }
+    c->calls.close();
     // No call is in progress and none can start: the Guard goes, and with it the store, which decides
     // every admit still pending on it (each callback exactly once) before this returns.
     c->client.close();

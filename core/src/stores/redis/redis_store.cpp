@@ -112,7 +112,7 @@ RedisStore::~RedisStore() {
     io_.detach();
     return;
   }
-  sentinel_.reset();  // first: it wakes the I/O thread through wake_fd_
+  if (sentinel_) sentinel_->stop();  // first: it wakes the I/O thread through wake_fd_
   unregister_store(this);
   stop_.store(true);
   uint64_t one = 1;

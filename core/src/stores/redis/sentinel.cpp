@@ -60,6 +60,10 @@ SentinelWatch::SentinelWatch(RedisUrl url, const TlsContext *tls, Options opt, s
 }
 
 SentinelWatch::~SentinelWatch() {
+  stop();
+}
+
+void SentinelWatch::stop() {
   {
     std::lock_guard lock(mu_);
     stop_ = true;

@@ -50,6 +50,8 @@ class SentinelWatch {
   void suspect(uint64_t generation);
   // Waits (up to timeout_ms) until a master is known; true when one is.
   bool wait_known(int64_t timeout_ms) const;
+  // Stops the thread (no more on_change calls); master() still answers. The destructor calls it.
+  void stop();
   // In a forked child: the thread is the parent's (detached, never joined), its socket closed.
   void abandon_after_fork();
   uint64_t changes() const { return changes_.load(std::memory_order_relaxed); }
