@@ -115,8 +115,10 @@ std::unique_ptr<Connection> SentinelWatch::open(size_t i, int64_t deadline_us) {
     if (!r) return nullptr;
     // A sentinel with no password of its own refuses AUTH ("... without any password configured"): it is
     // asked without one. Any other refusal (a wrong password) makes it one that did not answer.
-    if (r->type == REDIS_REPLY_ERROR && text(r.get()).find("without any password") == std::string_view::npos)
+    if (r->type == REDIS_REPLY_ERROR && text(r.get()).find("without any password") == std::string_view::npos) {
+      auth_refused_.store(true, std::memory_order_relaxed);
       return nullptr;
+    }
   }
   return c;
 }
@@ -134,6 +136,7 @@ void SentinelWatch::set_master(const RedisEndpoint &m) {
   unknown_.store(static_cast<uint8_t>(FailReason::none), std::memory_order_relaxed);
   said_unreachable_.store(false);
   said_unknown_.store(false);
+  said_refused_.store(false);
   if (!changed) return;
   changes_.fetch_add(1, std::memory_order_relaxed);
   cv_.notify_all();
@@ -142,6 +145,7 @@ void SentinelWatch::set_master(const RedisEndpoint &m) {
 
 bool SentinelWatch::ask() {
   asks_.fetch_add(1, std::memory_order_relaxed);
+  auth_refused_.store(false, std::memory_order_relaxed);
   bool unknown = false;
   const std::string cmd = resp_format({"SENTINEL", "get-master-addr-by-name", url_.master});
   for (size_t k = 0; k < url_.nodes.size(); k++) {
@@ -168,7 +172,16 @@ bool SentinelWatch::ask() {
   }
   std::string where;
   for (const RedisEndpoint &e : url_.nodes) where += (where.empty() ? "" : ",") + e.host + ":" + std::to_string(e.port);
-  if (unknown) {
+  if (auth_refused_.exchange(false, std::memory_order_relaxed) && !unknown) {
+    // Up, and refusing us: the deployment's (a wrong sentinel password), not an outage.
+    unknown_.store(static_cast<uint8_t>(FailReason::config), std::memory_order_relaxed);
+    if (!said_refused_.exchange(true))
+      std::fprintf(stderr,
+                   "floodwall: the sentinels at %s refused the password (master \"%s\"); every decision is the "
+                   "fallback's until they accept it (a sentinel password of its own goes in "
+                   "redis.sentinel_password_env)\n",
+                   where.c_str(), printable(url_.master).c_str());
+  } else if (unknown) {
     unknown_.store(static_cast<uint8_t>(FailReason::config), std::memory_order_relaxed);
     if (!said_unknown_.exchange(true))
       std::fprintf(stderr,

@@ -5,7 +5,8 @@
 // store reads master() when it connects and reconnects whenever the generation moves.
 //
 // What can go wrong is said once on stderr: no sentinel reachable (connection: the fallback decides,
-// retried in the background), or sentinels that do not know the master's name (config, naming it).
+// retried in the background), sentinels that refuse the password or do not know the master's name
+// (config, naming it).
 #pragma once
 
 #include <atomic>
@@ -81,9 +82,10 @@ class SentinelWatch {
   std::atomic<uint64_t> generation_{0};
   std::atomic<uint8_t> unknown_{static_cast<uint8_t>(FailReason::connection)};
   std::atomic<uint64_t> changes_{0}, asks_{0};
-  std::atomic<bool> said_unreachable_{false}, said_unknown_{false};
-  size_t next_ = 0;                  // the sentinel to ask first: the last one that answered
-  std::unique_ptr<Connection> sub_;  // subscribed to +switch-master
+  std::atomic<bool> said_unreachable_{false}, said_unknown_{false}, said_refused_{false};
+  std::atomic<bool> auth_refused_{false};  // a sentinel refused the password during the current ask
+  size_t next_ = 0;                        // the sentinel to ask first: the last one that answered
+  std::unique_ptr<Connection> sub_;        // subscribed to +switch-master
   std::thread thread_;
 };
 

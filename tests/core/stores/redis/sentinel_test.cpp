@@ -318,3 +318,34 @@ TEST(Sentinel, SentinelPasswordEnvIsCheckedWhenThePolicyIsRead) {
       error_of(R"({"store": "redis+sentinel://127.0.0.1:1/m", "redis": {"sentinel_password_env": ""}})");
   EXPECT_EQ(empty.rfind("redis.sentinel_password_env:", 0), 0u) << empty;
 }
+
+// Sentinels with a password of their own: redis.sentinel_password_env names it, and the data nodes keep
+// the URL's. Without it the sentinels refuse the URL's password: config, said once, not an outage.
+TEST(Sentinel, SentinelsWithTheirOwnPassword) {
+  SentinelTopology::Options passwords;
+  passwords.password = "datapw";
+  passwords.sentinel_password = "sentpw";
+  SentinelTopology topo("fwmaster", passwords);
+  std::string url = "redis+sentinel://:datapw@" + topo.sentinel_url().substr(std::string("redis+sentinel://").size());
+  setenv("FW_TEST_SENTINEL_PASSWORD", "sentpw", 1);
+  fw_client *c = client(
+      policy(url, R"("rate": 100000, "burst": 100000)", R"(, "sentinel_password_env": "FW_TEST_SENTINEL_PASSWORD")"));
+  ASSERT_NE(c, nullptr);
+  EXPECT_TRUE(answered_within(c, "own-password", 5)) << "the sentinels' password for them, the URL's for the master";
+  fw_client_free(c);
+
+  CaptureStderr err;
+  c = client(policy(url));
+  ASSERT_NE(c, nullptr);
+  int config = 0;
+  for (int i = 0; i < 10; i++) {
+    fw_decision d = admit(c, "refused");
+    EXPECT_TRUE(d.degraded);
+    config += d.fail_reason == FW_FAIL_CONFIG;
+  }
+  fw_client_free(c);
+  EXPECT_EQ(config, 10) << "a refused password is the deployment's";
+  std::string text = err.text();
+  EXPECT_EQ(count(text, "refused the password"), 1u) << text;
+  EXPECT_EQ(text.find("datapw"), std::string::npos) << "never the password";
+}
