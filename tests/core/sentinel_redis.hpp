@@ -5,7 +5,8 @@
 //   SentinelOptions     what a topology is started with besides the master's name: a password for the data
 //                       nodes (requirepass and masterauth; the sentinels get it as auth-pass), one for the
 //                       sentinels themselves (requirepass and sentinel-pass), extra redis-server arguments for
-//                       the data nodes, and how long the start may take.
+//                       the data nodes, TLS (certificates, and whether clients must show one), and how long
+//                       the start may take.
 //   SentinelTopology    a master, one replica of it and three sentinels monitoring it under one name (quorum
 //                       2, down-after 1000 ms, failover-timeout 3000 ms, parallel-syncs 1). The constructor
 //                       returns once the replica's link to the master is up and every sentinel names the
@@ -23,6 +24,19 @@
 // sentinels' config files are theirs to rewrite, as sentinels do on start and on every change (Redis 7.0
 // writes auth-pass and sentinel-pass back unquoted, so a password with a space would not survive a restart
 // of a sentinel; the harness never restarts one, but plain passwords are the safe kind).
+//
+// With TLS (SentinelOptions::tls) every process also listens on a TLS port of its own beside its plain one
+// (tls-port and port both set), with the server certificate of the TlsCerts given (SAN 127.0.0.1) and its
+// CA, and tls-replication yes: a replica replicates from its master's TLS port and announces its own TLS
+// port, and the sentinels monitor the data nodes' TLS ports, talk TLS to them and to each other (each
+// announces its TLS port in its hello messages). So every port a sentinel names (the master, the replicas,
+// the other sentinels) is a TLS port, and so is every port this harness hands out as a node's address:
+// master_port(), data_ports(), sentinel_ports(), wait_master_changed(). The harness' own commands (command(),
+// and the waits) go to the plain port beside it (admin_port()); command_at() on a TLS port gets no answer.
+// Every process shows the client certificate when it is the client (tls-client-cert-file: the server
+// certificate is for serverAuth only); with tls_mutual every process also asks its clients for one of the
+// CA (tls-auth-clients yes). To ask only on the data nodes, pass {"--tls-auth-clients", "yes"} in
+// extra_args (they come after the harness' own, and the last one wins).
 //
 // Timings seen with the settings above on 127.0.0.1: the constructor takes about 2 s (the sentinels find
 // each other through hello messages every 2 s); SENTINEL FAILOVER to all three agreeing about 1 s; a
@@ -56,6 +70,7 @@
 #include <vector>
 
 #include "redis_server.hpp"
+#include "tls_redis.hpp"
 
 namespace floodwall::testing {
 
@@ -105,6 +120,9 @@ struct SentinelOptions {
   std::string password;                 // data nodes: --requirepass and --masterauth; sentinels: auth-pass
   std::string sentinel_password;        // the sentinels' own: requirepass and sentinel sentinel-pass
   std::vector<std::string> extra_args;  // passed to both data nodes after the harness' own
+  const TlsCerts *tls = nullptr;        // every process also listens with TLS, with these certificates (see
+                                        // above); they must outlive the topology (TlsCerts::shared() does)
+  bool tls_mutual = false;              // with tls: clients must show a certificate of tls' CA
   double ready_timeout_s = 20.0;        // for the constructor and restart_killed() to see everything settle
 };
 
@@ -127,12 +145,17 @@ class SentinelTopology {
       taken.insert(p);
       return p;
     };
-    for (int i = 0; i < 2; i++) data_.push_back({port(), -1, false});
-    for (int i = 0; i < 3; i++) sentinels_.push_back({port(), -1, false});
+    if (options_.tls_mutual && !options_.tls) fail("tls_mutual needs tls (the certificates)");
+    auto process = [&] {
+      int plain = port();
+      return Process{plain, options_.tls ? port() : 0, -1, false};
+    };
+    for (int i = 0; i < 2; i++) data_.push_back(process());
+    for (int i = 0; i < 3; i++) sentinels_.push_back(process());
 
     auto deadline = after(options_.ready_timeout_s);
     start_data(data_[0], 0);
-    start_data(data_[1], data_[0].port);
+    start_data(data_[1], data_[0].addr());
     if (!wait_link_up(data_[1].port, deadline)) fail("the replica's link to the master never came up");
     for (auto &s : sentinels_) start_sentinel(s);
     wait_sentinels_ready(deadline);
@@ -149,44 +172,63 @@ class SentinelTopology {
   const std::string &name() const { return name_; }
   const Options &options() const { return options_; }
   const std::string &dir() const { return dir_; }
+  bool tls() const { return options_.tls != nullptr; }
 
   // The master as sentinel 0 says now (SENTINEL get-master-addr-by-name); -1, and a failure, when it says none.
+  // With TLS, its TLS port.
   int master_port() const {
     std::string said = master_as_seen_by(sentinels_[0].port);
     int port = port_of(said);
     if (port < 0) ADD_FAILURE() << "sentinel " << sentinels_[0].port << " names no master " << name_ << ": " << said;
     return port;
   }
-  // Both data nodes: the first master, then its first replica (the ports stay; the roles may not).
-  std::vector<int> data_ports() const { return {data_[0].port, data_[1].port}; }
+  // Both data nodes: the first master, then its first replica (the ports stay; the roles may not). With TLS,
+  // their TLS ports, as the sentinels name them.
+  std::vector<int> data_ports() const { return {data_[0].addr(), data_[1].addr()}; }
+  // The sentinels' ports; with TLS, their TLS ports.
   std::vector<int> sentinel_ports() const {
     std::vector<int> ports;
-    for (const auto &s : sentinels_) ports.push_back(s.port);
+    for (const auto &s : sentinels_) ports.push_back(s.addr());
     return ports;
   }
+  // The plain port of the process that listens on `port` (its plain or its TLS port): where the harness'
+  // own commands go. A port of no process of the topology is returned as it is.
+  int admin_port(int port) const {
+    for (const auto *group : {&data_, &sentinels_}) {
+      for (const auto &p : *group) {
+        if (p.port == port || (p.tls_port > 0 && p.tls_port == port)) return p.port;
+      }
+    }
+    return port;
+  }
   // `prefix` + "127.0.0.1:S1,127.0.0.1:S2,127.0.0.1:S3/" + name(): prefix is the scheme and any credentials,
-  // e.g. "redis+sentinel://" or "redis+sentinel://:secret@".
-  std::string sentinel_url(const std::string &prefix = "redis+sentinel://") const {
-    std::string url = prefix;
+  // e.g. "redis+sentinel://", "redis+sentinel://:secret@" or "rediss+sentinel://"; empty, the scheme of the
+  // topology ("rediss+sentinel://" with TLS). A rediss scheme names the sentinels' TLS ports (a failure when
+  // the topology has none), any other their plain ones.
+  std::string sentinel_url(const std::string &prefix = "") const {
+    std::string url = prefix.empty() ? (tls() ? "rediss+sentinel://" : "redis+sentinel://") : prefix;
+    bool over_tls = url.rfind("rediss", 0) == 0;
+    if (over_tls && !tls()) ADD_FAILURE() << "sentinel_url(\"" << url << "\"): the topology was started without TLS";
     for (size_t i = 0; i < sentinels_.size(); i++) {
-      url += (i ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(sentinels_[i].port);
+      url +=
+          (i ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(over_tls ? sentinels_[i].tls_port : sentinels_[i].port);
     }
     return url + "/" + name_;
   }
 
-  // One command to a node of the topology (argv form), with AUTH by the password its kind needs (a
-  // sentinel's or a data node's): the reply as text (see command_at).
+  // One command to a node of the topology (argv form), on its plain port (`port` may be its TLS port), with
+  // AUTH by the password its kind needs (a sentinel's or a data node's): the reply as text (see command_at).
   std::string command(int port, std::initializer_list<std::string> args, double timeout_s = 1.0) const {
-    return command_at_auth(port, password_for(port), args, timeout_s);
+    return command_at_auth(admin_port(port), password_for(port), args, timeout_s);
   }
-  // Whether the data node on `port` was killed (kill_master()) and not restarted.
+  // Whether the data node on `port` (either of its ports) was killed (kill_master()) and not restarted.
   bool killed(int port) const {
     for (const auto &d : data_) {
-      if (d.port == port) return d.killed;
+      if (d.port == port || d.addr() == port) return d.killed;
     }
     return false;
   }
-  // The last `lines` lines of the log of the process on `port` (a data node or a sentinel).
+  // The last `lines` lines of the log of the process on `port` (a data node or a sentinel, either port).
   std::string log_tail(int port, size_t lines = 20) const {
     std::ifstream f(log_path(port));
     std::deque<std::string> last;
@@ -214,7 +256,7 @@ class SentinelTopology {
   int kill_master() {
     int port = master_port();
     for (auto &d : data_) {
-      if (d.port != port) continue;
+      if (d.addr() != port) continue;
       if (d.pid <= 0) break;
       kill(d.pid, SIGCONT);
       kill(d.pid, SIGKILL);
@@ -293,22 +335,42 @@ class SentinelTopology {
   }
 
   struct Process {
-    int port;
+    int port;      // plain: the harness' own commands
+    int tls_port;  // 0 without TLS
     pid_t pid;
     bool killed;
+    // Where the others (and clients) reach it: what the sentinels name.
+    int addr() const { return tls_port > 0 ? tls_port : port; }
   };
 
   std::string log_path(int port) const {
+    port = admin_port(port);
     for (const auto &s : sentinels_) {
       if (s.port == port) return dir_ + "/sentinel-" + std::to_string(port) + ".log";
     }
     return dir_ + "/node-" + std::to_string(port) + ".log";
   }
   const std::string &password_for(int port) const {
+    port = admin_port(port);
     for (const auto &s : sentinels_) {
       if (s.port == port) return options_.sentinel_password;
     }
     return options_.password;
+  }
+  // The redis-server settings of TLS for every process: its TLS port, the server certificate, the CA it
+  // checks peers against, whether it asks clients for a certificate, the client certificate it shows when
+  // it is the client, and TLS for replication (and, on a sentinel, for every link it makes). As name-value
+  // pairs.
+  std::vector<std::pair<std::string, std::string>> tls_settings(const Process &p) const {
+    const TlsCerts &certs = *options_.tls;
+    return {{"tls-port", std::to_string(p.tls_port)},
+            {"tls-cert-file", certs.server_cert()},
+            {"tls-key-file", certs.server_key()},
+            {"tls-ca-cert-file", certs.ca()},
+            {"tls-auth-clients", options_.tls_mutual ? "yes" : "no"},
+            {"tls-client-cert-file", certs.client_cert()},
+            {"tls-client-key-file", certs.client_key()},
+            {"tls-replication", "yes"}};
   }
 
   // Forks and execs redis-server with argv, then waits for PING on `port` to answer PONG; a failure and
@@ -372,6 +434,9 @@ class SentinelTopology {
     if (!options_.password.empty()) {
       argv.insert(argv.end(), {"--requirepass", options_.password, "--masterauth", options_.password});
     }
+    if (options_.tls) {
+      for (const auto &[name, value] : tls_settings(node)) argv.insert(argv.end(), {"--" + name, value});
+    }
     if (replica_of > 0) argv.insert(argv.end(), {"--replicaof", "127.0.0.1", std::to_string(replica_of)});
     argv.insert(argv.end(), options_.extra_args.begin(), options_.extra_args.end());
     node.pid = spawn(argv, node.port);
@@ -387,7 +452,7 @@ class SentinelTopology {
         << "dir " << quoted(dir_) << "\n"
         << "logfile " << quoted(log_path(sentinel.port)) << "\n"
         << "sentinel resolve-hostnames no\n"
-        << "sentinel monitor " << name_ << " 127.0.0.1 " << data_[0].port << " 2\n"
+        << "sentinel monitor " << name_ << " 127.0.0.1 " << data_[0].addr() << " 2\n"
         << "sentinel down-after-milliseconds " << name_ << " 1000\n"
         << "sentinel failover-timeout " << name_ << " 3000\n"
         << "sentinel parallel-syncs " << name_ << " 1\n";
@@ -395,6 +460,9 @@ class SentinelTopology {
       if (!options_.sentinel_password.empty()) {
         f << "requirepass " << quoted(options_.sentinel_password) << "\n"
           << "sentinel sentinel-pass " << quoted(options_.sentinel_password) << "\n";
+      }
+      if (options_.tls) {
+        for (const auto &[name, value] : tls_settings(sentinel)) f << name << " " << quoted(value) << "\n";
       }
       f.close();
       if (!f) fail("cannot write " + conf);
@@ -413,7 +481,7 @@ class SentinelTopology {
   // Every sentinel names the master, lists the replica as a plain, connected replica whose INFO it has read,
   // and lists the two other sentinels.
   void wait_sentinels_ready(clock::time_point deadline) {
-    std::string master = "127.0.0.1 " + std::to_string(data_[0].port);
+    std::string master = "127.0.0.1 " + std::to_string(data_[0].addr());
     for (;;) {
       bool ready = true;
       for (const auto &s : sentinels_) {
@@ -422,7 +490,7 @@ class SentinelTopology {
           break;
         }
         auto replicas = sentinel_entries(s.port, options_.sentinel_password, {"SENTINEL", "REPLICAS", name_});
-        bool replica_ok = replicas.size() == 1 && replicas[0]["port"] == std::to_string(data_[1].port) &&
+        bool replica_ok = replicas.size() == 1 && replicas[0]["port"] == std::to_string(data_[1].addr()) &&
                           replicas[0]["flags"] == "slave" && replicas[0]["role-reported"] == "slave" &&
                           replicas[0]["master-link-status"] == "ok";
         auto sentinels = sentinel_entries(s.port, options_.sentinel_password, {"SENTINEL", "SENTINELS", name_});
@@ -434,7 +502,7 @@ class SentinelTopology {
       if (ready) return;
       if (clock::now() > deadline) {
         fail("the sentinels did not settle in " + std::to_string(options_.ready_timeout_s) +
-             " s (every one naming master " + master + ", knowing replica " + std::to_string(data_[1].port) +
+             " s (every one naming master " + master + ", knowing replica " + std::to_string(data_[1].addr()) +
              " and 2 other sentinels); last seen:\n" + sentinel_view() + sentinel_logs());
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -2,9 +2,10 @@
 // comes up with sentinel 0 naming the master and a write reaching the replica; SENTINEL FAILOVER promotes
 // the replica and the sentinels turn the old master into its replica; a SIGKILLed master is failed over by
 // the sentinels' own agreement and comes back as a replica; passwords reach every node and a failover
-// goes through with them.
+// goes through with them; with TLS, every port the sentinels name is a TLS port and a failover goes through.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 #include <string>
@@ -136,6 +137,66 @@ TEST(SentinelHarness, PasswordsReachEveryNode) {
   // The sentinels need auth-pass to promote the replica.
   t.failover();
   EXPECT_EQ(t.wait_master_changed(master, 10.0), t.data_ports()[1]);
+}
+
+// With TLS: the sentinels name TLS ports only (the master, the replica, each other), replication and the
+// sentinels' links run over TLS (the replica's link is up, no sentinel is flagged disconnected or down), the
+// harness' own commands reach every node on its plain port, and a failover goes through.
+TEST(SentinelHarness, TlsTopologyNamesTlsPortsAndFailsOver) {
+  SentinelTopology::Options options;
+  options.tls = &TlsCerts::shared();
+  auto t0 = Clock::now();
+  SentinelTopology t("fwtls", options);
+  RecordProperty("start_s", std::to_string(seconds_since(t0)));
+  EXPECT_TRUE(t.tls());
+  auto data = t.data_ports();
+  auto sentinels = t.sentinel_ports();
+  std::set<int> all(data.begin(), data.end());
+  all.insert(sentinels.begin(), sentinels.end());
+  for (int p : std::vector<int>(all.begin(), all.end())) all.insert(t.admin_port(p));
+  EXPECT_EQ(all.size(), 10u) << "a TLS port and a plain port each";
+  EXPECT_EQ(t.sentinel_url(), "rediss+sentinel://127.0.0.1:" + std::to_string(sentinels[0]) +
+                                  ",127.0.0.1:" + std::to_string(sentinels[1]) +
+                                  ",127.0.0.1:" + std::to_string(sentinels[2]) + "/fwtls");
+  EXPECT_EQ(t.sentinel_url("rediss+sentinel://"), t.sentinel_url());
+  EXPECT_EQ(t.sentinel_url("redis+sentinel://"),
+            "redis+sentinel://127.0.0.1:" + std::to_string(t.admin_port(sentinels[0])) +
+                ",127.0.0.1:" + std::to_string(t.admin_port(sentinels[1])) +
+                ",127.0.0.1:" + std::to_string(t.admin_port(sentinels[2])) + "/fwtls");
+
+  int master = t.master_port();
+  EXPECT_EQ(master, data[0]) << "the master's TLS port";
+  EXPECT_NE(command_at(master, {"PING"}), "PONG") << "the TLS port speaks no plain text";
+  EXPECT_EQ(t.command(master, {"PING"}), "PONG");
+  EXPECT_EQ(command_at(t.admin_port(master), {"PING"}), "PONG");
+  EXPECT_EQ(t.command(data[1], {"ROLE"}).rfind("slave 127.0.0.1 " + std::to_string(master) + " connected", 0), 0u)
+      << "replicating from the master's TLS port";
+  for (int s : sentinels) {
+    int admin = t.admin_port(s);
+    auto replicas = sentinel_entries(admin, "", {"SENTINEL", "REPLICAS", "fwtls"});
+    ASSERT_EQ(replicas.size(), 1u) << s;
+    EXPECT_EQ(replicas[0]["port"], std::to_string(data[1])) << "the replica announces its TLS port";
+    auto others = sentinel_entries(admin, "", {"SENTINEL", "SENTINELS", "fwtls"});
+    ASSERT_EQ(others.size(), 2u) << s;
+    for (auto &o : others) {
+      EXPECT_TRUE(std::count(sentinels.begin(), sentinels.end(), std::stoi(o["port"]))) << "a TLS port: " << o["port"];
+      EXPECT_EQ(o["flags"], "sentinel") << "linked over TLS: " << o["port"];
+    }
+  }
+  set_and_wait(t, t.admin_port(master), "harness:key", "over tls");
+  EXPECT_EQ(t.command(data[1], {"GET", "harness:key"}), "over tls");
+
+  t0 = Clock::now();
+  t.failover();
+  int new_master = t.wait_master_changed(master, 10.0);
+  RecordProperty("failover_s", std::to_string(seconds_since(t0)));
+  EXPECT_EQ(new_master, data[1]);
+  for (int s : sentinels) {
+    EXPECT_EQ(t.command(s, {"SENTINEL", "GET-MASTER-ADDR-BY-NAME", "fwtls"}), "127.0.0.1 " + std::to_string(data[1]));
+  }
+  // The sentinels demote the old master over TLS, and it replicates from the new one over TLS.
+  EXPECT_TRUE(t.wait_replica_of(master, new_master, 20.0));
+  RecordProperty("demoted_s", std::to_string(seconds_since(t0)));
 }
 
 }  // namespace
