@@ -48,7 +48,7 @@ test-sanitizers: deps
 	ASAN_OPTIONS=detect_leaks=1 ctest --test-dir $(SAN_BUILD) --output-on-failure -j $(JOBS) -LE install -E '$(SAN_SKIP)'
 	cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFW_WERROR=ON -DFW_SANITIZE=thread -DFW_BUILD_BENCH=OFF
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target core_tests lease_tests capi_tests
-	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir $(TSAN_BUILD) --output-on-failure -R 'Concurren|Threads|Redis|Lease|Close|NeverInline|Tls|Acl|Sentinel\.' -E '^Fork\.|Lease.AForkedChild|$(SAN_SKIP)' -j $(JOBS)
+	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir $(TSAN_BUILD) --output-on-failure -R 'Concurren|Threads|Redis|Lease|Close|NeverInline|Tls|Acl|Sentinel(Tls)?\.' -E '^Fork\.|Lease.AForkedChild|$(SAN_SKIP)' -j $(JOBS)
 
 test-python: build
 	@bash packaging/test-python.sh

@@ -133,6 +133,7 @@ Connection::Step Connection::fail(FailReason why, std::string what) {
 bool Connection::start(const RedisEndpoint &to, const TlsContext *tls) {
   close();
   failure_ = FailReason::none;
+  peer_ = to.host + ":" + std::to_string(to.port);
   error_.clear();
   tls_ = tls;
   addrinfo hints{};

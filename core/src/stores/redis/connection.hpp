@@ -76,6 +76,8 @@ class Connection {
   // Why the last step failed: connection, timeout (set by the caller), or config (TLS verification, a
   // certificate the server refused). error() is the text, with no secret in it.
   FailReason failure() const { return failure_; }
+  // "host:port" of the server last started: what a message names.
+  const std::string &peer() const { return peer_; }
   const std::string &error() const { return error_; }
 
   void append(std::string_view cmd);
@@ -124,6 +126,7 @@ class Connection {
   BIO *rbio_ = nullptr, *wbio_ = nullptr;  // owned by ssl_
   const TlsContext *tls_ = nullptr;
   std::string name_;  // TLS: the server name sent and verified
+  std::string peer_;
 };
 
 }  // namespace floodwall

@@ -26,7 +26,7 @@ void RedisStore::start_connect(Conn &conn, int64_t now) {
   }
   conn.not_master = false;
   if (!conn.link->start(to, tls_.get())) {
-    if (conn.link->failure() == FailReason::config) report_tls_failure(conn.link->error());
+    if (conn.link->failure() == FailReason::config) report_tls_failure(*conn.link);
     if (sentinel_) sentinel_->suspect(conn.master_gen);
     conn.state = Conn::State::down;
     conn.reconnect_at_us = now + conn.backoff_ms * 1000;
@@ -40,7 +40,7 @@ void RedisStore::start_connect(Conn &conn, int64_t now) {
 
 // Once per store: the reply says what is wrong (WRONGPASS, NOPERM, a SELECT out of range); the
 // password never appears in it, nor here.
-void RedisStore::report_refused_setup(std::string_view err) {
+void RedisStore::report_refused_setup(const Connection &link, std::string_view err) {
   if (refused_reported_.exchange(true)) return;
   std::string first(err.substr(0, 200));
   for (char &ch : first)
@@ -49,20 +49,20 @@ void RedisStore::report_refused_setup(std::string_view err) {
   for (char &ch : user)
     if (static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) >= 0x7f) ch = '?';
   std::fprintf(stderr,
-               "floodwall: Redis at %s:%d refused the connection's setup as %s (%s); every decision is the "
+               "floodwall: Redis at %s refused the connection's setup as %s (%s); every decision is the "
                "fallback's until it accepts (check the user, password and database)\n",
-               url_.host().c_str(), url_.port(), user.c_str(), first.c_str());
+               link.peer().c_str(), user.c_str(), first.c_str());
 }
 
 // Once per store: which check failed (a CA that did not sign the server, another server name, a client
 // certificate the server refused). The decisions go to the fallback, counted as config.
-void RedisStore::report_tls_failure(const std::string &what) {
+void RedisStore::report_tls_failure(const Connection &link) {
   refused_.store(true, std::memory_order_relaxed);
   if (tls_reported_.exchange(true)) return;
   std::fprintf(stderr,
-               "floodwall: TLS to Redis at %s:%d failed: %s; every decision is the fallback's until it succeeds "
+               "floodwall: TLS to Redis at %s failed: %s; every decision is the fallback's until it succeeds "
                "(check redis.tls)\n",
-               url_.host().c_str(), url_.port(), what.c_str());
+               link.peer().c_str(), link.error().c_str());
 }
 
 void RedisStore::on_connected(Conn &conn, int64_t now) {
@@ -102,7 +102,7 @@ void RedisStore::on_connected(Conn &conn, int64_t now) {
 
 void RedisStore::fail_conn(Conn &conn, FailReason why, int64_t now) {
   if (why == FailReason::none) why = FailReason::connection;
-  if (why == FailReason::config && conn.link->failure() == FailReason::config) report_tls_failure(conn.link->error());
+  if (why == FailReason::config && conn.link->failure() == FailReason::config) report_tls_failure(*conn.link);
   if (conn.link->fd() >= 0) {
     fds_.clear(conn_fd_slot(conn));
     conn.link->close();

@@ -47,7 +47,7 @@ bool RedisStore::direct_admit(const AdmitOp &op, AdmitResult &r) {
   // No reply: a time-out, a broken connection, or the server refusing our TLS certificate (said once).
   auto lost = [&] {
     FailReason why = direct_->failure();
-    if (why == FailReason::config) report_tls_failure(direct_->error());
+    if (why == FailReason::config) report_tls_failure(*direct_);
     return give_up(why == FailReason::config || why == FailReason::timeout ? why : FailReason::connection);
   };
   if (direct_ && sentinel_ && direct_gen_ != sentinel_->generation()) free_direct();  // the master moved
@@ -60,7 +60,7 @@ bool RedisStore::direct_admit(const AdmitOp &op, AdmitResult &r) {
     if (direct_->fd() >= 0) fds_.set(kDirectFdSlot, direct_->fd());
     if (!up) {
       // A TLS verification failure is the deployment's: said once, counted as config.
-      if (direct_->failure() == FailReason::config) report_tls_failure(direct_->error());
+      if (direct_->failure() == FailReason::config) report_tls_failure(*direct_);
       return give_up(direct_->failure() == FailReason::config ? FailReason::config : FailReason::connection);
     }
     std::vector<std::vector<std::string_view>> setup;
@@ -107,7 +107,7 @@ bool RedisStore::direct_admit(const AdmitOp &op, AdmitResult &r) {
     }
     if (!ok && rep->type == REDIS_REPLY_ERROR) {
       std::string_view err(rep->str, rep->len);
-      if (resp_is_script_refusal(err)) report_refused_script(err);
+      if (resp_is_script_refusal(err)) report_refused_script(*direct_, err);
       if (resp_is_script_refusal(err) || resp_is_config_error(err)) why = FailReason::config;
     }
     freeReplyObject(rep);

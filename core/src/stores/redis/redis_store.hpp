@@ -139,7 +139,7 @@ class RedisStore final : public Store {
   void run();
   void start_connect(Conn &conn, int64_t now);
   void on_connected(Conn &conn, int64_t now);
-  void report_refused_setup(std::string_view err);
+  void report_refused_setup(const Connection &link, std::string_view err);
   std::atomic<bool> refused_reported_{false};
   // Redis refuses the connections' setup (a wrong password): the breaker is open because the deployment
   // is wrong, not because Redis is down, and the decisions it sends to the fallback say config.
@@ -181,7 +181,7 @@ class RedisStore final : public Store {
   }
   // Redis refused a command inside our scripts (TIME on some managed services): said once, naming
   // redis.clock, and counted as config.
-  void report_refused_script(std::string_view err);
+  void report_refused_script(const Connection &link, std::string_view err);
   std::atomic<bool> script_refusal_reported_{false};
   void answered(int64_t sent_us, int64_t now);  // Redis answered a call a caller waits on
   // Every connection failed, or none has answered within the deadline: open the breaker and answer
@@ -275,7 +275,7 @@ class RedisStore final : public Store {
   bool target(RedisEndpoint &to, uint64_t &generation) const;
   void drop_stale_masters(int64_t now);
   // A TLS verification failure or a certificate the server refused: said once, like a refused setup.
-  void report_tls_failure(const std::string &what);
+  void report_tls_failure(const Connection &link);
   std::atomic<bool> tls_reported_{false};
 
   // A lone blocking caller's own connection (blocking, with deadlines), under direct_mu_; see admit().

@@ -90,7 +90,7 @@ void RedisStore::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
       // user): the connection is closed, its calls fail as config errors, and it is said once.
       conn.refused = true;
       refused_.store(true, std::memory_order_relaxed);
-      report_refused_setup(err);
+      report_refused_setup(*conn.link, err);
       recycle(c);
       return;
     }
@@ -111,7 +111,7 @@ void RedisStore::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
     bool config = resp_is_config_error(err);
     if (resp_is_script_refusal(err)) {
       config = true;
-      report_refused_script(err);
+      report_refused_script(*conn.link, err);
     }
     if (awaited(c->kind)) breaker_.record(!config, now);
     if (c->kind == Kind::probe && !c->abandoned) breaker_.probe_result(config, now);
@@ -178,15 +178,15 @@ void RedisStore::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
 }
 // Once per store. Our scripts call nothing but ordinary data commands and TIME, and TIME is the one that
 // managed services refuse inside scripts (or rename), so that is what the message proposes.
-void RedisStore::report_refused_script(std::string_view err) {
+void RedisStore::report_refused_script(const Connection &link, std::string_view err) {
   if (script_refusal_reported_.exchange(true)) return;
   std::string first(err.substr(0, 200));
   for (char &ch : first)
     if (static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) >= 0x7f) ch = '?';
   std::fprintf(stderr,
-               "floodwall: Redis at %s:%d refused a command inside floodwall's scripts (%s)%s; every decision is the "
+               "floodwall: Redis at %s refused a command inside floodwall's scripts (%s)%s; every decision is the "
                "fallback's until it accepts\n",
-               url_.host().c_str(), url_.port(), first.c_str(),
+               link.peer().c_str(), first.c_str(),
                opt_.clock == RedisOptions::Clock::redis
                    ? ": most likely TIME, which some managed services refuse in scripts; set redis.clock to \"client\""
                    : "");

@@ -105,14 +105,21 @@ bool SentinelWatch::stopping_or_asked() {
   return stop_ || asked_;
 }
 
-std::unique_ptr<Connection> SentinelWatch::open(size_t i, int64_t deadline_us) {
+std::unique_ptr<Connection> SentinelWatch::open(size_t i, int64_t deadline_us, std::string *tls_error) {
   auto c = std::make_unique<Connection>();
-  if (!c->connect_blocking(url_.nodes[i], tls_, deadline_us)) return nullptr;
+  if (!c->connect_blocking(url_.nodes[i], tls_, deadline_us)) {
+    // A sentinel we cannot verify (or that refused our certificate) is the deployment's, not an outage.
+    if (tls_error && c->failure() == FailReason::config) *tls_error = c->error();
+    return nullptr;
+  }
   if (!opt_.password.empty()) {
     std::string cmd =
         opt_.user.empty() ? resp_format({"AUTH", opt_.password}) : resp_format({"AUTH", opt_.user, opt_.password});
     Reply r(c->roundtrip(cmd, deadline_us));
-    if (!r) return nullptr;
+    if (!r) {
+      if (tls_error && c->failure() == FailReason::config) *tls_error = c->error();
+      return nullptr;
+    }
     // A sentinel with no password of its own refuses AUTH ("... without any password configured"): it is
     // asked without one. Any other refusal (a wrong password) makes it one that did not answer.
     if (r->type == REDIS_REPLY_ERROR && text(r.get()).find("without any password") == std::string_view::npos) {
@@ -147,6 +154,7 @@ bool SentinelWatch::ask() {
   asks_.fetch_add(1, std::memory_order_relaxed);
   auth_refused_.store(false, std::memory_order_relaxed);
   bool unknown = false;
+  std::string tls_error;  // the first sentinel that failed TLS (verification, or it refused our certificate)
   const std::string cmd = resp_format({"SENTINEL", "get-master-addr-by-name", url_.master});
   for (size_t k = 0; k < url_.nodes.size(); k++) {
     size_t i = (next_ + k) % url_.nodes.size();
@@ -155,10 +163,18 @@ bool SentinelWatch::ask() {
       if (stop_) return false;
     }
     // The connect and the question each within the connect time-out (a sentinel answers from memory).
-    auto c = open(i, now_us() + opt_.connect_timeout_ms * 1000);
-    if (!c) continue;
+    std::string why;
+    auto c = open(i, now_us() + opt_.connect_timeout_ms * 1000, &why);
+    if (!c) {
+      if (tls_error.empty()) tls_error = why;
+      continue;
+    }
     Reply r(c->roundtrip(cmd, now_us() + opt_.connect_timeout_ms * 1000));
-    if (!r) continue;
+    if (!r) {
+      // TLS 1.3: a sentinel refuses a missing certificate only after our side of the handshake ended.
+      if (tls_error.empty() && c->failure() == FailReason::config) tls_error = c->error();
+      continue;
+    }
     if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
       std::string_view host = text(r->element[0]);
       int port = port_of(text(r->element[1]));
@@ -188,6 +204,13 @@ bool SentinelWatch::ask() {
                    "floodwall: the sentinels at %s know no master named \"%s\"; every decision is the fallback's until "
                    "they do (check the name in the store URL)\n",
                    where.c_str(), printable(url_.master).c_str());
+  } else if (!tls_error.empty()) {
+    if (!master_known()) unknown_.store(static_cast<uint8_t>(FailReason::config), std::memory_order_relaxed);
+    if (!said_unreachable_.exchange(true))
+      std::fprintf(stderr,
+                   "floodwall: TLS to the sentinels at %s failed: %s; every decision is the fallback's until it "
+                   "succeeds (check redis.tls)\n",
+                   where.c_str(), printable(tls_error).c_str());
   } else {
     if (!master_known()) unknown_.store(static_cast<uint8_t>(FailReason::connection), std::memory_order_relaxed);
     if (!said_unreachable_.exchange(true))

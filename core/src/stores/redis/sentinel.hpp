@@ -62,8 +62,9 @@ class SentinelWatch {
   void run();
   // Asks the sentinels in turn; true when one named the master (set_master() then ran).
   bool ask();
-  // A connection to sentinel i, authenticated: null when it cannot be made in time.
-  std::unique_ptr<Connection> open(size_t i, int64_t deadline_us);
+  // A connection to sentinel i, authenticated: null when it cannot be made in time (`tls_error`, when
+  // given, then says why if TLS failed: verification, or the sentinel refused our certificate).
+  std::unique_ptr<Connection> open(size_t i, int64_t deadline_us, std::string *tls_error = nullptr);
   void set_master(const RedisEndpoint &m);
   void listen(int64_t until_us);  // +switch-master on the subscribed sentinel, until the time or a wake-up
   bool stopping_or_asked();

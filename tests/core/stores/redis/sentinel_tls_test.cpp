@@ -225,8 +225,8 @@ TEST(SentinelTls, AFailoverIsFollowedOverTls) {
 }
 
 // Sentinels and data nodes that ask for a client certificate (tls-auth-clients yes): redis.tls.cert_file and
-// key_file are shown to both, and the master answers. Without them no sentinel answers and the fallback
-// decides (see the next test for how that is reported today).
+// key_file are shown to both, and the master answers. Without them the sentinels refuse us: the deployment's,
+// so config, said once naming the TLS failure, and the fallback decides.
 TEST(SentinelTls, MutualTlsShowsTheClientCertificateToSentinelsAndMaster) {
   SentinelTopology topo("fwmaster", tls_topology(/*mutual=*/true));
   std::string url = topo.sentinel_url("rediss+sentinel://");
@@ -248,26 +248,16 @@ TEST(SentinelTls, MutualTlsShowsTheClientCertificateToSentinelsAndMaster) {
   EXPECT_EQ(t.degraded, 20);
   EXPECT_EQ(t.failed_open, 0);
   EXPECT_EQ(t.allowed, 5) << "the local fallback still limits";
-  // Today: the sentinels' refusal of the missing certificate is an unreachable sentinel, an outage ("no
-  // sentinel answered"; connection, then breaker once it opened), as in the next test.
-  EXPECT_EQ(t.config, 0) << said;
-  EXPECT_GE(t.connection, 1) << said;
-  EXPECT_EQ(t.connection + t.breaker, 20) << said;
-  EXPECT_EQ(count(said, "no sentinel answered"), 1u) << said;
+  EXPECT_EQ(t.config, 20) << said;
+  EXPECT_EQ(count(said, "TLS to the sentinels at "), 1u) << said;
+  EXPECT_EQ(count(said, "no sentinel answered"), 0u) << said;
   EXPECT_EQ(topo.command(topo.master_port(), {"EXISTS", rate_key("no-cert")}), "0");
 }
 
 // Sentinels whose certificate the client cannot verify (another CA, the system's CA bundle that does not know
 // the test CA, another name) are never asked: the fallback decides every admit, never failing open, and
-// nothing reaches the master.
-//
-// How it is reported is the current behaviour, NOT what a user would expect: the watcher (sentinel.cpp,
-// SentinelWatch::open()) drops a connection that failed its TLS verification like one that was refused,
-// so ask() ends in "no sentinel answered at ..." (said once) and the decisions count as an outage
-// (FW_FAIL_CONNECTION, then FW_FAIL_BREAKER once the breaker opened), retried in the background forever. rediss:// to
-// one server reports the same failure as config ("floodwall: TLS to Redis at ... failed: TLS verification failed: ...",
-// counted FW_FAIL_CONFIG, see tls_test.cpp): a CA or name that does not match is the deployment's, and no wait will
-// mend it. When the watcher reports it so, these expectations become config and "TLS verification failed".
+// nothing reaches the master. As for rediss:// to one server (tls_test.cpp), a CA or name that does not match
+// is the deployment's, which no wait mends: config, said once with what failed.
 TEST(SentinelTls, SentinelsThatCannotBeVerifiedLeaveTheFallbackDeciding) {
   SentinelTopology topo("fwmaster", tls_topology());
   std::string url = topo.sentinel_url("rediss+sentinel://");
@@ -290,13 +280,10 @@ TEST(SentinelTls, SentinelsThatCannotBeVerifiedLeaveTheFallbackDeciding) {
     EXPECT_EQ(t.degraded, 20) << what;
     EXPECT_EQ(t.failed_open, 0) << what;
     EXPECT_EQ(t.allowed, 5) << what << ": the local fallback still limits";
-    // Current behaviour (see above): an outage (connection, then breaker once it opened), not config, and
-    // no word of TLS.
-    EXPECT_EQ(t.config, 0) << what << ": " << said;
-    EXPECT_GE(t.connection, 1) << what << ": " << said;
-    EXPECT_EQ(t.connection + t.breaker, 20) << what << ": " << said;
-    EXPECT_EQ(count(said, "no sentinel answered"), 1u) << what << ": " << said;
-    EXPECT_EQ(said.find("TLS"), std::string::npos) << what << ": " << said;
+    EXPECT_EQ(t.config, 20) << what << ": " << said;
+    EXPECT_EQ(count(said, "TLS to the sentinels at "), 1u) << what << ": " << said;
+    EXPECT_NE(said.find("TLS verification failed"), std::string::npos) << what << ": " << said;
+    EXPECT_EQ(count(said, "no sentinel answered"), 0u) << what << ": " << said;
   }
   EXPECT_EQ(topo.command(topo.master_port(), {"DBSIZE"}), "0") << "no admit reached the master";
   // The same deployment with the right CA: answered.
@@ -308,12 +295,8 @@ TEST(SentinelTls, SentinelsThatCannotBeVerifiedLeaveTheFallbackDeciding) {
 
 // Sentinels that answer anyone, data nodes that ask for a client certificate (tls-auth-clients yes on them
 // only): a client without one finds the master and is refused there. That is the deployment's: every
-// decision the fallback's, counted as config, said once naming the server's alert, nothing in Redis.
-//
-// The message names the wrong server, as the code is today: RedisStore::report_tls_failure() (conns.cpp)
-// prints url_.host():url_.port(), which for a sentinel URL is the FIRST SENTINEL, not the master that
-// refused (the sentinels here accept the same client). Checked as it is; when it names the master, the
-// expectation below becomes the master's address.
+// decision the fallback's, counted as config, said once naming the server's alert and the master (not a
+// sentinel), nothing in Redis.
 TEST(SentinelTls, AMasterThatRefusesTheClientIsConfigSaidOnce) {
   SentinelTopology::Options o = tls_topology();
   o.extra_args = {"--tls-auth-clients", "yes"};  // the data nodes only (after the harness' own "no")
@@ -337,10 +320,7 @@ TEST(SentinelTls, AMasterThatRefusesTheClientIsConfigSaidOnce) {
   EXPECT_EQ(count(said, "floodwall: TLS to Redis at "), 1u) << said;
   EXPECT_NE(said.find("certificate required"), std::string::npos) << said;
   EXPECT_EQ(count(said, "no sentinel answered"), 0u) << "the sentinels answered: " << said;
-  // Today: the first sentinel's address, not the master's (see above).
-  std::string first_sentinel = "TLS to Redis at 127.0.0.1:" + std::to_string(topo.sentinel_ports()[0]) + " failed";
-  EXPECT_NE(said.find(first_sentinel), std::string::npos) << said;
-  EXPECT_EQ(said.find("127.0.0.1:" + std::to_string(master)), std::string::npos) << said;
+  EXPECT_NE(said.find("TLS to Redis at 127.0.0.1:" + std::to_string(master) + " failed"), std::string::npos) << said;
   EXPECT_EQ(topo.command(master, {"DBSIZE"}), "0") << "no admit reached the master";
 
   // With the client certificate: answered.
