@@ -73,9 +73,9 @@ void SentinelWatch::stop() {
 }
 
 void SentinelWatch::abandon_after_fork() {
-  // The thread is the parent's; its connection's socket is closed, the rest left as it is (its lock may
-  // be held by a thread that does not exist here).
-  thread_.detach();
+  // The thread is the parent's: not joined, and not detached either (its id may by now name a thread
+  // this child made since, whose stack glibc handed on). The object is leaked by its owner; only the
+  // subscription's socket is closed here (its lock may be held by a thread that does not exist here).
   if (sub_) sub_.release()->abandon();
 }
 

@@ -53,7 +53,8 @@ class SentinelWatch {
   bool wait_known(int64_t timeout_ms) const;
   // Stops the thread (no more on_change calls); master() still answers. The destructor calls it.
   void stop();
-  // In a forked child: the thread is the parent's (detached, never joined), its socket closed.
+  // In a forked child: the thread is the parent's (never joined or detached), its socket closed; the
+  // owner then leaks this object.
   void abandon_after_fork();
   uint64_t changes() const { return changes_.load(std::memory_order_relaxed); }
   uint64_t asks() const { return asks_.load(std::memory_order_relaxed); }

@@ -5,6 +5,7 @@
 // after. A wrong master name is config, said once; no sentinel reachable is said once.
 #include <floodwall.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -348,4 +349,36 @@ TEST(Sentinel, SentinelsWithTheirOwnPassword) {
   std::string text = err.text();
   EXPECT_EQ(count(text, "refused the password"), 1u) << text;
   EXPECT_EQ(text.find("datapw"), std::string::npos) << "never the password";
+}
+
+// A preforking server: a client made before fork() finds the master itself in the child (its own watch
+// thread, connections and I/O thread), on the parent's bucket; the parent's client is untouched and its
+// free in the child hangs on nothing the parent's threads held.
+TEST(Sentinel, AForkedChildFindsTheMasterItself) {
+  SentinelTopology topo;
+  fw_client *c = client(policy(topo.sentinel_url(), R"("rate": 0.001, "burst": 10)"));
+  ASSERT_NE(c, nullptr);
+  for (int i = 0; i < 4; i++) ASSERT_TRUE(by_store(admit(c, "forked")));
+  pid_t pid = fork();
+  if (pid == 0) {
+    int ok = 0;
+    for (int i = 0; i < 8; i++) {
+      fw_decision d = admit(c, "forked");
+      if (!by_store(d)) _exit(10 + i);
+      ok += d.allowed;
+    }
+    fw_client_free(c);
+    _exit(ok == 6 ? 0 : 2);
+  }
+  int status = -1;
+  for (int i = 0; i < 1000 && waitpid(pid, &status, WNOHANG) == 0; i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (waitpid(pid, &status, WNOHANG) == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    FAIL() << "the child hung";
+  }
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  EXPECT_TRUE(by_store(admit(c, "forked2"))) << "the parent's client is untouched";
+  fw_client_free(c);
 }
