@@ -101,10 +101,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     start = nul + 1;
   }
   std::string_view peer = pieces[0];
-  std::vector<fw_header> headers;
+  std::vector<floodwall::RequestHeader> headers;
   for (size_t i = 1; i < pieces.size(); i += 2) {
     std::string_view name = pieces[i], value = i + 1 < pieces.size() ? pieces[i + 1] : std::string_view();
-    headers.push_back(fw_header{name.data(), name.size(), value.data(), value.size()});
+    headers.push_back(floodwall::RequestHeader{name.data(), name.size(), value.data(), value.size()});
   }
   // A NULL name or value is read as empty (a binding's mistake must not crash): make one now and then.
   if (!headers.empty() && (data[0] & 0x80)) headers.back().value = nullptr;
