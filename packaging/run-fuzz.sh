@@ -28,8 +28,10 @@ fi
 cmake --build "$BUILD" -j "$JOBS"
 
 # -max_len per target: big enough for what the input means (a policy document, a request's headers, a
-# decision and a docs_url), small enough that a minute is spent on shapes rather than on long inputs.
-targets=(policy_fuzz:4096 tenant_key_fuzz:256 request_tenant_fuzz:2048 formatter_fuzz:640 resp_fuzz:1024)
+# decision and a docs_url, a cluster's slot map), small enough that a minute is spent on shapes rather than
+# on long inputs.
+targets=(policy_fuzz:4096 tenant_key_fuzz:256 request_tenant_fuzz:2048 formatter_fuzz:640 resp_fuzz:1024
+  cluster_map_fuzz:2048)
 
 # UBSan must stop at the first report (the objects are built with -fno-sanitize-recover too), and leaks
 # count: libFuzzer checks for them after each input that allocated.
