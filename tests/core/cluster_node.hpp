@@ -148,37 +148,9 @@ class ClusterRedis {
   std::string log_path() const { return dir_ + "/redis.log"; }
 
   void spawn(const std::vector<std::string> &argv) {
-    std::vector<char *> args;
-    for (const auto &a : argv) args.push_back(const_cast<char *>(a.c_str()));
-    args.push_back(nullptr);
-    std::string log = log_path();
-    pid_ = fork();
-    if (pid_ == 0) {
-      // What it says before it opens its logfile (an option it refuses, say) goes to the log too.
-      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      if (fd >= 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-        close(fd);
-      }
-      execvp(args[0], args.data());
-      _exit(127);
-    }
-    if (pid_ < 0) fail("fork failed: " + std::string(std::strerror(errno)));
-    std::string reply;
-    for (int i = 0; i < 200; i++) {
-      reply = command_at(port_, {"PING"});
-      if (reply == "PONG") return;
-      int status;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        fail("redis-server exited (status " + std::to_string(status) +
-             "; is Debian's redis-server installed, 7.0 or later?)\nits log:\n" + log_tail());
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    }
-    fail("redis-server did not answer PING on port " + std::to_string(port_) + " (last: " + reply + ")\nits log:\n" +
-         log_tail());
+    std::string why;
+    pid_ = spawn_redis(argv, port_, log_path(), {}, why);
+    if (pid_ < 0) fail(why + " (7.0 or later is needed)\nits log:\n" + log_tail());
   }
   void stop() {
     if (pid_ <= 0) return;

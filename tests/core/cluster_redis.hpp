@@ -671,39 +671,10 @@ class ClusterTopology {
   }
 
   pid_t spawn(const std::vector<std::string> &argv, int port) {
-    std::vector<char *> args;
-    for (const auto &a : argv) args.push_back(const_cast<char *>(a.c_str()));
-    args.push_back(nullptr);
-    std::string log = log_path(port);
-    pid_t pid = fork();
-    if (pid == 0) {
-      // What it says before it opens its logfile (an argument it refuses, say) goes to the log too.
-      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      if (fd >= 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-        close(fd);
-      }
-      execvp(args[0], args.data());
-      _exit(127);
-    }
-    if (pid < 0) fail("fork failed: " + std::string(std::strerror(errno)));
-    std::string reply;
-    for (int i = 0; i < 200; i++) {
-      reply = command_at_auth(port, options_.password, {"PING"});
-      if (reply == "PONG") return pid;
-      int status;
-      if (waitpid(pid, &status, WNOHANG) == pid) {
-        fail("redis-server exited (" + exit_text(status) + "; is Debian's redis-server installed?): " + join(argv) +
-             "\nits log:\n" + log_tail(port));
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-    fail("redis-server did not answer PING on port " + std::to_string(port) + " (last: " + reply + "): " + join(argv) +
-         "\nits log:\n" + log_tail(port));
-    return -1;
+    std::string why;
+    pid_t pid = spawn_redis(argv, port, log_path(port), options_.password, why);
+    if (pid < 0) fail(why + "\nits log:\n" + log_tail(port));
+    return pid;
   }
 
   // redis-cli --cluster create 127.0.0.1:P... --cluster-replicas R --cluster-yes, with the password in
@@ -747,12 +718,12 @@ class ClusterTopology {
       if (waitpid(create_pid_, &status, WNOHANG) == create_pid_) {
         create_pid_ = -1;
         if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
-        fail(join(argv) + " failed (" + exit_text(status) +
+        fail(join_argv(argv) + " failed (" + exit_text(status) +
              (WIFEXITED(status) && WEXITSTATUS(status) == 127 ? "; is Debian's redis-tools installed?" : "") +
              "); its output:\n" + file_text(log) + cluster_view());
       }
       if (clock::now() > deadline) {
-        fail(join(argv) + " did not finish in " + std::to_string(options_.ready_timeout_s) + " s; its output:\n" +
+        fail(join_argv(argv) + " did not finish in " + std::to_string(options_.ready_timeout_s) + " s; its output:\n" +
              file_text(log) + cluster_view() + logs_of(ports(), 8));
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(25));
@@ -892,16 +863,6 @@ class ClusterTopology {
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
     std::abort();
-  }
-  static std::string exit_text(int status) {
-    if (WIFEXITED(status)) return "exit " + std::to_string(WEXITSTATUS(status));
-    if (WIFSIGNALED(status)) return "signal " + std::to_string(WTERMSIG(status));
-    return "status " + std::to_string(status);
-  }
-  static std::string join(const std::vector<std::string> &argv) {
-    std::string line;
-    for (const auto &a : argv) line += (line.empty() ? "" : " ") + (a.empty() ? std::string("\"\"") : a);
-    return line;
   }
 
   Options options_;

@@ -4,6 +4,7 @@
 // connection for several commands is needed).
 #pragma once
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
@@ -12,8 +13,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 #include <string>
 #include <thread>
@@ -127,6 +130,62 @@ inline std::string command_at_auth(int port, const std::string &password, std::i
 // "<no connection>" or "<" + hiredis' error + ">".
 inline std::string command_at(int port, std::initializer_list<std::string> args, double timeout_s = 1.0) {
   return command_at_auth(port, {}, args, timeout_s);
+}
+
+// A process's end as text: "exit 1", "signal 9".
+inline std::string exit_text(int status) {
+  if (WIFEXITED(status)) return "exit " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return "signal " + std::to_string(WTERMSIG(status));
+  return "status " + std::to_string(status);
+}
+
+// An argv as one line (an empty argument as "").
+inline std::string join_argv(const std::vector<std::string> &argv) {
+  std::string line;
+  for (const auto &a : argv) line += (line.empty() ? "" : " ") + (a.empty() ? std::string("\"\"") : a);
+  return line;
+}
+
+// Forks and execs argv (redis-server, a sentinel too), its stdout and stderr appended to `log` (so what it
+// says before it opens its own log file, an option it refuses say, is there too), then waits up to 5 s for
+// PING on `port` to answer PONG (after AUTH with `password` when it is not empty). The pid; or -1 with `why`
+// set, the process reaped (it exited, or did not answer and was killed).
+inline pid_t spawn_redis(const std::vector<std::string> &argv, int port, const std::string &log,
+                         const std::string &password, std::string &why) {
+  std::vector<char *> args;
+  for (const auto &a : argv) args.push_back(const_cast<char *>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+      close(fd);
+    }
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  if (pid < 0) {
+    why = "fork failed: " + std::string(std::strerror(errno));
+    return -1;
+  }
+  std::string reply;
+  for (int i = 0; i < 200; i++) {
+    reply = command_at_auth(port, password, {"PING"});
+    if (reply == "PONG") return pid;
+    int status;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      why = "redis-server exited (" + exit_text(status) + "; is Debian's redis-server installed?): " + join_argv(argv);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  why =
+      "redis-server did not answer PING on port " + std::to_string(port) + " (last: " + reply + "): " + join_argv(argv);
+  return -1;
 }
 
 class RedisServer {

@@ -376,40 +376,10 @@ class SentinelTopology {
   // Forks and execs redis-server with argv, then waits for PING on `port` to answer PONG; a failure and
   // abort when the process exits or does not answer in 5 s.
   pid_t spawn(const std::vector<std::string> &argv, int port) {
-    std::vector<char *> args;
-    for (const auto &a : argv) args.push_back(const_cast<char *>(a.c_str()));
-    args.push_back(nullptr);
-    std::string log = log_path(port);
-    pid_t pid = fork();
-    if (pid == 0) {
-      // What it says before it opens its logfile (a config file it refuses, say) goes to the log too.
-      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      if (fd >= 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-        close(fd);
-      }
-      execvp(args[0], args.data());
-      _exit(127);
-    }
-    if (pid < 0) fail("fork failed: " + std::string(std::strerror(errno)));
-    std::string reply;
-    for (int i = 0; i < 200; i++) {
-      reply = command_at_auth(port, password_for(port), {"PING"});
-      if (reply == "PONG") return pid;
-      int status;
-      if (waitpid(pid, &status, WNOHANG) == pid) {
-        fail("redis-server exited (" + exit_text(status) +
-             "; is Debian's redis-server installed, with sentinel support?): " + join(argv) + "\nits log:\n" +
-             log_tail(port));
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-    fail("redis-server did not answer PING on port " + std::to_string(port) + " (last: " + reply + "): " + join(argv) +
-         "\nits log:\n" + log_tail(port));
-    return -1;
+    std::string why;
+    pid_t pid = spawn_redis(argv, port, log_path(port), password_for(port), why);
+    if (pid < 0) fail(why + "\nits log:\n" + log_tail(port));
+    return pid;
   }
 
   void start_data(Process &node, int replica_of) {
@@ -566,11 +536,6 @@ class SentinelTopology {
     std::filesystem::remove_all(dir_, ec);
     std::abort();
   }
-  static std::string exit_text(int status) {
-    if (WIFEXITED(status)) return "exit " + std::to_string(WEXITSTATUS(status));
-    if (WIFSIGNALED(status)) return "signal " + std::to_string(WTERMSIG(status));
-    return "status " + std::to_string(status);
-  }
   // A config file's value in double quotes, with its quotes and backslashes escaped (see sdssplitargs).
   static std::string quoted(const std::string &value) {
     std::string out = "\"";
@@ -579,11 +544,6 @@ class SentinelTopology {
       out += ch;
     }
     return out + "\"";
-  }
-  static std::string join(const std::vector<std::string> &argv) {
-    std::string line;
-    for (const auto &a : argv) line += (line.empty() ? "" : " ") + (a.empty() ? std::string("\"\"") : a);
-    return line;
   }
 
   std::string name_;

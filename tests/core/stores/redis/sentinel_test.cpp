@@ -19,61 +19,31 @@
 #include <thread>
 #include <vector>
 
+#include "admits.hpp"
 #include "capture_stderr.hpp"
 #include "redis_server.hpp"
 #include "sentinel_redis.hpp"
 
+using floodwall::testing::admit;
+using floodwall::testing::answered_within;
+using floodwall::testing::by_store;
 using floodwall::testing::CaptureStderr;
+using floodwall::testing::client;
 using floodwall::testing::command_at;
 using floodwall::testing::count;
 using floodwall::testing::free_port;
+using floodwall::testing::rate_key;
+using floodwall::testing::reason_within;
 using floodwall::testing::SentinelTopology;
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-fw_client *client(const std::string &policy) {
-  fw_client *c = nullptr;
-  if (fw_client_new(&c, policy.c_str()) != FW_OK) {
-    ADD_FAILURE() << fw_error_last()->message;
-    return nullptr;
-  }
-  return c;
-}
-
 std::string policy(const std::string &url, const std::string &limits = R"("rate": 100000, "burst": 100000)",
                    const std::string &redis = "") {
   return R"({"store": ")" + url + R"(", "redis": {"deadline_ms": 500)" + redis + R"(}, "request_rate": {)" + limits +
          "}}";
-}
-
-fw_decision admit(fw_client *c, const std::string &tenant) {
-  fw_request r = FW_REQUEST_INIT;
-  r.tenant = tenant.data();
-  r.tenant_len = tenant.size();
-  fw_decision d = FW_DECISION_INIT;
-  if (fw_admit(c, &r, &d) != FW_OK) std::abort();
-  fw_release(c, d.ticket);
-  return d;
-}
-
-bool by_store(const fw_decision &d) {
-  return !d.degraded && !d.failed_open && d.fail_reason == FW_FAIL_NONE;
-}
-
-// Admits until one is answered by the store (true), or timeout_s passes.
-bool answered_within(fw_client *c, const std::string &tenant, double timeout_s) {
-  auto until = Clock::now() + std::chrono::duration<double>(timeout_s);
-  while (Clock::now() < until) {
-    if (by_store(admit(c, tenant))) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return false;
-}
-
-std::string rate_key(const std::string &tenant) {
-  return "floodwall:{" + tenant + "}:rate";
 }
 
 double redis_seconds(int port) {
@@ -179,6 +149,7 @@ TEST(Sentinel, AnUnknownMasterNameIsAConfigErrorSaidOnce) {
   url = url.substr(0, url.rfind('/')) + "/nosuchmaster";
   fw_client *c = client(policy(url));
   ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(reason_within(c, "warm-up", FW_FAIL_CONFIG, 5)) << "once the sentinels were asked";
   int config = 0;
   for (int i = 0; i < 20; i++) {
     fw_decision d = admit(c, "unknown");
@@ -338,6 +309,7 @@ TEST(Sentinel, SentinelsWithTheirOwnPassword) {
   CaptureStderr err;
   c = client(policy(url));
   ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(reason_within(c, "warm-up", FW_FAIL_CONFIG, 5)) << "once the sentinels were asked";
   int config = 0;
   for (int i = 0; i < 10; i++) {
     fw_decision d = admit(c, "refused");

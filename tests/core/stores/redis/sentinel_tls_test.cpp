@@ -16,12 +16,19 @@
 #include <thread>
 #include <utility>
 
+#include "admits.hpp"
 #include "capture_stderr.hpp"
 #include "sentinel_redis.hpp"
 #include "tls_redis.hpp"
 
+using floodwall::testing::admit;
+using floodwall::testing::answered_within;
+using floodwall::testing::by_store;
 using floodwall::testing::CaptureStderr;
+using floodwall::testing::client;
 using floodwall::testing::count;
+using floodwall::testing::rate_key;
+using floodwall::testing::reason_within;
 using floodwall::testing::SentinelTopology;
 using floodwall::testing::TlsCerts;
 
@@ -40,15 +47,6 @@ SentinelTopology::Options tls_topology(bool mutual = false) {
   return o;
 }
 
-fw_client *client(const std::string &policy) {
-  fw_client *c = nullptr;
-  if (fw_client_new(&c, policy.c_str()) != FW_OK) {
-    ADD_FAILURE() << fw_error_last()->message;
-    return nullptr;
-  }
-  return c;
-}
-
 // `tls`: the members of redis.tls, e.g. ca_file().
 std::string policy(const std::string &url, const std::string &tls,
                    const std::string &limits = R"("rate": 100000, "burst": 100000)") {
@@ -63,34 +61,6 @@ std::string ca_file(const std::string &path = TlsCerts::shared().ca()) {
 std::string client_cert() {
   const TlsCerts &certs = TlsCerts::shared();
   return R"("cert_file": ")" + certs.client_cert() + R"(", "key_file": ")" + certs.client_key() + "\"";
-}
-
-fw_decision admit(fw_client *c, const std::string &tenant) {
-  fw_request r = FW_REQUEST_INIT;
-  r.tenant = tenant.data();
-  r.tenant_len = tenant.size();
-  fw_decision d = FW_DECISION_INIT;
-  if (fw_admit(c, &r, &d) != FW_OK) std::abort();
-  fw_release(c, d.ticket);
-  return d;
-}
-
-bool by_store(const fw_decision &d) {
-  return !d.degraded && !d.failed_open && d.fail_reason == FW_FAIL_NONE;
-}
-
-// Admits until one is answered by the store (true), or timeout_s passes.
-bool answered_within(fw_client *c, const std::string &tenant, double timeout_s) {
-  auto until = Clock::now() + std::chrono::duration<double>(timeout_s);
-  while (Clock::now() < until) {
-    if (by_store(admit(c, tenant))) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return false;
-}
-
-std::string rate_key(const std::string &tenant) {
-  return "floodwall:{" + tenant + "}:rate";
 }
 
 struct Tally {
@@ -241,6 +211,7 @@ TEST(SentinelTls, MutualTlsShowsTheClientCertificateToSentinelsAndMaster) {
   CaptureStderr err;
   c = client(policy(url, ca_file(), R"("rate": 1, "burst": 5)"));
   ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(reason_within(c, "warm-up", FW_FAIL_CONFIG, 5)) << "once the sentinels were asked";
   t = admits(c, "no-cert", 20);
   fw_client_free(c);
   std::string said = err.text();
@@ -272,6 +243,7 @@ TEST(SentinelTls, SentinelsThatCannotBeVerifiedLeaveTheFallbackDeciding) {
     fw_client *c = client(policy(url, tls, R"("rate": 1, "burst": 5)"));
     ASSERT_NE(c, nullptr) << what;
     EXPECT_LT(Clock::now() - t0, std::chrono::seconds(2)) << what << ": the client is made within the connect time-out";
+    ASSERT_TRUE(reason_within(c, "warm-up", FW_FAIL_CONFIG, 5)) << what << ": once the sentinels were asked";
     Tally t = admits(c, "unverified", 20);
     std::this_thread::sleep_for(std::chrono::milliseconds(600));  // asked again in the background meanwhile
     fw_client_free(c);
@@ -306,6 +278,7 @@ TEST(SentinelTls, AMasterThatRefusesTheClientIsConfigSaidOnce) {
   CaptureStderr err;
   fw_client *c = client(policy(url, ca_file(), R"("rate": 1, "burst": 5)"));
   ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(reason_within(c, "warm-up", FW_FAIL_CONFIG, 5)) << "once the master refused us";
   Tally first = admits(c, "no-cert", 20);
   std::this_thread::sleep_for(std::chrono::milliseconds(600));  // reconnects meanwhile
   Tally later = admits(c, "no-cert", 20);
