@@ -204,13 +204,13 @@ langs = {}
 for lang, path in (("python", "bench/python/run.py"), ("node", "bench/node/run.js"), ("ruby", "bench/ruby/run.rb")):
     if not os.path.exists(os.path.join(work, lang + ".rc")):
         continue
-    out = open(os.path.join(work, lang + ".out")).read()
+    text = open(os.path.join(work, lang + ".out")).read()  # (not `out`: that is where the results go)
     rc = int(open(os.path.join(work, lang + ".rc")).read())
     try:
-        parsed = json.loads(out)
+        parsed = json.loads(text)
     except ValueError:
         parsed = None
-    langs[lang] = {"runner": path, "exit_status": rc, "output": parsed if parsed is not None else out}
+    langs[lang] = {"runner": path, "exit_status": rc, "output": parsed if parsed is not None else text}
 results["languages"] = langs
 
 with open(os.path.join(out, "results.json"), "w") as f:
@@ -243,8 +243,8 @@ for lang, r in langs.items():
     md += [f"## {lang} (`{r['runner']}`)", ""]
     if r["exit_status"] != 0:
         md += [f"**Failed with exit status {r['exit_status']}.**", ""]
-    out = r["output"] if isinstance(r["output"], str) else json.dumps(r["output"], indent=2)
-    md += ["```", out.rstrip(), "```", ""]
+    shown_output = r["output"] if isinstance(r["output"], str) else json.dumps(r["output"], indent=2)
+    md += ["```", shown_output.rstrip(), "```", ""]
 with open(os.path.join(out, "RESULTS.md"), "w") as f:
     f.write("\n".join(md))
 shown = os.path.relpath(out, root) if os.path.commonpath([out, root]) == root else out

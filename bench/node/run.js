@@ -47,8 +47,9 @@ function capiAdmitProgram() {
   const mtime = (f) => fs.statSync(f).mtimeMs;
   if (!fs.existsSync(exe) || mtime(exe) < Math.max(mtime(src), mtime(lib))) {
     fs.mkdirSync(path.dirname(exe), { recursive: true });
-    const hiredis = execFileSync('pkg-config', ['--libs', 'hiredis'], { encoding: 'utf8' }).trim().split(/\s+/);
-    execFileSync('c++', ['-std=c++20', '-O2', '-I', path.join(ROOT, 'capi', 'include'), src, lib, ...hiredis,
+    // What libfloodwall_static.a needs beside it: hiredis and OpenSSL (rediss://).
+    const libs = execFileSync('pkg-config', ['--libs', 'hiredis', 'openssl'], { encoding: 'utf8' }).trim().split(/\s+/);
+    execFileSync('c++', ['-std=c++20', '-O2', '-I', path.join(ROOT, 'capi', 'include'), src, lib, ...libs,
       '-lpthread', '-o', exe], { stdio: 'inherit' });
   }
   return exe;

@@ -45,10 +45,11 @@ def build_capi_program() -> pathlib.Path:
     src = pathlib.Path(__file__).with_name("capi_admit.cpp")
     lib = BUILD / "libfloodwall_static.a"
     if not exe.exists() or exe.stat().st_mtime < max(src.stat().st_mtime, lib.stat().st_mtime):
-        hiredis = subprocess.run(["pkg-config", "--libs", "hiredis"], check=True, capture_output=True,
-                                 text=True).stdout.split()
+        # What libfloodwall_static.a needs beside it: hiredis and OpenSSL (rediss://).
+        libs = subprocess.run(["pkg-config", "--libs", "hiredis", "openssl"], check=True, capture_output=True,
+                              text=True).stdout.split()
         subprocess.run(["c++", "-std=c++20", "-O2", "-Wall", "-Wextra", "-Werror", "-I", str(REPO / "capi" / "include"),
-                        str(src), str(lib), *hiredis, "-lpthread", "-o", str(exe)], check=True)
+                        str(src), str(lib), *libs, "-lpthread", "-o", str(exe)], check=True)
     return exe
 
 
