@@ -54,19 +54,6 @@ void check_redirect(std::string_view e) {
   (void)floodwall::is_try_again(e);
 }
 
-// As in resp_fuzz.cpp: hiredis 0.14 callocs an array's element pointers as soon as it reads the header, so
-// an input that declares a huge array is skipped rather than stopping every run on that one allocation.
-bool declares_huge_array(const uint8_t *data, size_t size) {
-  for (size_t i = 0; i < size; i++) {
-    if (data[i] != '*') continue;
-    uint64_t n = 0;
-    for (size_t j = i + 1; j < size && data[j] >= '0' && data[j] <= '9' && n <= 1'000'000; j++)
-      n = n * 10 + (data[j] - '0');
-    if (n > 1'000'000) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

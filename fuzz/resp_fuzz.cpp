@@ -42,21 +42,6 @@ size_t walk(const redisReply *r, int depth) {
   return 0;
 }
 
-// hiredis 0.14 (Debian 12) allocates an array's element pointers as soon as it reads its header: "*1000000000"
-// is an 8 GB calloc before one element has arrived (a finding about hiredis, reported, not floodwall's to
-// fix here; hiredis 1.x bounds it with maxelements). Inputs that declare such an array are skipped, so
-// that the rest of the reader stays fuzzed instead of every run stopping on that one allocation.
-bool declares_huge_array(const uint8_t *data, size_t size) {
-  for (size_t i = 0; i < size; i++) {
-    if (data[i] != '*') continue;
-    uint64_t n = 0;
-    for (size_t j = i + 1; j < size && data[j] >= '0' && data[j] <= '9' && n <= 1'000'000; j++)
-      n = n * 10 + (data[j] - '0');
-    if (n > 1'000'000) return true;
-  }
-  return false;
-}
-
 void read_replies(const uint8_t *data, size_t size) {
   if (declares_huge_array(data, size)) return;
   redisReader *reader = redisReaderCreate();

@@ -149,13 +149,13 @@ TEST(Close, AdmitsPendingOnAStalledRedisAreDecidedBeforeCloseReturns) {
   fw_decision d = FW_DECISION_INIT;
   ASSERT_EQ(fw_admit(c, &r, &d), FW_OK);  // connected
   redis.pause();
-  std::vector<Pending> pending(50);
-  for (Pending &p : pending) ASSERT_EQ(fw_admit_async2(c, &r, on_decision, &p, nullptr), FW_OK);
+  std::vector<Pending> waiting(50);
+  for (Pending &p : waiting) ASSERT_EQ(fw_admit_async2(c, &r, on_decision, &p, nullptr), FW_OK);
   int decided_before = 0;
-  for (Pending &p : pending) decided_before += p.calls.load();
+  for (Pending &p : waiting) decided_before += p.calls.load();
   EXPECT_LT(decided_before, 50) << "they wait on Redis (deadline 1 s)";
   EXPECT_EQ(fw_client_close(c), FW_OK);
-  for (Pending &p : pending) EXPECT_EQ(p.calls.load(), 1);
+  for (Pending &p : waiting) EXPECT_EQ(p.calls.load(), 1);
   redis.resume();
   fw_client_free(c);
 }
@@ -170,10 +170,10 @@ TEST(Close, FreeingWithAdmitsPendingDecidesThemOnce) {
   fw_decision d = FW_DECISION_INIT;
   ASSERT_EQ(fw_admit(c, &r, &d), FW_OK);
   redis.pause();
-  std::vector<Pending> pending(20);
-  for (Pending &p : pending) ASSERT_EQ(fw_admit_async2(c, &r, on_decision, &p, nullptr), FW_OK);
+  std::vector<Pending> waiting(20);
+  for (Pending &p : waiting) ASSERT_EQ(fw_admit_async2(c, &r, on_decision, &p, nullptr), FW_OK);
   fw_client_free(c);
-  for (Pending &p : pending) EXPECT_EQ(p.calls.load(), 1);
+  for (Pending &p : waiting) EXPECT_EQ(p.calls.load(), 1);
   redis.resume();
 }
 

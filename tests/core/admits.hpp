@@ -5,7 +5,9 @@
 #include <floodwall.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -59,6 +61,38 @@ inline bool reason_within(fw_client *c, const std::string &tenant, fw_fail_reaso
   }
   return false;
 }
+
+// One thread admitting on a client until told to stop, counting where each decision came from.
+// (tenant "through"; the newest store answer and the longest gap between two, in steady-clock ns)
+struct Admitter {
+  explicit Admitter(fw_client *c) : c_(c) {
+    thread_ = std::thread([this] {
+      while (!stop_) {
+        fw_decision d = admit(c_, "through");
+        total++;
+        store += by_store(d);
+        fallback += d.degraded;
+        failed_open += d.failed_open;
+        if (by_store(d)) {
+          int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+          int64_t last = last_store_ns.exchange(now);
+          if (last && now - last > max_gap_ns) max_gap_ns = now - last;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(500));
+      }
+    });
+  }
+  ~Admitter() { join(); }
+  void join() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  fw_client *c_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> total{0}, store{0}, fallback{0}, failed_open{0}, last_store_ns{0};
+  std::atomic<int64_t> max_gap_ns{0};  // the longest time between two store answers
+  std::thread thread_;
+};
 
 // The request-rate bucket's key of a tenant under the default prefix.
 inline std::string rate_key(const std::string &tenant) {

@@ -25,6 +25,7 @@
 #include "sentinel_redis.hpp"
 
 using floodwall::testing::admit;
+using floodwall::testing::Admitter;
 using floodwall::testing::answered_within;
 using floodwall::testing::by_store;
 using floodwall::testing::CaptureStderr;
@@ -101,32 +102,6 @@ void expect_exact(const SentinelTopology &topo, const std::string &tenant) {
   EXPECT_LE(got[0], static_cast<int64_t>(burst + rate * elapsed) + 1) << tenant << ": " << elapsed << " s";
   EXPECT_GT(got[0], burst) << tenant << ": the bucket refilled and was used";
 }
-
-// One thread admitting on a client until told to stop, counting where each decision came from.
-struct Admitter {
-  explicit Admitter(fw_client *c) : c_(c) {
-    thread_ = std::thread([this] {
-      while (!stop_) {
-        fw_decision d = admit(c_, "through");
-        total++;
-        store += by_store(d);
-        fallback += d.degraded;
-        failed_open += d.failed_open;
-        if (by_store(d)) last_store_ns = Clock::now().time_since_epoch().count();
-        std::this_thread::sleep_for(std::chrono::microseconds(500));
-      }
-    });
-  }
-  ~Admitter() { join(); }
-  void join() {
-    stop_ = true;
-    if (thread_.joinable()) thread_.join();
-  }
-  fw_client *c_;
-  std::atomic<bool> stop_{false};
-  std::atomic<int64_t> total{0}, store{0}, fallback{0}, failed_open{0}, last_store_ns{0};
-  std::thread thread_;
-};
 
 }  // namespace
 

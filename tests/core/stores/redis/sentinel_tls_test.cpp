@@ -22,6 +22,7 @@
 #include "tls_redis.hpp"
 
 using floodwall::testing::admit;
+using floodwall::testing::Admitter;
 using floodwall::testing::answered_within;
 using floodwall::testing::by_store;
 using floodwall::testing::CaptureStderr;
@@ -82,37 +83,6 @@ Tally admits(fw_client *c, const std::string &tenant, int n) {
   }
   return t;
 }
-
-// One thread admitting on a client until told to stop, counting where each decision came from.
-struct Admitter {
-  explicit Admitter(fw_client *c) : c_(c) {
-    thread_ = std::thread([this] {
-      while (!stop_) {
-        fw_decision d = admit(c_, "through");
-        total++;
-        store += by_store(d);
-        fallback += d.degraded;
-        failed_open += d.failed_open;
-        if (by_store(d)) {
-          int64_t now = Clock::now().time_since_epoch().count();
-          int64_t last = last_store_ns.exchange(now);
-          if (last && now - last > max_gap_ns) max_gap_ns = now - last;
-        }
-        std::this_thread::sleep_for(std::chrono::microseconds(500));
-      }
-    });
-  }
-  ~Admitter() { join(); }
-  void join() {
-    stop_ = true;
-    if (thread_.joinable()) thread_.join();
-  }
-  fw_client *c_;
-  std::atomic<bool> stop_{false};
-  std::atomic<int64_t> total{0}, store{0}, fallback{0}, failed_open{0}, last_store_ns{0};
-  std::atomic<int64_t> max_gap_ns{0};  // the longest time between two store answers
-  std::thread thread_;
-};
 
 }  // namespace
 
