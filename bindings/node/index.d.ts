@@ -2,7 +2,7 @@
 
 export type LimiterName = 'request_rate' | 'concurrency' | 'fleet' | 'utilization';
 export type Mode = 'enforce' | 'dark' | 'off';
-export type FailReason = 'timeout' | 'connection' | 'breaker' | 'config' | 'error' | 'overload';
+export type FailReason = 'timeout' | 'connection' | 'breaker' | 'config' | 'error' | 'overload' | 'cluster';
 export type Ticket = number | bigint;
 
 /** The policy document: the same JSON schema in every floodwall language. */

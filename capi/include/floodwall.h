@@ -90,14 +90,15 @@ typedef enum fw_fail_reason {
   FW_FAIL_BREAKER = 3,    /* the circuit breaker is open; the store was not asked */
   FW_FAIL_CONFIG = 4,     /* the store refused the operation (wrong key type, CROSSSLOT, ...) */
   FW_FAIL_ERROR = 5,      /* any other store error */
-  FW_FAIL_OVERLOAD = 6    /* more admits waited on the store than it answers within the deadline */
+  FW_FAIL_OVERLOAD = 6,   /* more admits waited on the store than it answers within the deadline */
+  FW_FAIL_CLUSTER = 7     /* a Redis Cluster could not serve the slot now (CLUSTERDOWN, TRYAGAIN) */
 } fw_fail_reason;
 
 /** Lower-case names: "request_rate", "concurrency", "fleet", "utilization"; "none" for NONE. */
 FW_EXTERN const char *fw_limiter_name(fw_limiter l);
 /** "enforce", "dark", "off". */
 FW_EXTERN const char *fw_mode_name(fw_mode m);
-/** "none", "timeout", "connection", "breaker", "config", "error", "overload". */
+/** "none", "timeout", "connection", "breaker", "config", "error", "overload", "cluster". */
 FW_EXTERN const char *fw_fail_reason_name(fw_fail_reason r);
 /** Parses a name of fw_limiter_name (not "none"); FW_EINVAL when unknown. */
 FW_EXTERN int fw_limiter_from_name(fw_limiter *out, const char *name);

@@ -154,7 +154,7 @@ const char *fw_mode_name(fw_mode m) {
 }
 
 const char *fw_fail_reason_name(fw_fail_reason r) {
-  if (raw(r) < FW_FAIL_NONE || raw(r) > FW_FAIL_OVERLOAD) return "unknown";
+  if (raw(r) < FW_FAIL_NONE || raw(r) > FW_FAIL_CLUSTER) return "unknown";
   return floodwall::fail_reason_name(static_cast<floodwall::FailReason>(raw(r)));
 }
 

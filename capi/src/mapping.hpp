@@ -34,7 +34,8 @@ static_assert(FW_FAIL_BREAKER == static_cast<int>(floodwall::FailReason::breaker
 static_assert(FW_FAIL_CONFIG == static_cast<int>(floodwall::FailReason::config));
 static_assert(FW_FAIL_ERROR == static_cast<int>(floodwall::FailReason::error));
 static_assert(FW_FAIL_OVERLOAD == static_cast<int>(floodwall::FailReason::overload));
-static_assert(FW_FAIL_OVERLOAD + 1 == floodwall::kFailReasonCount);
+static_assert(FW_FAIL_CLUSTER == static_cast<int>(floodwall::FailReason::cluster));
+static_assert(FW_FAIL_CLUSTER + 1 == floodwall::kFailReasonCount);
 static_assert(FW_RESPONSE_MAX_HEADERS == floodwall::kMaxResponseHeaders);
 static_assert(FW_RESPONSE_MAX_HEADERS >= 6, "RateLimit-Policy, RateLimit, -Limit, -Remaining, -Reset, Retry-After");
 

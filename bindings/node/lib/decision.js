@@ -46,7 +46,7 @@ class Decision {
       : (BigInt(raw[13]) << 32n) | BigInt(raw[14]);
   }
 
-  /** Why the store did not decide: 'timeout', 'connection', 'breaker', 'config', 'error', 'overload', or null. */
+  /** Why the store did not decide: 'timeout', 'connection', 'breaker', 'config', 'error', 'overload', 'cluster', or null. */
   get failReason() {
     return FAIL_REASONS[this.#failReason];
   }

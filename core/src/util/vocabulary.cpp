@@ -31,6 +31,7 @@ const char *fail_reason_name(FailReason r) {
     case FailReason::config: return "config";
     case FailReason::error: return "error";
     case FailReason::overload: return "overload";
+    case FailReason::cluster: return "cluster";
   }
   return "error";
 }

@@ -18,7 +18,8 @@ const char *mode_name(Mode m);
 // could not be made (connection), the breaker is open after repeated failures (breaker), the deployment is
 // wrong (config: a script or command refused, TLS or AUTH refused), Redis answered with an error (error),
 // or more admits were waiting on the store than it answers within the deadline, so this one was decided
-// at once instead of waiting for a deadline it would miss (overload).
+// at once instead of waiting for a deadline it would miss (overload), or a Redis Cluster could not serve
+// the tenant's slot now (cluster: CLUSTERDOWN, TRYAGAIN during a migration, or no master known for it).
 enum class FailReason : uint8_t {
   none = 0,
   timeout = 1,
@@ -26,9 +27,10 @@ enum class FailReason : uint8_t {
   breaker = 3,
   config = 4,
   error = 5,
-  overload = 6
+  overload = 6,
+  cluster = 7
 };
-constexpr int kFailReasonCount = 7;
+constexpr int kFailReasonCount = 8;
 const char *fail_reason_name(FailReason r);
 
 }  // namespace floodwall

@@ -32,7 +32,7 @@ void count_everything(Metrics &m) {
     for (int i = 0; i <= s; i++) m.source(static_cast<Source>(s));
   for (int k = 0; k < 11; k++) m.lease(static_cast<LeaseCounter>(k), 100 + static_cast<uint64_t>(k));
   for (int l = 1; l <= 4; l++)
-    for (int r = 1; r < 7; r++)
+    for (int r = 1; r < floodwall::kFailReasonCount; r++)
       for (int i = 0; i < l * 10 + r; i++) m.failed(static_cast<Limiter>(l), static_cast<FailReason>(r));
   // acme: 2 of 3 rejected; globex: 1 of 1; a hostile id: 1 of 2; initech: never rejected, never shown.
   TenantKey acme("acme"), globex("globex"), hostile(std::string("evil\"\n\x01", 7)), initech("initech");
@@ -103,9 +103,9 @@ TEST(MetricsOutput, JsonWithEverySection) {
       R"("failed_open":44},"utilization":{"allowed":45,"rejected":46,"dark_rejected":47,"failed_open":48}}},)"
       R"("sources":{"store":1,"fallback":2,"failed_open":3,"refused":4},)"
       R"("store_failures":{"request_rate":{"timeout":11,"connection":12,"breaker":13,"config":14,"error":15,)"
-      R"("overload":16},"concurrency":{"timeout":21,"connection":22,"breaker":23,"config":24,"error":25,)"
-      R"("overload":26},"fleet":{"timeout":31,"connection":32,"breaker":33,"config":34,"error":35,"overload":36},)"
-      R"("utilization":{"timeout":41,"connection":42,"breaker":43,"config":44,"error":45,"overload":46}},)"
+      R"("overload":16,"cluster":17},"concurrency":{"timeout":21,"connection":22,"breaker":23,"config":24,"error":25,)"
+      R"("overload":26,"cluster":27},"fleet":{"timeout":31,"connection":32,"breaker":33,"config":34,"error":35,"overload":36,"cluster":37},)"
+      R"("utilization":{"timeout":41,"connection":42,"breaker":43,"config":44,"error":45,"overload":46,"cluster":47}},)"
       R"("config_errors":9,"modes":{"request_rate":"enforce","concurrency":"dark","fleet":"off",)"
       R"("utilization":"unconfigured"},"top_tenants":[{"tenant":"globex","requests":1,"rejections":1,)"
       R"("rejection_rate":1},{"tenant":"acme","requests":3,"rejections":2,"rejection_rate":0.6666666666666666},)"
@@ -186,24 +186,28 @@ floodwall_store_failures_total{limiter="request_rate",reason="breaker"} 13
 floodwall_store_failures_total{limiter="request_rate",reason="config"} 14
 floodwall_store_failures_total{limiter="request_rate",reason="error"} 15
 floodwall_store_failures_total{limiter="request_rate",reason="overload"} 16
+floodwall_store_failures_total{limiter="request_rate",reason="cluster"} 17
 floodwall_store_failures_total{limiter="concurrency",reason="timeout"} 21
 floodwall_store_failures_total{limiter="concurrency",reason="connection"} 22
 floodwall_store_failures_total{limiter="concurrency",reason="breaker"} 23
 floodwall_store_failures_total{limiter="concurrency",reason="config"} 24
 floodwall_store_failures_total{limiter="concurrency",reason="error"} 25
 floodwall_store_failures_total{limiter="concurrency",reason="overload"} 26
+floodwall_store_failures_total{limiter="concurrency",reason="cluster"} 27
 floodwall_store_failures_total{limiter="fleet",reason="timeout"} 31
 floodwall_store_failures_total{limiter="fleet",reason="connection"} 32
 floodwall_store_failures_total{limiter="fleet",reason="breaker"} 33
 floodwall_store_failures_total{limiter="fleet",reason="config"} 34
 floodwall_store_failures_total{limiter="fleet",reason="error"} 35
 floodwall_store_failures_total{limiter="fleet",reason="overload"} 36
+floodwall_store_failures_total{limiter="fleet",reason="cluster"} 37
 floodwall_store_failures_total{limiter="utilization",reason="timeout"} 41
 floodwall_store_failures_total{limiter="utilization",reason="connection"} 42
 floodwall_store_failures_total{limiter="utilization",reason="breaker"} 43
 floodwall_store_failures_total{limiter="utilization",reason="config"} 44
 floodwall_store_failures_total{limiter="utilization",reason="error"} 45
 floodwall_store_failures_total{limiter="utilization",reason="overload"} 46
+floodwall_store_failures_total{limiter="utilization",reason="cluster"} 47
 # HELP floodwall_config_errors_total Store operations refused as misconfigured (wrong key type, CROSSSLOT).
 # TYPE floodwall_config_errors_total counter
 floodwall_config_errors_total 9
@@ -305,9 +309,9 @@ TEST(MetricsOutput, JsonOfAFreshMemoryStore) {
       R"("failed_open":0},"fleet":{"allowed":0,"rejected":0,"dark_rejected":0,"failed_open":0},)"
       R"("utilization":{"allowed":0,"rejected":0,"dark_rejected":0,"failed_open":0}}},"sources":{"store":0,)"
       R"("fallback":0,"failed_open":0,"refused":0},"store_failures":{"request_rate":{"timeout":0,"connection":0,)"
-      R"("breaker":0,"config":0,"error":0,"overload":0},"concurrency":{"timeout":0,"connection":0,"breaker":0,)"
-      R"("config":0,"error":0,"overload":0},"fleet":{"timeout":0,"connection":0,"breaker":0,"config":0,"error":0,)"
-      R"("overload":0},"utilization":{"timeout":0,"connection":0,"breaker":0,"config":0,"error":0,"overload":0}},)"
+      R"("breaker":0,"config":0,"error":0,"overload":0,"cluster":0},"concurrency":{"timeout":0,"connection":0,"breaker":0,)"
+      R"("config":0,"error":0,"overload":0,"cluster":0},"fleet":{"timeout":0,"connection":0,"breaker":0,"config":0,"error":0,)"
+      R"("overload":0,"cluster":0},"utilization":{"timeout":0,"connection":0,"breaker":0,"config":0,"error":0,"overload":0,"cluster":0}},)"
       R"("config_errors":0,"modes":{"request_rate":"unconfigured","concurrency":"unconfigured",)"
       R"("fleet":"unconfigured","utilization":"unconfigured"},"top_tenants":[],"breaker":"closed",)"
       R"("store":{"tenants":0,"evictions":0,"release_errors":0,"repairs":0,"reconnects":0,"noscript_reloads":0,)"
@@ -349,24 +353,28 @@ floodwall_store_failures_total{limiter="request_rate",reason="breaker"} 0
 floodwall_store_failures_total{limiter="request_rate",reason="config"} 0
 floodwall_store_failures_total{limiter="request_rate",reason="error"} 0
 floodwall_store_failures_total{limiter="request_rate",reason="overload"} 0
+floodwall_store_failures_total{limiter="request_rate",reason="cluster"} 0
 floodwall_store_failures_total{limiter="concurrency",reason="timeout"} 0
 floodwall_store_failures_total{limiter="concurrency",reason="connection"} 0
 floodwall_store_failures_total{limiter="concurrency",reason="breaker"} 0
 floodwall_store_failures_total{limiter="concurrency",reason="config"} 0
 floodwall_store_failures_total{limiter="concurrency",reason="error"} 0
 floodwall_store_failures_total{limiter="concurrency",reason="overload"} 0
+floodwall_store_failures_total{limiter="concurrency",reason="cluster"} 0
 floodwall_store_failures_total{limiter="fleet",reason="timeout"} 0
 floodwall_store_failures_total{limiter="fleet",reason="connection"} 0
 floodwall_store_failures_total{limiter="fleet",reason="breaker"} 0
 floodwall_store_failures_total{limiter="fleet",reason="config"} 0
 floodwall_store_failures_total{limiter="fleet",reason="error"} 0
 floodwall_store_failures_total{limiter="fleet",reason="overload"} 0
+floodwall_store_failures_total{limiter="fleet",reason="cluster"} 0
 floodwall_store_failures_total{limiter="utilization",reason="timeout"} 0
 floodwall_store_failures_total{limiter="utilization",reason="connection"} 0
 floodwall_store_failures_total{limiter="utilization",reason="breaker"} 0
 floodwall_store_failures_total{limiter="utilization",reason="config"} 0
 floodwall_store_failures_total{limiter="utilization",reason="error"} 0
 floodwall_store_failures_total{limiter="utilization",reason="overload"} 0
+floodwall_store_failures_total{limiter="utilization",reason="cluster"} 0
 # HELP floodwall_config_errors_total Store operations refused as misconfigured (wrong key type, CROSSSLOT).
 # TYPE floodwall_config_errors_total counter
 floodwall_config_errors_total 0

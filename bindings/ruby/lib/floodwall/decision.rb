@@ -41,7 +41,7 @@ module Floodwall
       degraded != 0
     end
 
-    # Why the store did not decide ("timeout", "connection", "breaker", "config", "error", "overload"), or nil.
+    # Why the store did not decide ("timeout", "connection", "breaker", "config", "error", "overload", "cluster"), or nil.
     def fail_reason
       reason = fail_reason_value
       reason.zero? ? nil : Native.fail_reason_name(reason)

@@ -311,7 +311,7 @@ struct Harness {
       fallback += s->fallback;
       refused += s->refused;
     }
-    for (int r = FW_FAIL_TIMEOUT; r <= FW_FAIL_OVERLOAD; r++)
+    for (int r = FW_FAIL_TIMEOUT; r <= FW_FAIL_CLUSTER; r++)
       EXPECT_EQ(m["store_failures"]["request_rate"][reason(r)].get<int>(), reasons[r]) << reason(r);
     EXPECT_EQ(m["sources"]["fallback"].get<int>(), fallback);
     EXPECT_EQ(m["sources"]["refused"].get<int>(), refused);
