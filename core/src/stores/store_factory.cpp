@@ -1,6 +1,7 @@
 #include "stores/store_factory.hpp"
 
 #include "stores/memory_store.hpp"
+#include "stores/redis/cluster_store.hpp"
 #include "stores/redis/redis_store.hpp"
 #include "stores/shm_store.hpp"
 
@@ -11,12 +12,10 @@ std::unique_ptr<Store> make_store(const Policy &p, const Clock &clock) {
   if (p.store.rfind("shm://", 0) == 0) return std::make_unique<ShmStore>(clock, p.store.substr(6), p.max_tenants);
   if (is_redis_url(p.store)) {
     RedisUrl u = parse_redis_url(p.store);
-    if (u.kind == RedisUrl::Kind::cluster)
-      throw StoreError("store: " + std::string(u.tls ? "rediss" : "redis") +
-                       "+cluster:// is not supported yet; use redis:// or rediss:// to one server");
     // redis.username and redis.password_env (the policy refuses them beside a URL that has its own).
     if (!p.redis.username.empty()) u.user = p.redis.username;
     if (!p.redis.password.empty()) u.password = p.redis.password;
+    if (u.kind == RedisUrl::Kind::cluster) return std::make_unique<ClusterStore>(p, std::move(u));
     return std::make_unique<RedisStore>(p, std::move(u));
   }
   throw StoreError("store: unknown scheme in \"" + redact_url(p.store) +

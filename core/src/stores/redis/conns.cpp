@@ -137,6 +137,7 @@ void RedisStore::fail_conn(Conn &conn, FailReason why, int64_t now) {
   conn.reconnect_at_us = now + conn.backoff_ms * 1000;
   conn.backoff_ms = std::min<int64_t>(conn.backoff_ms * 2, 1000);
   if (sentinel_) sentinel_->suspect(conn.master_gen);  // broken: is it still the master?
+  if (cluster_) cluster_->suspect(*this);              // or its slots' master?
   // Nothing left to ask: the breaker opens, unless the master just changed and the new one is being
   // connected to.
   if (!any_ready() && now >= switch_grace_until_us_) trip(why, now);
@@ -157,6 +158,15 @@ void RedisStore::drop_stale_masters(int64_t now) {
 }
 
 void RedisStore::append(Conn &conn, Call *c) {
+  if (c->asking) {
+    // An ASK redirection: this one call, on this connection, right after ASKING.
+    tl_cmd = resp_format({"ASKING"});
+    Call *asking = take_call(Kind::asking, c->deadline_us);
+    asking->appended_us = now_us();
+    if (conn.inflight.empty()) conn.quiet_since_us = asking->appended_us;
+    conn.link->append(asking->cmd);
+    conn.inflight.push_back(asking);
+  }
   c->appended_us = now_us();
   if (conn.inflight.empty()) conn.quiet_since_us = c->appended_us;
   conn.link->append(c->cmd);

@@ -105,6 +105,23 @@ bool RedisStore::direct_admit(const AdmitOp &op, AdmitResult &r) {
       sentinel_->suspect(direct_gen_);
       return give_up(FailReason::connection);
     }
+    if (!ok && rep->type == REDIS_REPLY_ERROR && cluster_) {
+      std::string_view err(rep->str, rep->len);
+      bool redirect = parse_redirect(err).has_value(), busy = is_cluster_down(err) || is_try_again(err);
+      if (redirect || busy) {
+        freeReplyObject(rep);
+        cluster_->suspect(*this);
+        if (busy) {
+          failures_[static_cast<size_t>(FailReason::cluster)].fetch_add(1, std::memory_order_relaxed);
+          r = AdmitResult{};
+          r.reason = FailReason::cluster;
+          return false;
+        }
+        // MOVED or ASK: undecided with no reason, and the admit goes to the I/O thread, which follows it.
+        r = AdmitResult{};
+        return false;
+      }
+    }
     if (!ok && rep->type == REDIS_REPLY_ERROR) {
       std::string_view err(rep->str, rep->len);
       if (resp_is_script_refusal(err)) report_refused_script(*direct_, err);

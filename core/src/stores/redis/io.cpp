@@ -293,7 +293,7 @@ void RedisStore::run() {
         dispatch(c, now);
     }
     batch.clear();
-    if (now >= next_flags_us_) {
+    if (!cluster_ && now >= next_flags_us_) {
       next_flags_us_ = now + opt_.flags_poll_ms * 1000;
       if (breaker_.closed()) {
         tl_cmd = resp_format({"EVALSHA", scripts_.flags.sha, "1", flags_key()});
@@ -306,7 +306,7 @@ void RedisStore::run() {
       if (conn.state == Conn::State::ready && should_flush(conn)) flush(conn, now);
 
     // Sleep until something happens or the nearest deadline.
-    int64_t wake_at = std::min(next_flags_us_, now + 100'000);
+    int64_t wake_at = cluster_ ? now + 100'000 : std::min(next_flags_us_, now + 100'000);
     if (any_ready()) wake_at = std::min(wake_at, breaker_.next_probe_us());
     if (lanes_wanted_ != lanes_) wake_at = std::min(wake_at, switch_by_us_);
     fds.clear();

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "stores/redis/resp.hpp"
 #include "stores/store_factory.hpp"
@@ -51,12 +52,15 @@ void unregister_store(RedisStore *s) {
 
 }  // namespace
 
-RedisStore::RedisStore(const Policy &p, RedisUrl url)
+RedisStore::RedisStore(const Policy &p, RedisUrl url, ClusterHooks *cluster)
     : opt_(p.redis),
       url_(std::move(url)),
       prefix_(p.prefix),
       generation_(fork_generation()),
-      fleet_reports_(p.leases() && p.fleet.has_value()),
+      cluster_(cluster),
+      fleet_key_(fleet_key_for(p.prefix, cluster != nullptr)),
+      reports_key_(reports_key_for(p.prefix, cluster != nullptr)),
+      fleet_reports_(!cluster && p.leases() && p.fleet.has_value()),
       breaker_(BreakerOptions{p.redis.breaker_window_ms * 1000, p.redis.breaker_min_calls,
                               p.redis.breaker_failure_ratio, p.redis.breaker_open_ms * 1000}) {
   admit_head_rate_ = resp_evalsha_head(scripts_.admit.sha, 1, 4);
@@ -99,10 +103,9 @@ RedisStore::RedisStore(const Policy &p, RedisUrl url)
   io_ = std::thread([this] { run(); });
   register_store(this);
   // Give the first connection the connect time-out to come up, so that the first requests of a fresh
-  // process are decided by Redis. An unreachable Redis is not an error: the fallback decides.
-  std::unique_lock lock(ready_mu_);
-  ready_cv_.wait_for(lock, std::chrono::milliseconds(opt_.connect_timeout_ms),
-                     [this] { return ever_connected_.load(); });
+  // process are decided by Redis. An unreachable Redis is not an error: the fallback decides. (A cluster's
+  // stores are waited for by the cluster store, all at once.)
+  if (!cluster_) wait_connected(opt_.connect_timeout_ms);
 }
 
 RedisStore::~RedisStore() {
@@ -200,8 +203,8 @@ AdmitResult RedisStore::admit(const AdmitOp &op) {
       // Decided by Redis, or undecided with its reason (the fallback decides, and the next admit takes
       // the I/O thread).
       AdmitResult r;
-      direct_admit(op, r);
-      return r;
+      if (direct_admit(op, r) || r.reason != FailReason::none) return r;
+      // Undecided with no reason: a cluster's MOVED or ASK, which the I/O thread follows.
     }
   }
   thread_local SyncWaiter waiter;
@@ -211,13 +214,18 @@ AdmitResult RedisStore::admit(const AdmitOp &op) {
 
 // direct_mu_ held. False with r.reason set when Redis did not answer in time (the direct path is then
 // off until the I/O thread sees Redis answer an admit, so that the breaker judges what follows).
-std::string_view RedisStore::tenant_key(const TenantKey &t, std::string_view limiter) const {
-  thread_local std::string key;
-  key.assign(prefix_);
+void RedisStore::tenant_key_into(std::string &key, const std::string &prefix, const TenantKey &t,
+                                 std::string_view limiter) {
+  key.assign(prefix);
   key.append(":{", 2);
   t.append_encoded(key);
   key.append("}:", 2);
   key.append(limiter);
+}
+
+std::string_view RedisStore::tenant_key(const TenantKey &t, std::string_view limiter) const {
+  thread_local std::string key;
+  tenant_key_into(key, prefix_, t, limiter);
   return key;
 }
 
@@ -234,6 +242,8 @@ RedisStore::Call *RedisStore::take_call(Kind kind, int64_t deadline_us) {
   outstanding_.fetch_add(1, std::memory_order_relaxed);
   c->kind = kind;
   c->slot = c->rate_enforce = c->retried = c->abandoned = c->role_check = false;
+  c->asking = false;
+  c->redirects = 0;
   c->deadline_us = deadline_us;
   c->done = nullptr;
   c->lease_done = nullptr;
@@ -293,7 +303,9 @@ void RedisStore::format_admit(const AdmitOp &op, std::string &cmd) const {
   resp_bulk(cmd, tenant_key(op.tenant, "rate"));
   if (slot) {
     resp_bulk(cmd, tenant_key(op.tenant, "conc"));
-    resp_bulk(cmd, fleet_key_);
+    // On a cluster every key of a script must share its slot, and the fleet is decided in process (the
+    // cluster store never asks for it here): the tenant's set stands in for the fleet set, never touched.
+    resp_bulk(cmd, cluster_ ? tenant_key(op.tenant, "conc") : std::string_view(fleet_key_));
     if (fleet_reports_) resp_bulk(cmd, fleet_reports_key());
   }
   resp_flags(cmd, std::string_view(limiters, 3));
@@ -322,7 +334,7 @@ void RedisStore::release(const ReleaseOp &op) {
   std::string &cmd = tl_cmd;
   cmd.assign(release_head_);
   resp_bulk(cmd, tenant_key(op.tenant, "conc"));
-  resp_bulk(cmd, fleet_key_);
+  resp_bulk(cmd, cluster_ ? tenant_key(op.tenant, "conc") : std::string_view(fleet_key_));  // see format_admit
   resp_bulk(cmd, std::string_view(flags, 2));
   resp_bulk(cmd, std::string_view(id, 16));
   Call *c = take_call(Kind::release, now + std::max<int64_t>(1000, opt_.deadline_ms) * 1000);
@@ -448,6 +460,40 @@ void RedisStore::submit(Call *c) {
     uint64_t one = 1;
     (void)!write(wake_fd_, &one, sizeof one);
   }
+}
+
+void RedisStore::poll_flags() {
+  if (in_forked_child() || !breaker_.closed()) return;
+  tl_cmd = resp_format({"EVALSHA", scripts_.flags.sha, "1", flags_key()});
+  submit(take_call(Kind::flags, now_us() + std::max<int64_t>(1000, opt_.deadline_ms) * 1000));
+}
+
+bool RedisStore::wait_connected(int64_t ms) {
+  std::unique_lock lock(ready_mu_);
+  return ready_cv_.wait_for(lock, std::chrono::milliseconds(ms), [this] { return ever_connected_.load(); });
+}
+
+void RedisStore::adopt(Call *c, bool ask) {
+  outstanding_.fetch_add(1, std::memory_order_relaxed);
+  if (awaited(c->kind)) waiting_.fetch_add(1, std::memory_order_relaxed);
+  c->asking = ask;
+  c->retried = false;  // a NOSCRIPT here is this server's, answered by loading the scripts here
+  submit(c);
+}
+
+void RedisStore::drop(Call *c, FailReason why) {
+  if (c->kind == Kind::admit && c->done) {
+    AdmitResult r;
+    r.reason = why;
+    std::exchange(c->done, nullptr)->complete(std::move(r));
+  } else if (c->kind == Kind::lease && c->lease_done) {
+    LeaseResult r;
+    r.reason = why;
+    std::exchange(c->lease_done, nullptr)->complete(std::move(r));
+  } else if (c->kind == Kind::report && c->report_done) {
+    std::exchange(c->report_done, nullptr)->complete(FleetReportResult{});
+  }
+  delete c;
 }
 
 StoreStats RedisStore::stats() const {

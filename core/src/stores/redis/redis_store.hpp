@@ -40,6 +40,7 @@
 #include "engine/fork.hpp"
 #include "policy/policy.hpp"
 #include "stores/redis/breaker.hpp"
+#include "stores/redis/cluster_map.hpp"
 #include "stores/redis/connection.hpp"
 #include "stores/redis/scripts.hpp"
 #include "stores/redis/sentinel.hpp"
@@ -50,9 +51,15 @@ struct redisReply;
 
 namespace floodwall {
 
+class ClusterHooks;
+
 class RedisStore final : public Store {
  public:
-  RedisStore(const Policy &p, RedisUrl url);
+  // `cluster`: this store is one master's of a Redis Cluster (cluster_store.hpp), which outlives it. Then
+  // admits never ask for the fleet set (the cluster store decides the fleet in process), the fleet reports
+  // live under one hash tag, flags are read when the cluster store asks (poll_flags()), and MOVED, ASK,
+  // CLUSTERDOWN and TRYAGAIN are the cluster's to answer (ClusterHooks).
+  RedisStore(const Policy &p, RedisUrl url, ClusterHooks *cluster = nullptr);
   ~RedisStore() override;
 
   AdmitResult admit(const AdmitOp &op) override;
@@ -70,15 +77,34 @@ class RedisStore final : public Store {
   void flush_for_exit();
 
   // Key names, for tests and operators: <prefix>:{<tenant>}:rate, ...:conc, <prefix>:fleet, where
-  // <tenant> is the id itself when it is made of [A-Za-z0-9._:@-] only, else '~' and its base64url.
+  // <tenant> is the id itself when it is made of [A-Za-z0-9._:@-] only, else '~' and its base64url. On a
+  // cluster the fleet's keys share one hash tag, {~fleet} (never a tenant's: "fleet" is no base64url):
+  // <prefix>:{~fleet}:reports, and <prefix>:{~fleet}:set, which nothing writes (the fleet is decided in
+  // process there) and fleet_report.lua counts as empty.
   std::string fleet_key() const { return fleet_key_; }
-  std::string fleet_reports_key() const { return fleet_key_ + ":reports"; }
+  std::string fleet_reports_key() const { return reports_key_; }
   std::string flags_key() const { return prefix_ + ":flags"; }
+  static std::string fleet_key_for(const std::string &prefix, bool cluster) {
+    return prefix + (cluster ? ":{~fleet}:set" : ":fleet");
+  }
+  static std::string reports_key_for(const std::string &prefix, bool cluster) {
+    return prefix + (cluster ? ":{~fleet}:reports" : ":fleet:reports");
+  }
+  // <prefix>:{<tenant>}:<limiter> into `key`.
+  static void tenant_key_into(std::string &key, const std::string &prefix, const TenantKey &t,
+                              std::string_view limiter);
 
- private:
+  // On a cluster: reads the fleet-wide modes once (the cluster store asks the master of flags_key()).
+  void poll_flags();
+  // Waits (at most ms) until a connection came up once; whether one did.
+  bool wait_connected(int64_t ms);
+  bool ever_connected() const { return ever_connected_.load(); }
+  const RedisEndpoint &endpoint() const { return url_.nodes.front(); }
+
   // lease: a hot tenant's lease call, which callers wait on like an admit; lease_end: a lease given
-  // back, answered by nobody like a release; report: this client's fleet report (hot_tenants.hpp).
-  enum class Kind : uint8_t { admit, release, flags, setup, probe, lease, lease_end, report };
+  // back, answered by nobody like a release; report: this client's fleet report (hot_tenants.hpp);
+  // asking: the ASKING sent just before a call redirected by ASK (a Redis Cluster's slot in migration).
+  enum class Kind : uint8_t { admit, release, flags, setup, probe, lease, lease_end, report, asking };
   // Calls whose caller waits for the reply, which the breaker judges Redis by.
   static bool awaited(Kind k) { return k == Kind::admit || k == Kind::lease; }
   // Calls that give slots back: a tenant's next admit must not overtake them (settle_lanes).
@@ -91,6 +117,8 @@ class RedisStore final : public Store {
     bool rate_enforce = false;  // admit: an enforced bucket (its rejection is the call's)
     bool retried = false, abandoned = false;
     bool role_check = false;  // setup: the ROLE that must say master (redis+sentinel://)
+    bool asking = false;      // cluster: sent after ASKING (an ASK redirection)
+    uint8_t redirects = 0;    // cluster: MOVED or ASK followed so far
     std::string cmd;          // the RESP command
     int64_t deadline_us = 0;
     int64_t sent_us = 0;      // admit: when it was submitted (for the reply latency)
@@ -102,6 +130,14 @@ class RedisStore final : public Store {
     LeaseOp lease;        // lease: what it asked for, given back if the reply comes after the caller gave up
     size_t affinity = 0;  // which connection: a hash of the tenant
   };
+  // Cluster: a call another master's store handed over (MOVED, ASK): submitted here, its caller's
+  // deadline unchanged. Ownership passes.
+  void adopt(Call *c, bool ask);
+  // Cluster: a handed-over call that no store can take (its node cannot be reached): its caller, if any,
+  // is answered `why` (the fallback decides), and the call freed.
+  static void drop(Call *c, FailReason why);
+
+ private:
   struct Conn {
     std::unique_ptr<Connection> link = std::make_unique<Connection>();
     // connecting: the TCP connect and the TLS handshake (both within connect_timeout_ms); ready: calls
@@ -230,7 +266,11 @@ class RedisStore final : public Store {
   int conn_fd_slot(const Conn &conn) const { return 2 + static_cast<int>(&conn - conns_.data()); }
   void free_direct();
   const Scripts scripts_;
-  const std::string fleet_key_ = prefix_ + ":fleet";
+  // Cluster: the cluster store (null otherwise).
+  ClusterHooks *const cluster_;
+  const std::string fleet_key_, reports_key_;
+  // Cluster: a MOVED, ASK, CLUSTERDOWN or TRYAGAIN reply to c, handled (c is recycled or handed over).
+  bool cluster_reply(Conn &conn, Call *c, std::string_view err, int64_t now);
   // With leases, tenant_admit.lua also counts the fleet usage that clients report (fleet_report.lua).
   const bool fleet_reports_;
   // The fixed start of each command: EVALSHA, the script's SHA and the key count.
@@ -305,6 +345,25 @@ class RedisStore final : public Store {
   std::atomic<bool> ever_connected_{false};
   std::mutex ready_mu_;
   std::condition_variable ready_cv_;
+};
+
+}  // namespace floodwall
+
+namespace floodwall {
+
+// What the stores of a Redis Cluster's masters tell the cluster store (cluster_store.hpp), from their I/O
+// threads (flags, redirect, suspect) or a caller's (suspect).
+class ClusterHooks {
+ public:
+  virtual ~ClusterHooks() = default;
+  // MOVED or ASK (rd.to's host filled in): c goes there, and for MOVED the slot lives there now. Ownership
+  // of c passes; `from` no longer counts it.
+  virtual void redirect(RedisStore &from, RedisStore::Call *c, Redirect rd) = 0;
+  // A connection to `from` broke or could not be made, or it answered for a slot it no longer serves: the
+  // slot map may have changed.
+  virtual void suspect(RedisStore &from) = 0;
+  // The fleet-wide modes, read on the master of flags_key().
+  virtual void flags(const FleetModes &m) = 0;
 };
 
 }  // namespace floodwall

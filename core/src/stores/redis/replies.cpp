@@ -77,6 +77,7 @@ void RedisStore::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
   replies_++;
   if (r->type == REDIS_REPLY_ERROR) {
     std::string_view err(r->str, r->len);
+    if (cluster_ && cluster_reply(conn, c, err, now)) return;
     if (err.rfind("NOSCRIPT", 0) == 0 && !c->retried && c->kind != Kind::setup) {
       // Redis restarted, failed over or ran SCRIPT FLUSH: load the scripts and send the call again.
       noscript_reloads_.fetch_add(1, std::memory_order_relaxed);
@@ -167,15 +168,55 @@ void RedisStore::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
               if (value == mode_name(mode)) m[static_cast<size_t>(l)] = static_cast<int8_t>(mode);
           }
         }
-        for (size_t i = 0; i < m.size(); i++) fleet_modes_[i].store(m[i], std::memory_order_relaxed);
+        if (cluster_)
+          cluster_->flags(m);
+        else
+          for (size_t i = 0; i < m.size(); i++) fleet_modes_[i].store(m[i], std::memory_order_relaxed);
       }
       break;
     case Kind::release:
     case Kind::lease_end:
+    case Kind::asking:
     case Kind::setup: break;
   }
   recycle(c);
 }
+// A MOVED or ASK is followed (handed to the cluster store, at most kMaxRedirects times a call); CLUSTERDOWN and
+// TRYAGAIN (a slot without a master, keys split by a migration) are the fallback's, reason cluster. None
+// of them ran the call, so nothing was taken that would need giving back. False for any other error.
+bool RedisStore::cluster_reply(Conn &conn, Call *c, std::string_view err, int64_t now) {
+  (void)conn;
+  std::optional<Redirect> rd = parse_redirect(err);
+  if (!rd && !is_cluster_down(err) && !is_try_again(err)) return false;
+  if (awaited(c->kind)) breaker_.record(false, now);  // Redis answered
+  if (c->kind == Kind::probe && !c->abandoned) breaker_.probe_result(true, now);
+  if (c->kind == Kind::setup || c->kind == Kind::probe || c->kind == Kind::asking || c->abandoned) {
+    // An abandoned call's caller was answered long ago, and the command did not run: nothing to do.
+    recycle(c);
+    return true;
+  }
+  // Releases (nobody waits on them) may follow a migration further than callers' calls.
+  constexpr uint8_t kMaxRedirects = 2, kMaxReleaseRedirects = 8;
+  if (rd && c->redirects < (gives_back(c->kind) ? kMaxReleaseRedirects : kMaxRedirects)) {
+    if (rd->to.host.empty()) rd->to.host = url_.host();  // unknown-endpoint: the host that answered
+    c->redirects++;
+    if (awaited(c->kind)) waiting_.fetch_sub(1, std::memory_order_relaxed);
+    outstanding_.fetch_sub(1, std::memory_order_release);
+    cluster_->redirect(*this, c, std::move(*rd));
+    return true;
+  }
+  cluster_->suspect(*this);
+  if (c->kind == Kind::release && !rd) {
+    // The slot cannot be served now: sent again later (ZREM is idempotent).
+    unsent_at_us_ = now + 100'000;
+    keep_release(c);
+    return true;
+  }
+  fail_call(c, FailReason::cluster);
+  recycle(c);
+  return true;
+}
+
 // Once per store. Our scripts call nothing but ordinary data commands and TIME, and TIME is the one that
 // managed services refuse inside scripts (or rename), so that is what the message proposes.
 void RedisStore::report_refused_script(const Connection &link, std::string_view err) {

@@ -1,0 +1,577 @@
+// redis+cluster://: routing by slot, redirections, the map, and the fleet decided in process (cluster_store.hpp).
+#include "stores/redis/cluster_store.hpp"
+
+#include <hiredis/hiredis.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "stores/redis/resp.hpp"
+#include "util/clock.hpp"
+
+namespace floodwall {
+
+namespace {
+
+std::string random_client_id() {
+  SystemRng rng;
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(rng.next_u64()),
+                static_cast<unsigned long long>(rng.next_u64()));
+  return buf;
+}
+
+std::string endpoint_name(const RedisEndpoint &e) {
+  return (e.host.find(':') != std::string::npos ? "[" + e.host + "]" : e.host) + ":" + std::to_string(e.port);
+}
+
+bool same(const RedisEndpoint &a, const RedisEndpoint &b) {
+  return a.port == b.port && a.host == b.host;
+}
+
+// Printable, for a message (a server's reply may hold anything).
+std::string printable(std::string_view s) {
+  std::string out(s.substr(0, 200));
+  for (char &ch : out)
+    if (static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) >= 0x7f) ch = '?';
+  return out;
+}
+
+}  // namespace
+
+// This client's fleet report: what it answers is the others' count.
+class ClusterStore::Report final : public FleetReportCompletion {
+ public:
+  explicit Report(ClusterStore &owner) : owner_(owner) {}
+  void complete(FleetReportResult &&r) override {
+    if (r.decided) {
+      owner_.fleet_others_.store(r.others + r.set_live, std::memory_order_relaxed);
+      owner_.fleet_view_at_.store(now_us(), std::memory_order_relaxed);
+    }
+    in_flight.store(false, std::memory_order_release);
+  }
+  std::atomic<bool> in_flight{false};
+
+ private:
+  ClusterStore &owner_;
+};
+
+// An async admit with a fleet share taken or refused: the tenant's part went to its master; the fleet's
+// verdict is put back into the result when it comes.
+class ClusterStore::FleetAdmit final : public AdmitCompletion {
+ public:
+  FleetAdmit(ClusterStore &owner, const AdmitOp &op, Share share, AdmitCompletion *done)
+      : owner_(owner), op_(op), share_(share), done_(done) {}
+  void complete(AdmitResult &&r) override {
+    owner_.with_fleet(op_, share_, r);
+    AdmitCompletion *done = done_;
+    delete this;
+    done->complete(std::move(r));
+  }
+
+ private:
+  ClusterStore &owner_;
+  AdmitOp op_;
+  Share share_;
+  AdmitCompletion *done_;
+};
+
+int64_t ClusterStore::now_us() {
+  using namespace std::chrono;
+  return duration_cast<microseconds>(steady_clock::now().time_since_epoch()).count();
+}
+
+ClusterStore::ClusterStore(const Policy &p, RedisUrl url)
+    : policy_(p),
+      url_(std::move(url)),
+      generation_(fork_generation()),
+      client_id_(random_client_id()),
+      fleet_(p.fleet.has_value()),
+      report_(std::make_unique<Report>(*this)) {
+  if (url_.tls) tls_ = std::make_unique<TlsContext>(policy_.redis.tls, url_.host());
+  for (auto &o : owner_) o.store(nullptr, std::memory_order_relaxed);
+  // The first map, and a connection to each master, within the connect time-out: the first requests of a
+  // fresh process are decided by Redis. Nothing answering is no error: the fallback decides meanwhile.
+  refresh();
+  int64_t wait_until = now_us() + policy_.redis.connect_timeout_ms * 1000;
+  if (fleet_ && map_known_.load()) {
+    report_fleet(now_us());
+    while (report_->in_flight.load(std::memory_order_acquire) && now_us() < wait_until)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  thread_ = std::make_unique<std::thread>([this] { run(); });
+}
+
+ClusterStore::~ClusterStore() {
+  if (in_forked_child()) {
+    // The maintenance thread and the nodes' I/O threads exist only in the parent.
+    abandon_after_fork();
+    return;
+  }
+  {
+    std::lock_guard lock(run_mu_);
+    stop_ = true;
+  }
+  run_cv_.notify_all();
+  if (thread_ && thread_->joinable()) thread_->join();
+  // This client's report counts no more (it would until it expired).
+  if (fleet_ && fleet_local_.load() > 0 && map_known_.load()) {
+    FleetReportOp op;
+    op.client = client_id_;
+    op.expires_us = kReportTtlUs;
+    op.fleet_ttl_us = static_cast<int64_t>(policy_.fleet->ttl_s * 1e6);
+    report_->in_flight.store(true);
+    fleet_report_async(op, report_.get());
+    int64_t until = now_us() + policy_.redis.deadline_ms * 1000;
+    while (report_->in_flight.load() && now_us() < until) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  std::vector<std::unique_ptr<Node>> nodes;
+  {
+    std::unique_lock lock(nodes_mu_);
+    closing_ = true;
+    nodes.swap(nodes_);
+  }
+  {
+    std::lock_guard lock(handoffs_mu_);
+    for (Handoff &h : handoffs_) RedisStore::drop(h.call, FailReason::connection);
+    handoffs_.clear();
+  }
+  nodes.clear();  // each store sends what is queued (releases above all) and joins its I/O thread
+}
+
+void ClusterStore::abandon_after_fork() {
+  // Touch no lock: a parent's thread may have held one at the fork. The nodes' stores close what they
+  // inherited; the thread object is leaked (never joined, never detached: its id may be a child's thread's).
+  for (auto &n : nodes_) n->store->abandon_after_fork();
+  (void)thread_.release();
+}
+
+// ------------------------------------------------------------------------------------ routing
+
+RedisStore *ClusterStore::owner_of_key(std::string_view key, FailReason &reason) const {
+  RedisStore *s = owner_[key_slot(key)].load(std::memory_order_acquire);
+  if (!s) reason = map_known_.load(std::memory_order_relaxed) ? FailReason::cluster : map_failure_.load();
+  return s;
+}
+
+RedisStore *ClusterStore::owner_of(const TenantKey &t, FailReason &reason) const {
+  thread_local std::string key;
+  RedisStore::tenant_key_into(key, policy_.prefix, t, "rate");
+  return owner_of_key(key, reason);
+}
+
+AdmitResult ClusterStore::undecided(FailReason why) {
+  failures_[static_cast<size_t>(why)].fetch_add(1, std::memory_order_relaxed);
+  AdmitResult r;
+  r.reason = why;
+  return r;
+}
+
+ClusterStore::Share ClusterStore::take_share(const AdmitOp &op) {
+  int64_t at = fleet_view_at_.load(std::memory_order_relaxed);
+  if (at == 0 || now_us() - at >= kFleetViewUs) return Share::unknown;
+  int64_t others = fleet_others_.load(std::memory_order_relaxed);
+  int64_t mine = fleet_local_.load(std::memory_order_relaxed);
+  while (others + mine < op.fleet_cap)
+    if (fleet_local_.compare_exchange_weak(mine, mine + 1, std::memory_order_relaxed)) return Share::ok;
+  return Share::no;
+}
+
+AdmitOp ClusterStore::without_fleet(const AdmitOp &op) {
+  AdmitOp t = op;
+  t.fleet = false;
+  return t;
+}
+
+// r: the tenant's part as its master decided it (or a default, decided result when there was none).
+// The share taken goes back unless the request committed.
+void ClusterStore::with_fleet(const AdmitOp &op, Share share, AdmitResult &r) {
+  if (!r.decided) {
+    if (share == Share::ok) give_share();
+    return;
+  }
+  r.fleet_ok = share == Share::ok;
+  r.committed = commits(op, r.rate_ok, r.conc_ok, r.fleet_ok);
+  if (share == Share::ok && !r.committed) give_share();
+}
+
+AdmitResult ClusterStore::admit(const AdmitOp &op) {
+  if (!op.fleet) {
+    FailReason why = FailReason::none;
+    RedisStore *s = owner_of(op.tenant, why);
+    return s ? s->admit(op) : undecided(why);
+  }
+  Share share = take_share(op);
+  if (share == Share::unknown) return undecided(map_known_.load() ? FailReason::connection : map_failure_.load());
+  if (decided_here(op, share)) return here(op, share);
+  FailReason why = FailReason::none;
+  RedisStore *s = owner_of(op.tenant, why);
+  AdmitResult r = s ? s->admit(without_fleet(op)) : undecided(why);
+  with_fleet(op, share, r);
+  return r;
+}
+
+AdmitResult ClusterStore::here(const AdmitOp &op, Share share) {
+  AdmitResult r;
+  r.decided = true;
+  if (share == Share::no && op.fleet_enforce) {
+    // The fleet refuses: nothing is consumed anywhere, and the tenant's limiters were not asked.
+    r.fleet_ok = r.committed = false;
+    r.rate_evaluated = r.conc_evaluated = false;
+    return r;
+  }
+  with_fleet(op, share, r);  // no tenant limiter asked
+  return r;
+}
+
+void ClusterStore::admit_async(const AdmitOp &op, AdmitCompletion *done) {
+  Share share = Share::ok;
+  if (op.fleet) {
+    share = take_share(op);
+    if (share == Share::unknown) {
+      done->complete(undecided(map_known_.load() ? FailReason::connection : map_failure_.load()));
+      return;
+    }
+    if (decided_here(op, share)) {
+      done->complete(here(op, share));
+      return;
+    }
+  }
+  FailReason why = FailReason::none;
+  RedisStore *s = owner_of(op.tenant, why);
+  if (!s) {
+    if (op.fleet && share == Share::ok) give_share();
+    done->complete(undecided(why));
+    return;
+  }
+  if (!op.fleet) {
+    s->admit_async(op, done);
+    return;
+  }
+  s->admit_async(without_fleet(op), new FleetAdmit(*this, op, share, done));
+}
+
+void ClusterStore::release(const ReleaseOp &op) {
+  if (in_forked_child()) return;
+  if (op.fleet) give_share();
+  if (!op.conc) return;
+  FailReason why = FailReason::none;
+  RedisStore *s = owner_of(op.tenant, why);
+  if (!s) return;  // no master known: the slot heals after ttl_s
+  ReleaseOp t = op;
+  t.fleet = false;
+  s->release(t);
+}
+
+void ClusterStore::lease_async(const LeaseOp &op, LeaseCompletion *done) {
+  FailReason why = FailReason::none;
+  RedisStore *s = owner_of(op.tenant, why);
+  if (!s) {
+    failures_[static_cast<size_t>(why)].fetch_add(1, std::memory_order_relaxed);
+    LeaseResult r;
+    r.reason = why;
+    done->complete(std::move(r));
+    return;
+  }
+  s->lease_async(op, done);
+}
+
+void ClusterStore::end_lease(const LeaseOp &op) {
+  FailReason why = FailReason::none;
+  if (RedisStore *s = owner_of(op.tenant, why)) s->end_lease(op);
+}
+
+void ClusterStore::fleet_report_async(const FleetReportOp &op, FleetReportCompletion *done) {
+  FailReason why = FailReason::none;
+  RedisStore *s = owner_of_key(RedisStore::reports_key_for(policy_.prefix, true), why);
+  if (!s) {
+    done->complete(FleetReportResult{});
+    return;
+  }
+  s->fleet_report_async(op, done);
+}
+
+StoreStats ClusterStore::stats() const {
+  StoreStats s;
+  for (size_t i = 0; i < s.failures.size(); i++) s.failures[i] = failures_[i].load();
+  std::shared_lock lock(nodes_mu_);
+  bool any_open = false, any_half = false;
+  for (const auto &n : nodes_) {
+    StoreStats ns = n->store->stats();
+    for (size_t i = 0; i < s.failures.size(); i++) s.failures[i] += ns.failures[i];
+    s.release_errors += ns.release_errors;
+    s.reconnects += ns.reconnects;
+    s.noscript_reloads += ns.noscript_reloads;
+    s.connections_in_use += ns.connections_in_use;
+    s.waiting += ns.waiting;
+    s.waiting_cap += ns.waiting_cap;
+    // A node that owns no slot (an old master, down) does not speak for the cluster's breaker.
+    bool owns = false;
+    for (size_t slot = 0; slot < kClusterSlots && !owns; slot++)
+      owns = owner_[slot].load(std::memory_order_relaxed) == n->store.get();
+    if (!owns) continue;
+    any_open = any_open || ns.breaker == BreakerState::open;
+    any_half = any_half || ns.breaker == BreakerState::half_open;
+  }
+  s.breaker = any_open ? BreakerState::open : any_half ? BreakerState::half_open : BreakerState::closed;
+  return s;
+}
+
+// ------------------------------------------------------------------------------------ hooks
+
+void ClusterStore::redirect(RedisStore &from, RedisStore::Call *c, Redirect rd) {
+  (void)from;
+  std::shared_lock lock(nodes_mu_);
+  if (closing_) {
+    RedisStore::drop(c, FailReason::connection);
+    return;
+  }
+  RedisStore *to = nullptr;
+  for (const auto &n : nodes_)
+    if (same(n->at, rd.to)) to = n->store.get();
+  if (!rd.ask) {
+    suspect_until_us_.store(now_us() + kSuspectUs, std::memory_order_relaxed);
+    if (to) owner_[rd.slot].store(to, std::memory_order_release);
+  }
+  if (to) {
+    to->adopt(c, rd.ask);
+    return;
+  }
+  lock.unlock();
+  {
+    std::lock_guard hl(handoffs_mu_);
+    handoffs_.push_back({c, std::move(rd)});
+  }
+  wake();
+}
+
+void ClusterStore::suspect(RedisStore &) {
+  int64_t now = now_us();
+  // Only the first suspicion of a quiet period wakes the thread; the others find it refreshing.
+  if (suspect_until_us_.exchange(now + kSuspectUs, std::memory_order_relaxed) < now) wake();
+}
+
+void ClusterStore::flags(const FleetModes &m) {
+  for (size_t i = 0; i < m.size(); i++) fleet_modes_[i].store(m[i], std::memory_order_relaxed);
+}
+
+void ClusterStore::wake() {
+  {
+    std::lock_guard lock(run_mu_);
+    woken_ = true;
+  }
+  run_cv_.notify_all();
+}
+
+// ------------------------------------------------------------------------------------ maintenance
+
+void ClusterStore::run() {
+  int64_t next_refresh = now_us() + kRefreshUs, next_flags = 0, next_report = 0;
+  for (;;) {
+    {
+      std::unique_lock lock(run_mu_);
+      run_cv_.wait_for(lock, std::chrono::milliseconds(20), [this] { return stop_ || woken_; });
+      if (stop_) return;
+      woken_ = false;
+    }
+    int64_t now = now_us();
+    std::vector<Handoff> handoffs;
+    {
+      std::lock_guard lock(handoffs_mu_);
+      handoffs.swap(handoffs_);
+    }
+    bool suspicious = now < suspect_until_us_.load(std::memory_order_relaxed);
+    if (!handoffs.empty() || now >= next_refresh) {
+      refresh();
+      now = now_us();
+      next_refresh = now + (suspicious || !map_known_.load() ? kSuspectRefreshUs : kRefreshUs);
+    } else if (suspicious && next_refresh > now + kSuspectRefreshUs) {
+      next_refresh = now + kSuspectRefreshUs;
+    }
+    for (Handoff &h : handoffs) {
+      // MOVED or ASK to a node the map did not name yet: connect to it, then hand the call on (its caller's
+      // deadline still runs; a call whose deadline passed meanwhile is answered by that store's expiry).
+      RedisStore *to = node_at(h.rd.to, true);
+      if (!to) {
+        RedisStore::drop(h.call, FailReason::connection);
+        continue;
+      }
+      if (!h.rd.ask) owner_[h.rd.slot].store(to, std::memory_order_release);
+      to->adopt(h.call, h.rd.ask);
+    }
+    if (now >= next_flags) {
+      next_flags = now + policy_.redis.flags_poll_ms * 1000;
+      FailReason why = FailReason::none;
+      if (RedisStore *s = owner_of_key(policy_.prefix + ":flags", why)) s->poll_flags();
+    }
+    if (fleet_ && now >= next_report) {
+      next_report = now + kReportUs;
+      report_fleet(now);
+    }
+  }
+}
+
+void ClusterStore::report_fleet(int64_t) {
+  if (report_->in_flight.load(std::memory_order_acquire)) return;
+  FleetReportOp op;
+  op.client = client_id_;
+  op.in_flight = fleet_local_.load(std::memory_order_relaxed);
+  op.expires_us = kReportTtlUs;
+  op.fleet_ttl_us = static_cast<int64_t>(policy_.fleet->ttl_s * 1e6);
+  report_->in_flight.store(true, std::memory_order_release);
+  fleet_report_async(op, report_.get());
+}
+
+RedisStore *ClusterStore::node_at(const RedisEndpoint &at, bool make) {
+  {
+    std::shared_lock lock(nodes_mu_);
+    for (const auto &n : nodes_)
+      if (same(n->at, at)) return n->store.get();
+    if (!make || closing_) return nullptr;
+  }
+  RedisUrl u;
+  u.kind = RedisUrl::Kind::single;
+  u.tls = url_.tls;
+  u.nodes = {at};
+  u.user = url_.user;
+  u.password = url_.password;
+  auto node = std::make_unique<Node>();
+  node->at = at;
+  try {
+    ClusterHooks *hooks = this;
+    node->store = std::make_unique<RedisStore>(policy_, std::move(u), hooks);
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "floodwall: Redis Cluster node %s cannot be used: %s\n", endpoint_name(at).c_str(), e.what());
+    return nullptr;
+  }
+  node->store->wait_connected(policy_.redis.connect_timeout_ms);
+  RedisStore *s = node->store.get();
+  std::unique_lock lock(nodes_mu_);
+  if (closing_) return nullptr;  // node goes with this scope: its store joins its thread
+  nodes_.push_back(std::move(node));
+  return s;
+}
+
+// One node's view: CLUSTER SHARDS, or CLUSTER SLOTS where that is unknown (before Redis 7).
+bool ClusterStore::read_map(const RedisEndpoint &at, ClusterMap &map, FailReason &why, std::string &what) {
+  Connection c;
+  auto deadline = [&] { return now_us() + policy_.redis.connect_timeout_ms * 1000; };
+  if (!c.connect_blocking(at, tls_.get(), deadline())) {
+    why = c.failure() == FailReason::config ? FailReason::config : FailReason::connection;
+    what = c.error();
+    return false;
+  }
+  auto ask = [&](std::initializer_list<std::string_view> args) {
+    return c.roundtrip(resp_format(std::vector<std::string_view>(args)), deadline());
+  };
+  if (!url_.password.empty()) {
+    redisReply *r = url_.user.empty() ? ask({"AUTH", url_.password}) : ask({"AUTH", url_.user, url_.password});
+    if (!r) {
+      why = FailReason::connection;
+      what = "no reply to AUTH";
+      return false;
+    }
+    bool refused = r->type == REDIS_REPLY_ERROR;
+    if (refused) what = printable(std::string_view(r->str, r->len));
+    freeReplyObject(r);
+    if (refused) {
+      why = FailReason::config;
+      return false;
+    }
+  }
+  std::optional<ClusterMap> got;
+  for (bool shards : {true, false}) {
+    redisReply *r = shards ? ask({"CLUSTER", "SHARDS"}) : ask({"CLUSTER", "SLOTS"});
+    if (!r) {
+      why = FailReason::connection;
+      what = "no reply to CLUSTER " + std::string(shards ? "SHARDS" : "SLOTS");
+      return false;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+      std::string_view err(r->str, r->len);
+      what = printable(err);
+      bool disabled = err.find("cluster support disabled") != std::string_view::npos;
+      bool unknown = err.find("nknown subcommand") != std::string_view::npos;
+      freeReplyObject(r);
+      if (disabled || !unknown || !shards) {
+        why = disabled || resp_is_config_error(err) ? FailReason::config : FailReason::error;
+        return false;
+      }
+      continue;  // CLUSTER SHARDS is Redis 7's: ask for SLOTS
+    }
+    got = shards ? parse_cluster_shards(r, at.host, url_.tls) : parse_cluster_slots(r, at.host);
+    freeReplyObject(r);
+    break;
+  }
+  if (!got) {
+    why = FailReason::error;
+    what = "a slot map it could not read";
+    return false;
+  }
+  map = std::move(*got);
+  return true;
+}
+
+bool ClusterStore::refresh() {
+  // The masters known first (the seeds may be gone), then the seeds.
+  std::vector<RedisEndpoint> ask;
+  {
+    std::shared_lock lock(nodes_mu_);
+    for (const auto &n : nodes_)
+      for (size_t slot = 0; slot < kClusterSlots; slot++)
+        if (owner_[slot].load(std::memory_order_relaxed) == n->store.get()) {
+          ask.push_back(n->at);
+          break;
+        }
+  }
+  for (const RedisEndpoint &seed : url_.nodes) ask.push_back(seed);
+  ClusterMap map;
+  bool got = false;
+  FailReason why = FailReason::connection;
+  std::string what, first_refusal;
+  for (const RedisEndpoint &at : ask) {
+    FailReason w = FailReason::connection;
+    std::string text;
+    if (read_map(at, map, w, text)) {
+      got = true;
+      break;
+    }
+    if (w != FailReason::connection) {
+      why = w;
+      if (first_refusal.empty()) first_refusal = endpoint_name(at) + ": " + text;
+    }
+    if (what.empty()) what = endpoint_name(at) + ": " + text;
+  }
+  if (!got) {
+    map_failure_.store(why);
+    if (!map_known_.load()) {
+      if (why != FailReason::connection) {
+        if (!refused_said_.exchange(true))
+          std::fprintf(stderr,
+                       "floodwall: no slot map from the Redis Cluster (%s); every decision is the fallback's until a "
+                       "node gives one (check that the seeds are cluster nodes, and the user and password)\n",
+                       first_refusal.c_str());
+      } else if (!unreachable_said_.exchange(true)) {
+        std::string seeds;
+        for (const RedisEndpoint &s : url_.nodes) seeds += (seeds.empty() ? "" : ", ") + endpoint_name(s);
+        std::fprintf(stderr,
+                     "floodwall: no node of the Redis Cluster answered (seeds %s; %s); every decision is the "
+                     "fallback's until one does (retrying in the background)\n",
+                     seeds.c_str(), what.c_str());
+      }
+    }
+    return false;
+  }
+  // A store for each master (made and connected first, all at once), then the table.
+  std::vector<RedisStore *> by_master(map.masters.size(), nullptr);
+  for (size_t i = 0; i < map.masters.size(); i++) by_master[i] = node_at(map.masters[i].endpoint, true);
+  for (size_t slot = 0; slot < kClusterSlots; slot++) {
+    uint16_t i = map.owner[slot];
+    owner_[slot].store(i == ClusterMap::kUnowned ? nullptr : by_master[i], std::memory_order_release);
+  }
+  map_known_.store(true);
+  map_failure_.store(FailReason::none);
+  return true;
+}
+
+}  // namespace floodwall

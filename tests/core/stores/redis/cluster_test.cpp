@@ -1,0 +1,1119 @@
+// redis+cluster:// against a real Redis Cluster the test starts (cluster_redis.hpp: 3 masters, each with a
+// replica unless said, cluster-node-timeout 1000 ms, every node on 127.0.0.1). The client must find the
+// slot map through any seed that answers, write each tenant's keys on the master of its slot, stay exact
+// across threads and processes there, follow a slot migration (ASK, then MOVED) without a caller ever
+// seeing it, follow a failover (the fallback deciding meanwhile, never failing open), and say CLUSTERDOWN
+// and TRYAGAIN as their own fail reason (cluster). The fleet shedder is decided in process from the
+// clients' reports: exact for one client, over its capacity by at most what the others admitted within a
+// report period or two for several. A wrong password and a seed that is no cluster are config, said once;
+// no seed reachable is said once.
+//
+// Suites: Cluster shares one healthy cluster (its tests read the slot map afresh: a migration moves a slot);
+// ClusterSetup needs no cluster; ClusterAcl, ClusterDown and ClusterFailover start clusters of their own
+// (an ACL user, no replicas, a master killed). Under ctest every test is a process of its own, so each
+// starts its suite's cluster (about 2 s here).
+#include <floodwall.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <new>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "admits.hpp"
+#include "capture_stderr.hpp"
+#include "cluster_redis.hpp"
+#include "redis_server.hpp"
+#include "stores/redis/cluster_map.hpp"
+
+using floodwall::testing::admit;
+using floodwall::testing::answered_within;
+using floodwall::testing::by_store;
+using floodwall::testing::CaptureStderr;
+using floodwall::testing::client;
+using floodwall::testing::ClusterTopology;
+using floodwall::testing::count;
+using floodwall::testing::free_port;
+using floodwall::testing::rate_key;
+using floodwall::testing::reason_within;
+using floodwall::testing::RedisServer;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using json = nlohmann::json;
+
+// The fleet shedder's reports on a cluster under `prefix`: a hash in a slot of its own (never a tenant's:
+// `~` starts no plain tenant id, and the encoded ones are longer). Each fleet test has a prefix of its own,
+// so that no report of another test's clients (counting until it expires) is among the others.
+std::string reports_key(const std::string &prefix) {
+  return prefix + ":{~fleet}:reports";
+}
+
+std::string policy(const std::string &url,
+                   const std::string &sections = R"("request_rate": {"rate": 100000, "burst": 100000})",
+                   int deadline_ms = 500, const std::string &redis = "") {
+  return R"({"store": ")" + url + R"(", "redis": {"deadline_ms": )" + std::to_string(deadline_ms) + redis + "}, " +
+         sections + "}";
+}
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// An admit whose ticket the caller keeps (admit() in admits.hpp releases at once).
+fw_decision admit_held(fw_client *c, const std::string &tenant, bool critical = false) {
+  fw_request r = FW_REQUEST_INIT;
+  r.tenant = tenant.data();
+  r.tenant_len = tenant.size();
+  r.critical = critical ? 1 : 0;
+  fw_decision d = FW_DECISION_INIT;
+  if (fw_admit(c, &r, &d) != FW_OK) std::abort();
+  return d;
+}
+
+// Redis' TIME on a node, in seconds: every node runs on this host, so any master's clock is the fleet's.
+double redis_seconds(const ClusterTopology &t, int port) {
+  std::string time = t.command(port, {"TIME"});
+  return static_cast<double>(std::stoll(time.substr(0, time.find(' ')))) +
+         static_cast<double>(std::stoll(time.substr(time.find(' ') + 1))) / 1e6;
+}
+
+// Tenant ids stem-0, stem-1, ... by the master that serves their keys now (CLUSTER SLOTS once, the slot
+// computed here: a plain id is written as it is inside the hash tag), `per` of each master.
+std::map<int, std::vector<std::string>> tenants_on_masters(const ClusterTopology &t, const std::string &stem,
+                                                           size_t per) {
+  auto ranges = t.slot_ranges();
+  std::map<int, std::vector<std::string>> out;
+  for (const auto &r : ranges) out[r.master];
+  for (int i = 0; i < 100000; i++) {
+    std::string tenant = stem + "-" + std::to_string(i);
+    uint16_t slot = floodwall::key_slot(rate_key(tenant));
+    for (const auto &r : ranges) {
+      if (r.start <= slot && slot <= r.end && out[r.master].size() < per) out[r.master].push_back(tenant);
+    }
+    bool full = true;
+    for (const auto &[master, tenants] : out) full = full && tenants.size() >= per;
+    if (full) break;
+  }
+  return out;
+}
+
+// The first tenant id stem-N whose keys hash to `slot` (about 16,384 tries, computed here).
+std::string tenant_in_slot(const std::string &stem, uint16_t slot) {
+  for (int i = 0;; i++) {
+    std::string tenant = stem + "-" + std::to_string(i);
+    if (floodwall::key_slot(rate_key(tenant)) == slot) return tenant;
+  }
+}
+
+// Waits until every running node's CLUSTER INFO says cluster_state:<state>; false after timeout_s.
+bool wait_cluster_state(const ClusterTopology &t, const std::string &state, double timeout_s) {
+  auto t0 = Clock::now();
+  while (seconds_since(t0) < timeout_s) {
+    bool all = true;
+    for (int p : t.live_ports())
+      all = all && t.command(p, {"CLUSTER", "INFO"}).find("cluster_state:" + state) != std::string::npos;
+    if (all) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+// The keys of `slot` on the node on `port` (CLUSTER GETKEYSINSLOT).
+std::vector<std::string> keys_in_slot(const ClusterTopology &t, int port, uint16_t slot) {
+  std::string keys = t.command(port, {"CLUSTER", "GETKEYSINSLOT", std::to_string(slot), "1000"});
+  std::vector<std::string> out;
+  for (size_t at = 0; at < keys.size();) {
+    size_t space = keys.find(' ', at);
+    out.push_back(keys.substr(at, space - at));
+    at = space == std::string::npos ? keys.size() : space + 1;
+  }
+  return out;
+}
+
+// Seconds left until `deadline`, at least `floor_s` (so that one more try is made).
+double left_until(Clock::time_point deadline, double floor_s = 0.2) {
+  return std::max(floor_s, std::chrono::duration<double>(deadline - Clock::now()).count());
+}
+
+// Joins threads told to stop however the test ends (an ASSERT returning early included).
+struct StopAndJoin {
+  std::atomic<bool> &stop;
+  std::vector<std::thread> &threads;
+  ~StopAndJoin() {
+    stop = true;
+    for (auto &th : threads) {
+      if (th.joinable()) th.join();
+    }
+  }
+};
+
+// Waits for a child up to timeout_s: its status, or -1 after killing it when it hung.
+int wait_child(pid_t pid, double timeout_s) {
+  int status = 0;
+  auto t0 = Clock::now();
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (seconds_since(t0) > timeout_s) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return status;
+}
+
+bool exited_ok(int status) {
+  return status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// What a child said: "exit N", "signal N" or "hung".
+std::string child_text(int status) {
+  return status < 0 ? "hung" : floodwall::testing::exit_text(status);
+}
+
+json metrics(fw_client *c) {
+  fw_buf b = FW_BUF_INIT;
+  if (fw_metrics_json(c, &b) != FW_OK) return json();
+  json m = json::parse(std::string(b.ptr ? b.ptr : "", b.size), nullptr, false);
+  fw_buf_dispose(&b);
+  return m;
+}
+
+// One byte through a pipe, waiting at most timeout_s for it: false when none came.
+bool read_byte(int fd, double timeout_s) {
+  pollfd p{fd, POLLIN, 0};
+  char ch = 0;
+  return poll(&p, 1, static_cast<int>(timeout_s * 1000)) == 1 && read(fd, &ch, 1) == 1;
+}
+void write_byte(int fd) {
+  char ch = 'x';
+  (void)!write(fd, &ch, 1);
+}
+
+// One shared healthy cluster for the tests that leave it so.
+class Cluster : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { topo_ = new ClusterTopology(); }
+  static void TearDownTestSuite() {
+    delete topo_;
+    topo_ = nullptr;
+  }
+  static ClusterTopology *topo_;
+};
+ClusterTopology *Cluster::topo_ = nullptr;
+
+}  // namespace
+
+// The first seed is down and the second is a replica: its CLUSTER SLOTS is the whole map, so the client
+// finds every master and writes each tenant's bucket on the master of its slot (and nowhere else).
+TEST_F(Cluster, OneReachableSeedIsEnoughAndEachTenantIsOnItsMaster) {
+  ClusterTopology &t = *topo_;
+  auto replicas = t.replica_ports();
+  ASSERT_FALSE(replicas.empty());
+  fw_client *c = client(policy(t.url("redis+cluster://", {free_port(), replicas[0]}),
+                               R"("request_rate": {"rate": 0.001, "burst": 1000})"));
+  ASSERT_NE(c, nullptr);
+  auto on = tenants_on_masters(t, "seed", 2);
+  ASSERT_EQ(on.size(), 3u);
+  EXPECT_EQ(t.key_slot(rate_key("seed-0")), floodwall::key_slot(rate_key("seed-0"))) << "the slot computed here";
+  for (const auto &[master, tenants] : on) {
+    for (const auto &tenant : tenants) {
+      ASSERT_TRUE(answered_within(c, tenant, 5)) << tenant << " of " << master;
+      int store = 0;
+      for (int i = 0; i < 20; i++) store += by_store(admit(c, tenant));
+      EXPECT_EQ(store, 20) << tenant << ": every decision by its master";
+      EXPECT_EQ(t.command(master, {"EXISTS", rate_key(tenant)}), "1") << tenant << " on its master " << master;
+      for (int other : t.master_ports()) {
+        if (other != master) {
+          EXPECT_EQ(t.command(other, {"GET", rate_key(tenant)}).rfind("MOVED ", 0), 0u) << "not on " << other;
+        }
+      }
+    }
+  }
+  fw_client_free(c);
+}
+
+// Four processes of three threads, one tenant per master, each thread holding its slot a moment: every
+// tenant within burst + rate x elapsed (Redis' TIME: one clock on this host) and never above its
+// concurrency limit, every decision by the tenant's master.
+TEST_F(Cluster, FourProcessesStayExactOnEveryMaster) {
+  ClusterTopology &t = *topo_;
+  const double rate = 200;
+  const int burst = 40, limit = 2, processes = 4;
+  auto on = tenants_on_masters(t, "exact", 1);
+  ASSERT_EQ(on.size(), 3u);
+  std::vector<std::string> tenants;
+  std::vector<int> masters;
+  for (const auto &[master, ts] : on) {
+    masters.push_back(master);
+    tenants.push_back(ts[0]);
+  }
+  std::string pol =
+      policy(t.url(), R"("request_rate": {"rate": 200, "burst": 40}, "concurrency": {"limit": 2, "ttl_s": 30})",
+             /*deadline_ms=*/2000);
+  // Per tenant: allowed, answered by the store, decisions, in flight now, the most ever in flight.
+  struct Counts {
+    std::atomic<int64_t> allowed{0}, store{0}, decisions{0}, in_flight{0}, most{0};
+  };
+  void *mem = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  auto *counts = new (mem) Counts[3];
+  double t0 = redis_seconds(t, masters[0]);
+  auto start = Clock::now();
+  std::vector<pid_t> kids;
+  for (int p = 0; p < processes; p++) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      fw_client *c = nullptr;
+      if (fw_client_new(&c, pol.c_str()) != FW_OK) _exit(2);
+      std::vector<std::thread> ts;
+      for (int k = 0; k < 3; k++)
+        ts.emplace_back([&, k] {
+          Counts &n = counts[k];
+          while (Clock::now() - start < std::chrono::milliseconds(1200)) {
+            fw_decision d = admit_held(c, tenants[k]);
+            n.decisions++;
+            n.store += by_store(d);
+            if (d.allowed) {
+              n.allowed++;
+              int64_t now = ++n.in_flight;
+              int64_t seen = n.most.load();
+              while (now > seen && !n.most.compare_exchange_weak(seen, now)) {
+              }
+              std::this_thread::sleep_for(std::chrono::microseconds(200));
+              n.in_flight--;  // before the release: what is counted here is never more than what Redis holds
+            }
+            fw_release(c, d.ticket);
+          }
+        });
+      for (auto &th : ts) th.join();
+      fw_client_free(c);  // the last releases go out before the process exits
+      _exit(0);
+    }
+    kids.push_back(pid);
+  }
+  for (pid_t k : kids) {
+    int status = wait_child(k, 60);
+    EXPECT_TRUE(exited_ok(status)) << "a child: " << child_text(status);
+  }
+  double elapsed = redis_seconds(t, masters[0]) - t0;
+  for (int k = 0; k < 3; k++) {
+    const Counts &n = counts[k];
+    std::printf("%s on %d: %lld allowed of %lld in %.3f s (bound %.0f), at most %lld in flight (limit %d)\n",
+                tenants[k].c_str(), masters[k], static_cast<long long>(n.allowed.load()),
+                static_cast<long long>(n.decisions.load()), elapsed, burst + rate * elapsed,
+                static_cast<long long>(n.most.load()), limit);
+    EXPECT_EQ(n.store.load(), n.decisions.load()) << tenants[k] << ": every decision by its master";
+    EXPECT_LE(n.allowed.load(), static_cast<int64_t>(burst + rate * elapsed) + 1)
+        << tenants[k] << ": " << elapsed << " s";
+    EXPECT_GT(n.allowed.load(), burst) << tenants[k] << ": the bucket refilled and was used";
+    EXPECT_LE(n.most.load(), limit) << tenants[k] << ": the concurrency limit was exceeded at some instant";
+    EXPECT_GE(n.most.load(), 1);
+    // Every slot was given back, on the master of the tenant.
+    std::string conc = "floodwall:{" + tenants[k] + "}:conc";
+    for (int i = 0; i < 100 && t.command(masters[k], {"ZCARD", conc}) != "0"; i++)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_EQ(t.command(masters[k], {"ZCARD", conc}), "0") << tenants[k];
+    EXPECT_EQ(t.command(masters[k], {"EXISTS", rate_key(tenants[k])}), "1") << tenants[k] << " on its master";
+  }
+  munmap(mem, 4096);
+}
+
+// One client (one process, many threads): the fleet shedder decided in process is exact. Deterministic
+// first: the capacity held, the next non-critical request is a fleet 503 that spends no token, a critical
+// one passes; the client's count is reported to the reports hash. Then sixteen threads on six tenants
+// (two per master) never hold more than the capacity.
+TEST_F(Cluster, TheFleetCapacityIsExactForOneClient) {
+  ClusterTopology &t = *topo_;
+  const int cap = 8;
+  fw_client *c = client(policy(
+      t.url(), R"("prefix": "fleet1", "request_rate": {"rate": 0.1, "burst": 100000}, "fleet": {"capacity": 8})"));
+  ASSERT_NE(c, nullptr);
+  auto on = tenants_on_masters(t, "fleet1", 2);
+  std::vector<std::string> tenants;
+  for (const auto &[master, ts] : on) tenants.insert(tenants.end(), ts.begin(), ts.end());
+  ASSERT_EQ(tenants.size(), 6u);
+  for (const auto &tenant : tenants) ASSERT_TRUE(answered_within(c, tenant, 5)) << tenant;
+
+  const std::string x = tenants[0];
+  int64_t before = admit(c, x).remaining;  // by the store (answered_within): now burst - 2
+  std::vector<fw_ticket> held;
+  for (int i = 0; i < cap; i++) {
+    fw_decision d = admit_held(c, x);
+    EXPECT_TRUE(d.allowed && by_store(d)) << i;
+    held.push_back(d.ticket);
+  }
+  for (int i = 0; i < 5; i++) {
+    fw_decision d = admit_held(c, tenants[static_cast<size_t>(i) % tenants.size()]);
+    EXPECT_FALSE(d.allowed) << "the capacity is held";
+    EXPECT_EQ(d.limiter, FW_LIMITER_FLEET);
+    EXPECT_EQ(d.status, 503);
+    EXPECT_TRUE(by_store(d)) << "the fleet decided in process is no fallback";
+    fw_release(c, d.ticket);
+  }
+  fw_decision critical = admit_held(c, x, /*critical=*/true);
+  EXPECT_TRUE(critical.allowed) << "critical requests are never counted";
+  EXPECT_TRUE(by_store(critical));
+  EXPECT_EQ(critical.remaining, before - cap - 1) << "the fleet's rejections of " << x << " spent no token";
+  fw_release(c, critical.ticket);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // two reports at least
+  const std::string reports = reports_key("fleet1");
+  EXPECT_EQ(t.command_on_key(reports, {"TYPE", reports}), "hash") << "the client reports to " << reports;
+  EXPECT_NE(t.command_on_key(reports, {"HLEN", reports}), "0");
+  for (fw_ticket ticket : held) fw_release(c, ticket);
+  fw_decision again = admit_held(c, x);
+  EXPECT_TRUE(again.allowed) << "released: the client's own count is now";
+  fw_release(c, again.ticket);
+
+  std::atomic<int64_t> in_flight{0}, most{0}, allowed{0}, rejected{0}, not_fleet{0}, not_store{0};
+  auto start = Clock::now();
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 16; k++)
+    threads.emplace_back([&, k] {
+      const std::string &tenant = tenants[static_cast<size_t>(k) % tenants.size()];
+      while (Clock::now() - start < std::chrono::milliseconds(1500)) {
+        fw_decision d = admit_held(c, tenant);
+        not_store += !by_store(d);
+        if (d.allowed) {
+          allowed++;
+          int64_t now = ++in_flight;
+          int64_t seen = most.load();
+          while (now > seen && !most.compare_exchange_weak(seen, now)) {
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+          in_flight--;  // before the release: never more than what the client counts
+        } else {
+          rejected++;
+          not_fleet += d.limiter != FW_LIMITER_FLEET || d.status != 503;
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+        }
+        fw_release(c, d.ticket);
+      }
+    });
+  for (auto &th : threads) th.join();
+  std::printf("one client, 16 threads, capacity %d: %lld allowed, %lld shed, at most %lld in flight\n", cap,
+              static_cast<long long>(allowed.load()), static_cast<long long>(rejected.load()),
+              static_cast<long long>(most.load()));
+  RecordProperty("one_client_most_in_flight", std::to_string(most.load()));
+  EXPECT_LE(most.load(), cap) << "one client is exact";
+  EXPECT_GE(most.load(), cap / 2) << "the capacity was used";
+  EXPECT_GT(rejected.load(), 0) << "and shed beyond it";
+  EXPECT_EQ(not_fleet.load(), 0) << "every rejection the fleet's (503)";
+  EXPECT_EQ(not_store.load(), 0) << "no decision the fallback's";
+  fw_client_free(c);
+}
+
+// Several clients: each decides from the others' reports (at most a report period or two old) and its own
+// count now. First, deterministically: a client in another process sees this one's held capacity once the
+// reports went round, and sees it released the same way. Then four processes of eight threads, requests
+// held 400-700 ms: the measured in-flight count may pass the capacity only by what the other processes
+// admitted within the 300 ms before (a report period of the one that admitted, one of the one deciding, and
+// slack for a loaded 2-core machine). Requests are held longer than that window on purpose: what the others
+// admitted before it must be in their reports, so a client that ignored them (each holding the whole
+// capacity) would break the bound; with shorter holds every request in flight would be in the window and
+// the bound would say nothing. The overshoot, and how the count swings (every client acting on the same
+// stale view), are printed.
+TEST_F(Cluster, TheFleetCapacityIsPassedOnlyByWhatOthersAdmittedWithinAReport) {
+  ClusterTopology &t = *topo_;
+  const int cap = 8, processes = 4, threads = 8;
+  std::string pol =
+      policy(t.url(), R"("prefix": "fleetN", "request_rate": {"rate": 1, "burst": 1000000}, "fleet": {"capacity": 8})");
+  auto on = tenants_on_masters(t, "fleetN", 3);
+  std::vector<std::string> tenants;
+  for (const auto &[master, ts] : on) tenants.insert(tenants.end(), ts.begin(), ts.end());
+  ASSERT_EQ(tenants.size(), 9u);
+
+  {
+    fw_client *a = client(pol);
+    ASSERT_NE(a, nullptr);
+    ASSERT_TRUE(answered_within(a, tenants[0], 5)) << "once the client has its first view of the fleet";
+    std::vector<fw_ticket> held;
+    for (int i = 0; i < cap; i++) {
+      fw_decision d = admit_held(a, tenants[static_cast<size_t>(i) % tenants.size()]);
+      EXPECT_TRUE(d.allowed && by_store(d)) << i;
+      held.push_back(d.ticket);
+    }
+    int told[2], go[2];
+    ASSERT_EQ(pipe(told), 0);
+    ASSERT_EQ(pipe(go), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+      fw_client *b = nullptr;
+      if (fw_client_new(&b, pol.c_str()) != FW_OK) _exit(2);
+      fw_release(b, admit_held(b, tenants[0], /*critical=*/true).ticket);  // counted by no fleet: starts it up
+      std::this_thread::sleep_for(std::chrono::milliseconds(350));
+      fw_decision d = admit_held(b, tenants[1]);
+      if (d.allowed) _exit(3);
+      if (d.limiter != FW_LIMITER_FLEET) _exit(4);
+      fw_decision crit = admit_held(b, tenants[1], /*critical=*/true);
+      if (!crit.allowed) _exit(5);
+      fw_release(b, crit.ticket);
+      write_byte(told[1]);
+      if (!read_byte(go[0], 10)) _exit(6);
+      std::this_thread::sleep_for(std::chrono::milliseconds(350));
+      fw_decision after = admit_held(b, tenants[1]);
+      if (!after.allowed || !by_store(after)) _exit(7);
+      fw_release(b, after.ticket);
+      fw_client_free(b);
+      _exit(0);
+    }
+    ASSERT_GT(pid, 0);
+    EXPECT_TRUE(read_byte(told[0], 15)) << "the other client checked the held capacity";
+    for (fw_ticket ticket : held) fw_release(a, ticket);
+    write_byte(go[1]);
+    int status = wait_child(pid, 15);
+    // 3: it admitted beyond the capacity another client held; 4: refused by another limiter; 5: a critical
+    // request was refused; 7: still refused (or by the fallback) after the capacity was released.
+    EXPECT_TRUE(exited_ok(status)) << "the other client: " << child_text(status);
+    for (int fd : {told[0], told[1], go[0], go[1]}) close(fd);
+    fw_client_free(a);
+  }
+
+  // Each admit: when (steady clock, the same in every process), by which process, and the in-flight count
+  // (every process's) just after it. Counted, timed and logged under one lock, so that the log's order is
+  // the count's and an admit counted before another is never timed after it.
+  struct Entry {
+    int64_t ns;
+    int32_t proc;
+    int32_t in_flight;
+  };
+  constexpr size_t kEntries = 200000;
+  struct Shared {
+    std::atomic<int64_t> in_flight{0}, next{0}, rejected{0}, not_fleet{0}, not_store{0};
+    std::atomic_flag lock;  // clear (C++20)
+    Entry log[kEntries];
+  };
+  size_t size = sizeof(Shared);
+  void *mem = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  auto *shared = new (mem) Shared;
+  // Every client is made and has reported before the load starts, all at once.
+  auto start = Clock::now() + std::chrono::milliseconds(1500);
+  auto end = start + std::chrono::milliseconds(3500);
+  std::vector<pid_t> kids;
+  for (int p = 0; p < processes; p++) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      fw_client *c = nullptr;
+      if (fw_client_new(&c, pol.c_str()) != FW_OK) _exit(2);
+      fw_release(c, admit_held(c, tenants[0], /*critical=*/true).ticket);
+      std::this_thread::sleep_until(start);
+      std::vector<std::thread> ts;
+      for (int k = 0; k < threads; k++)
+        ts.emplace_back([&, k] {
+          std::mt19937 rng(static_cast<unsigned>(p * 100 + k));
+          const std::string &tenant = tenants[static_cast<size_t>(p * threads + k) % tenants.size()];
+          while (Clock::now() < end) {
+            fw_decision d = admit_held(c, tenant);
+            shared->not_store += !by_store(d);
+            if (d.allowed) {
+              while (shared->lock.test_and_set(std::memory_order_acquire)) {
+              }
+              int32_t now = static_cast<int32_t>(++shared->in_flight);
+              size_t i = static_cast<size_t>(shared->next++);
+              if (i < kEntries) shared->log[i] = {Clock::now().time_since_epoch().count(), p, now};
+              shared->lock.clear(std::memory_order_release);
+              std::this_thread::sleep_for(std::chrono::milliseconds(400 + rng() % 300));
+              shared->in_flight--;  // before the release: never more than the clients count
+              fw_release(c, d.ticket);
+              std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 10));
+            } else {
+              shared->rejected++;
+              shared->not_fleet += d.limiter != FW_LIMITER_FLEET || d.status != 503;
+              std::this_thread::sleep_for(std::chrono::milliseconds(3));
+            }
+          }
+        });
+      for (auto &th : ts) th.join();
+      fw_client_free(c);
+      _exit(0);
+    }
+    kids.push_back(pid);
+  }
+  // The in-flight count as sampled every millisecond, once the start's rush (every client seeing the
+  // others at 0) has been held and released.
+  int64_t samples = 0, sum = 0, above = 0;
+  std::this_thread::sleep_until(start + std::chrono::milliseconds(1000));
+  while (Clock::now() < end) {
+    int64_t v = shared->in_flight.load();
+    samples++;
+    sum += v;
+    above += v > cap;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  for (pid_t k : kids) {
+    int status = wait_child(k, 60);
+    EXPECT_TRUE(exited_ok(status)) << "a child: " << child_text(status);
+  }
+
+  size_t n = std::min<size_t>(static_cast<size_t>(shared->next.load()), kEntries);
+  std::vector<Entry> log(shared->log, shared->log + n);  // in the order counted, and of time
+  const int64_t window_ns = 300'000'000;
+  const int64_t steady_ns = (start + std::chrono::milliseconds(1000)).time_since_epoch().count();
+  std::array<int64_t, 4> in_window{};  // admits of each process within the window before the current one
+  size_t lo = 0;
+  int most = 0, most_steady = 0, beyond_bound = 0, worst_over = 0, worst_others = 0;
+  int64_t tightest = 1 << 30;  // the least, over admits beyond the capacity, of (the others' admits - the excess)
+  for (size_t i = 0; i < log.size(); i++) {
+    in_window[static_cast<size_t>(log[i].proc)]++;
+    while (log[lo].ns <= log[i].ns - window_ns) in_window[static_cast<size_t>(log[lo++].proc)]--;
+    int over = log[i].in_flight - cap;
+    most = std::max(most, log[i].in_flight);
+    if (log[i].ns >= steady_ns) most_steady = std::max(most_steady, log[i].in_flight);
+    if (over <= 0) continue;
+    int64_t others = 0;
+    for (size_t q = 0; q < in_window.size(); q++) others += q == static_cast<size_t>(log[i].proc) ? 0 : in_window[q];
+    if (over > others) beyond_bound++;
+    tightest = std::min<int64_t>(tightest, others - over);
+    if (over > worst_over) {
+      worst_over = over;
+      worst_others = static_cast<int>(others);
+    }
+  }
+  double mean = samples ? static_cast<double>(sum) / static_cast<double>(samples) : 0;
+  std::printf(
+      "fleet, %d processes x %d threads, capacity %d: %zu admitted, %lld shed; at most %d in flight (%d after the "
+      "first 1 s; the most over the capacity, %d, with %d admits by the others in the 300 ms before; the bound's "
+      "tightest margin %lld); after 1 s %.1f in flight on average, %.0f%% of the time above the capacity\n",
+      processes, threads, cap, n, static_cast<long long>(shared->rejected.load()), most, most_steady, worst_over,
+      worst_others, static_cast<long long>(tightest == 1 << 30 ? -1 : tightest), mean,
+      samples ? 100.0 * static_cast<double>(above) / static_cast<double>(samples) : 0.0);
+  RecordProperty("fleet_most_in_flight", std::to_string(most));
+  RecordProperty("fleet_most_in_flight_after_1s", std::to_string(most_steady));
+  RecordProperty("fleet_mean_in_flight", std::to_string(mean));
+  EXPECT_LT(n, kEntries);
+  EXPECT_GT(n, static_cast<size_t>(cap)) << "the capacity was used";
+  EXPECT_GT(shared->rejected.load(), 0) << "and shed beyond it";
+  EXPECT_EQ(beyond_bound, 0) << "admits that passed the capacity by more than the others admitted within 300 ms";
+  EXPECT_EQ(shared->not_fleet.load(), 0) << "every rejection the fleet's (503)";
+  EXPECT_EQ(shared->not_store.load(), 0) << "no decision the fallback's";
+  munmap(mem, size);
+}
+
+// A client closed while its last report still counts some requests in flight (taken before they ended):
+// it withdraws its count as it closes, so another client does not take it for in flight until the report
+// expires a second later.
+TEST_F(Cluster, AClosedClientsCountIsWithdrawn) {
+  ClusterTopology &t = *topo_;
+  const int cap = 8;
+  std::string pol = policy(
+      t.url(), R"("prefix": "fleetclose", "request_rate": {"rate": 1, "burst": 1000000}, "fleet": {"capacity": 8})");
+  auto on = tenants_on_masters(t, "fleetclose", 1);
+  std::vector<std::string> tenants;
+  for (const auto &[master, ts] : on) tenants.push_back(ts[0]);
+  ASSERT_EQ(tenants.size(), 3u);
+  fw_client *a = client(pol);
+  ASSERT_NE(a, nullptr);
+  ASSERT_TRUE(answered_within(a, tenants[0], 5)) << "once the client has its first view of the fleet";
+  std::vector<fw_ticket> held;
+  for (int i = 0; i < cap; i++) {
+    fw_decision d = admit_held(a, tenants[static_cast<size_t>(i) % tenants.size()]);
+    EXPECT_TRUE(d.allowed) << i;
+    held.push_back(d.ticket);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // reported: 8 in flight
+  const std::string reports = reports_key("fleetclose");
+  for (fw_ticket ticket : held) fw_release(a, ticket);
+  fw_client_free(a);  // at once, before a report says 0
+  auto closed = Clock::now();
+
+  fw_client *b = client(pol);
+  ASSERT_NE(b, nullptr);
+  ASSERT_TRUE(answered_within(b, tenants[1], 5)) << "once the client has its first view of the fleet";
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));  // two reports of its own
+  double after_s = seconds_since(closed);
+  int allowed = 0;
+  std::vector<fw_ticket> taken;
+  for (int i = 0; i < cap; i++) {
+    fw_decision d = admit_held(b, tenants[static_cast<size_t>(i) % tenants.size()]);
+    allowed += d.allowed;
+    taken.push_back(d.ticket);
+  }
+  std::string left = t.command_on_key(reports, {"HGETALL", reports});
+  for (fw_ticket ticket : taken) fw_release(b, ticket);
+  fw_client_free(b);
+  std::printf("%.2f s after a client closed: %d of %d admitted by another; the reports: %s\n", after_s, allowed, cap,
+              left.c_str());
+  EXPECT_EQ(allowed, cap) << "the closed client's count was withdrawn (reports: " << left << ")";
+}
+
+// A slot migration in steps while a tenant is admitted (request rate only: one key per admit, which a
+// migrating slot always serves somewhere): before its key moved the source serves it; a new tenant of the
+// slot is created at the target (ASK); after the key moved, ASK; once finished, MOVED. The store follows
+// each, no caller sees any of it, and the bucket carries on: remaining counts every admit of the whole run.
+TEST_F(Cluster, ASlotMigrationIsFollowedAndTheBucketCarriesOn) {
+  ClusterTopology &t = *topo_;
+  fw_client *c = client(policy(t.url(), R"("request_rate": {"rate": 0.001, "burst": 100})"));
+  ASSERT_NE(c, nullptr);
+  const std::string old_tenant = "migrating";
+  uint16_t slot = floodwall::key_slot(rate_key(old_tenant));
+  const std::string new_tenant = tenant_in_slot("migrating-new", slot);
+  int from = t.master_of_slot(slot);
+  int to = -1;
+  for (int m : t.master_ports()) {
+    if (m != from && to < 0) to = m;
+  }
+  ASSERT_GT(to, 0);
+  int64_t expect_old = 100, expect_new = 100;
+  int not_store = 0;
+  auto run = [&](const std::string &tenant, int64_t &expect, int times, const char *phase) {
+    for (int i = 0; i < times; i++) {
+      fw_decision d = admit(c, tenant);
+      if (!by_store(d)) {
+        not_store++;
+        ADD_FAILURE() << phase << ": " << tenant << " admit " << i << " not by the store (degraded " << d.degraded
+                      << ", reason " << fw_fail_reason_name(d.fail_reason) << ")";
+        continue;  // the fallback's: nothing spent in Redis
+      }
+      expect--;
+      EXPECT_TRUE(d.allowed) << phase << ": " << tenant << " admit " << i;
+      EXPECT_EQ(d.remaining, expect) << phase << ": " << tenant << " admit " << i << ": the bucket carries on";
+    }
+  };
+  run(old_tenant, expect_old, 30, "before");
+  EXPECT_EQ(t.command(from, {"EXISTS", rate_key(old_tenant)}), "1");
+
+  t.begin_migration(slot, from, to);
+  run(old_tenant, expect_old, 10, "migrating, key at the source");
+  run(new_tenant, expect_new, 5, "migrating, a new key (ASK)");
+  EXPECT_EQ(t.commands(to, {{"ASKING"}, {"EXISTS", rate_key(new_tenant)}}), (std::vector<std::string>{"OK", "1"}))
+      << "the new tenant's bucket was made at the target";
+
+  std::vector<std::string> keys = keys_in_slot(t, from, slot);
+  ASSERT_FALSE(keys.empty()) << "the old tenant's bucket is at the source";
+  EXPECT_EQ(t.migrate_keys(slot, from, to, keys), "OK");
+  run(old_tenant, expect_old, 10, "migrating, key moved (ASK)");
+  run(new_tenant, expect_new, 5, "migrating, key moved (ASK)");
+
+  t.finish_migration(slot, to);
+  run(old_tenant, expect_old, 10, "finished (MOVED)");
+  run(new_tenant, expect_new, 5, "finished (MOVED)");
+  EXPECT_EQ(t.command(to, {"EXISTS", rate_key(old_tenant)}), "1") << "the bucket is on the new owner";
+  EXPECT_EQ(not_store, 0);
+  json m = metrics(c);
+  std::printf("migration of slot %u from %d to %d: %d of %d admits not by the store; metrics: sources %s\n", slot, from,
+              to, not_store, 75, m["sources"].dump().c_str());
+  fw_client_free(c);
+}
+
+// The same migration with a concurrency limit too: an admit then touches two keys of the slot (the bucket
+// and the slot set, empty between admits so absent), and Redis answers TRYAGAIN while they are split
+// between source and target. Such an admit is the fallback's with reason cluster (never failed open, never
+// said as config: no MOVED or ASK reaches the caller), spends no token in Redis, and once the migration is
+// finished the store decides again on the same bucket.
+TEST_F(Cluster, TryAgainDuringAMigrationIsAClusterFallbackAndSpendsNothing) {
+  ClusterTopology &t = *topo_;
+  fw_client *c =
+      client(policy(t.url(), R"("request_rate": {"rate": 0.001, "burst": 100}, "concurrency": {"limit": 2})"));
+  ASSERT_NE(c, nullptr);
+  const std::string tenant = "migrating-two-keys";
+  uint16_t slot = floodwall::key_slot(rate_key(tenant));
+  int from = t.master_of_slot(slot);
+  int to = -1;
+  for (int m : t.master_ports()) {
+    if (m != from && to < 0) to = m;
+  }
+  ASSERT_GT(to, 0);
+  int64_t store = 0, cluster = 0, other = 0, last_remaining = -1;
+  auto run = [&](int times, const char *phase) {
+    for (int i = 0; i < times; i++) {
+      fw_decision d = admit(c, tenant);
+      EXPECT_FALSE(d.failed_open) << phase;
+      if (by_store(d)) {
+        store++;
+        last_remaining = d.remaining;
+      } else if (d.degraded && d.fail_reason == FW_FAIL_CLUSTER) {
+        cluster++;
+      } else {
+        other++;
+        ADD_FAILURE() << phase << ": admit " << i << " neither the store's nor a cluster fallback (degraded "
+                      << d.degraded << ", reason " << fw_fail_reason_name(d.fail_reason) << ")";
+      }
+    }
+  };
+  run(10, "before");
+  EXPECT_EQ(store, 10);
+  t.begin_migration(slot, from, to);
+  run(5, "migrating, bucket at the source");
+  std::vector<std::string> keys = keys_in_slot(t, from, slot);  // the bucket (and a slot set not yet released)
+  ASSERT_FALSE(keys.empty()) << "the bucket is at the source";
+  EXPECT_EQ(t.migrate_keys(slot, from, to, keys), "OK");
+  run(5, "migrating, bucket moved");
+  int64_t during_store = store - 10, during_cluster = cluster;
+  t.finish_migration(slot, to);
+  // Whatever the breaker made of the TRYAGAIN replies, the store answers again within seconds.
+  ASSERT_TRUE(answered_within(c, tenant, 5)) << "after the migration";
+  store++;
+  run(10, "finished");
+  std::printf("TRYAGAIN during a migration: %lld admits by the store and %lld cluster fallbacks while it ran\n",
+              static_cast<long long>(during_store), static_cast<long long>(during_cluster));
+  EXPECT_EQ(other, 0);
+  EXPECT_EQ(last_remaining, 100 - store) << "every token spent in Redis was a store decision's";
+  EXPECT_EQ(t.command(to, {"EXISTS", rate_key(tenant)}), "1");
+  json m = metrics(c);
+  EXPECT_GE(m["store_failures"]["request_rate"]["cluster"].get<int64_t>(), during_cluster)
+      << "each counted: " << m["store_failures"].dump();
+  fw_client_free(c);
+}
+
+// A preforking server: a client made before fork() decides in the child on the parent's buckets, on two
+// masters; the parent's client is untouched and sees what the child spent.
+TEST_F(Cluster, AForkedChildDecidesOnTheParentsBuckets) {
+  ClusterTopology &t = *topo_;
+  fw_client *c = client(policy(t.url(), R"("request_rate": {"rate": 0.001, "burst": 10})"));
+  ASSERT_NE(c, nullptr);
+  auto on = tenants_on_masters(t, "forked", 1);
+  ASSERT_EQ(on.size(), 3u);
+  std::vector<std::string> tenants = {on.begin()->second[0], on.rbegin()->second[0]};
+  for (const auto &tenant : tenants) {
+    for (int i = 0; i < 4; i++) ASSERT_TRUE(by_store(admit(c, tenant))) << tenant;
+  }
+  pid_t pid = fork();
+  if (pid == 0) {
+    for (size_t k = 0; k < tenants.size(); k++) {
+      int ok = 0;
+      for (int i = 0; i < 8; i++) {
+        fw_decision d = admit(c, tenants[k]);
+        if (!by_store(d)) _exit(static_cast<int>(10 + k));
+        ok += d.allowed;
+      }
+      if (ok != 6) _exit(static_cast<int>(20 + k));
+    }
+    fw_client_free(c);
+    _exit(0);
+  }
+  int status = wait_child(pid, 10);
+  // 10 + k: a decision of tenant k not by the store; 20 + k: not exactly the 6 tokens left allowed.
+  EXPECT_TRUE(exited_ok(status)) << "the child: " << child_text(status);
+  for (const auto &tenant : tenants) {
+    fw_decision d = admit(c, tenant);
+    EXPECT_TRUE(by_store(d)) << "the parent's client is untouched";
+    EXPECT_FALSE(d.allowed) << tenant << ": the child spent the rest of the bucket";
+  }
+  fw_client_free(c);
+}
+
+TEST(ClusterSetup, ADatabaseNumberIsAPolicyErrorNamingTheStore) {
+  for (const char *url :
+       {"redis+cluster://127.0.0.1:7000/1", "rediss+cluster://u:pw@127.0.0.1:7000,127.0.0.1:7001/2"}) {
+    fw_client *c = nullptr;
+    std::string pol = std::string(R"({"store": ")") + url + R"(", "request_rate": {"rate": 1, "burst": 1}})";
+    EXPECT_NE(fw_client_new(&c, pol.c_str()), FW_OK) << url;
+    if (c) fw_client_free(c);
+    std::string message = fw_error_last() ? fw_error_last()->message : "";
+    EXPECT_NE(message.find("store"), std::string::npos) << url << ": " << message;
+    EXPECT_EQ(message.find("pw@"), std::string::npos) << "never the password: " << message;
+  }
+}
+
+// No seed answers: the client is made within the connect time-out, the fallback decides (its own burst,
+// an outage not config), it is said once on stderr while the seeds are asked again in the background.
+TEST(ClusterSetup, NoSeedReachableIsSaidOnceAndTheFallbackDecides) {
+  CaptureStderr err;
+  std::string url =
+      "redis+cluster://127.0.0.1:" + std::to_string(free_port()) + ",127.0.0.1:" + std::to_string(free_port());
+  auto t0 = Clock::now();
+  fw_client *c = client(policy(url, R"("request_rate": {"rate": 0.001, "burst": 5})"));
+  ASSERT_NE(c, nullptr);
+  double made_s = seconds_since(t0);
+  EXPECT_LT(made_s, 2.0) << "the client is made within the connect time-out (200 ms) and slack";
+  int allowed = 0;
+  for (int i = 0; i < 20; i++) {
+    fw_decision d = admit(c, "nobody");
+    EXPECT_TRUE(d.degraded);
+    EXPECT_FALSE(d.failed_open);
+    EXPECT_TRUE(d.fail_reason == FW_FAIL_CONNECTION || d.fail_reason == FW_FAIL_BREAKER)
+        << "unreachable is an outage, not " << fw_fail_reason_name(d.fail_reason);
+    allowed += d.allowed;
+  }
+  EXPECT_EQ(allowed, 5) << "the fallback's own limit: its table starts full, burst 5";
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));  // asked again in the background meanwhile
+  EXPECT_FALSE(admit(c, "nobody").allowed);
+  fw_client_free(c);
+  std::string text = err.text();
+  std::printf("no seed reachable: client made in %.3f s; stderr: %s", made_s, text.c_str());
+  EXPECT_EQ(count(text, "floodwall: "), 1u) << text;
+}
+
+// A seed that is a plain redis-server (cluster support disabled): the deployment's mistake, config, said
+// once; nothing is written there.
+TEST(ClusterSetup, APlainRedisSeedIsAConfigErrorSaidOnce) {
+  RedisServer plain;
+  CaptureStderr err;
+  fw_client *c = client(policy("redis+cluster://127.0.0.1:" + std::to_string(plain.port())));
+  ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(reason_within(c, "warm-up", FW_FAIL_CONFIG, 5)) << "once the seed was asked";
+  int config = 0;
+  for (int i = 0; i < 20; i++) {
+    fw_decision d = admit(c, "plain");
+    EXPECT_TRUE(d.degraded) << "the fallback decides";
+    EXPECT_FALSE(d.failed_open);
+    config += d.fail_reason == FW_FAIL_CONFIG;
+  }
+  EXPECT_EQ(config, 20) << "no cluster there is the deployment's, not an outage";
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  fw_client_free(c);
+  std::string text = err.text();
+  std::printf("a plain seed: stderr: %s", text.c_str());
+  EXPECT_EQ(count(text, "floodwall: "), 1u) << text;
+  EXPECT_EQ(plain.command({"DBSIZE"}), "0") << "nothing was written on a server that is no cluster";
+}
+
+// An ACL user on every node, and a password on the default user so that nothing passes without AUTH.
+class ClusterAcl : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ClusterTopology::Options options;
+    options.password = "default-secret";
+    options.acl_user = "fwuser";
+    options.acl_password = "fw-secret";
+    topo_ = new ClusterTopology(options);
+  }
+  static void TearDownTestSuite() {
+    delete topo_;
+    topo_ = nullptr;
+  }
+  static ClusterTopology *topo_;
+};
+ClusterTopology *ClusterAcl::topo_ = nullptr;
+
+TEST_F(ClusterAcl, TheUsersPasswordIsAnsweredOnEveryMaster) {
+  ClusterTopology &t = *topo_;
+  fw_client *c =
+      client(policy(t.url("redis+cluster://fwuser:fw-secret@"), R"("request_rate": {"rate": 0.001, "burst": 100})"));
+  ASSERT_NE(c, nullptr);
+  for (const auto &[master, tenants] : tenants_on_masters(t, "acl", 1)) {
+    EXPECT_TRUE(answered_within(c, tenants[0], 5)) << tenants[0] << " of " << master;
+    EXPECT_EQ(t.command(master, {"EXISTS", rate_key(tenants[0])}), "1") << tenants[0] << " on its master";
+  }
+  fw_client_free(c);
+}
+
+TEST_F(ClusterAcl, AWrongPasswordIsConfigSaidOnceNeverShown) {
+  ClusterTopology &t = *topo_;
+  CaptureStderr err;
+  fw_client *c =
+      client(policy(t.url("redis+cluster://fwuser:not-the-secret@"), R"("request_rate": {"rate": 0.001, "burst": 5})"));
+  ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(reason_within(c, "warm-up", FW_FAIL_CONFIG, 5)) << "once the nodes were asked";
+  auto on = tenants_on_masters(t, "refused", 1);
+  for (const auto &[master, tenants] : on) {
+    int config = 0, allowed = 0;
+    for (int i = 0; i < 10; i++) {
+      fw_decision d = admit(c, tenants[0]);
+      EXPECT_TRUE(d.degraded) << "the fallback decides";
+      EXPECT_FALSE(d.failed_open);
+      config += d.fail_reason == FW_FAIL_CONFIG;
+      allowed += d.allowed;
+    }
+    EXPECT_EQ(config, 10) << tenants[0] << " of " << master << ": a refused password is the deployment's";
+    EXPECT_EQ(allowed, 5) << "limited by the fallback, never answered as someone else";
+    EXPECT_EQ(t.command(master, {"EXISTS", rate_key(tenants[0])}), "0") << "nothing written";
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::string metrics_text = metrics(c).dump();
+  fw_client_free(c);
+  std::string text = err.text();
+  std::printf("a wrong password: stderr: %s", text.c_str());
+  EXPECT_EQ(count(text, "floodwall: "), 1u) << text;
+  EXPECT_EQ(text.find("not-the-secret"), std::string::npos) << "never the password";
+  EXPECT_EQ(metrics_text.find("not-the-secret"), std::string::npos) << "never the password";
+}
+
+// No replicas: a killed master leaves its slots unserved, and once the others mark it failed every node
+// answers CLUSTERDOWN. The other masters' tenants are then decided by the fallback with reason cluster
+// (within its own limits, never failed open); the dead master's own are the fallback's too. Restarted from
+// its nodes.conf, the master serves its slots again and the store answers every tenant within seconds.
+TEST(ClusterDown, AMasterWithoutAReplicaDownIsClusterDownForTheOthersTenants) {
+  ClusterTopology::Options options;
+  options.replicas = 0;
+  ClusterTopology t(options);
+  auto on = tenants_on_masters(t, "down", 3);  // per master: [0] warm-up, [1] counted, [2] after the restart
+  ASSERT_EQ(on.size(), 3u);
+  int dead = on.begin()->first;
+  fw_client *c = client(policy(t.url(), R"("request_rate": {"rate": 0.001, "burst": 5})"));
+  ASSERT_NE(c, nullptr);
+  for (const auto &[master, tenants] : on) ASSERT_TRUE(answered_within(c, tenants[0], 5)) << master;
+
+  auto killed = Clock::now();
+  t.kill_node(dead);
+  ASSERT_TRUE(wait_cluster_state(t, "fail", 15)) << t.cluster_view();
+  double down_s = seconds_since(killed);
+  std::map<std::string, int> dead_reasons;
+  for (const auto &[master, tenants] : on) {
+    if (master != dead) {
+      EXPECT_TRUE(reason_within(c, tenants[0], FW_FAIL_CLUSTER, 5)) << "a tenant of " << master;
+    }
+    int allowed = 0, cluster = 0;
+    for (int i = 0; i < 20; i++) {
+      fw_decision d = admit(c, tenants[1]);
+      EXPECT_TRUE(d.degraded) << tenants[1] << " of " << master << ": the fallback decides";
+      EXPECT_FALSE(d.failed_open);
+      EXPECT_NE(d.fail_reason, FW_FAIL_NONE);
+      cluster += d.fail_reason == FW_FAIL_CLUSTER;
+      allowed += d.allowed;
+      if (master == dead) dead_reasons[fw_fail_reason_name(d.fail_reason)]++;
+    }
+    EXPECT_EQ(allowed, 5) << tenants[1] << " of " << master << ": the fallback's own limit (its table starts full)";
+    if (master != dead) {
+      EXPECT_EQ(cluster, 20) << tenants[1] << " of " << master << ": CLUSTERDOWN is said as cluster";
+    }
+  }
+  json m = metrics(c);
+  EXPECT_GT(m["store_failures"]["request_rate"]["cluster"].get<int64_t>(), 0) << m["store_failures"].dump();
+  EXPECT_EQ(m["sources"]["failed_open"].get<int64_t>(), 0) << m["sources"].dump();
+
+  auto restarted = Clock::now();
+  t.restart(dead);
+  double settled_s = seconds_since(restarted);
+  auto resume_by = Clock::now() + std::chrono::seconds(15);
+  for (const auto &[master, tenants] : on)
+    EXPECT_TRUE(answered_within(c, tenants[2], left_until(resume_by))) << tenants[2] << " of " << master;
+  double resumed_s = seconds_since(restarted);
+  std::string reasons;
+  for (const auto &[name, n] : dead_reasons) reasons += " " + name + "=" + std::to_string(n);
+  std::printf(
+      "CLUSTERDOWN: every node said cluster_state:fail %.2f s after the kill; the dead master's tenant:%s; restarted, "
+      "settled in %.2f s, every tenant answered by the store %.2f s after the restart\n",
+      down_s, reasons.c_str(), settled_s, resumed_s);
+  RecordProperty("clusterdown_after_kill_s", std::to_string(down_s));
+  RecordProperty("store_again_after_restart_s", std::to_string(resumed_s));
+  fw_client_free(c);
+}
+
+// A SIGKILLed master while four threads admit 20 tenants spread over the three masters: its tenants are
+// decided by the fallback (never failed open, within the fallback's own limits) until its replica is
+// promoted, then every tenant is answered by the store again within seconds.
+TEST(ClusterFailover, AKilledMasterIsFollowedToItsReplicaNeverFailingOpen) {
+  ClusterTopology t;
+  const double rate = 20;
+  const int burst = 10;
+  auto on = tenants_on_masters(t, "failover", 7);
+  ASSERT_EQ(on.size(), 3u);
+  int old_master = on.begin()->first;
+  std::vector<std::string> tenants;
+  std::vector<bool> victim;
+  for (const auto &[master, ts] : on) {
+    for (const auto &tenant : ts) {
+      if (tenants.size() < 20) {
+        tenants.push_back(tenant);
+        victim.push_back(master == old_master);
+      }
+    }
+  }
+  fw_client *c = client(policy(t.url(), R"("request_rate": {"rate": 20, "burst": 10})"));
+  ASSERT_NE(c, nullptr);
+  for (const auto &tenant : tenants) ASSERT_TRUE(answered_within(c, tenant, 5)) << tenant;
+
+  struct Tally {
+    std::atomic<int64_t> total{0}, store{0}, fallback{0}, failed_open{0}, fallback_allowed{0}, unexplained{0};
+    std::array<std::atomic<int64_t>, 16> reasons{};
+  };
+  std::vector<Tally> tally(tenants.size());
+  std::atomic<bool> stop{false};
+  auto started = Clock::now();
+  std::vector<std::thread> threads;
+  StopAndJoin joiner{stop, threads};
+  for (size_t k = 0; k < 4; k++)
+    threads.emplace_back([&, k] {
+      for (size_t i = k * 5; !stop; i++) {
+        size_t j = i % tenants.size();
+        fw_decision d = admit(c, tenants[j]);
+        Tally &n = tally[j];
+        n.total++;
+        n.failed_open += d.failed_open;
+        n.reasons[static_cast<size_t>(d.fail_reason) % 16]++;
+        if (by_store(d)) {
+          n.store++;
+        } else if (d.degraded && d.fail_reason != FW_FAIL_NONE) {
+          n.fallback++;
+          n.fallback_allowed += d.allowed;
+        } else {
+          n.unexplained++;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  uint16_t slot = floodwall::key_slot(rate_key(tenants[0]));
+  auto killed = Clock::now();
+  ASSERT_EQ(t.kill_master_of_slot(slot), old_master);
+  int new_master = t.wait_failover(slot, old_master, 20);
+  double failover_s = seconds_since(killed);
+  bool every = true;
+  auto resume_by = Clock::now() + std::chrono::seconds(15);
+  for (const auto &tenant : tenants) {
+    bool answered = answered_within(c, tenant, left_until(resume_by));
+    every = every && answered;
+    EXPECT_TRUE(answered) << tenant << ": store answers again once the replica is promoted";
+  }
+  double resumed_s = seconds_since(killed);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  stop = true;
+  for (auto &th : threads) th.join();
+  double run_s = seconds_since(started);
+  ASSERT_GT(new_master, 0);
+
+  int64_t totals[2] = {0, 0}, fallbacks[2] = {0, 0}, failed_open = 0, unexplained = 0;
+  std::array<int64_t, 16> reasons[2] = {};
+  const double fallback_bound = burst + rate * run_s;
+  for (size_t j = 0; j < tenants.size(); j++) {
+    const Tally &n = tally[j];
+    int v = victim[j] ? 1 : 0;
+    totals[v] += n.total;
+    fallbacks[v] += n.fallback;
+    failed_open += n.failed_open;
+    unexplained += n.unexplained;
+    for (size_t r = 0; r < 16; r++) reasons[v][r] += n.reasons[r];
+    EXPECT_LE(n.fallback_allowed.load(), static_cast<int64_t>(fallback_bound))
+        << tenants[j] << ": the fallback within its own limits (burst + rate x " << run_s << " s)";
+  }
+  auto reason_text = [](const std::array<int64_t, 16> &r) {
+    std::string out;
+    for (size_t i = 1; i < 16; i++) {
+      if (r[i])
+        out += std::string(" ") + fw_fail_reason_name(static_cast<fw_fail_reason>(i)) + "=" + std::to_string(r[i]);
+    }
+    return out.empty() ? std::string(" none") : out;
+  };
+  std::printf(
+      "SIGKILL of master %d: replica %d promoted %.2f s later, every tenant answered by the store %.2f s after the "
+      "kill; its tenants: %lld decisions, %lld (%.0f%%) by the fallback (reasons:%s); the others': %lld decisions, "
+      "%lld (%.0f%%) by the fallback (reasons:%s); %lld failed open\n",
+      old_master, new_master, failover_s, resumed_s, static_cast<long long>(totals[1]),
+      static_cast<long long>(fallbacks[1]), totals[1] ? 100.0 * fallbacks[1] / totals[1] : 0.0,
+      reason_text(reasons[1]).c_str(), static_cast<long long>(totals[0]), static_cast<long long>(fallbacks[0]),
+      totals[0] ? 100.0 * fallbacks[0] / totals[0] : 0.0, reason_text(reasons[0]).c_str(),
+      static_cast<long long>(failed_open));
+  RecordProperty("failover_s", std::to_string(failover_s));
+  RecordProperty("store_again_after_kill_s", std::to_string(resumed_s));
+  RecordProperty("victim_fallback_share",
+                 std::to_string(totals[1] ? static_cast<double>(fallbacks[1]) / static_cast<double>(totals[1]) : 0));
+  EXPECT_TRUE(every);
+  EXPECT_EQ(failed_open, 0);
+  EXPECT_EQ(unexplained, 0) << "every decision the store's or the fallback's with a reason";
+  EXPECT_GT(fallbacks[1], 0) << "the outage of the killed master's tenants was decided by the fallback";
+  json m = metrics(c);
+  EXPECT_EQ(m["sources"]["failed_open"].get<int64_t>(), 0) << m["sources"].dump();
+  // A tenant of the killed master now lands on the promoted replica.
+  fw_decision d = admit(c, tenants[0]);
+  EXPECT_TRUE(by_store(d));
+  EXPECT_EQ(t.command(new_master, {"EXISTS", rate_key(tenants[0])}), "1") << "the bucket is on the new master";
+  fw_client_free(c);
+}
