@@ -242,7 +242,7 @@ void RedisStore::run() {
       bool pending;
       {
         std::lock_guard lock(queue_mu_);
-        pending = !queue_.empty() || !parked_.empty();
+        pending = !queue_.empty() || !parked_.empty() || !try_again_.empty();
       }
       for (Conn &conn : conns_)
         for (Call *c : conn.inflight)
@@ -281,6 +281,11 @@ void RedisStore::run() {
         dispatch(c, now);
       }
     }
+    if (try_again_at_us_ && now >= try_again_at_us_) {
+      try_again_at_us_ = 0;
+      batch.insert(batch.begin(), try_again_.begin(), try_again_.end());
+      try_again_.clear();
+    }
     for (Call *c : batch) {
       if (c->kind == Kind::release && !breaker_.closed()) {
         keep_release(c);
@@ -309,6 +314,7 @@ void RedisStore::run() {
     int64_t wake_at = cluster_ ? now + 100'000 : std::min(next_flags_us_, now + 100'000);
     if (any_ready()) wake_at = std::min(wake_at, breaker_.next_probe_us());
     if (lanes_wanted_ != lanes_) wake_at = std::min(wake_at, switch_by_us_);
+    if (try_again_at_us_) wake_at = std::min(wake_at, try_again_at_us_);
     fds.clear();
     fds.push_back({wake_fd_, POLLIN, 0});
     for (Conn &conn : conns_) {
@@ -359,6 +365,8 @@ void RedisStore::run() {
   parked_.clear();
   batch.insert(batch.end(), unsent_.begin(), unsent_.end());
   unsent_.clear();
+  batch.insert(batch.end(), try_again_.begin(), try_again_.end());
+  try_again_.clear();
   for (Call *c : batch) {
     fail_call(c, FailReason::connection);
     recycle(c);

@@ -300,11 +300,15 @@ void RedisStore::format_admit(const AdmitOp &op, std::string &cmd) const {
                             mode(op.fleet, op.fleet_enforce)};
   bool slot = op.conc || op.fleet;
   cmd.assign(slot ? admit_head_full_ : admit_head_rate_);
-  resp_bulk(cmd, tenant_key(op.tenant, "rate"));
+  // On a cluster every key of a script must share its slot, and the fleet is decided in process (the
+  // cluster store never asks for it here): the tenant's set stands in for the fleet set, never touched,
+  // and for the bucket when the request rate is not asked. A call that names one key is then served
+  // throughout a migration of its slot (ASK), where one that names two that are not both on one side is
+  // refused with TRYAGAIN.
+  bool set_only = cluster_ && !op.rate;
+  resp_bulk(cmd, tenant_key(op.tenant, set_only ? "conc" : "rate"));
   if (slot) {
     resp_bulk(cmd, tenant_key(op.tenant, "conc"));
-    // On a cluster every key of a script must share its slot, and the fleet is decided in process (the
-    // cluster store never asks for it here): the tenant's set stands in for the fleet set, never touched.
     resp_bulk(cmd, cluster_ ? tenant_key(op.tenant, "conc") : std::string_view(fleet_key_));
     if (fleet_reports_) resp_bulk(cmd, fleet_reports_key());
   }

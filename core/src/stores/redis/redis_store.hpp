@@ -271,6 +271,10 @@ class RedisStore final : public Store {
   const std::string fleet_key_, reports_key_;
   // Cluster: a MOVED, ASK, CLUSTERDOWN or TRYAGAIN reply to c, handled (c is recycled or handed over).
   bool cluster_reply(Conn &conn, Call *c, std::string_view err, int64_t now);
+  // Cluster: calls answered TRYAGAIN, sent again at try_again_at_us_ (I/O thread).
+  static constexpr int64_t kTryAgainUs = 5'000;
+  std::vector<Call *> try_again_;
+  int64_t try_again_at_us_ = 0;
   // With leases, tenant_admit.lua also counts the fleet usage that clients report (fleet_report.lua).
   const bool fleet_reports_;
   // The fixed start of each command: EVALSHA, the script's SHA and the key count.

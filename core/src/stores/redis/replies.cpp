@@ -205,6 +205,15 @@ bool RedisStore::cluster_reply(Conn &conn, Call *c, std::string_view err, int64_
     cluster_->redirect(*this, c, std::move(*rd));
     return true;
   }
+  if (!rd && is_try_again(err) && awaited(c->kind) && now + kTryAgainUs < c->deadline_us - deadline_us_ / 2) {
+    // A migration split the call's keys between two nodes (or the target has not all of them yet):
+    // Redis asks to try again shortly, which this call does for the first half of its deadline (the
+    // second is for the last try's reply: a try sent just before the deadline would be taken for
+    // silence).
+    try_again_.push_back(c);
+    if (try_again_at_us_ == 0) try_again_at_us_ = now + kTryAgainUs;
+    return true;
+  }
   cluster_->suspect(*this);
   if (c->kind == Kind::release && !rd) {
     // The slot cannot be served now: sent again later (ZREM is idempotent).
