@@ -114,16 +114,23 @@ ClusterStore::~ClusterStore() {
   }
   run_cv_.notify_all();
   if (thread_ && thread_->joinable()) thread_->join();
-  // This client's report counts no more (it would until it expired).
-  if (fleet_ && fleet_local_.load() > 0 && map_known_.load()) {
-    FleetReportOp op;
-    op.client = client_id_;
-    op.expires_us = kReportTtlUs;
-    op.fleet_ttl_us = static_cast<int64_t>(policy_.fleet->ttl_s * 1e6);
-    report_->in_flight.store(true);
-    fleet_report_async(op, report_.get());
-    int64_t until = now_us() + policy_.redis.deadline_ms * 1000;
-    while (report_->in_flight.load() && now_us() < until) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  // This client's report counts no more (it would until it expired): a report of nothing, once the one in
+  // flight (if any) is answered.
+  if (fleet_ && map_known_.load() && (last_reported_ > 0 || fleet_local_.load() > 0)) {
+    auto wait_report = [this] {
+      int64_t until = now_us() + policy_.redis.deadline_ms * 1000;
+      while (report_->in_flight.load() && now_us() < until) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    };
+    wait_report();
+    if (!report_->in_flight.load()) {
+      FleetReportOp op;
+      op.client = client_id_;
+      op.expires_us = kReportTtlUs;
+      op.fleet_ttl_us = static_cast<int64_t>(policy_.fleet->ttl_s * 1e6);
+      report_->in_flight.store(true);
+      fleet_report_async(op, report_.get());
+      wait_report();
+    }
   }
   std::vector<std::unique_ptr<Node>> nodes;
   {
@@ -416,6 +423,7 @@ void ClusterStore::report_fleet(int64_t) {
   FleetReportOp op;
   op.client = client_id_;
   op.in_flight = fleet_local_.load(std::memory_order_relaxed);
+  last_reported_ = op.in_flight;
   op.expires_us = kReportTtlUs;
   op.fleet_ttl_us = static_cast<int64_t>(policy_.fleet->ttl_s * 1e6);
   report_->in_flight.store(true, std::memory_order_release);

@@ -131,6 +131,7 @@ class ClusterStore final : public Store, private ClusterHooks {
   std::atomic<int64_t> fleet_others_{0};  // the others' reports as of the last one answered
   std::atomic<int64_t> fleet_view_at_{0};
   std::unique_ptr<Report> report_;
+  int64_t last_reported_ = 0;  // the count of the last report sent (the maintenance thread's, then the destructor's)
 
   std::array<std::atomic<uint64_t>, kFailReasonCount> failures_{};
   std::atomic<int64_t> suspect_until_us_{0};
