@@ -3,11 +3,12 @@
 #
 # Builds the C++ benchmark into BUILD_DIR (default: build), starts a throwaway redis-server on a free
 # port, and on a second free port in TLS (its certificate from a throwaway CA that openssl makes in the
-# run's temp dir), runs the C++ comparisons (bench/cpp/redis_path.cpp: floodwall's Redis path against the
-# seed's reference design, the same path over TLS beside plain TCP, the embedded store, memory per tenant,
-# fail-open cost), then the language benchmarks that exist (bench/python/run.py, bench/node/run.js,
-# bench/ruby/run.rb; they get the Redis URL in FW_BENCH_REDIS), and writes bench/RESULTS.md and
-# bench/results.json. Redis is stopped by pid.
+# run's temp dir), and a throwaway Redis Cluster of 3 masters (when redis_path's cluster section runs),
+# runs the C++ comparisons (bench/cpp/redis_path.cpp: floodwall's Redis path against the seed's reference
+# design, the same path over TLS beside plain TCP, over the cluster beside the single node, the embedded
+# store, memory per tenant, fail-open cost), then the language benchmarks that exist (bench/python/run.py,
+# bench/node/run.js, bench/ruby/run.rb; they get the Redis URL in FW_BENCH_REDIS), and writes
+# bench/RESULTS.md and bench/results.json. Every redis-server is stopped by pid.
 #
 # FW_BENCH_ARGS adds flags to redis_path, e.g. FW_BENCH_ARGS="--seconds 1 --rounds 1" for a quick run.
 # FW_BENCH_CPP_ONLY=1 runs redis_path alone: no peers installed, no script_cost.sh, no language benchmarks.
@@ -54,16 +55,32 @@ fi
 # ------------------------------------------------------------------------------- throwaway Redis
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/floodwall-bench.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT  # until the server runs (below: stop it, then this)
-# Two free ports: plain TCP and TLS, of the same server.
-read -r PORT TLS_PORT < <(python3 -c '
+# Does redis_path run its cluster section? It does unless FW_BENCH_ARGS names sections without it (the
+# last --sections counts, as in redis_path).
+WANT_CLUSTER=1
+read -ra BENCH_ARGS <<<"${FW_BENCH_ARGS:-}"
+for ((i = 0; i < ${#BENCH_ARGS[@]}; i++)); do
+  if [[ ${BENCH_ARGS[i]} == --sections ]]; then
+    WANT_CLUSTER=0
+    IFS=, read -ra sections <<<"${BENCH_ARGS[i + 1]:-}"
+    for s in "${sections[@]}"; do [[ $s != cluster ]] || WANT_CLUSTER=1; done
+  fi
+done
+# Eight free ports, all bound at once so that they differ: plain TCP and TLS of the single server, then
+# the cluster's masters (clients) and their cluster bus (--cluster-port: the default, port + 10000, is
+# not checked free and can pass 65535).
+read -r PORT TLS_PORT C1 C2 C3 B1 B2 B3 < <(python3 -c '
 import socket
-socks = [socket.socket() for _ in range(2)]
+socks = [socket.socket() for _ in range(8)]
 for s in socks:
     s.bind(("127.0.0.1", 0))
 print(*(s.getsockname()[1] for s in socks))
 for s in socks:
     s.close()')
-[[ -n ${TLS_PORT:-} ]] || { echo "bench: no free ports" >&2; exit 1; }
+[[ -n ${B3:-} ]] || { echo "bench: no free ports" >&2; exit 1; }
+CLUSTER_PORTS=("$C1" "$C2" "$C3")
+CLUSTER_BUS=("$B1" "$B2" "$B3")
+CLUSTER_PIDS=()
 
 # The TLS port's certificates, EC P-256, valid for two days: a throwaway CA and a server certificate it
 # signed for IP:127.0.0.1 (the host of the benchmark's rediss:// URL) and DNS:localhost. Our own config, so
@@ -109,6 +126,12 @@ stop_redis() {
   kill -CONT "$REDIS_PID" 2>/dev/null || true
   kill "$REDIS_PID" 2>/dev/null || true
   wait "$REDIS_PID" 2>/dev/null || true
+  local pid
+  for pid in ${CLUSTER_PIDS[@]+"${CLUSTER_PIDS[@]}"}; do
+    kill -CONT "$pid" 2>/dev/null || true
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
 }
 trap 'stop_redis; rm -rf "$WORK"' EXIT
 for _ in $(seq 100); do
@@ -128,6 +151,59 @@ export FW_BENCH_REDIS="redis://127.0.0.1:$PORT/0"
 export FW_BUILD_DIR="$BUILD"
 echo "bench: redis-server pid $REDIS_PID on port $PORT, TLS on port $TLS_PORT"
 
+# ---------------------------------------------------------------------- throwaway Redis Cluster
+# 3 masters (the fewest redis-cli --cluster create accepts) and no replicas: this machine has 2 cores,
+# which the masters already share with the single server above, the benchmark's callers and floodwall's
+# I/O threads (one per master); replicas would only take CPU from them. Each node in a dir of its own
+# (its nodes.conf, its log), no persistence, a 1 s node timeout.
+CLUSTER_ARGS=()
+if [[ $WANT_CLUSTER == 1 ]]; then
+  seeds=()
+  for k in "${!CLUSTER_PORTS[@]}"; do
+    p=${CLUSTER_PORTS[k]}
+    dir=$WORK/cluster/$p
+    mkdir -p "$dir"
+    redis-server --port "$p" --bind 127.0.0.1 --cluster-enabled yes --cluster-port "${CLUSTER_BUS[k]}" \
+      --cluster-config-file "$dir/nodes.conf" --cluster-node-timeout 1000 --save '' --appendonly no \
+      --daemonize no --logfile "$dir/redis.log" --dir "$dir" &
+    CLUSTER_PIDS+=($!)
+    seeds+=("127.0.0.1:$p")
+  done
+  cluster_fail() {
+    for p in "${CLUSTER_PORTS[@]}"; do
+      echo "--- node $p: $(redis-cli -p "$p" cluster info 2>&1 | grep -E 'cluster_state|slots_assigned' | tr -d '\r' | tr '\n' ' ')" >&2
+      tail -n 20 "$WORK/cluster/$p/redis.log" >&2 2>/dev/null || true
+    done
+    echo "bench: $1" >&2
+    exit 1
+  }
+  for k in "${!CLUSTER_PORTS[@]}"; do
+    for _ in $(seq 100); do
+      redis-cli -p "${CLUSTER_PORTS[k]}" ping >/dev/null 2>&1 && break
+      kill -0 "${CLUSTER_PIDS[k]}" 2>/dev/null || cluster_fail "cluster node ${CLUSTER_PORTS[k]} did not start"
+      sleep 0.05
+    done
+  done
+  redis-cli --cluster create "${seeds[@]}" --cluster-replicas 0 --cluster-yes >"$WORK/cluster/create.log" 2>&1 || {
+    cat "$WORK/cluster/create.log" >&2
+    cluster_fail "redis-cli --cluster create failed"
+  }
+  # Settled when every node says cluster_state:ok (the masters say fail for up to about a second after
+  # the create returns); 20 s at most.
+  for _ in $(seq 200); do
+    ok=0
+    for p in "${CLUSTER_PORTS[@]}"; do
+      info=$(redis-cli -p "$p" cluster info 2>/dev/null || true)
+      [[ $info != *cluster_state:ok* ]] || ok=$((ok + 1))
+    done
+    [[ $ok -lt ${#CLUSTER_PORTS[@]} ]] || break
+    sleep 0.1
+  done
+  [[ $ok -eq ${#CLUSTER_PORTS[@]} ]] || cluster_fail "the cluster did not say cluster_state:ok on every node in 20 s"
+  CLUSTER_ARGS=(--cluster-ports "$(IFS=,; echo "${CLUSTER_PORTS[*]}")" --cluster-pids "$(IFS=,; echo "${CLUSTER_PIDS[*]}")")
+  echo "bench: Redis Cluster of ${#CLUSTER_PORTS[@]} masters (no replicas), pids ${CLUSTER_PIDS[*]} on ports ${CLUSTER_PORTS[*]}"
+fi
+
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 START=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 
@@ -135,7 +211,7 @@ START=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 status=0
 # shellcheck disable=SC2086 # FW_BENCH_ARGS is a list of flags
 "$BUILD/bench/redis_path" --port "$PORT" --tls-port "$TLS_PORT" --tls-ca "$TLS/ca.crt" --redis-pid "$REDIS_PID" \
-  --json "$WORK/cpp.json" --markdown "$WORK/cpp.md" ${FW_BENCH_ARGS:-} || status=1
+  ${CLUSTER_ARGS[@]+"${CLUSTER_ARGS[@]}"} --json "$WORK/cpp.json" --markdown "$WORK/cpp.md" ${FW_BENCH_ARGS:-} || status=1
 
 # Where the redis-server's time goes inside the script (bench/cpp/PROFILE.md, section 1).
 if [[ $CPP_ONLY != 1 ]]; then

@@ -6,6 +6,10 @@
 //   tls       the same floodwall admit path over TLS (rediss://, the redis-server's --tls-port, verified
 //             against --tls-ca) beside plain TCP (redis://) on the same server, at 1, 16 and 64 callers,
 //             alternating the two in every round: decisions/s, p99 and the ratios TLS / plain
+//   cluster   the same floodwall admit path over a Redis Cluster of 3 masters (redis+cluster://, seeded with
+//             --cluster-ports) beside the single node (--port), many tenants, at 1, 4, 16 and 64 callers,
+//             alternating the two in every round: decisions/s, p99, the share not answered by the store,
+//             and each master's CPU per decision (--cluster-pids)
 //   ceiling   redis-benchmark EVAL "return 1" 0 with N connections: what Redis itself allows, at the
 //             same concurrency (one request in flight per connection, as N callers each waiting for
 //             their reply) and pipelined 16 deep
@@ -23,8 +27,8 @@
 // throughput is the share of decisions that Redis did not answer (the fallback decided them).
 //
 // Figures are printed, written as JSON (--json) and as a Markdown fragment (--markdown). bench/run.sh
-// starts the throwaway redis-server (plain and TLS, with a throwaway CA) and passes --port, --tls-port, --tls-ca
-// and --redis-pid.
+// starts the throwaway redis-server (plain and TLS, with a throwaway CA) and a throwaway Redis Cluster of 3
+// masters, and passes --port, --tls-port, --tls-ca, --redis-pid, --cluster-ports and --cluster-pids.
 #include <floodwall.h>
 #include <hiredis/hiredis.h>
 #include <signal.h>
@@ -36,6 +40,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <charconv>
 #include <chrono>
@@ -79,8 +84,11 @@ struct Options {
   int tenants = 1000;  // the pool every caller rotates over (both contenders)
   int memory_tenants = 100000;
   std::vector<int> tls_callers = {1, 16, 64};  // of the tls section
-  std::vector<std::string> sections = {"redis",  "ceiling",  "tls",    "embedded", "shm",
-                                       "memory", "failopen", "outage", "hot"};
+  std::vector<int> cluster_ports;              // the cluster's masters (the cluster section), its seeds
+  std::vector<pid_t> cluster_pids;             // their redis-servers, for the CPU per decision
+  std::vector<int> cluster_callers = {1, 4, 16, 64};
+  std::vector<std::string> sections = {"redis", "ceiling", "tls",      "cluster", "embedded",
+                                       "shm",   "memory",  "failopen", "outage",  "hot"};
   std::vector<std::string> contenders = {"floodwall", "seed"};  // of the redis section (one alone, to profile it)
   std::string seed_script = FW_BENCH_SEED_LUA;
   std::string json_path, markdown_path;
@@ -98,8 +106,10 @@ std::vector<std::string> split(const std::string &s) {
   std::fprintf(stderr,
                "redis_path: %s\n"
                "usage: redis_path --port P [--tls-port P --tls-ca FILE] [--redis-pid PID] [--callers 1,16,64,256]\n"
+               "                  [--cluster-ports P1,P2,P3 [--cluster-pids PID1,PID2,PID3]] [--cluster-callers "
+               "1,4,16,64]\n"
                "                  [--seconds 2] [--rounds 3] [--tenants 1000] [--memory-tenants 100000]\n"
-               "                  [--sections redis,ceiling,tls,embedded,shm,memory,failopen,outage,hot]\n"
+               "                  [--sections redis,ceiling,tls,cluster,embedded,shm,memory,failopen,outage,hot]\n"
                "                  [--contenders floodwall,seed] [--seed-script FILE] [--json FILE] [--markdown FILE]\n",
                why);
   std::exit(2);
@@ -141,6 +151,15 @@ Options parse_options(int argc, char **argv) {
       else if (flag == "--callers") {
         o.callers.clear();
         for (const auto &c : split(v)) o.callers.push_back(std::stoi(c));
+      } else if (flag == "--cluster-ports") {
+        o.cluster_ports.clear();
+        for (const auto &c : split(v)) o.cluster_ports.push_back(std::stoi(c));
+      } else if (flag == "--cluster-pids") {
+        o.cluster_pids.clear();
+        for (const auto &c : split(v)) o.cluster_pids.push_back(static_cast<pid_t>(std::stol(c)));
+      } else if (flag == "--cluster-callers") {
+        o.cluster_callers.clear();
+        for (const auto &c : split(v)) o.cluster_callers.push_back(std::stoi(c));
       } else
         usage(("unknown flag " + flag).c_str());
     } catch (const std::logic_error &) {
@@ -254,17 +273,22 @@ std::string redis_url(const Options &o) {
 }
 
 // A blocking hiredis connection for the seed's callers and for the harness's own commands.
-redisContext *connect(const Options &o) {
-  redisContext *ctx = redisConnect("127.0.0.1", o.port);
+redisContext *connect_port(int port) {
+  redisContext *ctx = redisConnect("127.0.0.1", port);
   if (!ctx || ctx->err)
-    throw std::runtime_error("cannot connect to redis on port " + std::to_string(o.port) + ": " +
+    throw std::runtime_error("cannot connect to redis on port " + std::to_string(port) + ": " +
                              (ctx ? ctx->errstr : "out of memory"));
   return ctx;
+}
+
+redisContext *connect(const Options &o) {
+  return connect_port(o.port);
 }
 
 struct Conn {
   redisContext *ctx;
   explicit Conn(const Options &o) : ctx(connect(o)) {}
+  explicit Conn(int port) : ctx(connect_port(port)) {}
   ~Conn() { redisFree(ctx); }
   Conn(const Conn &) = delete;
   Conn &operator=(const Conn &) = delete;
@@ -321,12 +345,19 @@ struct RunStats {
   double client_cpu_us = 0, redis_cpu_us = -1;
   uint64_t ops = 0, failed_open = 0, rejected = 0, errors = 0;
   uint64_t not_store = 0;  // decisions Redis did not answer (failed open or decided by the fallback)
+  // CPU per call of each redis-server drive() was given (the cluster's masters); redis_cpu_us is their sum.
+  std::vector<double> server_cpu_us;
+  // not_store by fw_fail_reason, where the section counts it (the cluster section).
+  std::array<uint64_t, FW_FAIL_CLUSTER + 1> by_reason{};
   double not_store_share() const { return ops ? static_cast<double>(not_store) / static_cast<double>(ops) : 0; }
 };
 
 // Runs `callers` threads for `seconds`; each calls make(thread)(i) in a loop, which does one request
-// and says how it went. Thread setup (connections) happens before the clock starts.
-RunStats drive(int callers, double seconds, const std::function<std::function<Outcome(uint64_t)>(int)> &make) {
+// and says how it went. Thread setup (connections) happens before the clock starts. The redis-server CPU
+// is that of `servers` (summed; each in server_cpu_us), or of --redis-pid when there are none.
+RunStats drive(int callers, double seconds, const std::function<std::function<Outcome(uint64_t)>(int)> &make,
+               const std::vector<pid_t> &servers = {}) {
+  const std::vector<pid_t> pids = servers.empty() ? std::vector<pid_t>{g_redis_pid} : servers;
   std::vector<Tally> tallies(static_cast<size_t>(callers));
   std::atomic<int> ready{0};
   std::atomic<bool> go{false}, stop{false};
@@ -351,14 +382,17 @@ RunStats drive(int callers, double seconds, const std::function<std::function<Ou
     });
   }
   while (ready.load() < callers) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  double cpu0 = process_cpu_us(), redis0 = other_cpu_us(g_redis_pid);
+  std::vector<double> redis0, redis1;
+  for (pid_t pid : pids) redis0.push_back(other_cpu_us(pid));
+  double cpu0 = process_cpu_us();
   int64_t t0 = now_ns();
   go.store(true, std::memory_order_release);
   std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
   stop.store(true);
   for (auto &th : threads) th.join();
   int64_t elapsed = now_ns() - t0;
-  double cpu1 = process_cpu_us(), redis1 = other_cpu_us(g_redis_pid);
+  double cpu1 = process_cpu_us();
+  for (pid_t pid : pids) redis1.push_back(other_cpu_us(pid));
 
   RunStats s;
   std::vector<int64_t> all;
@@ -376,7 +410,16 @@ RunStats drive(int callers, double seconds, const std::function<std::function<Ou
   s.p99_us = quantile(all, 0.99) / 1e3;
   if (s.ops) {
     s.client_cpu_us = (cpu1 - cpu0) / static_cast<double>(s.ops);
-    if (redis0 >= 0 && redis1 >= 0) s.redis_cpu_us = (redis1 - redis0) / static_cast<double>(s.ops);
+    double sum = 0;
+    bool known = true;
+    for (size_t k = 0; k < pids.size(); k++) {
+      bool this_one = redis0[k] >= 0 && redis1[k] >= 0;
+      double per = this_one ? (redis1[k] - redis0[k]) / static_cast<double>(s.ops) : -1;
+      known = known && this_one;
+      s.server_cpu_us.push_back(per);
+      sum += per;
+    }
+    if (known) s.redis_cpu_us = sum;
   }
   return s;
 }
@@ -395,19 +438,46 @@ std::string fw_redis_policy(const Options &o) {
   return fw_policy_at(redis_url(o));
 }
 
-// One request through floodwall's C ABI, on a client shared by every caller.
-std::function<Outcome(uint64_t)> floodwall_caller(fw_client *client, const std::vector<std::string> &tenants, int t) {
-  return [client, &tenants, t](uint64_t i) {
+// Decisions not answered by the store, by fw_fail_reason (a run's, counted by its callers).
+using ReasonCounts = std::array<std::atomic<uint64_t>, FW_FAIL_CLUSTER + 1>;
+
+// One request through floodwall's C ABI, on a client shared by every caller; each decision the store did
+// not answer counted by its reason in `reasons` when given.
+std::function<Outcome(uint64_t)> floodwall_caller(fw_client *client, const std::vector<std::string> &tenants, int t,
+                                                  ReasonCounts *reasons = nullptr) {
+  return [client, &tenants, t, reasons](uint64_t i) {
     const std::string &tenant = tenants[(static_cast<size_t>(t) * 131 + i) % tenants.size()];
     fw_request rq = FW_REQUEST_INIT;
     rq.tenant = tenant.data();
     rq.tenant_len = tenant.size();
     fw_decision d = FW_DECISION_INIT;
     if (fw_admit(client, &rq, &d) != FW_OK) return error;
+    if (reasons && (d.failed_open || d.degraded || d.fail_reason != FW_FAIL_NONE))
+      (*reasons)[std::min<size_t>(static_cast<size_t>(d.fail_reason), reasons->size() - 1)].fetch_add(
+          1, std::memory_order_relaxed);
     if (d.failed_open) return failed_open;
     if (d.degraded || d.fail_reason != FW_FAIL_NONE) return fallback;
     return d.allowed ? ok : rejected;
   };
+}
+
+// {"timeout": 12, "breaker": 3400, ...} of a run's by_reason (every reason but none).
+std::string reasons_json(const RunStats &s) {
+  std::string out = "{";
+  for (size_t k = 1; k < s.by_reason.size(); k++)
+    out += (k > 1 ? ", \"" : "\"") + std::string(fw_fail_reason_name(static_cast<fw_fail_reason>(k))) +
+           "\": " + std::to_string(s.by_reason[k]);
+  return out + "}";
+}
+
+// "timeout 12, breaker 3400" of a run's by_reason; empty when the store answered every decision.
+std::string reasons_text(const RunStats &s) {
+  std::string out;
+  for (size_t k = 0; k < s.by_reason.size(); k++)
+    if (s.by_reason[k])
+      out += (out.empty() ? "" : ", ") + std::string(fw_fail_reason_name(static_cast<fw_fail_reason>(k))) + " " +
+             std::to_string(s.by_reason[k]);
+  return out;
 }
 
 // The seed's reference design: this caller's own blocking connection, EVAL of the script text with the
@@ -479,23 +549,28 @@ struct RedisRow {
   static RunStats med(const std::vector<RunStats> &v) {
     RunStats m;
     std::vector<double> a, b, c, d, e;
+    std::vector<std::vector<double>> servers;
     for (const auto &s : v) {
       a.push_back(s.ops_per_s);
       b.push_back(s.p50_us);
       c.push_back(s.p99_us);
       d.push_back(s.client_cpu_us);
       e.push_back(s.redis_cpu_us);
+      if (servers.size() < s.server_cpu_us.size()) servers.resize(s.server_cpu_us.size());
+      for (size_t k = 0; k < s.server_cpu_us.size(); k++) servers[k].push_back(s.server_cpu_us[k]);
       m.ops += s.ops;
       m.failed_open += s.failed_open;
       m.not_store += s.not_store;
       m.rejected += s.rejected;
       m.errors += s.errors;
+      for (size_t k = 0; k < m.by_reason.size(); k++) m.by_reason[k] += s.by_reason[k];
     }
     m.ops_per_s = median(a);
     m.p50_us = median(b);
     m.p99_us = median(c);
     m.client_cpu_us = median(d);
     m.redis_cpu_us = median(e);
+    for (const auto &k : servers) m.server_cpu_us.push_back(median(k));
     return m;
   }
 };
@@ -588,9 +663,36 @@ struct TlsRow {
   }
 };
 
+// The cluster section at one caller count: floodwall on the single node and on the cluster, one run of each
+// per round.
+struct ClusterRow {
+  int callers = 0;
+  std::vector<RunStats> single, cluster;
+  RunStats single_median() const { return RedisRow::med(single); }
+  RunStats cluster_median() const { return RedisRow::med(cluster); }
+  // cluster / single of a figure, the median of the rounds' own ratios (as RedisRow::ratio).
+  double ratio(double RunStats::*figure) const {
+    std::vector<double> r;
+    for (size_t i = 0; i < single.size() && i < cluster.size(); i++)
+      if (single[i].*figure > 0) r.push_back(cluster[i].*figure / single[i].*figure);
+    return median(r);
+  }
+};
+
+struct ClusterResult {
+  std::vector<int> ports;
+  std::vector<ClusterRow> rows;
+  std::vector<long long> keys;  // DBSIZE of each master after the runs: the tenants each one served
+  uint64_t cold_decisions = 0;  // a fresh cluster client, one admit per tenant in turn, before any warm-up
+  uint64_t cold_not_store = 0;  // of those, not answered by the store
+  std::string cold_metrics;     // the client's metrics after that pass when some were not
+};
+
 struct Results {
   ShmResult shm;
   std::vector<TlsRow> tls;
+  ClusterResult cluster;
+  bool have_cluster = false;
   bool have_shm = false;
   std::vector<RedisRow> redis;
   bool have_embedded = false, have_memory = false, have_failopen = false, have_ceiling = false, have_outage = false;
@@ -828,8 +930,8 @@ std::string fw_tls_policy(const Options &o) {
 
 // Admits on `client` until Redis answers one (a new client connects, and over TLS shakes hands, on its first
 // calls), for at most 5 s; throws if Redis never does (a wrong port or CA would otherwise show up only as
-// a run decided wholly by the fallback).
-void first_answer(fw_client *client, const char *what) {
+// a run decided wholly by the fallback). `section` names who asked, in the message.
+void first_answer(fw_client *client, const char *what, const char *section = "tls") {
   fw_request rq = FW_REQUEST_INIT;
   rq.tenant = "warm-up";
   rq.tenant_len = 7;
@@ -838,12 +940,12 @@ void first_answer(fw_client *client, const char *what) {
     d = fw_decision FW_DECISION_INIT;
     if (fw_admit(client, &rq, &d) != FW_OK) {
       const fw_error *e = fw_error_last();
-      throw std::runtime_error(std::string("tls: fw_admit over ") + what + " failed: " + (e ? e->message : "?"));
+      throw std::runtime_error(std::string(section) + ": fw_admit over " + what + " failed: " + (e ? e->message : "?"));
     }
     if (!d.failed_open && !d.degraded && d.fail_reason == FW_FAIL_NONE) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  throw std::runtime_error(std::string("tls: Redis answered no admit over ") + what + " in 5 s (fail reason " +
+  throw std::runtime_error(std::string(section) + ": Redis answered no admit over " + what + " in 5 s (fail reason " +
                            std::to_string(static_cast<int>(d.fail_reason)) +
                            "); client metrics: " + metrics_of(client));
 }
@@ -895,6 +997,131 @@ void bench_tls(const Options &o, Results &res) {
   }
   fw_client_free(plain);
   fw_client_free(tls);
+}
+
+// ------------------------------------------------------------------ 1c. the Redis path on a cluster
+
+// The cluster's seed URL: every master, so that the client finds the map from any one of them.
+std::string cluster_url(const Options &o) {
+  std::string url = "redis+cluster://";
+  for (size_t k = 0; k < o.cluster_ports.size(); k++)
+    url += (k ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(o.cluster_ports[k]);
+  return url;
+}
+
+// The redis section's floodwall policy on the cluster: the same bucket, the same shipped Redis defaults.
+std::string fw_cluster_policy(const Options &o) {
+  return fw_policy_at(cluster_url(o));
+}
+
+void bench_cluster(const Options &o, Results &res) {
+  ClusterResult &cr = res.cluster;
+  cr.ports = o.cluster_ports;
+  std::vector<std::string> tenants;
+  for (int i = 0; i < o.tenants; i++) tenants.push_back(tenant_name(i));
+  {
+    Conn c(o);
+    c.run({"FLUSHALL"});
+  }
+  for (int port : o.cluster_ports) {
+    Conn c(port);
+    c.run({"FLUSHALL"});
+    std::string info = c.run({"CLUSTER", "INFO"});
+    if (info.find("cluster_state:ok") == std::string::npos)
+      throw std::runtime_error("cluster: the node on port " + std::to_string(port) +
+                               " is not in a cluster that is ok: " + info.substr(0, 200));
+  }
+  // The masters' pids, for their CPU; none (or the wrong count) leaves it unknown.
+  std::vector<pid_t> masters = o.cluster_pids;
+  if (masters.size() != o.cluster_ports.size()) masters.assign(o.cluster_ports.size(), 0);
+
+  fw_client *single = new_client(fw_redis_policy(o));
+  fw_client *cluster = nullptr;
+  try {
+    cluster = new_client(fw_cluster_policy(o));
+    // A fresh client's first admits, one per tenant (all the masters), before anything warmed it: the
+    // constructor reads the map and connects to every master, so Redis should answer each of them.
+    fw_request rq = FW_REQUEST_INIT;
+    for (const auto &tenant : tenants) {
+      rq.tenant = tenant.data();
+      rq.tenant_len = tenant.size();
+      fw_decision d = FW_DECISION_INIT;
+      if (fw_admit(cluster, &rq, &d) != FW_OK) {
+        const fw_error *e = fw_error_last();
+        throw std::runtime_error("cluster: fw_admit failed: " + std::string(e ? e->message : "?"));
+      }
+      cr.cold_decisions++;
+      if (d.failed_open || d.degraded || d.fail_reason != FW_FAIL_NONE) cr.cold_not_store++;
+    }
+    if (cr.cold_not_store) cr.cold_metrics = metrics_of(cluster);
+    std::printf("cluster cold pass: %" PRIu64 " of %" PRIu64
+                " first admits (one per tenant, a fresh client) not answered by Redis\n",
+                cr.cold_not_store, cr.cold_decisions);
+    if (cr.cold_not_store) std::printf("cluster client metrics: %s\n", cr.cold_metrics.c_str());
+    std::fflush(stdout);
+    first_answer(single, "the single node", "cluster");
+    first_answer(cluster, "the cluster", "cluster");
+  } catch (...) {
+    fw_client_free(single);
+    if (cluster) fw_client_free(cluster);
+    throw;
+  }
+  auto run = [&](bool on_cluster, int callers, double seconds) {
+    ReasonCounts reasons{};
+    RunStats s = drive(
+        callers, seconds, [&](int t) { return floodwall_caller(on_cluster ? cluster : single, tenants, t, &reasons); },
+        on_cluster ? masters : std::vector<pid_t>{});
+    for (size_t k = 0; k < reasons.size(); k++) s.by_reason[k] = reasons[k].load();
+    return s;
+  };
+  for (int callers : o.cluster_callers) {
+    // Unrecorded, as in the tls section: the connections made for this many callers are made before the clock
+    // runs.
+    run(false, callers, 0.25);
+    run(true, callers, 0.25);
+    ClusterRow row;
+    row.callers = callers;
+    for (int round = 0; round < o.rounds; round++) {
+      // Alternate who goes first, as the redis and tls sections do.
+      for (int turn = 0; turn < 2; turn++) {
+        bool cluster_turn = (turn == 0) == (round % 2 == 1);
+        std::vector<RunStats> &runs = cluster_turn ? row.cluster : row.single;
+        runs.push_back(run(cluster_turn, callers, o.seconds));
+        const RunStats &s = runs.back();
+        std::string per_master;
+        if (cluster_turn && s.redis_cpu_us >= 0) {
+          per_master = " (masters";
+          for (double c : s.server_cpu_us) per_master += " " + num(c, 1);
+          per_master += ")";
+        }
+        std::printf(
+            "cluster callers=%-4d round=%d %-7s %10.0f decisions/s  p50 %8.1f us  p99 %8.1f us  cpu/decision: "
+            "client %5.1f us, redis %5.1f us%s  not answered by Redis %.4f%% (failed open %" PRIu64 ")%s%s%s\n",
+            callers, round + 1, cluster_turn ? "cluster" : "single", s.ops_per_s, s.p50_us, s.p99_us, s.client_cpu_us,
+            s.redis_cpu_us, per_master.c_str(), 100 * s.not_store_share(), s.failed_open,
+            s.not_store ? ", by reason: " : "", reasons_text(s).c_str(),
+            s.errors || s.rejected ? "  (NOT ALL DECIDED/ALLOWED)" : "");
+        if (s.not_store)
+          std::printf("        %s client metrics: %s\n", cluster_turn ? "cluster" : "single",
+                      metrics_of(cluster_turn ? cluster : single).c_str());
+        std::fflush(stdout);
+      }
+    }
+    cr.rows.push_back(std::move(row));
+  }
+  fw_client_free(single);
+  fw_client_free(cluster);
+  // Where the tenants went: each one's key is on the master of its slot.
+  for (int port : o.cluster_ports) {
+    Conn c(port);
+    cr.keys.push_back(c.dbsize());
+  }
+  std::string split;
+  for (size_t k = 0; k < cr.keys.size(); k++)
+    split += (k ? " / " : "") + std::to_string(cr.keys[k]) + " on :" + std::to_string(cr.ports[k]);
+  std::printf("cluster keys per master after the runs: %s\n", split.c_str());
+  std::fflush(stdout);
+  res.have_cluster = true;
 }
 
 // ------------------------------------------------------------------------------ 2. embedded store
@@ -1525,6 +1752,37 @@ void bench_hot(const Options &o, Results &res) {
 
 // ---------------------------------------------------------------------------------- the report
 
+// What the cluster's measured script cost says about masters on machines of their own: at the row with the
+// most callers (the busiest Redis), the masters' CPU per decision (their sum: each decision is one script
+// on one master) and the single node's; one core of script work a second per master.
+struct ClusterProjection {
+  bool known = false;
+  int callers = 0;
+  double master_cpu_us = 0, single_cpu_us = 0;
+  double per_master = 0;  // decisions/s one master on a core of its own would serve: 1e6 / master_cpu_us
+  int masters = 10;
+  double masters_ceiling() const { return masters * per_master; }
+};
+
+ClusterProjection cluster_projection(const ClusterResult &c) {
+  ClusterProjection p;
+  const ClusterRow *busiest = nullptr;
+  for (const auto &row : c.rows)
+    if (!busiest || row.callers > busiest->callers) busiest = &row;
+  if (!busiest) return p;
+  RunStats cl = busiest->cluster_median(), si = busiest->single_median();
+  p.callers = busiest->callers;
+  p.master_cpu_us = cl.redis_cpu_us;
+  p.single_cpu_us = si.redis_cpu_us;
+  p.known = cl.redis_cpu_us > 0;
+  if (p.known) p.per_master = 1e6 / cl.redis_cpu_us;
+  return p;
+}
+
+long cores() {
+  return sysconf(_SC_NPROCESSORS_ONLN);
+}
+
 struct Goals {
   // Each: evaluated?, met?, what was measured.
   struct Goal {
@@ -1687,6 +1945,46 @@ std::string to_json(const Options &o, const Results &r, const Goals &g) {
       j << "]}}";
     }
     j << "\n  ],\n";
+  }
+  if (r.have_cluster) {
+    const auto &c = r.cluster;
+    ClusterProjection pr = cluster_projection(c);
+    auto ints = [](const auto &v) {
+      std::ostringstream a;
+      a << "[";
+      for (size_t k = 0; k < v.size(); k++) a << (k ? ", " : "") << v[k];
+      a << "]";
+      return a.str();
+    };
+    j << "  \"cluster\": {\"masters\": " << c.ports.size() << ", \"replicas\": 0, \"cores\": " << cores()
+      << ", \"ports\": " << ints(c.ports) << ", \"keys_per_master\": " << ints(c.keys)
+      << ", \"cold_pass_decisions\": " << c.cold_decisions
+      << ", \"cold_pass_not_answered_by_redis\": " << c.cold_not_store;
+    if (pr.known)
+      j << ", \"projection\": {\"at_callers\": " << pr.callers
+        << ", \"masters_cpu_us_per_decision\": " << num(pr.master_cpu_us, 2)
+        << ", \"single_node_cpu_us_per_decision\": " << num(pr.single_cpu_us, 2)
+        << ", \"one_master_decisions_per_s\": " << num(pr.per_master, 0) << ", \"masters\": " << pr.masters
+        << ", \"masters_decisions_per_s\": " << num(pr.masters_ceiling(), 0) << "}";
+    j << ", \"rows\": [";
+    for (size_t i = 0; i < c.rows.size(); i++) {
+      const auto &row = c.rows[i];
+      RunStats cl = row.cluster_median();
+      j << (i ? "," : "") << "\n    {\"callers\": " << row.callers
+        << ", \"single\": " << stats_json(row.single_median()) << ", \"cluster\": " << stats_json(cl)
+        << ", \"cluster_masters_cpu_us_per_decision\": [";
+      for (size_t k = 0; k < cl.server_cpu_us.size(); k++) j << (k ? ", " : "") << num(cl.server_cpu_us[k], 2);
+      j << "], \"not_answered_by_reason\": {\"single\": " << reasons_json(row.single_median())
+        << ", \"cluster\": " << reasons_json(cl) << "}";
+      j << ", \"ratio_cluster_over_single_admits_per_s\": " << num(row.ratio(&RunStats::ops_per_s), 3)
+        << ", \"ratio_cluster_over_single_p99\": " << num(row.ratio(&RunStats::p99_us), 3)
+        << ", \"rounds\": {\"single\": [";
+      for (size_t k = 0; k < row.single.size(); k++) j << (k ? ", " : "") << stats_json(row.single[k]);
+      j << "], \"cluster\": [";
+      for (size_t k = 0; k < row.cluster.size(); k++) j << (k ? ", " : "") << stats_json(row.cluster[k]);
+      j << "]}}";
+    }
+    j << "\n  ]},\n";
   }
   if (r.have_embedded)
     j << "  \"embedded\": {\"ns_per_decision_1_thread\": " << num(r.embedded.ns_one, 2)
@@ -1871,6 +2169,78 @@ std::string to_markdown(const Options &o, const Results &r, const Goals &g) {
                        "fallback, no error).")
        << "\n\n";
   }
+  if (r.have_cluster) {
+    const auto &c = r.cluster;
+    ClusterProjection pr = cluster_projection(c);
+    md << "### 1c. The Redis path on a Redis Cluster (" << c.ports.size()
+       << " masters, no replicas) beside the single node\n\n"
+       << "floodwall alone, section 1's policy (the same bucket that never rejects, the shipped Redis defaults) and "
+          "callers (threads, blocking `fw_admit` through the C ABI on one shared `fw_client` per store), rotating "
+          "over "
+       << o.tenants
+       << " tenants: on the single redis-server of section 1 (`redis://127.0.0.1:PORT/0`) and on a Redis Cluster "
+          "of "
+       << c.ports.size()
+       << " masters and no replicas (`redis+cluster://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3`: each tenant's "
+          "admits go to the master of its slot, one pipelined connection set and I/O thread per master). After "
+          "the runs the masters held ";
+    for (size_t k = 0; k < c.keys.size(); k++) md << (k ? " / " : "") << grouped(static_cast<double>(c.keys[k]));
+    md << " tenants' keys. Each figure is the median over " << o.rounds << " rounds of " << num(o.seconds, 1)
+       << " s per store, the two alternating (which goes first alternates too); cluster / single is the median of "
+          "the rounds' own ratios. Before the rounds at each caller count, each store runs 0.25 s unrecorded. A "
+          "fresh cluster client's first admit of every tenant, before any of that: "
+       << c.cold_not_store << " of " << c.cold_decisions << " not answered by Redis.\n\n"
+       << "| callers | single decisions/s | not answered by Redis | p99 µs | cluster decisions/s | not answered by "
+          "Redis | p99 µs | cluster / single decisions/s | cluster / single p99 |\n"
+       << "|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+    std::ostringstream cpu;
+    cpu << "CPU per decision (µs), medians: the benchmark process (callers, plus floodwall's I/O threads: one for "
+           "the single node, one per master for the cluster) and the redis-servers (from /proc/PID/stat, 10 ms "
+           "ticks; for the cluster the masters' sum, each decision being one script on one master, and each "
+           "master's CPU over all the cluster's decisions).\n\n"
+        << "| callers | single client | single redis-server | cluster client | cluster masters (sum) | each master "
+           "|\n"
+        << "|---:|---:|---:|---:|---:|---|\n";
+    uint64_t undecided = 0;
+    for (const auto &row : c.rows) {
+      RunStats si = row.single_median(), cl = row.cluster_median();
+      auto share = [](const RunStats &s) {
+        std::string why = reasons_text(s);
+        return num(100 * s.not_store_share(), 4) + "% (" + std::to_string(s.not_store) + ", failed open " +
+               std::to_string(s.failed_open) + (why.empty() ? "" : "; " + why) + ")";
+      };
+      md << "| " << row.callers << " | " << grouped(si.ops_per_s) << " | " << share(si) << " | " << num(si.p99_us)
+         << " | " << grouped(cl.ops_per_s) << " | " << share(cl) << " | " << num(cl.p99_us) << " | **"
+         << num(row.ratio(&RunStats::ops_per_s), 2) << "x** | **" << num(row.ratio(&RunStats::p99_us), 2) << "x** |\n";
+      std::string each;
+      for (size_t k = 0; k < cl.server_cpu_us.size(); k++) each += (k ? " / " : "") + num(cl.server_cpu_us[k], 1);
+      cpu << "| " << row.callers << " | " << num(si.client_cpu_us, 1) << " | " << num(si.redis_cpu_us, 1) << " | "
+          << num(cl.client_cpu_us, 1) << " | " << num(cl.redis_cpu_us, 1) << " | "
+          << (cl.redis_cpu_us >= 0 ? each : std::string("-")) << " |\n";
+      for (const auto *runs : {&row.single, &row.cluster})
+        for (const auto &s : *runs) undecided += s.not_store + s.errors + s.rejected;
+    }
+    md << "\n" << cpu.str() << "\n";
+    md << "**This machine's " << cores() << " cores bound what the cluster can show here.** The " << c.ports.size()
+       << " masters, the single node, the callers and floodwall's I/O threads all share them, so the masters "
+          "cannot each have a core: on this box the cluster's advantage over the single node is bounded by CPU, "
+          "not by what Redis Cluster scales to.";
+    if (pr.known)
+      md << " At " << pr.callers << " callers a decision cost the masters " << num(pr.master_cpu_us, 1)
+         << " µs of CPU (the single node: " << num(pr.single_cpu_us, 1) << " µs), so one master with a core of its "
+         << "own would serve up to 1e6 / " << num(pr.master_cpu_us, 1) << " = " << grouped(pr.per_master)
+         << " decisions/s, and " << pr.masters << " masters on machines of their own up to " << pr.masters
+         << " x 1e6 / " << num(pr.master_cpu_us, 1) << " = **" << grouped(pr.masters_ceiling())
+         << " decisions/s** (the ceiling of Redis' side, with tenants spread evenly over the slots and callers "
+            "elsewhere with CPU to spare; a master that busy batches more replies per read than these did, and "
+            "spends less per decision, so this errs low).";
+    md << "\n\n"
+       << (undecided ? "**Warning: " + std::to_string(undecided) +
+                           " calls were not answered by Redis, errored or were rejected.**"
+                     : "Every call of every round, single node and cluster, was decided by Redis and allowed (no "
+                       "fail-open, no fallback, no error).")
+       << "\n\n";
+  }
   if (r.have_embedded)
     md << "### 2. Embedded store (`memory://`), through the C ABI\n\n"
        << "`fw_admit` on `{\"request_rate\": {\"rate\": 1000000, \"burst\": 1000000000}}`, rotating over 1000 "
@@ -2016,16 +2386,19 @@ void write_file(const std::string &path, const std::string &text) {
 int main(int argc, char **argv) {
   Options o = parse_options(argc, argv);
   g_redis_pid = o.redis_pid;
-  bool needs_redis = wants(o, "redis") || wants(o, "tls") || wants(o, "memory") || wants(o, "failopen") ||
-                     wants(o, "outage") || wants(o, "hot");
+  bool needs_redis = wants(o, "redis") || wants(o, "tls") || wants(o, "cluster") || wants(o, "memory") ||
+                     wants(o, "failopen") || wants(o, "outage") || wants(o, "hot");
   if (needs_redis && o.port <= 0)
-    usage("--port is required for the redis, tls, memory, failopen, outage and hot sections");
+    usage("--port is required for the redis, tls, cluster, memory, failopen, outage and hot sections");
   if (wants(o, "tls") && (o.tls_port <= 0 || o.tls_ca.empty()))
     usage("the tls section needs --tls-port (the redis-server's TLS port) and --tls-ca (the CA of its certificate)");
+  if (wants(o, "cluster") && o.cluster_ports.empty())
+    usage("the cluster section needs --cluster-ports (the Redis Cluster's masters, bench/run.sh starts them)");
   try {
     Results r;
     if (wants(o, "redis")) bench_redis(o, r);
     if (wants(o, "tls")) bench_tls(o, r);
+    if (wants(o, "cluster")) bench_cluster(o, r);
     if (wants(o, "embedded")) bench_embedded(o, r);
     if (wants(o, "shm")) bench_shm(o, r);
     if (wants(o, "memory")) bench_memory(o, r);
