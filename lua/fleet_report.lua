@@ -10,7 +10,8 @@
 -- ARGV[1]  this client's id   ARGV[2]  its in-process non-critical requests in flight
 -- ARGV[3]  how long a report counts, us     ARGV[4]  fleet ttl, us
 -- ARGV[5]  (redis.clock "client" only) the caller's clock, us since the epoch
--- Reply:   {the other clients' live reports summed, the fleet set's live slots}
+-- Reply:   {the other clients' live reports summed, the fleet set's live slots, how many other clients
+--          have a live report}
 local rcall = redis.call
 -- The clock: Redis' TIME, or with redis.clock "client" the caller's, in us (ARGV[5]).
 local now
@@ -22,7 +23,7 @@ else
 end
 local me, mine, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 
-local others, dead = 0, {}
+local others, reporting, dead = 0, 0, {}
 local all = rcall('HGETALL', KEYS[1])
 for i = 1, #all, 2 do
   local field = all[i]
@@ -30,6 +31,7 @@ for i = 1, #all, 2 do
     local count, expires = string.match(all[i + 1], '^(%d+):(%d+)$')
     if count and tonumber(expires) > now then
       others = others + tonumber(count)
+      reporting = reporting + 1
     else
       dead[#dead + 1] = field
     end
@@ -45,4 +47,4 @@ end
 -- Garbage collection once nobody reports any more.
 rcall('PEXPIRE', KEYS[1], string.format('%d', math.ceil(ttl / 1000)))
 local live = rcall('ZCOUNT', KEYS[2], string.format('(%d', now - tonumber(ARGV[4])), '+inf')
-return {others, live}
+return {others, live, reporting}

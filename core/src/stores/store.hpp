@@ -112,8 +112,9 @@ struct FleetReportOp {
 
 struct FleetReportResult {
   bool decided = false;
-  int64_t others = 0;    // the other clients' live reports
-  int64_t set_live = 0;  // the fleet set's live slots
+  int64_t others = 0;     // the other clients' live reports
+  int64_t set_live = 0;   // the fleet set's live slots
+  int64_t reporting = 0;  // how many other clients have a live report
 };
 
 class FleetReportCompletion {

@@ -45,12 +45,19 @@ class ClusterStore::Report final : public FleetReportCompletion {
   explicit Report(ClusterStore &owner) : owner_(owner) {}
   void complete(FleetReportResult &&r) override {
     if (r.decided) {
-      owner_.fleet_others_.store(r.others + r.set_live, std::memory_order_relaxed);
+      // What this client may hold until the next report: its count as reported plus its part of the room
+      // left (rounded down), shared with the others that report, so that clients acting on one view do not
+      // all take the whole room.
+      int64_t others = r.others + r.set_live;
+      int64_t room = std::max<int64_t>(0, owner_.fleet_cap_ - others - sent);
+      owner_.fleet_allowance_.store(sent + room / (r.reporting + 1), std::memory_order_relaxed);
+      owner_.fleet_others_.store(others, std::memory_order_relaxed);
       owner_.fleet_view_at_.store(now_us(), std::memory_order_relaxed);
     }
     in_flight.store(false, std::memory_order_release);
   }
   std::atomic<bool> in_flight{false};
+  int64_t sent = 0;  // the count this report told
 
  private:
   ClusterStore &owner_;
@@ -87,6 +94,7 @@ ClusterStore::ClusterStore(const Policy &p, RedisUrl url)
       generation_(fork_generation()),
       client_id_(random_client_id()),
       fleet_(p.fleet.has_value()),
+      fleet_cap_(p.fleet ? p.fleet->capacity : 0),
       report_(std::make_unique<Report>(*this)) {
   if (url_.tls) tls_ = std::make_unique<TlsContext>(policy_.redis.tls, url_.host());
   for (auto &o : owner_) o.store(nullptr, std::memory_order_relaxed);
@@ -178,8 +186,9 @@ ClusterStore::Share ClusterStore::take_share(const AdmitOp &op) {
   int64_t at = fleet_view_at_.load(std::memory_order_relaxed);
   if (at == 0 || now_us() - at >= kFleetViewUs) return Share::unknown;
   int64_t others = fleet_others_.load(std::memory_order_relaxed);
+  int64_t limit = std::min(op.fleet_cap - others, fleet_allowance_.load(std::memory_order_relaxed));
   int64_t mine = fleet_local_.load(std::memory_order_relaxed);
-  while (others + mine < op.fleet_cap)
+  while (mine < limit)
     if (fleet_local_.compare_exchange_weak(mine, mine + 1, std::memory_order_relaxed)) return Share::ok;
   return Share::no;
 }
@@ -424,6 +433,7 @@ void ClusterStore::report_fleet(int64_t) {
   op.client = client_id_;
   op.in_flight = fleet_local_.load(std::memory_order_relaxed);
   last_reported_ = op.in_flight;
+  report_->sent = op.in_flight;
   op.expires_us = kReportTtlUs;
   op.fleet_ttl_us = static_cast<int64_t>(policy_.fleet->ttl_s * 1e6);
   report_->in_flight.store(true, std::memory_order_release);

@@ -141,11 +141,13 @@ void RedisStore::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
     case Kind::report:
       if (!c->abandoned && c->report_done) {
         FleetReportResult res;
-        if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_INTEGER &&
-            r->element[1]->type == REDIS_REPLY_INTEGER) {
+        if (r->type == REDIS_REPLY_ARRAY && (r->elements == 2 || r->elements == 3) &&
+            r->element[0]->type == REDIS_REPLY_INTEGER && r->element[1]->type == REDIS_REPLY_INTEGER &&
+            (r->elements == 2 || r->element[2]->type == REDIS_REPLY_INTEGER)) {
           res.decided = true;
           res.others = r->element[0]->integer;
           res.set_live = r->element[1]->integer;
+          if (r->elements == 3) res.reporting = r->element[2]->integer;
         }
         FleetReportCompletion *done = c->report_done;
         c->report_done = nullptr;
