@@ -206,6 +206,24 @@ void write_byte(int fd) {
   (void)!write(fd, &ch, 1);
 }
 
+// A pipe closed at the end of the scope: r to read, w to write.
+struct Pipe {
+  int r = -1, w = -1;
+  Pipe() {
+    int fds[2];
+    if (pipe(fds) == 0) {
+      r = fds[0];
+      w = fds[1];
+    }
+  }
+  ~Pipe() {
+    if (r >= 0) close(r);
+    if (w >= 0) close(w);
+  }
+  Pipe(const Pipe &) = delete;
+  Pipe &operator=(const Pipe &) = delete;
+};
+
 // One shared healthy cluster for the tests that leave it so.
 class Cluster : public ::testing::Test {
  protected:
@@ -352,7 +370,7 @@ TEST_F(Cluster, TheFleetCapacityIsExactForOneClient) {
   for (const auto &tenant : tenants) ASSERT_TRUE(answered_within(c, tenant, 5)) << tenant;
 
   const std::string x = tenants[0];
-  int64_t before = admit(c, x).remaining;  // by the store (answered_within): now burst - 2
+  int64_t before = admit(c, x).remaining;  // by the store, as answered_within() saw
   std::vector<fw_ticket> held;
   for (int i = 0; i < cap; i++) {
     fw_decision d = admit_held(c, x);
@@ -420,15 +438,15 @@ TEST_F(Cluster, TheFleetCapacityIsExactForOneClient) {
 }
 
 // Several clients: each decides from the others' reports (at most a report period or two old) and its own
-// count now. First, deterministically: a client in another process sees this one's held capacity once the
+// count now. First, deterministically: a client in one process sees another's held capacity once the
 // reports went round, and sees it released the same way. Then four processes of eight threads, requests
-// held 400-700 ms: the measured in-flight count may pass the capacity only by what the other processes
-// admitted within the 300 ms before (a report period of the one that admitted, one of the one deciding, and
-// slack for a loaded 2-core machine). Requests are held longer than that window on purpose: what the others
-// admitted before it must be in their reports, so a client that ignored them (each holding the whole
-// capacity) would break the bound; with shorter holds every request in flight would be in the window and
-// the bound would say nothing. The overshoot, and how the count swings (every client acting on the same
-// stale view), are printed.
+// held 0.8-1.2 s: the measured in-flight count may pass the capacity only by what the other processes
+// admitted within the 400 ms before (a report period of the one that admitted, one of the one deciding, a
+// round trip, and slack for a loaded 2-core machine). Requests are held longer than that window on
+// purpose: what the others admitted before it must be in their reports, so a client that ignored them
+// (each holding the whole capacity) would break the bound; with shorter holds every request in flight
+// would be in the window and the bound would say nothing. The overshoot, and how the count swings (every
+// client acting on the same stale view), are printed.
 TEST_F(Cluster, TheFleetCapacityIsPassedOnlyByWhatOthersAdmittedWithinAReport) {
   ClusterTopology &t = *topo_;
   const int cap = 8, processes = 4, threads = 8;
@@ -440,49 +458,64 @@ TEST_F(Cluster, TheFleetCapacityIsPassedOnlyByWhatOthersAdmittedWithinAReport) {
   ASSERT_EQ(tenants.size(), 9u);
 
   {
-    fw_client *a = client(pol);
-    ASSERT_NE(a, nullptr);
-    ASSERT_TRUE(answered_within(a, tenants[0], 5)) << "once the client has its first view of the fleet";
-    std::vector<fw_ticket> held;
-    for (int i = 0; i < cap; i++) {
-      fw_decision d = admit_held(a, tenants[static_cast<size_t>(i) % tenants.size()]);
-      EXPECT_TRUE(d.allowed && by_store(d)) << i;
-      held.push_back(d.ticket);
-    }
-    int told[2], go[2];
-    ASSERT_EQ(pipe(told), 0);
-    ASSERT_EQ(pipe(go), 0);
-    pid_t pid = fork();
-    if (pid == 0) {
-      fw_client *b = nullptr;
-      if (fw_client_new(&b, pol.c_str()) != FW_OK) _exit(2);
-      fw_release(b, admit_held(b, tenants[0], /*critical=*/true).ticket);  // counted by no fleet: starts it up
-      std::this_thread::sleep_for(std::chrono::milliseconds(350));
-      fw_decision d = admit_held(b, tenants[1]);
-      if (d.allowed) _exit(3);
-      if (d.limiter != FW_LIMITER_FLEET) _exit(4);
-      fw_decision crit = admit_held(b, tenants[1], /*critical=*/true);
-      if (!crit.allowed) _exit(5);
-      fw_release(b, crit.ticket);
-      write_byte(told[1]);
-      if (!read_byte(go[0], 10)) _exit(6);
-      std::this_thread::sleep_for(std::chrono::milliseconds(350));
-      fw_decision after = admit_held(b, tenants[1]);
-      if (!after.allowed || !by_store(after)) _exit(7);
-      fw_release(b, after.ticket);
-      fw_client_free(b);
+    // Both clients in processes of their own, the test's process holding none: a process forked while a
+    // client's threads run must not start threads of its own (see the Makefile's sanitizer notes).
+    Pipe a_held, a_go, a_released, b_checked, b_go;
+    pid_t a = fork();
+    if (a == 0) {
+      fw_client *c = nullptr;
+      if (fw_client_new(&c, pol.c_str()) != FW_OK) _exit(2);
+      if (!answered_within(c, tenants[0], 5)) _exit(8);  // its first view of the fleet
+      std::vector<fw_ticket> held;
+      for (int i = 0; i < cap; i++) {
+        fw_decision d = admit_held(c, tenants[static_cast<size_t>(i) % tenants.size()]);
+        if (!d.allowed || !by_store(d)) _exit(3);
+        held.push_back(d.ticket);
+      }
+      write_byte(a_held.w);
+      if (!read_byte(a_go.r, 20)) _exit(6);
+      for (fw_ticket ticket : held) fw_release(c, ticket);
+      write_byte(a_released.w);
+      if (!read_byte(a_go.r, 20)) _exit(6);
+      fw_client_free(c);
       _exit(0);
     }
-    ASSERT_GT(pid, 0);
-    EXPECT_TRUE(read_byte(told[0], 15)) << "the other client checked the held capacity";
-    for (fw_ticket ticket : held) fw_release(a, ticket);
-    write_byte(go[1]);
-    int status = wait_child(pid, 15);
-    // 3: it admitted beyond the capacity another client held; 4: refused by another limiter; 5: a critical
-    // request was refused; 7: still refused (or by the fallback) after the capacity was released.
-    EXPECT_TRUE(exited_ok(status)) << "the other client: " << child_text(status);
-    for (int fd : {told[0], told[1], go[0], go[1]}) close(fd);
-    fw_client_free(a);
+    ASSERT_GT(a, 0);
+    EXPECT_TRUE(read_byte(a_held.r, 15)) << "the first client holds the capacity";
+    pid_t b = fork();
+    if (b == 0) {
+      fw_client *c = nullptr;
+      if (fw_client_new(&c, pol.c_str()) != FW_OK) _exit(2);
+      fw_release(c, admit_held(c, tenants[0], /*critical=*/true).ticket);  // counted by no fleet: starts it up
+      std::this_thread::sleep_for(std::chrono::milliseconds(350));
+      fw_decision d = admit_held(c, tenants[1]);
+      if (d.allowed) _exit(3);
+      if (d.limiter != FW_LIMITER_FLEET) _exit(4);
+      fw_decision crit = admit_held(c, tenants[1], /*critical=*/true);
+      if (!crit.allowed) _exit(5);
+      fw_release(c, crit.ticket);
+      write_byte(b_checked.w);
+      if (!read_byte(b_go.r, 20)) _exit(6);
+      std::this_thread::sleep_for(std::chrono::milliseconds(350));
+      fw_decision after = admit_held(c, tenants[1]);
+      if (!after.allowed || !by_store(after)) _exit(7);
+      fw_release(c, after.ticket);
+      fw_client_free(c);
+      _exit(0);
+    }
+    ASSERT_GT(b, 0);
+    EXPECT_TRUE(read_byte(b_checked.r, 15)) << "the second client checked the held capacity";
+    write_byte(a_go.w);
+    EXPECT_TRUE(read_byte(a_released.r, 15)) << "the first client released the capacity";
+    write_byte(b_go.w);
+    int b_status = wait_child(b, 15);
+    write_byte(a_go.w);
+    int a_status = wait_child(a, 15);
+    // 2: no client; 3: the first could not take the capacity, or the second admitted beyond what the first
+    // held; 4: refused by another limiter; 5: a critical request was refused; 6: not told on; 7: still
+    // refused (or by the fallback) after the capacity was released; 8: no store answer.
+    EXPECT_TRUE(exited_ok(a_status)) << "the client holding the capacity: " << child_text(a_status);
+    EXPECT_TRUE(exited_ok(b_status)) << "the other client: " << child_text(b_status);
   }
 
   // Each admit: when (steady clock, the same in every process), by which process, and the in-flight count
@@ -505,7 +538,7 @@ TEST_F(Cluster, TheFleetCapacityIsPassedOnlyByWhatOthersAdmittedWithinAReport) {
   auto *shared = new (mem) Shared;
   // Every client is made and has reported before the load starts, all at once.
   auto start = Clock::now() + std::chrono::milliseconds(1500);
-  auto end = start + std::chrono::milliseconds(3500);
+  auto end = start + std::chrono::milliseconds(4000);
   std::vector<pid_t> kids;
   for (int p = 0; p < processes; p++) {
     pid_t pid = fork();
@@ -529,7 +562,7 @@ TEST_F(Cluster, TheFleetCapacityIsPassedOnlyByWhatOthersAdmittedWithinAReport) {
               size_t i = static_cast<size_t>(shared->next++);
               if (i < kEntries) shared->log[i] = {Clock::now().time_since_epoch().count(), p, now};
               shared->lock.clear(std::memory_order_release);
-              std::this_thread::sleep_for(std::chrono::milliseconds(400 + rng() % 300));
+              std::this_thread::sleep_for(std::chrono::milliseconds(800 + rng() % 400));
               shared->in_flight--;  // before the release: never more than the clients count
               fw_release(c, d.ticket);
               std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 10));
@@ -549,7 +582,7 @@ TEST_F(Cluster, TheFleetCapacityIsPassedOnlyByWhatOthersAdmittedWithinAReport) {
   // The in-flight count as sampled every millisecond, once the start's rush (every client seeing the
   // others at 0) has been held and released.
   int64_t samples = 0, sum = 0, above = 0;
-  std::this_thread::sleep_until(start + std::chrono::milliseconds(1000));
+  std::this_thread::sleep_until(start + std::chrono::milliseconds(1500));
   while (Clock::now() < end) {
     int64_t v = shared->in_flight.load();
     samples++;
@@ -564,8 +597,8 @@ TEST_F(Cluster, TheFleetCapacityIsPassedOnlyByWhatOthersAdmittedWithinAReport) {
 
   size_t n = std::min<size_t>(static_cast<size_t>(shared->next.load()), kEntries);
   std::vector<Entry> log(shared->log, shared->log + n);  // in the order counted, and of time
-  const int64_t window_ns = 300'000'000;
-  const int64_t steady_ns = (start + std::chrono::milliseconds(1000)).time_since_epoch().count();
+  const int64_t window_ns = 400'000'000;
+  const int64_t steady_ns = (start + std::chrono::milliseconds(1500)).time_since_epoch().count();
   std::array<int64_t, 4> in_window{};  // admits of each process within the window before the current one
   size_t lo = 0;
   int most = 0, most_steady = 0, beyond_bound = 0, worst_over = 0, worst_others = 0;
@@ -589,18 +622,18 @@ TEST_F(Cluster, TheFleetCapacityIsPassedOnlyByWhatOthersAdmittedWithinAReport) {
   double mean = samples ? static_cast<double>(sum) / static_cast<double>(samples) : 0;
   std::printf(
       "fleet, %d processes x %d threads, capacity %d: %zu admitted, %lld shed; at most %d in flight (%d after the "
-      "first 1 s; the most over the capacity, %d, with %d admits by the others in the 300 ms before; the bound's "
-      "tightest margin %lld); after 1 s %.1f in flight on average, %.0f%% of the time above the capacity\n",
+      "first 1.5 s; the most over the capacity, %d, with %d admits by the others in the 400 ms before; the bound's "
+      "tightest margin %lld); after 1.5 s %.1f in flight on average, %.0f%% of the time above the capacity\n",
       processes, threads, cap, n, static_cast<long long>(shared->rejected.load()), most, most_steady, worst_over,
       worst_others, static_cast<long long>(tightest == 1 << 30 ? -1 : tightest), mean,
       samples ? 100.0 * static_cast<double>(above) / static_cast<double>(samples) : 0.0);
   RecordProperty("fleet_most_in_flight", std::to_string(most));
-  RecordProperty("fleet_most_in_flight_after_1s", std::to_string(most_steady));
+  RecordProperty("fleet_most_in_flight_after_1_5s", std::to_string(most_steady));
   RecordProperty("fleet_mean_in_flight", std::to_string(mean));
   EXPECT_LT(n, kEntries);
   EXPECT_GT(n, static_cast<size_t>(cap)) << "the capacity was used";
   EXPECT_GT(shared->rejected.load(), 0) << "and shed beyond it";
-  EXPECT_EQ(beyond_bound, 0) << "admits that passed the capacity by more than the others admitted within 300 ms";
+  EXPECT_EQ(beyond_bound, 0) << "admits that passed the capacity by more than the others admitted within 400 ms";
   EXPECT_EQ(shared->not_fleet.load(), 0) << "every rejection the fleet's (503)";
   EXPECT_EQ(shared->not_store.load(), 0) << "no decision the fallback's";
   munmap(mem, size);
@@ -769,6 +802,62 @@ TEST_F(Cluster, TryAgainDuringAMigrationIsAClusterFallbackAndSpendsNothing) {
   json m = metrics(c);
   EXPECT_GE(m["store_failures"]["request_rate"]["cluster"].get<int64_t>(), during_cluster)
       << "each counted: " << m["store_failures"].dump();
+  fw_client_free(c);
+}
+
+// A concurrency-only admit touches one key, the tenant's slot set, so a migrating slot serves it all along
+// (at the source, then through ASK, then MOVED). A slot held from before the migration still counts in the
+// moved set, and its release reaches the set wherever it is.
+TEST_F(Cluster, ASlotSetCarriesOverAMigration) {
+  ClusterTopology &t = *topo_;
+  fw_client *c = client(policy(t.url(), R"("concurrency": {"limit": 2, "ttl_s": 30})"));
+  ASSERT_NE(c, nullptr);
+  const std::string tenant = "migrating-slots";
+  const std::string conc = "floodwall:{" + tenant + "}:conc";
+  uint16_t slot = floodwall::key_slot(conc);
+  int from = t.master_of_slot(slot);
+  int to = -1;
+  for (int m : t.master_ports()) {
+    if (m != from && to < 0) to = m;
+  }
+  ASSERT_GT(to, 0);
+  ASSERT_TRUE(answered_within(c, tenant, 5));
+  fw_decision held = admit_held(c, tenant);
+  EXPECT_TRUE(held.allowed && by_store(held));
+  EXPECT_EQ(t.command(from, {"ZCARD", conc}), "1") << "the held slot, at the source";
+
+  t.begin_migration(slot, from, to);
+  fw_decision d = admit(c, tenant);
+  EXPECT_TRUE(by_store(d)) << "migrating, set at the source: " << fw_fail_reason_name(d.fail_reason);
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.concurrency_remaining, 0) << "the held slot counts";
+
+  std::vector<std::string> keys = keys_in_slot(t, from, slot);
+  ASSERT_FALSE(keys.empty()) << "the set is at the source";
+  EXPECT_EQ(t.migrate_keys(slot, from, to, keys), "OK");
+  fw_decision second = admit_held(c, tenant);
+  EXPECT_TRUE(by_store(second)) << "migrating, set moved (ASK): " << fw_fail_reason_name(second.fail_reason);
+  EXPECT_TRUE(second.allowed);
+  fw_decision third = admit_held(c, tenant);
+  EXPECT_TRUE(by_store(third)) << "migrating, set moved (ASK): " << fw_fail_reason_name(third.fail_reason);
+  EXPECT_FALSE(third.allowed) << "two held in the moved set: the limit";
+  EXPECT_EQ(third.limiter, FW_LIMITER_CONCURRENCY);
+  fw_release(c, third.ticket);
+  fw_release(c, second.ticket);  // through ASK
+
+  t.finish_migration(slot, to);
+  for (int i = 0; i < 100 && t.command(to, {"ZCARD", conc}) != "1"; i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(t.command(to, {"ZCARD", conc}), "1") << "the slot held from before, in the moved set; the other released";
+  fw_release(c, held.ticket);  // through MOVED
+  for (int i = 0; i < 100 && t.command(to, {"ZCARD", conc}) != "0"; i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(t.command(to, {"ZCARD", conc}), "0") << "every slot given back on the new owner";
+  fw_decision after = admit(c, tenant);
+  EXPECT_TRUE(by_store(after));
+  EXPECT_EQ(after.concurrency_remaining, 1);
+  json m = metrics(c);
+  EXPECT_EQ(m["sources"]["fallback"].get<int64_t>(), 0) << m["sources"].dump();
   fw_client_free(c);
 }
 
