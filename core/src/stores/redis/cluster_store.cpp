@@ -83,6 +83,71 @@ class ClusterStore::FleetAdmit final : public AdmitCompletion {
   AdmitCompletion *done_;
 };
 
+// An admit of the request rate and the concurrency that Redis refused with TRYAGAIN (its two keys split by a
+// migration) decided as two one-key calls, each served through ASK: the concurrency slot first, then the
+// bucket; the slot goes back if the bucket refuses. Never more is admitted than by the one script: a slot is
+// taken before the tokens, and tokens only with a slot. What the one script did better: another request of
+// the tenant may find the set full for the one round trip a slot was held and then given back.
+class ClusterStore::Split final : public AdmitCompletion {
+ public:
+  Split(ClusterStore &owner, const AdmitOp &op, AdmitCompletion *done) : owner_(owner), op_(op), done_(done) {}
+  void start() {
+    AdmitOp conc = op_;
+    conc.rate = false;
+    owner_.admit_async(conc, this);
+  }
+  void complete(AdmitResult &&r) override {
+    if (!second_) {
+      slot_ = r;
+      if (!r.decided || !r.committed) {
+        // Undecided (the fallback decides), or the set refused: the bucket was not asked.
+        r.rate_evaluated = false;
+        finish(std::move(r));
+        return;
+      }
+      second_ = true;
+      AdmitOp rate = op_;
+      rate.conc = false;
+      owner_.admit_async(rate, this);
+      return;
+    }
+    bool slot_taken = slot_.conc_ok;  // the first call committed
+    if (!r.decided) {
+      if (slot_taken) give_back();
+      finish(std::move(r));
+      return;
+    }
+    r.conc_ok = slot_.conc_ok;
+    r.conc_count = slot_.conc_count;
+    r.conc_evaluated = true;
+    r.committed = commits(op_, r.rate_ok, r.conc_ok, true);
+    if (slot_taken && !r.committed) {
+      give_back();
+      r.conc_count--;
+    }
+    finish(std::move(r));
+  }
+
+ private:
+  void give_back() {
+    ReleaseOp back;
+    back.tenant = op_.tenant;
+    back.slot = op_.slot;
+    back.conc = true;
+    owner_.release(back);
+  }
+  void finish(AdmitResult &&r) {
+    AdmitCompletion *done = done_;
+    delete this;
+    done->complete(std::move(r));
+  }
+  ClusterStore &owner_;
+  AdmitOp op_;
+  AdmitCompletion *done_;
+  AdmitResult slot_;
+  bool second_ = false;
+};
+
 int64_t ClusterStore::now_us() {
   using namespace std::chrono;
   return duration_cast<microseconds>(steady_clock::now().time_since_epoch()).count();
@@ -359,6 +424,13 @@ void ClusterStore::redirect(RedisStore &from, RedisStore::Call *c, Redirect rd) 
     handoffs_.push_back({c, std::move(rd)});
   }
   wake();
+}
+
+void ClusterStore::split(RedisStore &, RedisStore::Call *c) {
+  auto *s = new Split(*this, c->op, c->done);
+  c->done = nullptr;
+  delete c;
+  s->start();
 }
 
 void ClusterStore::suspect(RedisStore &) {

@@ -8,7 +8,9 @@
 // - Redirections: a MOVED or ASK reply is handed here by the store that got it (ClusterHooks); the call
 //   goes to the named master's store with its deadline unchanged (after ASKING for ASK), at most twice a
 //   call, and MOVED also moves the slot in the table. A call to a node not known yet waits for the
-//   maintenance thread to connect to it. CLUSTERDOWN and TRYAGAIN are the fallback's, reason cluster.
+//   maintenance thread to connect to it. CLUSTERDOWN and TRYAGAIN are the fallback's, reason cluster, but
+//   for an admit of two keys (request rate and concurrency) that a migration keeps apart: that one is
+//   decided as two one-key calls (Split, in cluster_store.cpp).
 // - The map is read again every kRefreshUs, and every kSuspectRefreshUs for kSuspectUs after a
 //   connection broke or a store was told MOVED (a failover: the promoted replica is found within one
 //   of those after the cluster promoted it). A node that owns no slot any more keeps its store (idle).
@@ -95,6 +97,8 @@ class ClusterStore final : public Store, private ClusterHooks {
   void redirect(RedisStore &from, RedisStore::Call *c, Redirect rd) override;
   void suspect(RedisStore &from) override;
   void flags(const FleetModes &m) override;
+  void split(RedisStore &from, RedisStore::Call *c) override;
+  class Split;
 
   // The maintenance thread: the map, nodes not known yet, flags, the fleet report.
   void run();

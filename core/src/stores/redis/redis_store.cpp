@@ -289,6 +289,7 @@ void RedisStore::admit_async(const AdmitOp &op, AdmitCompletion *done) {
   c->held.slot = op.slot;
   c->held.conc = op.conc;
   c->held.fleet = op.fleet;
+  if (cluster_) c->op = op;
   waiting_.fetch_add(1, std::memory_order_relaxed);
   submit(c);
 }

@@ -127,6 +127,7 @@ class RedisStore final : public Store {
     LeaseCompletion *lease_done = nullptr;
     FleetReportCompletion *report_done = nullptr;
     ReleaseOp held;       // admit: what to free if the reply comes after the caller gave up
+    AdmitOp op;           // cluster, admit: the request, for ClusterHooks::split
     LeaseOp lease;        // lease: what it asked for, given back if the reply comes after the caller gave up
     size_t affinity = 0;  // which connection: a hash of the tenant
   };
@@ -368,6 +369,10 @@ class ClusterHooks {
   virtual void suspect(RedisStore &from) = 0;
   // The fleet-wide modes, read on the master of flags_key().
   virtual void flags(const FleetModes &m) = 0;
+  // TRYAGAIN to an admit that names two keys (the request rate and the concurrency): a migration has them
+  // on two nodes, or one missing, and Redis will not run them together until it ends. c->op is decided
+  // another way and c->done answered; ownership of c passes, `from` no longer counts it.
+  virtual void split(RedisStore &from, RedisStore::Call *c) = 0;
 };
 
 }  // namespace floodwall

@@ -207,6 +207,13 @@ bool RedisStore::cluster_reply(Conn &conn, Call *c, std::string_view err, int64_
     cluster_->redirect(*this, c, std::move(*rd));
     return true;
   }
+  if (!rd && is_try_again(err) && c->kind == Kind::admit && c->op.rate && c->op.conc) {
+    // Two keys that a migration keeps apart, possibly for long: decided as two one-key calls instead.
+    waiting_.fetch_sub(1, std::memory_order_relaxed);
+    outstanding_.fetch_sub(1, std::memory_order_release);
+    cluster_->split(*this, c);
+    return true;
+  }
   if (!rd && is_try_again(err) && awaited(c->kind) && now + kTryAgainUs < c->deadline_us - deadline_us_ / 2) {
     // A migration split the call's keys between two nodes (or the target has not all of them yet):
     // Redis asks to try again shortly, which this call does for the first half of its deadline (the
