@@ -8,7 +8,7 @@
 -- KEYS[1]  <prefix>:fleet:reports   hash: client id -> "<in flight>:<expires, us>", and "sum"
 -- KEYS[2]  <prefix>:fleet           the fleet set (tenant_admit.lua)
 -- ARGV[1]  this client's id   ARGV[2]  its in-process non-critical requests in flight
--- ARGV[3]  how long a report counts, us     ARGV[4]  fleet ttl, us
+-- ARGV[3]  how long a report counts, us (0: withdraw this client's report)     ARGV[4]  fleet ttl, us
 -- ARGV[5]  (redis.clock "client" only) the caller's clock, us since the epoch
 -- Reply:   {the other clients' live reports summed, the fleet set's live slots, how many other clients
 --          have a live report}
@@ -38,13 +38,15 @@ for i = 1, #all, 2 do
   end
 end
 if #dead > 0 then rcall('HDEL', KEYS[1], unpack(dead)) end
-if mine > 0 then
+-- A report of nothing in flight stays too (until it expires): the client is there, and counts among those
+-- that share the room left (`reporting`).
+if ttl > 0 then
   rcall('HSET', KEYS[1], me, string.format('%d:%d', mine, now + ttl), 'sum', string.format('%d', others + mine))
+  -- Garbage collection once nobody reports any more.
+  rcall('PEXPIRE', KEYS[1], string.format('%d', math.ceil(ttl / 1000)))
 else
   rcall('HDEL', KEYS[1], me)
   rcall('HSET', KEYS[1], 'sum', string.format('%d', others))
 end
--- Garbage collection once nobody reports any more.
-rcall('PEXPIRE', KEYS[1], string.format('%d', math.ceil(ttl / 1000)))
 local live = rcall('ZCOUNT', KEYS[2], string.format('(%d', now - tonumber(ARGV[4])), '+inf')
 return {others, live, reporting}

@@ -36,7 +36,7 @@ void HotTenants::withdraw_report() {
   if (fleet_ && last_reported_ > 0 && !report_->in_flight.load(std::memory_order_acquire)) {
     FleetReportOp op;
     op.client = client_id_;
-    op.expires_us = kReportTtlUs;
+    op.expires_us = 0;  // withdrawn
     op.fleet_ttl_us = static_cast<int64_t>(policy_.fleet->ttl_s * 1e6);
     report_->in_flight.store(true, std::memory_order_release);
     store_.fleet_report_async(op, report_.get());

@@ -106,7 +106,7 @@ class LeaseCompletion {
 struct FleetReportOp {
   std::string client;      // this client's id
   int64_t in_flight = 0;   // its in-process non-critical requests in flight
-  int64_t expires_us = 0;  // how long the report counts
+  int64_t expires_us = 0;  // how long the report counts; 0 withdraws this client's report
   int64_t fleet_ttl_us = 0;
 };
 

@@ -46,11 +46,17 @@ class ClusterStore::Report final : public FleetReportCompletion {
   void complete(FleetReportResult &&r) override {
     if (r.decided) {
       // What this client may hold until the next report: its count as reported plus its part of the room
-      // left (rounded down), shared with the others that report, so that clients acting on one view do not
-      // all take the whole room.
+      // left, shared with the others that report, so that clients acting on one view do not all take the
+      // whole room. The part is rounded down; a client that holds nothing and whose part is nothing (more
+      // clients than room) gets one slot with the probability room / clients, so that the room is still
+      // used, by as many clients as it has slots on average.
       int64_t others = r.others + r.set_live;
       int64_t room = std::max<int64_t>(0, owner_.fleet_cap_ - others - sent);
-      owner_.fleet_allowance_.store(sent + room / (r.reporting + 1), std::memory_order_relaxed);
+      int64_t clients = r.reporting + 1, part = room / clients;
+      if (part == 0 && sent == 0 &&
+          static_cast<int64_t>(SystemRng().next_u64() % static_cast<uint64_t>(clients)) < room)
+        part = 1;
+      owner_.fleet_allowance_.store(sent + part, std::memory_order_relaxed);
       owner_.fleet_others_.store(others, std::memory_order_relaxed);
       owner_.fleet_view_at_.store(now_us(), std::memory_order_relaxed);
     }
@@ -189,7 +195,7 @@ ClusterStore::~ClusterStore() {
   if (thread_ && thread_->joinable()) thread_->join();
   // This client's report counts no more (it would until it expired): a report of nothing, once the one in
   // flight (if any) is answered.
-  if (fleet_ && map_known_.load() && (last_reported_ > 0 || fleet_local_.load() > 0)) {
+  if (fleet_ && map_known_.load()) {
     auto wait_report = [this] {
       int64_t until = now_us() + policy_.redis.deadline_ms * 1000;
       while (report_->in_flight.load() && now_us() < until) std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -198,7 +204,7 @@ ClusterStore::~ClusterStore() {
     if (!report_->in_flight.load()) {
       FleetReportOp op;
       op.client = client_id_;
-      op.expires_us = kReportTtlUs;
+      op.expires_us = 0;  // withdrawn
       op.fleet_ttl_us = static_cast<int64_t>(policy_.fleet->ttl_s * 1e6);
       report_->in_flight.store(true);
       fleet_report_async(op, report_.get());
@@ -504,7 +510,6 @@ void ClusterStore::report_fleet(int64_t) {
   FleetReportOp op;
   op.client = client_id_;
   op.in_flight = fleet_local_.load(std::memory_order_relaxed);
-  last_reported_ = op.in_flight;
   report_->sent = op.in_flight;
   op.expires_us = kReportTtlUs;
   op.fleet_ttl_us = static_cast<int64_t>(policy_.fleet->ttl_s * 1e6);

@@ -22,8 +22,9 @@
 //   over by what the other clients admitted in that time. With no fresh view (no report answered for
 //   kFleetViewUs) the fleet limiter's requests go to the fallback. So that clients acting on one view do not
 //   all take the whole room left, each takes until the next report at most its part of it: the room over
-//   (the other clients with a live report + 1), rounded down, beyond its own count as reported (so up to
-//   that many slots of the capacity can stay unused; never more are taken).
+//   (the other clients with a live report, busy or idle, + 1), rounded down, beyond its own count as
+//   reported; a client holding nothing whose part is nothing (more clients than room) gets one slot with
+//   the probability room / clients.
 // - Flags (fleet-wide modes) are read every redis.flags_poll_ms on the master of <prefix>:flags.
 // - Nothing found: a seed list with no node answering is said once and the fallback decides every
 //   request (reason connection) while the maintenance thread keeps asking; a seed that is no cluster
@@ -140,7 +141,6 @@ class ClusterStore final : public Store, private ClusterHooks {
   const int64_t fleet_cap_;
   std::atomic<int64_t> fleet_allowance_{0};  // what this client may hold until the next report
   std::unique_ptr<Report> report_;
-  int64_t last_reported_ = 0;  // the count of the last report sent (the maintenance thread's, then the destructor's)
 
   std::array<std::atomic<uint64_t>, kFailReasonCount> failures_{};
   std::atomic<int64_t> suspect_until_us_{0};
