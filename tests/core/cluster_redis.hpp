@@ -6,8 +6,8 @@
 //   ClusterOptions      what a cluster is started with: how many masters (at least 3, as redis-cli wants) and
 //                       replicas of each, the node timeout, a password (requirepass and masterauth on every
 //                       node), an ACL user made on every node (ACL SETUSER user on >password plus its rules,
-//                       by default ~floodwall:* +@all), extra redis-server arguments, and how long the start
-//                       (and a restart) may take to settle.
+//                       by default ~floodwall:* +@all), extra redis-server arguments, how long the start
+//                       (and a restart) may take to settle, and TLS (the certificates; see below).
 //   ClusterTopology     the nodes (3 masters and 3 replicas by default), the slots spread evenly over the
 //                       masters by redis-cli. The constructor returns once the cluster has settled (see
 //                       below). Then: the current view (masters, replicas, who serves a slot or a key, the
@@ -35,6 +35,18 @@
 // files are <dir>/nodes-<port>.conf, logs <dir>/node-<port>.log and redis-cli's output <dir>/create.log.
 // redis-cli gets the password from REDISCLI_AUTH (with -a it warns on stderr). Replica reads need READONLY
 // on the connection first; without it a replica answers MOVED to its master.
+//
+// With TLS (ClusterOptions::tls, a TlsCerts of tls_redis.hpp) every node speaks only TLS: --port 0 and
+// --tls-port on the node's port, so that every port the cluster names (CLUSTER SLOTS, NODES, SHARDS'
+// tls-port, MOVED and ASK) is a TLS port and nothing can reach a node in plain text; --tls-cluster yes (the
+// bus) and --tls-replication yes, the server certificate (SAN DNS:localhost, IP:127.0.0.1: the store checks
+// each node's own address) and its CA, --tls-auth-clients no (pass {"--tls-auth-clients", "yes"} in
+// extra_args to ask clients for a certificate; they come after the harness' own), and the client
+// certificate shown when a node is the client (the server certificate is for serverAuth only). redis-cli
+// --cluster create runs with --tls --cacert --cert --key, and the harness' own commands (command(),
+// commands(), the waits; access() for the free functions) go through AdminLink over TLS, verifying the CA
+// and 127.0.0.1, showing the client certificate. url() is then rediss+cluster://. A plain command_at() on
+// a node's port gets no answer.
 //
 // What was seen on 127.0.0.1 with the defaults (node timeout 1000 ms), on a loaded 2-core machine:
 //  - redis-cli --cluster create returns after about 1 s; the masters say cluster_state:fail for up to about
@@ -88,6 +100,7 @@
 #include <vector>
 
 #include "redis_server.hpp"
+#include "tls_redis.hpp"
 
 extern char **environ;
 
@@ -103,20 +116,20 @@ struct ClusterSlotRange {
   std::vector<int> replicas;
 };
 
-// CLUSTER SLOTS on 127.0.0.1:port after AUTH with `password` when it is not empty, sorted by start. Empty
-// when the reply is no such list; `error` (when given) then holds the reply as text or why there is none.
-inline std::vector<ClusterSlotRange> cluster_slots_at(int port, const std::string &password,
-                                                      std::string *error = nullptr, double timeout_s = 1.0) {
+// CLUSTER SLOTS on 127.0.0.1:port after AUTH with the password when there is one (over TLS when `access`
+// says so), sorted by start. Empty when the reply is no such list; `error` (when given) then holds the
+// reply as text or why there is none.
+inline std::vector<ClusterSlotRange> cluster_slots_at(int port, const NodeAccess &access, std::string *error = nullptr,
+                                                      double timeout_s = 1.0) {
   std::vector<ClusterSlotRange> out;
-  std::string why;
-  redisContext *c = connect_at(port, password, timeout_s, &why);
-  if (!c) {
-    if (error) *error = why;
+  AdminLink link(port, access, timeout_s);
+  if (!link.ok()) {
+    if (error) *error = link.error();
     return out;
   }
-  auto *r = static_cast<redisReply *>(redisCommand(c, "CLUSTER SLOTS"));
+  redisReply *r = link.command({"CLUSTER", "SLOTS"});
   if (!r) {
-    if (error) *error = std::string("<") + c->errstr + ">";
+    if (error) *error = link.error();
   } else if (r->type != REDIS_REPLY_ARRAY) {
     if (error) *error = reply_text(r);
   } else {
@@ -141,7 +154,6 @@ inline std::vector<ClusterSlotRange> cluster_slots_at(int port, const std::strin
     std::sort(out.begin(), out.end(), [](const auto &a, const auto &b) { return a.start < b.start; });
   }
   if (r) freeReplyObject(r);
-  redisFree(c);
   return out;
 }
 
@@ -161,12 +173,13 @@ struct ClusterNodeEntry {
   bool troubled() const { return has("fail") || has("fail?") || has("handshake") || has("noaddr"); }
 };
 
-// CLUSTER NODES on 127.0.0.1:port after AUTH with `password` when it is not empty. Empty when there is no
-// such reply; `error` (when given) then holds the reply as text or why there is none.
-inline std::vector<ClusterNodeEntry> cluster_nodes_at(int port, const std::string &password,
-                                                      std::string *error = nullptr, double timeout_s = 1.0) {
+// CLUSTER NODES on 127.0.0.1:port after AUTH with the password when there is one (over TLS when `access`
+// says so). Empty when there is no such reply; `error` (when given) then holds the reply as text or why
+// there is none.
+inline std::vector<ClusterNodeEntry> cluster_nodes_at(int port, const NodeAccess &access, std::string *error = nullptr,
+                                                      double timeout_s = 1.0) {
   std::vector<ClusterNodeEntry> out;
-  std::string text = command_at_auth(port, password, {"CLUSTER", "NODES"}, timeout_s);
+  std::string text = command_at_auth(port, access, {"CLUSTER", "NODES"}, timeout_s);
   std::istringstream lines(text);
   for (std::string line; std::getline(lines, line);) {
     std::istringstream words(line);
@@ -197,6 +210,8 @@ struct ClusterOptions {
   std::vector<std::string> acl_rules = {"~floodwall:*", "+@all"};
   std::vector<std::string> extra_args;  // passed to every node after the harness' own
   double ready_timeout_s = 20.0;        // for the constructor and restart() to see the cluster settle
+  const TlsCerts *tls = nullptr;        // every node speaks only TLS, with these certificates (see the top);
+                                        // they must outlive the topology (TlsCerts::shared() does)
 };
 
 class ClusterTopology {
@@ -204,6 +219,12 @@ class ClusterTopology {
   using Options = ClusterOptions;
 
   explicit ClusterTopology(Options options = {}) : options_(std::move(options)) {
+    access_.password = options_.password;
+    if (options_.tls) {
+      access_.tls_ca = options_.tls->ca();
+      access_.tls_cert = options_.tls->client_cert();
+      access_.tls_key = options_.tls->client_key();
+    }
     char tmpl[] = "/tmp/floodwall-cluster-XXXXXX";
     if (!mkdtemp(tmpl)) {
       ADD_FAILURE() << "mkdtemp(/tmp/floodwall-cluster-XXXXXX) failed: " << std::strerror(errno);
@@ -249,6 +270,10 @@ class ClusterTopology {
 
   const Options &options() const { return options_; }
   const std::string &dir() const { return dir_; }
+  bool tls() const { return options_.tls != nullptr; }
+  // How the harness reaches a node (the password, and with TLS the CA and the client certificate): for
+  // command_at_auth(), cluster_slots_at() and the like on a port of this cluster.
+  const NodeAccess &access() const { return access_; }
 
   // Every node's port, in the order started (running or killed): the first `masters` were made masters.
   std::vector<int> ports() const {
@@ -270,7 +295,7 @@ class ClusterTopology {
     std::string seen;
     for (int p : live_ports()) {
       std::string error;
-      auto ranges = cluster_slots_at(p, options_.password, &error);
+      auto ranges = cluster_slots_at(p, access_, &error);
       if (!ranges.empty()) return ranges;
       seen += "  " + std::to_string(p) + ": " + error + "\n";
     }
@@ -338,24 +363,25 @@ class ClusterTopology {
   }
 
   // `prefix` + "127.0.0.1:P1,127.0.0.1:P2,...": every node (running or not), or only `seeds`. prefix is the
-  // scheme and any credentials, e.g. "redis+cluster://" or "redis+cluster://user:secret@".
-  std::string url(const std::string &prefix = "redis+cluster://") const { return url(prefix, ports()); }
+  // scheme and any credentials, e.g. "redis+cluster://" or "redis+cluster://user:secret@"; an empty one is
+  // "redis+cluster://", or "rediss+cluster://" with TLS.
+  std::string url(const std::string &prefix = "") const { return url(prefix, ports()); }
   std::string url(const std::string &prefix, const std::vector<int> &seeds) const {
-    std::string out = prefix;
+    std::string out = prefix.empty() ? (tls() ? "rediss+cluster://" : "redis+cluster://") : prefix;
     for (size_t i = 0; i < seeds.size(); i++) out += (i ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(seeds[i]);
     return out;
   }
 
-  // One command to the node on `port` (argv form), after AUTH with the password when there is one: the reply
-  // as text (see command_at).
+  // One command to the node on `port` (argv form), after AUTH with the password when there is one (over TLS
+  // with tls): the reply as text (see command_at).
   std::string command(int port, std::initializer_list<std::string> args, double timeout_s = 1.0) const {
-    return command_at_auth(port, options_.password, args, timeout_s);
+    return command_at_auth(port, access_, args, timeout_s);
   }
   // Several commands in order on one connection to the node on `port` (see commands_at_auth), e.g. SET then
   // WAIT, or READONLY then a read on a replica.
   std::vector<std::string> commands(int port, const std::vector<std::vector<std::string>> &list,
                                     double timeout_s = 1.0) const {
-    return commands_at_auth(port, options_.password, list, timeout_s);
+    return commands_at_auth(port, access_, list, timeout_s);
   }
   // A command about `key` (argv form) sent to the master of its slot as a running node says now, then
   // wherever it is redirected, like redis-cli -c: after "MOVED <slot> <host>:<port>" again to that port,
@@ -408,7 +434,7 @@ class ClusterTopology {
       std::string state = at == std::string::npos ? info : info.substr(at, info.find('\r', at) - at);
       out += "  node " + std::to_string(p) + ": " + state + "; ROLE " + command(p, {"ROLE"}) + "; knows";
       std::string error;
-      auto entries = cluster_nodes_at(p, options_.password, &error);
+      auto entries = cluster_nodes_at(p, access_, &error);
       std::map<std::string, int> port_of_id;
       for (const auto &e : entries) port_of_id[e.id] = e.port;
       for (const auto &e : entries) {
@@ -462,7 +488,7 @@ class ClusterTopology {
       for (int p : live_ports()) {
         std::string error;
         int master = -1;
-        for (const auto &r : cluster_slots_at(p, options_.password, &error)) {
+        for (const auto &r : cluster_slots_at(p, access_, &error)) {
           if (r.start <= slot && slot <= r.end) master = r.master;
         }
         named.insert(master);
@@ -559,7 +585,7 @@ class ClusterTopology {
       seen.clear();
       for (int p : live_ports()) {
         std::string error;
-        for (const auto &r : cluster_slots_at(p, options_.password, &error)) {
+        for (const auto &r : cluster_slots_at(p, access_, &error)) {
           if (r.start <= slot && slot <= r.end && r.master != to_port)
             seen += "  " + std::to_string(p) + " names " + std::to_string(r.master) + "\n";
         }
@@ -595,7 +621,7 @@ class ClusterTopology {
   template <class Pick>
   std::vector<int> replicas_where(Pick pick) const {
     for (int p : live_ports()) {
-      auto entries = cluster_nodes_at(p, options_.password);
+      auto entries = cluster_nodes_at(p, access_);
       if (entries.empty()) continue;
       std::vector<int> out;
       for (int q : live_ports()) {
@@ -634,7 +660,7 @@ class ClusterTopology {
     std::filesystem::create_directories(data_dir, ec);
     std::vector<std::string> argv = {"redis-server",
                                      "--port",
-                                     std::to_string(node.port),
+                                     options_.tls ? "0" : std::to_string(node.port),
                                      "--bind",
                                      "127.0.0.1",
                                      "--cluster-enabled",
@@ -658,6 +684,13 @@ class ClusterTopology {
     if (!options_.password.empty()) {
       argv.insert(argv.end(), {"--requirepass", options_.password, "--masterauth", options_.password});
     }
+    if (options_.tls) {
+      const TlsCerts &certs = *options_.tls;
+      argv.insert(argv.end(), {"--tls-port", std::to_string(node.port), "--tls-cluster", "yes", "--tls-replication",
+                               "yes", "--tls-cert-file", certs.server_cert(), "--tls-key-file", certs.server_key(),
+                               "--tls-ca-cert-file", certs.ca(), "--tls-auth-clients", "no", "--tls-client-cert-file",
+                               certs.client_cert(), "--tls-client-key-file", certs.client_key()});
+    }
     argv.insert(argv.end(), options_.extra_args.begin(), options_.extra_args.end());
     node.pid = spawn(argv, node.port);
     if (!options_.acl_user.empty()) {
@@ -672,16 +705,21 @@ class ClusterTopology {
 
   pid_t spawn(const std::vector<std::string> &argv, int port) {
     std::string why;
-    pid_t pid = spawn_redis(argv, port, log_path(port), options_.password, why);
+    pid_t pid = spawn_redis(argv, port, log_path(port), access_, why);
     if (pid < 0) fail(why + "\nits log:\n" + log_tail(port));
     return pid;
   }
 
-  // redis-cli --cluster create 127.0.0.1:P... --cluster-replicas R --cluster-yes, with the password in
-  // REDISCLI_AUTH; its output goes to <dir>/create.log. A failure and abort when it does not exit 0 by the
-  // deadline.
+  // redis-cli [--tls --cacert CA --cert C --key K] --cluster create 127.0.0.1:P... --cluster-replicas R
+  // --cluster-yes, with the password in REDISCLI_AUTH; its output goes to <dir>/create.log. A failure and
+  // abort when it does not exit 0 by the deadline.
   void create_cluster(clock::time_point deadline) {
-    std::vector<std::string> argv = {"redis-cli", "--cluster", "create"};
+    std::vector<std::string> argv = {"redis-cli"};
+    if (options_.tls) {
+      argv.insert(argv.end(),
+                  {"--tls", "--cacert", access_.tls_ca, "--cert", access_.tls_cert, "--key", access_.tls_key});
+    }
+    argv.insert(argv.end(), {"--cluster", "create"});
     for (const auto &n : nodes_) argv.push_back("127.0.0.1:" + std::to_string(n.port));
     argv.insert(argv.end(), {"--cluster-replicas", std::to_string(options_.replicas), "--cluster-yes"});
     std::vector<char *> args;
@@ -754,7 +792,7 @@ class ClusterTopology {
     std::map<int, int> master_of;  // replica port -> master port, as the first node says
     for (int p : live) {
       std::string error;
-      auto ranges = cluster_slots_at(p, options_.password, &error);
+      auto ranges = cluster_slots_at(p, access_, &error);
       std::string slots;
       uint32_t next = 0;
       for (const auto &r : ranges) {
@@ -770,7 +808,7 @@ class ClusterTopology {
                slots;
       }
 
-      auto entries = cluster_nodes_at(p, options_.password, &error);
+      auto entries = cluster_nodes_at(p, access_, &error);
       std::map<std::string, int> port_of_id;
       for (const auto &e : entries) port_of_id[e.id] = e.port;
       std::string view;
@@ -866,6 +904,7 @@ class ClusterTopology {
   }
 
   Options options_;
+  NodeAccess access_;
   std::string dir_;
   std::vector<Node> nodes_;
   pid_t create_pid_ = -1;

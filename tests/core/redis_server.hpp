@@ -1,15 +1,20 @@
 // A throwaway redis-server on a free port, started and stopped by the test that needs it. A missing
 // redis-server fails the test; it never skips. Also the helpers every fixture uses for its own admin
-// commands: free_port(), and command_at() (command_at_auth(), commands_at_auth() when a password or one
-// connection for several commands is needed).
+// commands: free_port(), and command_at() (command_at_auth(), commands_at_auth() when a password, TLS or
+// one connection for several commands is needed; see NodeAccess and AdminLink).
 #pragma once
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509_vfy.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,9 +22,11 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <initializer_list>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace floodwall::testing {
@@ -82,47 +89,230 @@ inline std::string reply_text(const redisReply *r) {
   return out;
 }
 
-// Several commands (argv form, binary-safe) in order on one connection of their own (see connect_at), so
-// that a WAIT counts the writes before it: each reply as text (see reply_text). When there is no connection,
-// AUTH is refused or a command gets no reply, that command and the ones after it read "<no connection>",
-// "<AUTH: ...>" or "<" + hiredis' error + ">".
-inline std::vector<std::string> commands_at_auth(int port, const std::string &password,
-                                                 const std::vector<std::vector<std::string>> &commands,
-                                                 double timeout_s = 1.0) {
-  std::vector<std::string> out;
-  std::string error;
-  redisContext *c = connect_at(port, password, timeout_s, &error);
-  for (const auto &args : commands) {
-    if (!c) {
-      out.push_back(error);
-      continue;
+// How the harness' own connections reach a node: the password sent with AUTH (none when empty) and, for a
+// node that speaks only TLS (redis-server --port 0 --tls-port ...), the CA its certificate must chain to
+// (TLS when tls_ca is not empty; the certificate must also name 127.0.0.1 among its IP SANs, as the store
+// checks it) and a client certificate to show (when tls_cert is not empty; a node with tls-auth-clients yes
+// refuses the handshake without one). A password alone converts to it, so callers that pass a password (or
+// {} or "") are unchanged.
+struct NodeAccess {
+  std::string password;
+  std::string tls_ca;
+  std::string tls_cert, tls_key;
+
+  NodeAccess() = default;
+  NodeAccess(std::string pw) : password(std::move(pw)) {}  // implicit: a password is an access
+  NodeAccess(const char *pw) : password(pw ? pw : "") {}
+  bool tls() const { return !tls_ca.empty(); }
+};
+
+// One connection of the harness' own to 127.0.0.1:port, plain (hiredis, see connect_at) or TLS (OpenSSL on a
+// blocking socket, hiredis' reader for the replies: the Debian hiredis 0.14 has no TLS of its own), with
+// `timeout_s` for connecting, the handshake and every reply, after AUTH when access has a password. When
+// ok() is false, error() says why: "<no connection>", "<TLS: " + what OpenSSL said (the verification's
+// reason when that failed) + ">", "<AUTH: " + the server's error + ">"; after a command got no reply,
+// "<" + the error + ">" (and the connection is closed: every later command gets null too).
+class AdminLink {
+ public:
+  AdminLink(int port, const NodeAccess &access, double timeout_s = 1.0) {
+    if (!access.tls()) {
+      plain_ = connect_at(port, access.password, timeout_s, &error_);
+      return;
     }
+    if (!open_tls(port, access, timeout_s)) {
+      close_tls();
+      return;
+    }
+    if (access.password.empty()) return;
+    redisReply *r = command({"AUTH", access.password});
+    bool ok = r && r->type == REDIS_REPLY_STATUS;
+    if (!ok && r) error_ = "<AUTH: " + std::string(r->str ? r->str : "", r->len) + ">";
+    if (!ok && !r) error_ = "<AUTH: " + error_.substr(1);
+    if (r) freeReplyObject(r);
+    if (!ok) close_tls();
+  }
+  ~AdminLink() {
+    if (plain_) redisFree(plain_);
+    close_tls();
+  }
+  AdminLink(const AdminLink &) = delete;
+  AdminLink &operator=(const AdminLink &) = delete;
+
+  bool ok() const { return plain_ || ssl_; }
+  const std::string &error() const { return error_; }
+
+  // One command (argv form, binary-safe): its reply (to free with freeReplyObject), or null.
+  redisReply *command(const std::vector<std::string> &args) {
     std::vector<const char *> argv;
     std::vector<size_t> lens;
     for (const auto &a : args) {
       argv.push_back(a.data());
       lens.push_back(a.size());
     }
-    auto *r = static_cast<redisReply *>(redisCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data()));
+    if (plain_) {
+      auto *r =
+          static_cast<redisReply *>(redisCommandArgv(plain_, static_cast<int>(argv.size()), argv.data(), lens.data()));
+      if (!r) {
+        error_ = std::string("<") + plain_->errstr + ">";
+        redisFree(plain_);
+        plain_ = nullptr;
+      }
+      return r;
+    }
+    if (!ssl_) return nullptr;
+    char *cmd = nullptr;
+    int len = redisFormatCommandArgv(&cmd, static_cast<int>(argv.size()), argv.data(), lens.data());
+    bool sent = len > 0 && write_all(cmd, static_cast<size_t>(len));
+    if (cmd) redisFreeCommand(cmd);
+    if (!sent) return fail_reply("write");
+    for (;;) {
+      void *reply = nullptr;
+      if (redisReaderGetReply(reader_, &reply) != REDIS_OK) {
+        error_ = std::string("<protocol error: ") + reader_->errstr + ">";
+        close_tls();
+        return nullptr;
+      }
+      if (reply) return static_cast<redisReply *>(reply);
+      char buf[16384];
+      errno = 0;
+      int n = SSL_read(ssl_, buf, sizeof buf);
+      if (n <= 0) return fail_reply("read", n);
+      redisReaderFeed(reader_, buf, static_cast<size_t>(n));
+    }
+  }
+
+ private:
+  bool open_tls(int port, const NodeAccess &access, double timeout_s) {
+    error_ = "<no connection>";
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd_ < 0) return false;
+    timeval tv{static_cast<time_t>(timeout_s),
+               static_cast<suseconds_t>((timeout_s - static_cast<time_t>(timeout_s)) * 1e6)};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);  // also bounds connect() (Linux)
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    if (connect(fd_, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0) return false;
+    ctx_ = SSL_CTX_new(TLS_client_method());
+    if (!ctx_) return tls_error("SSL_CTX_new");
+    if (SSL_CTX_load_verify_locations(ctx_, access.tls_ca.c_str(), nullptr) != 1)
+      return tls_error("cannot load the CA " + access.tls_ca);
+    if (!access.tls_cert.empty() && (SSL_CTX_use_certificate_chain_file(ctx_, access.tls_cert.c_str()) != 1 ||
+                                     SSL_CTX_use_PrivateKey_file(ctx_, access.tls_key.c_str(), SSL_FILETYPE_PEM) != 1))
+      return tls_error("cannot load the client certificate " + access.tls_cert);
+    SSL_CTX_set_verify(ctx_, SSL_VERIFY_PEER, nullptr);
+    ssl_ = SSL_new(ctx_);
+    if (!ssl_) return tls_error("SSL_new");
+    // The node's own address, as the store verifies it (an IP SAN).
+    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl_), "127.0.0.1");
+    SSL_set_fd(ssl_, fd_);
+    ERR_clear_error();
+    int rc = SSL_connect(ssl_);
+    if (rc != 1) {
+      long verify = SSL_get_verify_result(ssl_);
+      if (verify != X509_V_OK) return tls_error(std::string("verification: ") + X509_verify_cert_error_string(verify));
+      int err = SSL_get_error(ssl_, rc);
+      if (err == SSL_ERROR_SYSCALL && ERR_peek_error() == 0) {
+        error_ = "<TLS: handshake: " + std::string(errno ? std::strerror(errno) : "connection closed") + ">";
+        return false;
+      }
+      return tls_error("handshake");
+    }
+    reader_ = redisReaderCreate();
+    if (!reader_) return tls_error("redisReaderCreate");
+    error_.clear();
+    return true;
+  }
+  bool tls_error(const std::string &what) {
+    unsigned long e = ERR_get_error();
+    char text[256] = "";
+    if (e) ERR_error_string_n(e, text, sizeof text);
+    error_ = "<TLS: " + what + (e ? std::string(": ") + text : std::string()) + ">";
+    ERR_clear_error();
+    return false;
+  }
+  // SSL_write with SIGPIPE held back: a node that closed the connection is an error here, not the end of
+  // the test process (OpenSSL's socket BIO writes with write(2)).
+  bool write_all(const char *data, size_t len) {
+    sigset_t pipe_only, old;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+    errno = 0;
+    bool ok = true;
+    for (size_t done = 0; ok && done < len;) {
+      int n = SSL_write(ssl_, data + done, static_cast<int>(len - done));
+      if (n <= 0) ok = false;
+      if (n > 0) done += static_cast<size_t>(n);
+    }
+    sigset_t pending;
+    sigpending(&pending);
+    if (sigismember(&pending, SIGPIPE) && !sigismember(&old, SIGPIPE)) {
+      timespec zero{0, 0};
+      sigtimedwait(&pipe_only, nullptr, &zero);  // the one raised here
+    }
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    return ok;
+  }
+  redisReply *fail_reply(const char *what, int rc = 0) {
+    int err = rc ? SSL_get_error(ssl_, rc) : SSL_ERROR_SYSCALL;
+    if (err == SSL_ERROR_ZERO_RETURN) {
+      error_ = "<Server closed the connection>";
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      error_ = std::string("<") + what + ": Resource temporarily unavailable>";  // the time-out, as hiredis says it
+    } else {
+      error_ = std::string("<") + what + ": " + (errno ? std::strerror(errno) : "connection closed") + ">";
+    }
+    close_tls();
+    return nullptr;
+  }
+  void close_tls() {
+    if (reader_) redisReaderFree(reader_);
+    reader_ = nullptr;
+    if (ssl_) SSL_free(ssl_);
+    ssl_ = nullptr;
+    if (ctx_) SSL_CTX_free(ctx_);
+    ctx_ = nullptr;
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+
+  redisContext *plain_ = nullptr;
+  int fd_ = -1;
+  SSL_CTX *ctx_ = nullptr;
+  SSL *ssl_ = nullptr;
+  redisReader *reader_ = nullptr;
+  std::string error_;
+};
+
+// Several commands (argv form, binary-safe) in order on one connection of their own (see AdminLink), so
+// that a WAIT counts the writes before it: each reply as text (see reply_text). When there is no connection,
+// AUTH is refused or a command gets no reply, that command and the ones after it read "<no connection>",
+// "<AUTH: ...>" (or "<TLS: ...>") or "<" + the error + ">".
+inline std::vector<std::string> commands_at_auth(int port, const NodeAccess &access,
+                                                 const std::vector<std::vector<std::string>> &commands,
+                                                 double timeout_s = 1.0) {
+  std::vector<std::string> out;
+  AdminLink link(port, access, timeout_s);
+  for (const auto &args : commands) {
+    redisReply *r = link.ok() ? link.command(args) : nullptr;
     if (!r) {
-      error = std::string("<") + c->errstr + ">";
-      out.push_back(error);
-      redisFree(c);
-      c = nullptr;
+      out.push_back(link.error());
       continue;
     }
     out.push_back(reply_text(r));
     freeReplyObject(r);
   }
-  if (c) redisFree(c);
   return out;
 }
 
-// One command on a connection of its own to 127.0.0.1:port after AUTH with `password` when it is not empty
-// (see commands_at_auth).
-inline std::string command_at_auth(int port, const std::string &password, std::initializer_list<std::string> args,
+// One command on a connection of its own to 127.0.0.1:port after AUTH with the password when there is one,
+// over TLS when access says so (see commands_at_auth).
+inline std::string command_at_auth(int port, const NodeAccess &access, std::initializer_list<std::string> args,
                                    double timeout_s = 1.0) {
-  return commands_at_auth(port, password, {std::vector<std::string>(args)}, timeout_s).front();
+  return commands_at_auth(port, access, {std::vector<std::string>(args)}, timeout_s).front();
 }
 
 // One command on a connection of its own to 127.0.0.1:port (argv form, binary-safe): the reply as text,
@@ -148,10 +338,10 @@ inline std::string join_argv(const std::vector<std::string> &argv) {
 
 // Forks and execs argv (redis-server, a sentinel too), its stdout and stderr appended to `log` (so what it
 // says before it opens its own log file, an option it refuses say, is there too), then waits up to 5 s for
-// PING on `port` to answer PONG (after AUTH with `password` when it is not empty). The pid; or -1 with `why`
-// set, the process reaped (it exited, or did not answer and was killed).
+// PING on `port` to answer PONG (after AUTH with the password when there is one, over TLS when `access` says
+// so). The pid; or -1 with `why` set, the process reaped (it exited, or did not answer and was killed).
 inline pid_t spawn_redis(const std::vector<std::string> &argv, int port, const std::string &log,
-                         const std::string &password, std::string &why) {
+                         const NodeAccess &access, std::string &why) {
   std::vector<char *> args;
   for (const auto &a : argv) args.push_back(const_cast<char *>(a.c_str()));
   args.push_back(nullptr);
@@ -172,7 +362,7 @@ inline pid_t spawn_redis(const std::vector<std::string> &argv, int port, const s
   }
   std::string reply;
   for (int i = 0; i < 200; i++) {
-    reply = command_at_auth(port, password, {"PING"});
+    reply = command_at_auth(port, access, {"PING"});
     if (reply == "PONG") return pid;
     int status;
     if (waitpid(pid, &status, WNOHANG) == pid) {

@@ -644,7 +644,8 @@ bool ClusterStore::refresh() {
         if (!refused_said_.exchange(true))
           std::fprintf(stderr,
                        "floodwall: no slot map from the Redis Cluster (%s); every decision is the fallback's until a "
-                       "node gives one (check that the seeds are cluster nodes, and the user and password)\n",
+                       "node gives one (check that the seeds are cluster nodes, the user and password, and "
+                       "redis.tls)\n",
                        first_refusal.c_str());
       } else if (!unreachable_said_.exchange(true)) {
         std::string seeds;

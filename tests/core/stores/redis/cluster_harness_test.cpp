@@ -4,7 +4,7 @@
 // there and comes back as a replica from its nodes.conf; a slot migration in progress answers ASK at the
 // source and the value at the target after ASKING (finishing is refused while the source holds keys of the
 // slot), then MOVED once finished; the password and an ACL user reach every node (a restarted one too) and
-// a migration goes through with MIGRATE ... AUTH.
+// a migration goes through with MIGRATE ... AUTH; with TLS, nodes speak only TLS, the harness too.
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
@@ -247,6 +247,56 @@ TEST(ClusterHarness, PasswordAndAclUserReachEveryNode) {
   user_can(replica);
 
   // MIGRATE ... AUTH <password> to the target.
+  uint16_t slot = t.key_slot(key);
+  int to = master == t.master_ports()[0] ? t.master_ports()[1] : t.master_ports()[0];
+  t.begin_migration(slot, master, to);
+  EXPECT_EQ(t.migrate_keys(slot, master, to, {key}), "OK");
+  t.finish_migration(slot, to);
+  EXPECT_EQ(t.command(to, {"GET", key}), "v");
+  EXPECT_EQ(t.command(master, {"GET", key}), redirect("MOVED", slot, to));
+}
+
+// TLS only (ClusterOptions::tls), with a password and a replica each: nothing answers in plain text, the
+// harness' own commands go over TLS (verifying the CA and 127.0.0.1; another CA or a wrong password is
+// refused), replication, a restart and MIGRATE go over TLS too, and url() is rediss+cluster://.
+TEST(ClusterHarness, TlsNodesSpeakOnlyTlsAndReplicateOverIt) {
+  ClusterTopology::Options options;
+  options.password = "cluster-secret";
+  options.tls = &TlsCerts::shared();
+  auto t0 = Clock::now();
+  ClusterTopology t(options);
+  RecordProperty("start_s", std::to_string(seconds_since(t0)));
+  auto ports = t.ports();
+  ASSERT_EQ(ports.size(), 6u);
+  EXPECT_EQ(t.url("", {ports[0]}), "rediss+cluster://127.0.0.1:" + std::to_string(ports[0]));
+  EXPECT_EQ(t.url("redis+cluster://", {ports[0]}), "redis+cluster://127.0.0.1:" + std::to_string(ports[0]));
+  NodeAccess rogue = t.access();
+  rogue.tls_ca = TlsCerts::shared().rogue_ca();
+  NodeAccess wrong_password = t.access();
+  wrong_password.password = "wrong";
+  for (int p : ports) {
+    EXPECT_NE(command_at(p, {"PING"}), "PONG") << p << " answers in plain text";
+    EXPECT_EQ(t.command(p, {"PING"}), "PONG") << p;
+    EXPECT_EQ(command_at_auth(p, rogue, {"PING"}).rfind("<TLS: verification: ", 0), 0u) << p;
+    EXPECT_EQ(command_at_auth(p, wrong_password, {"PING"}).rfind("<AUTH: ", 0), 0u) << p;
+    EXPECT_NE(t.command(p, {"CLUSTER", "INFO"}).find("cluster_state:ok"), std::string::npos) << p;
+  }
+  // The ports the cluster names are the TLS ports (the only ones).
+  std::set<int> named;
+  for (const auto &r : t.slot_ranges()) named.insert(r.master);
+  for (int m : named) EXPECT_TRUE(std::count(ports.begin(), ports.end(), m)) << m;
+  EXPECT_EQ(named.size(), 3u);
+
+  std::string key = "floodwall:{tls}:k";
+  int master = t.master_of_key(key);
+  set_and_wait(t, master, key, "v");
+  int replica = t.replicas_of(master).at(0);
+  EXPECT_EQ(t.commands(replica, {{"READONLY"}, {"GET", key}}), (Replies{"OK", "v"})) << "replicated over TLS";
+  t.kill_node(replica);
+  t.restart(replica);
+  EXPECT_EQ(t.command(replica, {"ROLE"}).rfind("slave 127.0.0.1 " + std::to_string(master) + " connected", 0), 0u);
+  EXPECT_EQ(t.commands(replica, {{"READONLY"}, {"GET", key}}), (Replies{"OK", "v"}));
+
   uint16_t slot = t.key_slot(key);
   int to = master == t.master_ports()[0] ? t.master_ports()[1] : t.master_ports()[0];
   t.begin_migration(slot, master, to);

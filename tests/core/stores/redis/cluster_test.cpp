@@ -6,12 +6,13 @@
 // and TRYAGAIN as their own fail reason (cluster). The fleet shedder is decided in process from the
 // clients' reports: exact for one client, over its capacity by at most what the others admitted within a
 // report period or two for several. A wrong password and a seed that is no cluster are config, said once;
-// no seed reachable is said once.
+// no seed reachable is said once. Over TLS (rediss+cluster://) each master is verified by its own address;
+// a CA that did not sign the nodes, or another server name, is config, said once.
 //
 // Suites: Cluster shares one healthy cluster (its tests read the slot map afresh: a migration moves a slot);
-// ClusterSetup needs no cluster; ClusterAcl, ClusterDown and ClusterFailover start clusters of their own
-// (an ACL user, no replicas, a master killed). Under ctest every test is a process of its own, so each
-// starts its suite's cluster (about 2 s here).
+// ClusterSetup needs no cluster; ClusterAcl, ClusterDown, ClusterFailover and ClusterTls start clusters of
+// their own (an ACL user, no replicas, a master killed, every node speaking only TLS). Under ctest every
+// test is a process of its own, so each starts its suite's cluster (about 2 s here).
 #include <floodwall.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -51,6 +52,7 @@ using floodwall::testing::free_port;
 using floodwall::testing::rate_key;
 using floodwall::testing::reason_within;
 using floodwall::testing::RedisServer;
+using floodwall::testing::TlsCerts;
 
 namespace {
 
@@ -351,6 +353,150 @@ TEST_F(Cluster, FourProcessesStayExactOnEveryMaster) {
     EXPECT_EQ(t.command(masters[k], {"EXISTS", rate_key(tenants[k])}), "1") << tenants[k] << " on its master";
   }
   munmap(mem, 4096);
+}
+
+// The issue's shape: four processes of four threads over 20 tenants spread over the three masters, each
+// admit asking the tenant's request rate and concurrency (both keys in one script on its master), a thread
+// picking its tenant at random each time and holding an admitted slot 2 ms. Every tenant within burst +
+// rate x elapsed (Redis' TIME, read just before the admitting starts and after the children exited) and
+// never above its concurrency limit at any instant, every decision by the store (any other counted, and a
+// failure); the totals of each master printed.
+TEST_F(Cluster, TwentyTenantsOverThreeMastersStayExactFromFourProcesses) {
+  ClusterTopology &t = *topo_;
+  const double rate = 100;
+  const int burst = 20, limit = 2, processes = 4, threads = 4;
+  constexpr size_t kTenants = 20;
+  auto on = tenants_on_masters(t, "twenty", 7);
+  ASSERT_EQ(on.size(), 3u);
+  std::vector<std::string> tenants;
+  std::vector<int> master_of;
+  for (size_t i = 0; tenants.size() < kTenants; i++) {  // 7, 7 and 6: every master has its part
+    for (const auto &[master, ts] : on) {
+      if (i < ts.size() && tenants.size() < kTenants) {
+        tenants.push_back(ts[i]);
+        master_of.push_back(master);
+      }
+    }
+  }
+  for (const auto &[master, ts] : on) {
+    ASSERT_GE(std::count(master_of.begin(), master_of.end(), master), 6) << "tenants on master " << master;
+  }
+  std::string pol =
+      policy(t.url(), R"("request_rate": {"rate": 100, "burst": 20}, "concurrency": {"limit": 2, "ttl_s": 30})",
+             /*deadline_ms=*/2000);
+  // Per tenant: decisions, by the store, allowed, refused by the concurrency limit, in flight now, the most
+  // ever in flight.
+  struct Counts {
+    std::atomic<int64_t> decisions{0}, store{0}, allowed{0}, conc_refused{0}, in_flight{0}, most{0};
+  };
+  const size_t size = sizeof(Counts) * kTenants;
+  void *mem = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  auto *counts = new (mem) Counts[kTenants];
+  // The test's process holds no client: the children are forked from a process with no thread of floodwall.
+  auto go = Clock::now() + std::chrono::milliseconds(600);  // every child has its client by then
+  auto end = go + std::chrono::milliseconds(2000);
+  std::vector<pid_t> kids;
+  for (int p = 0; p < processes; p++) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      fw_client *c = nullptr;
+      if (fw_client_new(&c, pol.c_str()) != FW_OK) _exit(2);
+      std::this_thread::sleep_until(go);
+      std::vector<std::thread> ts;
+      for (int k = 0; k < threads; k++)
+        ts.emplace_back([&, k] {
+          std::mt19937 rng(static_cast<unsigned>(p * threads + k + 1));
+          while (Clock::now() < end) {
+            size_t j = rng() % kTenants;
+            Counts &n = counts[j];
+            fw_decision d = admit_held(c, tenants[j]);
+            n.decisions++;
+            n.store += by_store(d);
+            if (d.allowed) {
+              n.allowed++;
+              int64_t now = ++n.in_flight;
+              int64_t seen = n.most.load();
+              while (now > seen && !n.most.compare_exchange_weak(seen, now)) {
+              }
+              std::this_thread::sleep_for(std::chrono::milliseconds(2));
+              n.in_flight--;  // before the release: what is counted here is never more than what Redis holds
+            } else {
+              n.conc_refused += d.limiter == FW_LIMITER_CONCURRENCY;
+            }
+            fw_release(c, d.ticket);
+          }
+        });
+      for (auto &th : ts) th.join();
+      fw_client_free(c);  // the last releases go out before the process exits
+      _exit(0);
+    }
+    kids.push_back(pid);
+  }
+  // Redis' TIME a little before the first admit (no admit can come before it: the bound is only looser by
+  // rate x the 50 ms), and after every child is gone.
+  std::this_thread::sleep_until(go - std::chrono::milliseconds(50));
+  double t0 = redis_seconds(t, master_of[0]);
+  for (pid_t k : kids) {
+    int status = wait_child(k, 60);
+    EXPECT_TRUE(exited_ok(status)) << "a child: " << child_text(status);
+  }
+  double elapsed = redis_seconds(t, master_of[0]) - t0;
+  const double bound = burst + rate * elapsed;
+
+  struct Total {
+    int tenants = 0;
+    int64_t decisions = 0, store = 0, allowed = 0, conc_refused = 0, most = 0;
+    double tightest = 1e9;  // the least bound - allowed of its tenants
+  };
+  std::map<int, Total> per_master;
+  int64_t not_store = 0, most_anywhere = 0;
+  for (size_t j = 0; j < kTenants; j++) {
+    const Counts &n = counts[j];
+    Total &m = per_master[master_of[j]];
+    m.tenants++;
+    m.decisions += n.decisions.load();
+    m.store += n.store.load();
+    m.allowed += n.allowed.load();
+    m.conc_refused += n.conc_refused.load();
+    m.most = std::max(m.most, n.most.load());
+    m.tightest = std::min(m.tightest, bound - static_cast<double>(n.allowed.load()));
+    not_store += n.decisions.load() - n.store.load();
+    most_anywhere = std::max(most_anywhere, n.most.load());
+    EXPECT_LE(n.allowed.load(), static_cast<int64_t>(bound) + 1)
+        << tenants[j] << " on " << master_of[j] << ": " << elapsed << " s";
+    EXPECT_GT(n.allowed.load(), burst) << tenants[j] << ": the bucket refilled and was used";
+    EXPECT_LE(n.most.load(), limit) << tenants[j] << ": the concurrency limit was exceeded at some instant";
+    EXPECT_GE(n.most.load(), 1) << tenants[j];
+  }
+  int64_t decisions = 0;
+  for (const auto &[master, m] : per_master) {
+    decisions += m.decisions;
+    std::printf(
+        "master %d: %d tenants, %lld decisions (%lld by the store), %lld allowed (bound %.0f each: %.0f for its "
+        "tenants; the tightest tenant %.1f under), %lld refused by the concurrency limit, at most %lld in flight on "
+        "a tenant (limit %d)\n",
+        master, m.tenants, static_cast<long long>(m.decisions), static_cast<long long>(m.store),
+        static_cast<long long>(m.allowed), bound, bound * m.tenants, m.tightest, static_cast<long long>(m.conc_refused),
+        static_cast<long long>(m.most), limit);
+  }
+  std::printf(
+      "%d processes x %d threads over %zu tenants: %lld decisions in %.3f s (Redis' TIME), %lld not by the "
+      "store\n",
+      processes, threads, kTenants, static_cast<long long>(decisions), elapsed, static_cast<long long>(not_store));
+  RecordProperty("twenty_decisions", std::to_string(decisions));
+  EXPECT_EQ(not_store, 0) << "decisions not by the store (the fallback's or failed open)";
+  EXPECT_EQ(per_master.size(), 3u);
+  EXPECT_EQ(most_anywhere, limit) << "some tenant held its whole concurrency limit at some instant";
+  for (size_t j = 0; j < kTenants; j++) {
+    // Every slot was given back, and each tenant's keys are on its master.
+    std::string conc = "floodwall:{" + tenants[j] + "}:conc";
+    for (int i = 0; i < 100 && t.command(master_of[j], {"ZCARD", conc}) != "0"; i++)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_EQ(t.command(master_of[j], {"ZCARD", conc}), "0") << tenants[j];
+    EXPECT_EQ(t.command(master_of[j], {"EXISTS", rate_key(tenants[j])}), "1") << tenants[j] << " on its master";
+  }
+  munmap(mem, size);
 }
 
 // One client (one process, many threads): the fleet shedder decided in process is exact. Deterministic
@@ -747,10 +893,11 @@ TEST_F(Cluster, ASlotMigrationIsFollowedAndTheBucketCarriesOn) {
 
 // The same migration with a concurrency limit too: an admit then touches two keys of the slot (the bucket
 // and the slot set, empty between admits so absent), and Redis answers TRYAGAIN while they are split
-// between source and target. Such an admit is the fallback's with reason cluster (never failed open, never
-// said as config: no MOVED or ASK reaches the caller), spends no token in Redis, and once the migration is
+// between source and target. Such an admit is decided as two one-key calls (cluster_migration_test.cpp
+// follows that step by step); whatever decides it, it never fails open, never is said as config (no MOVED
+// or ASK reaches the caller), spends in Redis only what the store decided, and once the migration is
 // finished the store decides again on the same bucket.
-TEST_F(Cluster, TryAgainDuringAMigrationIsAClusterFallbackAndSpendsNothing) {
+TEST_F(Cluster, ATwoKeyAdmitDuringAMigrationSpendsOnlyWhatTheStoreDecided) {
   ClusterTopology &t = *topo_;
   fw_client *c =
       client(policy(t.url(), R"("request_rate": {"rate": 0.001, "burst": 100}, "concurrency": {"limit": 2})"));
@@ -1205,4 +1352,153 @@ TEST(ClusterFailover, AKilledMasterIsFollowedToItsReplicaNeverFailingOpen) {
   EXPECT_TRUE(by_store(d));
   EXPECT_EQ(t.command(new_master, {"EXISTS", rate_key(tenants[0])}), "1") << "the bucket is on the new master";
   fw_client_free(c);
+}
+
+// Every node speaking only TLS (cluster_redis.hpp with tls: --port 0, --tls-port, --tls-cluster yes; the
+// certificates of TlsCerts::shared(), the server's with IP:127.0.0.1), 3 masters and no replicas.
+class ClusterTls : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ClusterTopology::Options options;
+    options.replicas = 0;
+    options.tls = &TlsCerts::shared();
+    topo_ = new ClusterTopology(options);
+  }
+  static void TearDownTestSuite() {
+    delete topo_;
+    topo_ = nullptr;
+  }
+  static ClusterTopology *topo_;
+};
+ClusterTopology *ClusterTls::topo_ = nullptr;
+
+namespace {
+// The redis section's TLS settings, after deadline_ms (see policy()).
+std::string tls_section(const std::string &ca_file, const std::string &more = "") {
+  return R"(, "tls": {"ca_file": ")" + ca_file + "\"" + more + "}";
+}
+}  // namespace
+
+// rediss+cluster:// from one seed with the test CA: the map read over TLS names the masters' TLS ports,
+// and each master, verified by its own address (127.0.0.1, an IP SAN), decides its tenants (fail_reason
+// none) with their buckets on it and nowhere else; a slot moved to another master is followed through
+// MOVED. Nothing listens in plain text, so every answer came over TLS.
+TEST_F(ClusterTls, EveryMasterDecidesItsTenantsOverTlsFromOneSeed) {
+  ClusterTopology &t = *topo_;
+  const TlsCerts &certs = TlsCerts::shared();
+  for (int p : t.ports()) {
+    EXPECT_NE(floodwall::testing::command_at(p, {"PING"}), "PONG") << p << " answers in plain text";
+    EXPECT_EQ(t.command(p, {"PING"}), "PONG") << p << " over TLS";
+  }
+  std::string url = t.url("", {t.ports()[0]});
+  ASSERT_EQ(url, "rediss+cluster://127.0.0.1:" + std::to_string(t.ports()[0]));
+  fw_client *c = client(policy(url, R"("request_rate": {"rate": 0.001, "burst": 5})", 500, tls_section(certs.ca())));
+  ASSERT_NE(c, nullptr);
+  auto on = tenants_on_masters(t, "tls", 2);
+  ASSERT_EQ(on.size(), 3u);
+  std::map<std::string, int> reasons;
+  for (const auto &[master, tenants] : on) {
+    for (const auto &tenant : tenants) {
+      ASSERT_TRUE(answered_within(c, tenant, 5)) << tenant << " of " << master;
+      int store = 0, allowed = 0;
+      for (int i = 0; i < 10; i++) {
+        fw_decision d = admit(c, tenant);
+        store += by_store(d);
+        allowed += d.allowed;
+        reasons[fw_fail_reason_name(d.fail_reason)]++;
+      }
+      EXPECT_EQ(store, 10) << tenant << ": every decision by its master";
+      EXPECT_EQ(allowed, 4) << tenant << ": the bucket of 5 in Redis, one token spent by the first answer";
+      EXPECT_EQ(t.command(master, {"EXISTS", rate_key(tenant)}), "1") << tenant << " on its master " << master;
+      for (int other : t.master_ports()) {
+        if (other != master) {
+          EXPECT_EQ(t.command(other, {"GET", rate_key(tenant)}).rfind("MOVED ", 0), 0u) << "not on " << other;
+        }
+      }
+    }
+  }
+  // A slot moved to another master: MOVED names its TLS port, and the store follows it there (the bucket,
+  // spent, moved with it).
+  const std::string moved = on.begin()->second[0];
+  uint16_t slot = floodwall::key_slot(rate_key(moved));
+  int from = on.begin()->first, to = on.rbegin()->first;
+  t.begin_migration(slot, from, to);
+  EXPECT_EQ(t.migrate_keys(slot, from, to, keys_in_slot(t, from, slot)), "OK");
+  t.finish_migration(slot, to);
+  EXPECT_EQ(t.command(from, {"GET", rate_key(moved)}),
+            "MOVED " + std::to_string(slot) + " 127.0.0.1:" + std::to_string(to));
+  for (int i = 0; i < 3; i++) {
+    fw_decision d = admit(c, moved);
+    reasons[fw_fail_reason_name(d.fail_reason)]++;
+    EXPECT_TRUE(by_store(d)) << moved << " after its slot moved to " << to;
+    EXPECT_FALSE(d.allowed) << "the bucket moved with its slot, spent";
+    EXPECT_EQ(d.limiter, FW_LIMITER_REQUEST_RATE);
+  }
+  EXPECT_EQ(t.command(to, {"EXISTS", rate_key(moved)}), "1") << "on the new master";
+  json m = metrics(c);
+  std::string said;
+  for (const auto &[name, n] : reasons) said += " " + name + "=" + std::to_string(n);
+  std::printf("TLS cluster, seed %s: fail reasons after the first answers:%s; sources %s\n", url.c_str(), said.c_str(),
+              m["sources"].dump().c_str());
+  EXPECT_EQ(reasons.size(), 1u) << said;
+  EXPECT_EQ(reasons.count("none"), 1u) << said;
+  fw_client_free(c);
+}
+
+// A CA that did not sign the nodes (another throwaway CA), or a server name the certificates do not carry:
+// no map can be read, every decision is the fallback's (its own burst, never failed open) with fail_reason
+// config, said once on stderr while the seeds are asked again in the background, and nothing reaches a
+// master.
+TEST_F(ClusterTls, AnotherCaOrNameIsConfigSaidOnceAndNothingIsWritten) {
+  ClusterTopology &t = *topo_;
+  const TlsCerts &certs = TlsCerts::shared();
+  struct Case {
+    const char *what;
+    std::string tls;
+    const char *reason;  // in what is said
+  };
+  const Case cases[] = {
+      {"another CA", tls_section(certs.rogue_ca()), "certificate"},
+      {"the CA, another name", tls_section(certs.ca(), R"(, "server_name": "other.example")"), "hostname mismatch"},
+  };
+  int n = 0;
+  for (const auto &[what, tls, reason] : cases) {
+    const std::string stem = "wrong-tls-" + std::to_string(n++);
+    CaptureStderr err;
+    fw_client *c =
+        client(policy(t.url("", {t.ports()[1]}), R"("request_rate": {"rate": 0.001, "burst": 5})", 500, tls));
+    ASSERT_NE(c, nullptr) << tls;
+    ASSERT_TRUE(reason_within(c, stem + "-warm-up", FW_FAIL_CONFIG, 5)) << tls;
+    auto on = tenants_on_masters(t, stem, 1);
+    ASSERT_EQ(on.size(), 3u);
+    for (const auto &[master, tenants] : on) {
+      int config = 0, allowed = 0, failed_open = 0;
+      for (int i = 0; i < 10; i++) {
+        fw_decision d = admit(c, tenants[0]);
+        EXPECT_TRUE(d.degraded) << tls << ": the fallback decides";
+        failed_open += d.failed_open;
+        config += d.fail_reason == FW_FAIL_CONFIG;
+        allowed += d.allowed;
+      }
+      EXPECT_EQ(config, 10) << tls << ": " << tenants[0] << " of " << master;
+      EXPECT_EQ(failed_open, 0);
+      EXPECT_EQ(allowed, 5) << "limited by the fallback's own table";
+      EXPECT_EQ(t.command(master, {"EXISTS", rate_key(tenants[0])}), "0") << "nothing written on " << master;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));  // asked again in the background meanwhile
+    EXPECT_EQ(admit(c, stem + "-warm-up").fail_reason, FW_FAIL_CONFIG);
+    json m = metrics(c);
+    fw_client_free(c);
+    std::string text = err.text();
+    std::printf("TLS cluster, %s: sources %s; stderr: %s", what, m["sources"].dump().c_str(), text.c_str());
+    EXPECT_EQ(count(text, "floodwall: "), 1u) << text;
+    EXPECT_NE(text.find("TLS verification failed"), std::string::npos) << text;
+    EXPECT_NE(text.find(reason), std::string::npos) << text;
+    EXPECT_EQ(m["sources"]["store"].get<int64_t>(), 0) << m["sources"].dump();
+    EXPECT_EQ(m["sources"]["failed_open"].get<int64_t>(), 0) << m["sources"].dump();
+  }
+  for (int i = 0; i < n; i++) {
+    std::string key = rate_key("wrong-tls-" + std::to_string(i) + "-warm-up");
+    EXPECT_EQ(t.command_on_key(key, {"EXISTS", key}), "0") << key;
+  }
 }
