@@ -24,13 +24,21 @@ inline fw_client *client(const std::string &policy) {
   return c;
 }
 
-// One admit of `tenant`, its ticket released at once; an error from fw_admit aborts the test process.
-inline fw_decision admit(fw_client *c, const std::string &tenant) {
+// One admit of `tenant` whose ticket the caller keeps (a critical one: never counted by the fleet shedder);
+// an error from fw_admit aborts the test process.
+inline fw_decision admit_held(fw_client *c, const std::string &tenant, bool critical = false) {
   fw_request r = FW_REQUEST_INIT;
   r.tenant = tenant.data();
   r.tenant_len = tenant.size();
+  r.critical = critical ? 1 : 0;
   fw_decision d = FW_DECISION_INIT;
   if (fw_admit(c, &r, &d) != FW_OK) std::abort();
+  return d;
+}
+
+// One admit of `tenant`, its ticket released at once.
+inline fw_decision admit(fw_client *c, const std::string &tenant) {
+  fw_decision d = admit_held(c, tenant);
   fw_release(c, d.ticket);
   return d;
 }

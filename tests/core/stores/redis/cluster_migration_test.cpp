@@ -20,24 +20,13 @@
 #include "stores/redis/cluster_map.hpp"
 
 using floodwall::testing::admit;
+using floodwall::testing::admit_held;
 using floodwall::testing::by_store;
 using floodwall::testing::client;
 using floodwall::testing::ClusterTopology;
 using floodwall::testing::rate_key;
 
-namespace {
-
-// An admit whose ticket the caller keeps (admit() releases at once).
-fw_decision admit_held(fw_client *c, const std::string &tenant) {
-  fw_request r = FW_REQUEST_INIT;
-  r.tenant = tenant.data();
-  r.tenant_len = tenant.size();
-  fw_decision d = FW_DECISION_INIT;
-  if (fw_admit(c, &r, &d) != FW_OK) std::abort();
-  return d;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 TEST(ClusterMigration, AnAdmitOfTwoKeysIsTheStoresThroughoutAndExact) {
   ClusterTopology t;

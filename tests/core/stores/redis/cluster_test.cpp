@@ -42,6 +42,7 @@
 #include "stores/redis/cluster_map.hpp"
 
 using floodwall::testing::admit;
+using floodwall::testing::admit_held;
 using floodwall::testing::answered_within;
 using floodwall::testing::by_store;
 using floodwall::testing::CaptureStderr;
@@ -75,17 +76,6 @@ std::string policy(const std::string &url,
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-// An admit whose ticket the caller keeps (admit() in admits.hpp releases at once).
-fw_decision admit_held(fw_client *c, const std::string &tenant, bool critical = false) {
-  fw_request r = FW_REQUEST_INIT;
-  r.tenant = tenant.data();
-  r.tenant_len = tenant.size();
-  r.critical = critical ? 1 : 0;
-  fw_decision d = FW_DECISION_INIT;
-  if (fw_admit(c, &r, &d) != FW_OK) std::abort();
-  return d;
 }
 
 // Redis' TIME on a node, in seconds: every node runs on this host, so any master's clock is the fleet's.
