@@ -16,13 +16,6 @@ namespace {
 
 constexpr auto kTick = std::chrono::milliseconds(10);
 
-std::string random_id(Rng &rng) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(rng.next_u64()),
-                static_cast<unsigned long long>(rng.next_u64()));
-  return buf;
-}
-
 // A blocking admit's wait for its tenant's lease call: one per thread, woken with no lock held.
 class SyncLeaseWaiter final : public LeaseWaiter {
  public:

@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include <chrono>
+#include <cstdio>
 #include <random>
 
 #include "engine/fork.hpp"
@@ -68,6 +69,13 @@ uint64_t SystemRng::next_u64() {
 uint64_t SeededRng::next_u64() {
   uint64_t x = state_.fetch_add(0x9e3779b97f4a7c15ULL, std::memory_order_relaxed);
   return splitmix64(x);
+}
+
+std::string random_id(Rng &rng) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(rng.next_u64()),
+                static_cast<unsigned long long>(rng.next_u64()));
+  return buf;
 }
 
 }  // namespace floodwall

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 
 namespace floodwall {
 
@@ -44,6 +45,9 @@ class SystemRng final : public Rng {
  public:
   uint64_t next_u64() override;
 };
+
+// 128 random bits in 32 hex digits: a client's id in the fleet reports.
+std::string random_id(Rng &rng);
 
 // Deterministic and thread-safe, for tests.
 class SeededRng final : public Rng {

@@ -3,6 +3,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -13,28 +14,12 @@ namespace floodwall {
 
 namespace {
 
-std::string random_client_id() {
-  SystemRng rng;
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(rng.next_u64()),
-                static_cast<unsigned long long>(rng.next_u64()));
-  return buf;
-}
-
 std::string endpoint_name(const RedisEndpoint &e) {
   return (e.host.find(':') != std::string::npos ? "[" + e.host + "]" : e.host) + ":" + std::to_string(e.port);
 }
 
 bool same(const RedisEndpoint &a, const RedisEndpoint &b) {
   return a.port == b.port && a.host == b.host;
-}
-
-// Printable, for a message (a server's reply may hold anything).
-std::string printable(std::string_view s) {
-  std::string out(s.substr(0, 200));
-  for (char &ch : out)
-    if (static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) >= 0x7f) ch = '?';
-  return out;
 }
 
 }  // namespace
@@ -163,7 +148,10 @@ ClusterStore::ClusterStore(const Policy &p, RedisUrl url)
     : policy_(p),
       url_(std::move(url)),
       generation_(fork_generation()),
-      client_id_(random_client_id()),
+      client_id_([] {
+        SystemRng rng;
+        return random_id(rng);
+      }()),
       fleet_(p.fleet.has_value()),
       fleet_cap_(p.fleet ? p.fleet->capacity : 0),
       report_(std::make_unique<Report>(*this)) {
@@ -174,7 +162,7 @@ ClusterStore::ClusterStore(const Policy &p, RedisUrl url)
   refresh();
   int64_t wait_until = now_us() + policy_.redis.connect_timeout_ms * 1000;
   if (fleet_ && map_known_.load()) {
-    report_fleet(now_us());
+    report_fleet();
     while (report_->in_flight.load(std::memory_order_acquire) && now_us() < wait_until)
       std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
@@ -381,6 +369,7 @@ void ClusterStore::fleet_report_async(const FleetReportOp &op, FleetReportComple
 StoreStats ClusterStore::stats() const {
   StoreStats s;
   for (size_t i = 0; i < s.failures.size(); i++) s.failures[i] = failures_[i].load();
+  std::vector<const RedisStore *> owners = masters();
   std::shared_lock lock(nodes_mu_);
   bool any_open = false, any_half = false;
   for (const auto &n : nodes_) {
@@ -393,10 +382,7 @@ StoreStats ClusterStore::stats() const {
     s.waiting += ns.waiting;
     s.waiting_cap += ns.waiting_cap;
     // A node that owns no slot (an old master, down) does not speak for the cluster's breaker.
-    bool owns = false;
-    for (size_t slot = 0; slot < kClusterSlots && !owns; slot++)
-      owns = owner_[slot].load(std::memory_order_relaxed) == n->store.get();
-    if (!owns) continue;
+    if (std::find(owners.begin(), owners.end(), n->store.get()) == owners.end()) continue;
     any_open = any_open || ns.breaker == BreakerState::open;
     any_half = any_half || ns.breaker == BreakerState::half_open;
   }
@@ -404,10 +390,18 @@ StoreStats ClusterStore::stats() const {
   return s;
 }
 
+std::vector<const RedisStore *> ClusterStore::masters() const {
+  std::vector<const RedisStore *> out;
+  for (const auto &o : owner_) {
+    const RedisStore *s = o.load(std::memory_order_relaxed);
+    if (s && std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+  }
+  return out;
+}
+
 // ------------------------------------------------------------------------------------ hooks
 
-void ClusterStore::redirect(RedisStore &from, RedisStore::Call *c, Redirect rd) {
-  (void)from;
+void ClusterStore::redirect(RedisStore &, RedisStore::Call *c, Redirect rd) {
   std::shared_lock lock(nodes_mu_);
   if (closing_) {
     RedisStore::drop(c, FailReason::connection);
@@ -500,12 +494,12 @@ void ClusterStore::run() {
     }
     if (fleet_ && now >= next_report) {
       next_report = now + kReportUs;
-      report_fleet(now);
+      report_fleet();
     }
   }
 }
 
-void ClusterStore::report_fleet(int64_t) {
+void ClusterStore::report_fleet() {
   if (report_->in_flight.load(std::memory_order_acquire)) return;
   FleetReportOp op;
   op.client = client_id_;
@@ -610,15 +604,7 @@ bool ClusterStore::read_map(const RedisEndpoint &at, ClusterMap &map, FailReason
 bool ClusterStore::refresh() {
   // The masters known first (the seeds may be gone), then the seeds.
   std::vector<RedisEndpoint> ask;
-  {
-    std::shared_lock lock(nodes_mu_);
-    for (const auto &n : nodes_)
-      for (size_t slot = 0; slot < kClusterSlots; slot++)
-        if (owner_[slot].load(std::memory_order_relaxed) == n->store.get()) {
-          ask.push_back(n->at);
-          break;
-        }
-  }
+  for (const RedisStore *s : masters()) ask.push_back(s->endpoint());
   for (const RedisEndpoint &seed : url_.nodes) ask.push_back(seed);
   ClusterMap map;
   bool got = false;

@@ -80,6 +80,8 @@ class ClusterStore final : public Store, private ClusterHooks {
   // The master of a tenant's slot, or null (reason says why: the map is unknown, or the slot unowned).
   RedisStore *owner_of(const TenantKey &t, FailReason &reason) const;
   RedisStore *owner_of_key(std::string_view key, FailReason &reason) const;
+  // The stores that own at least one slot now, each once.
+  std::vector<const RedisStore *> masters() const;
   AdmitResult undecided(FailReason why);
   // The fleet share: taken (ok), refused (no), or no fresh view (unknown).
   enum class Share : uint8_t { ok, no, unknown };
@@ -106,7 +108,7 @@ class ClusterStore final : public Store, private ClusterHooks {
   bool refresh();  // reads the map from a node; false when none answered
   bool read_map(const RedisEndpoint &at, ClusterMap &map, FailReason &why, std::string &what);
   RedisStore *node_at(const RedisEndpoint &at, bool make);  // the node's store; made (and waited for) when `make`
-  void report_fleet(int64_t now);
+  void report_fleet();
   void wake();
   static int64_t now_us();
   bool in_forked_child() const { return generation_ != fork_generation(); }

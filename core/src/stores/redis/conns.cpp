@@ -42,12 +42,8 @@ void RedisStore::start_connect(Conn &conn, int64_t now) {
 // password never appears in it, nor here.
 void RedisStore::report_refused_setup(const Connection &link, std::string_view err) {
   if (refused_reported_.exchange(true)) return;
-  std::string first(err.substr(0, 200));
-  for (char &ch : first)
-    if (static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) >= 0x7f) ch = '?';
-  std::string user = url_.user.empty() ? std::string("the default user") : "user \"" + url_.user + "\"";
-  for (char &ch : user)
-    if (static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) >= 0x7f) ch = '?';
+  std::string first = printable(err);
+  std::string user = url_.user.empty() ? std::string("the default user") : "user \"" + printable(url_.user) + "\"";
   std::fprintf(stderr,
                "floodwall: Redis at %s refused the connection's setup as %s (%s); every decision is the "
                "fallback's until it accepts (check the user, password and database)\n",

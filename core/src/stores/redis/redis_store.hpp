@@ -271,7 +271,7 @@ class RedisStore final : public Store {
   ClusterHooks *const cluster_;
   const std::string fleet_key_, reports_key_;
   // Cluster: a MOVED, ASK, CLUSTERDOWN or TRYAGAIN reply to c, handled (c is recycled or handed over).
-  bool cluster_reply(Conn &conn, Call *c, std::string_view err, int64_t now);
+  bool cluster_reply(Call *c, std::string_view err, int64_t now);
   // Cluster: calls answered TRYAGAIN, sent again at try_again_at_us_ (I/O thread).
   static constexpr int64_t kTryAgainUs = 5'000;
   std::vector<Call *> try_again_;

@@ -77,7 +77,7 @@ void RedisStore::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
   replies_++;
   if (r->type == REDIS_REPLY_ERROR) {
     std::string_view err(r->str, r->len);
-    if (cluster_ && cluster_reply(conn, c, err, now)) return;
+    if (cluster_ && cluster_reply(c, err, now)) return;
     if (err.rfind("NOSCRIPT", 0) == 0 && !c->retried && c->kind != Kind::setup) {
       // Redis restarted, failed over or ran SCRIPT FLUSH: load the scripts and send the call again.
       noscript_reloads_.fetch_add(1, std::memory_order_relaxed);
@@ -186,8 +186,7 @@ void RedisStore::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
 // A MOVED or ASK is followed (handed to the cluster store, at most kMaxRedirects times a call); CLUSTERDOWN and
 // TRYAGAIN (a slot without a master, keys split by a migration) are the fallback's, reason cluster. None
 // of them ran the call, so nothing was taken that would need giving back. False for any other error.
-bool RedisStore::cluster_reply(Conn &conn, Call *c, std::string_view err, int64_t now) {
-  (void)conn;
+bool RedisStore::cluster_reply(Call *c, std::string_view err, int64_t now) {
   std::optional<Redirect> rd = parse_redirect(err);
   if (!rd && !is_cluster_down(err) && !is_try_again(err)) return false;
   if (awaited(c->kind)) breaker_.record(false, now);  // Redis answered
@@ -239,9 +238,7 @@ bool RedisStore::cluster_reply(Conn &conn, Call *c, std::string_view err, int64_
 // managed services refuse inside scripts (or rename), so that is what the message proposes.
 void RedisStore::report_refused_script(const Connection &link, std::string_view err) {
   if (script_refusal_reported_.exchange(true)) return;
-  std::string first(err.substr(0, 200));
-  for (char &ch : first)
-    if (static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) >= 0x7f) ch = '?';
+  std::string first = printable(err);
   std::fprintf(stderr,
                "floodwall: Redis at %s refused a command inside floodwall's scripts (%s)%s; every decision is the "
                "fallback's until it accepts\n",

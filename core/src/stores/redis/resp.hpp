@@ -57,4 +57,8 @@ bool resp_is_config_error(std::string_view e);
 // Redis refused a command that a script called: unknown there (renamed away) or not allowed in scripts.
 bool resp_is_script_refusal(std::string_view e);
 
+// Text a server sent (an error, a name) or the user gave, fit for a message: its first 200 bytes, each
+// control or non-ASCII byte as '?'.
+std::string printable(std::string_view s);
+
 }  // namespace floodwall

@@ -44,14 +44,6 @@ struct ReplyFree {
 };
 using Reply = std::unique_ptr<redisReply, ReplyFree>;
 
-// Printable: a name or host a sentinel sent, or the user gave, goes into a message.
-std::string printable(std::string_view s) {
-  std::string out(s.substr(0, 200));
-  for (char &c : out)
-    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
-  return out;
-}
-
 }  // namespace
 
 SentinelWatch::SentinelWatch(RedisUrl url, const TlsContext *tls, Options opt, std::function<void()> on_change)

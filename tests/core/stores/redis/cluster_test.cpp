@@ -216,6 +216,30 @@ struct Pipe {
   Pipe &operator=(const Pipe &) = delete;
 };
 
+// One tenant's figures, shared by the processes of a test (placed in a MAP_SHARED mapping).
+struct Counts {
+  std::atomic<int64_t> decisions{0}, store{0}, allowed{0}, conc_refused{0}, in_flight{0}, most{0};
+};
+
+// An admit counted in `n`: an allowed one is held for `hold`, counted in flight meanwhile, then released.
+void admit_counted(fw_client *c, const std::string &tenant, Counts &n, std::chrono::microseconds hold) {
+  fw_decision d = admit_held(c, tenant);
+  n.decisions++;
+  n.store += by_store(d);
+  if (d.allowed) {
+    n.allowed++;
+    int64_t now = ++n.in_flight;
+    int64_t seen = n.most.load();
+    while (now > seen && !n.most.compare_exchange_weak(seen, now)) {
+    }
+    std::this_thread::sleep_for(hold);
+    n.in_flight--;  // before the release: what is counted here is never more than what Redis holds
+  } else {
+    n.conc_refused += d.limiter == FW_LIMITER_CONCURRENCY;
+  }
+  fw_release(c, d.ticket);
+}
+
 // One shared healthy cluster for the tests that leave it so.
 class Cluster : public ::testing::Test {
  protected:
@@ -278,9 +302,6 @@ TEST_F(Cluster, FourProcessesStayExactOnEveryMaster) {
       policy(t.url(), R"("request_rate": {"rate": 200, "burst": 40}, "concurrency": {"limit": 2, "ttl_s": 30})",
              /*deadline_ms=*/2000);
   // Per tenant: allowed, answered by the store, decisions, in flight now, the most ever in flight.
-  struct Counts {
-    std::atomic<int64_t> allowed{0}, store{0}, decisions{0}, in_flight{0}, most{0};
-  };
   void *mem = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(mem, MAP_FAILED);
   auto *counts = new (mem) Counts[3];
@@ -297,19 +318,7 @@ TEST_F(Cluster, FourProcessesStayExactOnEveryMaster) {
         ts.emplace_back([&, k] {
           Counts &n = counts[k];
           while (Clock::now() - start < std::chrono::milliseconds(1200)) {
-            fw_decision d = admit_held(c, tenants[k]);
-            n.decisions++;
-            n.store += by_store(d);
-            if (d.allowed) {
-              n.allowed++;
-              int64_t now = ++n.in_flight;
-              int64_t seen = n.most.load();
-              while (now > seen && !n.most.compare_exchange_weak(seen, now)) {
-              }
-              std::this_thread::sleep_for(std::chrono::microseconds(200));
-              n.in_flight--;  // before the release: what is counted here is never more than what Redis holds
-            }
-            fw_release(c, d.ticket);
+            admit_counted(c, tenants[k], n, std::chrono::microseconds(200));
           }
         });
       for (auto &th : ts) th.join();
@@ -376,9 +385,6 @@ TEST_F(Cluster, TwentyTenantsOverThreeMastersStayExactFromFourProcesses) {
              /*deadline_ms=*/2000);
   // Per tenant: decisions, by the store, allowed, refused by the concurrency limit, in flight now, the most
   // ever in flight.
-  struct Counts {
-    std::atomic<int64_t> decisions{0}, store{0}, allowed{0}, conc_refused{0}, in_flight{0}, most{0};
-  };
   const size_t size = sizeof(Counts) * kTenants;
   void *mem = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(mem, MAP_FAILED);
@@ -400,21 +406,7 @@ TEST_F(Cluster, TwentyTenantsOverThreeMastersStayExactFromFourProcesses) {
           while (Clock::now() < end) {
             size_t j = rng() % kTenants;
             Counts &n = counts[j];
-            fw_decision d = admit_held(c, tenants[j]);
-            n.decisions++;
-            n.store += by_store(d);
-            if (d.allowed) {
-              n.allowed++;
-              int64_t now = ++n.in_flight;
-              int64_t seen = n.most.load();
-              while (now > seen && !n.most.compare_exchange_weak(seen, now)) {
-              }
-              std::this_thread::sleep_for(std::chrono::milliseconds(2));
-              n.in_flight--;  // before the release: what is counted here is never more than what Redis holds
-            } else {
-              n.conc_refused += d.limiter == FW_LIMITER_CONCURRENCY;
-            }
-            fw_release(c, d.ticket);
+            admit_counted(c, tenants[j], n, std::chrono::milliseconds(2));
           }
         });
       for (auto &th : ts) th.join();
