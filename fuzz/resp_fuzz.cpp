@@ -66,7 +66,7 @@ void read_replies(const uint8_t *data, size_t size) {
       for (bool slot : {false, true}) {
         for (bool enforce : {false, true}) {
           floodwall::AdmitResult res;
-          if (!floodwall::parse_admit_reply(r, slot, enforce, res)) continue;
+          if (!floodwall::parse_admit_reply(r, slot, 0, enforce, res)) continue;
           FW_FUZZ_CHECK(res.decided);
           // A request-rate-only admit that an enforced bucket refused did not commit; a dark one did.
           if (!slot) FW_FUZZ_CHECK(res.committed == (res.rate_ok || !enforce) && res.tokens_m >= 0);

@@ -7,35 +7,44 @@
 -- KEYS[3]  <prefix>:fleet             sorted set of non-critical in-flight slot ids fleet-wide
 -- KEYS[4]  <prefix>:fleet:reports     (sent only when the policy leases) the fleet usage that clients
 --                                     decide in process, reported by fleet_report.lua: its "sum" counts too
+-- KEYS[#KEYS-n+1..]  with n rules: each rule's key, <prefix>:{<tenant>}:limit:<name> (a bucket, as KEYS[1])
+--          or <prefix>:{<tenant>}:quota:<name> (lib/quota.lua)
 -- ARGV[1]  limiters, three characters: request rate, concurrency, fleet; each 'E' (enforce),
---          'D' (dark: decide, never reject) or '-' (not asked); then, with redis.clock "client" only,
---          '@' and the caller's clock in us since the epoch
+--          'D' (dark: decide, never reject) or '-' (not asked); then one character per rule of the policy
+--          that applies (request_rate.limits, quotas): 'L' a limit, 'Q' a quota, lower case when dark;
+--          then, with redis.clock "client" only, '@' and the caller's clock in us since the epoch
 -- ARGV[2]  rate, micro-tokens per second      ARGV[3]  burst, micro-tokens     ARGV[4]  cost, micro-tokens
 -- ARGV[5]  concurrency limit                  ARGV[6]  concurrency ttl, us
 -- ARGV[7]  fleet capacity                     ARGV[8]  fleet ttl, us
 -- ARGV[9]  the request's slot id (16 random bytes)
--- A request-rate-only admit sends KEYS[1] and ARGV[1..4]; one with a slot sends three keys (four when
--- the policy leases) and all nine arguments.
+-- ARGV[10..] with rules: a limit's rate and burst (micro-tokens), a quota's limit (units), period (0 hour,
+--          1 day, 2 month) and offset from UTC (s); in the order of their characters
+-- A request-rate-only admit sends KEYS[1] and ARGV[1..4]; one with a slot or a rule sends three keys (four
+-- when the policy leases) and all nine arguments, then the rules' keys and arguments.
 -- Reply:   for a request-rate-only admit one integer, the micro-tokens left when the bucket had enough
 --          and -1 - (the micro-tokens it has) when it had not (an array costs Redis a table and more
 --          reply to write); the client knows the mode it sent, so whether the admit committed follows.
---          With a slot: {committed, rate_ok, micro-tokens left, conc_ok, tenant in-flight, fleet_ok}.
+--          With a slot: {committed, rate_ok, micro-tokens left, conc_ok, tenant in-flight, fleet_ok}, then
+--          per rule: ok, what it has left (micro-tokens, units), and a quota's seconds until its window ends
+--          and that end (s since the epoch), 0 and 0 for a limit.
 --
 -- The clock is Redis' TIME, so every app server of a fleet shares one clock (unless the policy says
 -- redis.clock "client", for services that refuse TIME in scripts). The bucket's representation, its
 -- arithmetic and its TTL rule are lua/lib/bucket.lua's, shared with tenant_lease.lua.
 -- include: lib/bucket.lua
+-- include: lib/quota.lua
 local NOT_ASKED, ENFORCE = string.byte('-'), string.byte('E')
 local r, c, f = string.byte(ARGV[1], 1, 3)
+local rule_spec = string.sub(ARGV[1], 4, (string.find(ARGV[1], '@', 4, true) or 0) - 1)
 local rate_on, conc_on, fleet_on = r ~= NOT_ASKED, c ~= NOT_ASKED, f ~= NOT_ASKED
 
 local sec, usec = bucket_clock(ARGV[1])
 
 local rate_ok, conc_ok, fleet_ok = 1, 1, 1
-local tokens, debt, rate_m, cost_m, full_s = 0, 0, 0, 0, -1
+local tokens, debt, rate_m, cost_m, full_s = 0, 0, 0, tonumber(ARGV[4]), -1
 if rate_on then
   local burst_m
-  rate_m, burst_m, cost_m = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+  rate_m, burst_m = tonumber(ARGV[2]), tonumber(ARGV[3])
   debt, tokens, full_s = bucket_read(KEYS[1], sec, usec, rate_m, burst_m)
   if tokens < cost_m then rate_ok = 0 end
 end
@@ -55,8 +64,29 @@ if fleet_on then
   if fleet_count >= tonumber(ARGV[7]) then fleet_ok = 0 end
 end
 
+-- The limits and quotas that apply: each checked as the tenant's bucket is, none written yet.
+local rules, rule_refused, rules_key0, arg = {}, false, #KEYS - #rule_spec, 10
+for j = 1, #rule_spec do
+  local kind = string.sub(rule_spec, j, j)
+  local rule = {key = KEYS[rules_key0 + j], enforce = kind == 'L' or kind == 'Q', quota = kind == 'Q' or kind == 'q'}
+  if rule.quota then
+    rule.limit, rule.start, rule.stop = tonumber(ARGV[arg]), quota_window(tonumber(ARGV[arg + 1]), tonumber(ARGV[arg + 2]), sec)
+    rule.used = quota_read(rule.key, rule.start)
+    rule.left = rule.limit > rule.used and rule.limit - rule.used or 0
+    rule.ok = rule.left >= cost_m / 1000000
+    arg = arg + 3
+  else
+    rule.rate, rule.burst = tonumber(ARGV[arg]), tonumber(ARGV[arg + 1])
+    rule.debt, rule.left, rule.full_s = bucket_read(rule.key, sec, usec, rule.rate, rule.burst)
+    rule.ok = rule.left >= cost_m
+    arg = arg + 2
+  end
+  if rule.enforce and not rule.ok then rule_refused = true end
+  rules[j] = rule
+end
+
 local committed = 1
-if (r == ENFORCE and rate_ok == 0) or (c == ENFORCE and conc_ok == 0) or (f == ENFORCE and fleet_ok == 0) then
+if (r == ENFORCE and rate_ok == 0) or (c == ENFORCE and conc_ok == 0) or (f == ENFORCE and fleet_ok == 0) or rule_refused then
   committed = 0
 else
   -- Writes from here on. TTLs only collect garbage: a bucket key outlives its refill to full.
@@ -77,6 +107,25 @@ else
   if fleet_on and fleet_ok == 1 then
     take_slot(KEYS[3], fleet_ttl)
   end
+  for _, rule in ipairs(rules) do
+    if rule.ok and rule.quota then
+      rule.left = rule.left - cost_m / 1000000
+      quota_write(rule.key, rule.start, rule.stop, rule.used + cost_m / 1000000)
+    elseif rule.ok then
+      rule.left = rule.left - cost_m
+      bucket_write(rule.key, rule.debt + math.ceil(cost_m * 1e9 / rule.rate), sec, usec, rule.full_s)
+    end
+  end
+end
+if #rule_spec > 0 then
+  local reply = {committed, rate_ok, tokens, conc_ok, in_flight, fleet_ok}
+  for _, rule in ipairs(rules) do
+    reply[#reply + 1] = rule.ok and 1 or 0
+    reply[#reply + 1] = rule.left
+    reply[#reply + 1] = rule.quota and rule.stop - sec or 0
+    reply[#reply + 1] = rule.quota and rule.stop or 0
+  end
+  return reply
 end
 if not (conc_on or fleet_on) then
   if rate_ok == 1 then return tokens end

@@ -196,9 +196,9 @@ FW_EXTERN int fw_tenant_key(fw_client *c, const fw_request *req, fw_buf *out);
 /** Holds a request's slots (concurrency, fleet, in-flight accounting); 0 holds nothing. */
 typedef uint64_t fw_ticket;
 
-/* Version 2 appended `degraded`, version 3 `cost`. A caller that passes an older struct gets its fields
-   only; a version above FW_DECISION_VERSION is FW_EINVAL. */
-#define FW_DECISION_VERSION 3
+/* Version 2 appended `degraded`, version 3 `cost`, version 4 the rules. A caller that passes an older struct gets its
+   fields only; a version above FW_DECISION_VERSION is FW_EINVAL. */
+#define FW_DECISION_VERSION 4
 
 typedef struct fw_decision {
   unsigned version;           /* set by the caller to FW_DECISION_VERSION */
@@ -224,10 +224,23 @@ typedef struct fw_decision {
   int degraded;
   /* Version 3. The tokens the request asked for (its cost, 0 counted as 1), named in a rejection's message. */
   uint64_t cost;
+  /* Version 4. The policy's limits and quotas (request_rate.limits, quotas), by their index: the limits in
+     policy order, then the quotas; fw_client_rule_name names one. */
+  uint64_t rules;            /* bit i: rule i applied to this request (RateLimit-Policy lists it) */
+  int rule;                  /* the rule that rejected (limiter REQUEST_RATE), -1 when none did */
+  int dark_rule;             /* the first dark-mode rule that would have rejected, -1 when none */
+  int shown_rule;            /* the rule RateLimit reports (closest to exhaustion, or the one that rejected), -1 */
+  int64_t rule_limit;        /* shown_rule's capacity: a limit's burst, a quota's limit */
+  int64_t rule_remaining;    /* what shown_rule has left after this decision */
+  int64_t rule_reset_s;      /* seconds until shown_rule is full again (a limit) or its window ends (a quota) */
+  int64_t rule_window_end_s; /* a quota: when its window ends, seconds since the epoch (the store's clock); else 0 */
 } fw_decision;
 
-#define FW_DECISION_INIT \
-  { FW_DECISION_VERSION, 0, 0, FW_LIMITER_NONE, FW_LIMITER_NONE, 0, FW_FAIL_NONE, 0, 0, 0, 0, 0.0, 0, 0, 0, 0, 0 }
+#define FW_DECISION_INIT                                                                                             \
+  {                                                                                                                  \
+    FW_DECISION_VERSION, 0, 0, FW_LIMITER_NONE, FW_LIMITER_NONE, 0, FW_FAIL_NONE, 0, 0, 0, 0, 0.0, 0, 0, 0, 0, 0, 0, \
+        -1, -1, -1, 0, 0, 0, 0                                                                                       \
+  }
 
 /**
  * Decides one request: utilization shedder (local) -> request rate + concurrency (one atomic store
@@ -282,6 +295,14 @@ FW_EXTERN int fw_admit_async3(fw_client *c, const fw_request *req, fw_decision *
  * decide whether to give up its interpreter lock around an admit.
  */
 FW_EXTERN int fw_client_can_block(fw_client *c, int *out);
+
+/**
+ * The name of the policy's limit or quota at `index` (fw_decision.rule, dark_rule, shown_rule and the bits
+ * of rules; the limits in policy order, then the quotas) into *out, which stays valid as long as the
+ * client (until fw_client_free); *is_quota, when not NULL, is 1 for a quota. FW_EINVAL for an index the
+ * policy has no rule at.
+ */
+FW_EXTERN int fw_client_rule_name(fw_client *c, int index, const char **out, int *is_quota);
 
 /**
  * Releases what a ticket holds. Idempotent: releasing twice, releasing 0 or an unknown ticket is a

@@ -369,6 +369,20 @@ int fw_client_can_block(fw_client *c, int *out) {
   });
 }
 
+int fw_client_rule_name(fw_client *c, int index, const char **out, int *is_quota) {
+  return guarded([&]() -> int {
+    Use use(c);
+    if (!out) throw floodwall::BadRequest("out: must not be NULL");
+    const auto &rules = guard_of(c).policy().rules;
+    if (index < 0 || static_cast<size_t>(index) >= rules.size())
+      throw floodwall::BadRequest("index: the policy has no limit or quota " + std::to_string(index) + " (it has " +
+                                  std::to_string(rules.size()) + ")");
+    *out = rules[static_cast<size_t>(index)].name.c_str();
+    if (is_quota) *is_quota = rules[static_cast<size_t>(index)].quota ? 1 : 0;
+    return FW_OK;
+  });
+}
+
 int fw_release(fw_client *c, fw_ticket t) {
   if (!c || t == 0) return FW_OK;
   int rc = guarded([&]() -> int {
@@ -428,7 +442,7 @@ int fw_format_headers(fw_client *c, const fw_decision *d, fw_buf *out) {
   return guarded([&]() -> int {
     Use use(c);
     if (!d) throw floodwall::BadRequest("decision: must not be NULL");
-    return set_buf(out, floodwall::format_headers(read_decision(d)));
+    return set_buf(out, floodwall::format_headers(read_decision(d), &guard_of(c).policy()));
   });
 }
 
@@ -459,7 +473,7 @@ int fw_format_response(fw_client *c, const fw_decision *d, fw_response *out) {
     floodwall::Decision full = read_decision(d);
     const floodwall::Policy &policy = guard_of(c).policy();
     auto storage = std::make_unique<ResponseStorage>();
-    storage->headers = floodwall::response_headers(full);
+    storage->headers = floodwall::response_headers(full, &policy);
     storage->body = floodwall::format_body(full, policy);
     out->status = full.status;
     out->header_count = storage->headers.count;

@@ -53,8 +53,10 @@ namespace fw_capi {
 // `cost` begins.
 constexpr size_t kDecisionV1Size = offsetof(fw_decision, degraded);
 constexpr size_t kDecisionV2Size = offsetof(fw_decision, cost);
+constexpr size_t kDecisionV3Size = offsetof(fw_decision, rules);
 static_assert(kDecisionV1Size == 96, "the version 1 fw_decision layout is frozen");
 static_assert(kDecisionV2Size == 104, "the version 2 fw_decision layout is frozen (sizeof, with its padding)");
+static_assert(kDecisionV3Size == 112, "the version 3 fw_decision layout is frozen");
 
 inline unsigned decision_version(const fw_decision *d) {
   unsigned v = d->version;
@@ -66,7 +68,10 @@ inline unsigned decision_version(const fw_decision *d) {
 
 // The bytes a caller's struct of that version has.
 inline size_t decision_size(unsigned version) {
-  return version == 1 ? kDecisionV1Size : version == 2 ? kDecisionV2Size : sizeof(fw_decision);
+  return version == 1   ? kDecisionV1Size
+         : version == 2 ? kDecisionV2Size
+         : version == 3 ? kDecisionV3Size
+                        : sizeof(fw_decision);
 }
 
 // The core's decision in the C struct, every field but `version`.
@@ -87,6 +92,14 @@ inline void to_c(const floodwall::Decision &d, fw_decision &c) {
   c.ticket = d.ticket;
   c.degraded = d.degraded ? 1 : 0;
   c.cost = d.cost;
+  c.rules = d.rules;
+  c.rule = d.rule;
+  c.dark_rule = d.dark_rule;
+  c.shown_rule = d.shown_rule;
+  c.rule_limit = d.rule_limit;
+  c.rule_remaining = d.rule_remaining;
+  c.rule_reset_s = d.rule_reset_s;
+  c.rule_window_end_s = d.rule_window_end_s;
 }
 
 // Into a caller's struct of `version` (checked by decision_version): the fields that version has, no byte
@@ -122,6 +135,14 @@ inline floodwall::Decision read_decision(const fw_decision *c) {
   d.ticket = full.ticket;
   d.degraded = full.degraded != 0;
   d.cost = full.cost;
+  d.rules = full.rules;
+  d.rule = full.rule;
+  d.dark_rule = full.dark_rule;
+  d.shown_rule = full.shown_rule;
+  d.rule_limit = full.rule_limit;
+  d.rule_remaining = full.rule_remaining;
+  d.rule_reset_s = full.rule_reset_s;
+  d.rule_window_end_s = full.rule_window_end_s;
   return d;
 }
 

@@ -44,6 +44,15 @@ struct Decision {
   int64_t concurrency_remaining = 0;
   Ticket ticket = 0;  // release on every path
   uint64_t cost = 0;  // the tokens the request asked for (0 counted as 1)
+  // The limits and quotas of the policy (request_rate.limits, quotas), by their index in Policy::rules.
+  uint64_t rules = 0;             // bit i: rule i applied to this request (RateLimit-Policy lists it)
+  int rule = -1;                  // the rule that rejected (limiter request_rate), -1 when none did
+  int dark_rule = -1;             // the first dark rule that would have rejected (dark_limiter request_rate)
+  int shown_rule = -1;            // the rule RateLimit reports (closest to exhaustion, or the one that rejected)
+  int64_t rule_limit = 0;         // shown_rule's capacity: a limit's burst, a quota's limit
+  int64_t rule_remaining = 0;     // what it has left after this decision (whole tokens, units)
+  int64_t rule_reset_s = 0;       // seconds until it is full again (a limit) or its window ends (a quota)
+  int64_t rule_window_end_s = 0;  // a quota: when its window ends, seconds since the epoch (the store's clock)
 };
 
 // How an asynchronous admit ends: called exactly once, with the decision, or with the exception that kept

@@ -74,7 +74,38 @@ namespace {
   throw BadRequest("cost: " + std::to_string(cost) + " is above the burst of this tenant's bucket (" +
                    std::to_string(burst) + "); such a request could never be admitted");
 }
+[[noreturn, gnu::noinline, gnu::cold]] void cost_above_rule(uint64_t cost, const Rule &r) {
+  throw BadRequest("cost: " + std::to_string(cost) + " is above " +
+                   (r.quota ? "the quota \"" + r.name + "\" (" + std::to_string(r.quota_limit) + " per " +
+                                  quota_period_name(r.period) + ")"
+                            : "the burst of the limit \"" + r.name + "\" (" + std::to_string(r.bucket.burst) + ")") +
+                   "; such a request could never be admitted");
+}
 }  // namespace
+
+// The limits and quotas that apply to the request's route and method. Every one of them is in
+// RateLimit-Policy; those not off (by their own mode or the request-rate limiter's) go to the store.
+void Guard::prepare_rules(std::string_view route, std::string_view method, uint64_t cost, Prepared &p) {
+  Mode limiter = mode_in_force(Limiter::request_rate);
+  for (size_t i = 0; i < policy_.rules.size(); i++) {
+    const Rule &rule = policy_.rules[i];
+    if (!rule.applies(route, method)) continue;
+    p.rules |= uint64_t{1} << i;
+    if (rule.mode == Mode::off || limiter == Mode::off) continue;
+    if (cost > static_cast<uint64_t>(rule.quota ? rule.quota_limit : rule.bucket.burst)) cost_above_rule(cost, rule);
+    RuleOp op;
+    op.id = rule.id;
+    op.name = &rule.name;
+    op.index = static_cast<uint16_t>(i);
+    op.quota = rule.quota;
+    op.enforce = rule.mode == Mode::enforce && limiter == Mode::enforce;
+    op.a = rule.quota ? rule.quota_limit : rule.bucket.rate_m;
+    op.b = rule.quota ? static_cast<int64_t>(rule.period) : rule.bucket.burst_m;
+    op.utc_offset_s = rule.utc_offset_s;
+    p.op.rules.push(op);
+  }
+  if (p.op.rules.n > 0 && p.op.cost_m == 0) p.op.cost_m = static_cast<int64_t>(cost) * 1'000'000;
+}
 
 void Guard::prepare(const Request &rq, Prepared &p) {
   if (rq.tenant.empty()) throw BadRequest("tenant: must not be empty");
@@ -83,6 +114,7 @@ void Guard::prepare(const Request &rq, Prepared &p) {
   p.cost = cost;
   std::string_view method = rq.method.empty() ? std::string_view("GET") : rq.method;
   p.route = metrics_.route_index(rq.route);
+  p.op.units = static_cast<int64_t>(cost);
 
   if (policy_.request_rate) {
     p.bucket = policy_.bucket_for(p.op.tenant);
@@ -97,6 +129,7 @@ void Guard::prepare(const Request &rq, Prepared &p) {
       p.op.cost_m = static_cast<int64_t>(cost) * 1'000'000;
     }
   }
+  if (!policy_.rules.empty()) prepare_rules(rq.route, method, cost, p);
   if (policy_.concurrency && policy_.concurrency->counts(rq.route)) {
     Mode m = mode_in_force(Limiter::concurrency);
     if (m != Mode::off) {
@@ -159,6 +192,42 @@ constexpr Decision kAllowed = [] {
 }();
 }  // namespace
 
+// The limits' and quotas' verdicts, after the tenant's own bucket and before the concurrency limiter: the
+// first enforcing rule that refused names the rejection (with its Retry-After), the first dark one is
+// reported, and RateLimit shows the rule closest to exhaustion when it is closer than the tenant's bucket.
+void Guard::rule_verdicts(const Prepared &p, const AdmitResult &r, Decision &d) {
+  const AdmitOp &op = p.op;
+  double closest = op.rate && op.burst_m > 0 ? static_cast<double>(r.tokens_m) / static_cast<double>(op.burst_m) : 2.0;
+  size_t n = std::min<size_t>(op.rules.n, r.rules.n);
+  for (size_t j = 0; j < n; j++) {
+    const RuleOp &ro = op.rules.at[j];
+    const Rule &rule = policy_.rules[ro.index];
+    bool failed = (r.rules.failed >> j) & 1;
+    int64_t left = r.rules.left[j];
+    int64_t capacity = ro.quota ? ro.a : ro.b;
+    int64_t retry = ro.quota ? std::max<int64_t>(1, r.rules.reset_s[j])
+                             : std::max<int64_t>(1, seconds_until(ro.a, left, op.cost_m));
+    bool show = false;
+    if (failed && ro.enforce && d.limiter == Limiter::none) {
+      d.limiter = Limiter::request_rate;
+      d.rule = ro.index;
+      d.retry_after_s = retry;
+      show = true;
+    } else if (failed && !ro.enforce && d.dark_limiter == Limiter::none) {
+      d.dark_limiter = Limiter::request_rate;
+      d.dark_rule = ro.index;
+    }
+    double fraction = static_cast<double>(left) / static_cast<double>(capacity);
+    if (!show && (d.limiter != Limiter::none || fraction >= closest)) continue;
+    closest = fraction;
+    d.shown_rule = ro.index;
+    d.rule_limit = ro.quota ? ro.a : rule.bucket.burst;
+    d.rule_remaining = ro.quota ? left : left / 1'000'000;
+    d.rule_reset_s = failed ? retry : ro.quota ? r.rules.reset_s[j] : seconds_until(ro.a, left, ro.b);
+    d.rule_window_end_s = ro.quota ? r.rules.window_end_s[j] : 0;
+  }
+}
+
 Decision Guard::finish(const Prepared &p, const AdmitResult &store_result) {
   Decision d = kAllowed;
   d.cost = p.cost;
@@ -177,15 +246,17 @@ Decision Guard::finish(const Prepared &p, const AdmitResult &store_result) {
     d.retry_after_s = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(policy_.utilization->sample_s)));
     return d;
   }
-  bool touched_store = op.rate || op.conc || op.fleet;
+  d.rules = p.rules;
+  bool touched_store = op.asks();
   const AdmitResult *res = &store_result;
   AdmitResult local;
   if (touched_store && !store_result.decided) {
     // The store could not answer in time. Never stop limiting silently: count it, and let redis.fallback
     // decide. "local": the same policy on an in-process table, so a flood is still held.
     d.fail_reason = store_result.reason;
-    const std::pair<bool, Limiter> asked[] = {
-        {op.rate, Limiter::request_rate}, {op.conc, Limiter::concurrency}, {op.fleet, Limiter::fleet}};
+    const std::pair<bool, Limiter> asked[] = {{op.rate || op.rules.n > 0, Limiter::request_rate},
+                                              {op.conc, Limiter::concurrency},
+                                              {op.fleet, Limiter::fleet}};
     for (auto [on, l] : asked)
       if (on) metrics_.failed(l, store_result.reason);
     if (fallback_) {
@@ -221,6 +292,7 @@ Decision Guard::finish(const Prepared &p, const AdmitResult &store_result) {
       if (!enforce && d.dark_limiter == Limiter::none) d.dark_limiter = l;
     };
     verdict(op.rate && r.rate_evaluated, op.rate_enforce, r.rate_ok, Limiter::request_rate);
+    if (op.rules.n > 0) rule_verdicts(p, r, d);
     verdict(op.conc && r.conc_evaluated, op.conc_enforce, r.conc_ok, Limiter::concurrency);
     verdict(op.fleet && r.fleet_evaluated, op.fleet_enforce, r.fleet_ok, Limiter::fleet);
     if (op.rate) {
@@ -231,11 +303,12 @@ Decision Guard::finish(const Prepared &p, const AdmitResult &store_result) {
     if (d.limiter != Limiter::none) {
       d.allowed = false;
       d.status = d.limiter == Limiter::fleet ? 503 : 429;
-      d.retry_after_s = d.limiter == Limiter::request_rate
+      d.retry_after_s = d.rule >= 0 ? d.retry_after_s
+                        : d.limiter == Limiter::request_rate
                             ? std::max<int64_t>(1, seconds_until(op.rate_m, r.tokens_m, op.cost_m))
-                            : 1;  // a slot frees when any in-flight request ends; come back soon
+                            : 1;  // a slot frees when any in-flight request ends
     }
-    if (op.rate || op.conc) metrics_.tenant_seen(op.tenant, !d.allowed);
+    if (op.rate || op.conc || op.rules.n > 0) metrics_.tenant_seen(op.tenant, !d.allowed);
   }
   if (!d.allowed) return d;
   bool conc = op.conc && r.decided && r.committed && r.conc_ok;
@@ -259,8 +332,10 @@ Decision Guard::finish(const Prepared &p, const AdmitResult &store_result) {
 Decision Guard::admit(const Request &rq) {
   Prepared p;
   prepare(rq, p);
-  bool asks = !p.shed && (p.op.rate || p.op.conc || p.op.fleet);
-  if (asks && hot_) {
+  bool asks = !p.shed && p.op.asks();
+  // A request that a limit or quota applies to is decided by the store, exactly: leases hold the
+  // tenant's bucket only (a lease per rule is not built).
+  if (asks && hot_ && p.op.rules.n == 0) {
     if (HotTenants::EntryRef e = hot_->track(p.op, clock_.now_us())) {
       AdmitResult r;
       if (hot_->admit(*e, p.op, r) == HotTenants::Outcome::decided) return finish(p, r);
@@ -324,11 +399,11 @@ void Guard::resume_hot(Pending *pending) {
 bool Guard::admit_async(const Request &rq, AdmitDone done) {
   auto pending = std::make_unique<Pending>(*this, std::move(done));
   prepare(rq, pending->p);
-  if (pending->p.shed || !(pending->p.op.rate || pending->p.op.conc || pending->p.op.fleet)) {
+  if (pending->p.shed || !pending->p.op.asks()) {
     pending.release()->complete(AdmitResult{});
     return true;
   }
-  if (hot_) pending->hot = hot_->track(pending->p.op, clock_.now_us());
+  if (hot_ && pending->p.op.rules.n == 0) pending->hot = hot_->track(pending->p.op, clock_.now_us());
   bool outer_submitting = tl_submitting, outer_completed = tl_completed_inline;
   tl_submitting = true;
   tl_completed_inline = false;

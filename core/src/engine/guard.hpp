@@ -60,7 +60,8 @@ class Guard {
     bool shed_dark = false;  // it would have rejected (dark)
     bool util_counted = false;
     const BucketLimits *bucket = nullptr;
-    uint64_t cost = 1;  // the tokens asked for (0 counted as 1), for the rejection's message
+    uint64_t cost = 1;   // the tokens asked for (0 counted as 1), for the rejection's message
+    uint64_t rules = 0;  // bit i: Policy::rules[i] applies (dark and off ones too: RateLimit-Policy lists them)
   };
   struct Held {
     TenantKey tenant;
@@ -82,7 +83,9 @@ class Guard {
                                              : local_modes_[static_cast<size_t>(l)].load(std::memory_order_relaxed));
   }
   void prepare(const Request &rq, Prepared &p);
+  void prepare_rules(std::string_view route, std::string_view method, uint64_t cost, Prepared &p);
   Decision finish(const Prepared &p, const AdmitResult &r);
+  void rule_verdicts(const Prepared &p, const AdmitResult &r, Decision &d);
   void tick_utilization(int64_t now_us);
   Ticket hold(const Held &h);
   Gauges gauges();

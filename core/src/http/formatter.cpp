@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
+
+#include "stores/quota_window.hpp"
 
 namespace floodwall {
 
@@ -51,6 +54,19 @@ std::string json_number(double v) {
   return std::isfinite(v) ? format_number(v) : "null";
 }
 
+// An instant as RFC 3339 in UTC, "2027-01-01T00:00:00Z".
+std::string utc_time(int64_t s) {
+  if (s < 0 || s >= 253402300800) return "";  // beyond year 9999: a decision rebuilt with any number
+  int64_t days = floor_div(s, 86400), secs = s - days * 86400;
+  CivilMonth cm = civil_month(days);
+  int64_t day = days - days_from_civil(cm.year, cm.month, 1) + 1;
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%04lld-%02lld-%02lldT%02lld:%02lld:%02lldZ", static_cast<long long>(cm.year),
+                static_cast<long long>(cm.month), static_cast<long long>(day), static_cast<long long>(secs / 3600),
+                static_cast<long long>(secs / 60 % 60), static_cast<long long>(secs % 60));
+  return buf;
+}
+
 int64_t retry_after(const Decision &d) {
   return std::max<int64_t>(1, d.retry_after_s);
 }
@@ -65,14 +81,36 @@ void add(HeaderFields &h, const char *name, std::string value) {
 constexpr const char *kQuotaExceeded = "https://iana.org/assignments/http-problem-types#quota-exceeded";
 constexpr const char *kReducedCapacity = "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity";
 
+const Rule *rule_at(const Policy *p, int i) {
+  return p && i >= 0 && static_cast<size_t>(i) < p->rules.size() ? &p->rules[static_cast<size_t>(i)] : nullptr;
+}
+
+int64_t rule_window_s(const Rule &r) {
+  if (!r.quota)
+    return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(static_cast<double>(r.bucket.burst) / r.bucket.rate)));
+  switch (r.period) {
+    case QuotaPeriod::hour: return 3600;
+    case QuotaPeriod::day: return 86400;
+    case QuotaPeriod::month: return 2592000;  // nominal (30 days); the body and RateLimit's t say when it ends
+  }
+  return 86400;
+}
+
 }  // namespace
 
-HeaderFields response_headers(const Decision &d) {
+HeaderFields response_headers(const Decision &d, const Policy *p) {
   HeaderFields h;
   bool rate = d.limit > 0 && d.rate > 0;
   bool conc = d.concurrency_limit > 0;
   std::string policy;
   if (rate) policy = "\"request_rate\";q=" + std::to_string(d.limit) + ";w=" + std::to_string(window_s(d));
+  for (int i = 0; p && i < 64 && (d.rules >> i) != 0; i++) {
+    const Rule *r = (d.rules >> i) & 1 ? rule_at(p, i) : nullptr;
+    if (!r) continue;
+    if (!policy.empty()) policy += ", ";
+    policy += "\"" + r->name + "\";q=" + std::to_string(r->quota ? r->quota_limit : r->bucket.burst) +
+              ";w=" + std::to_string(rule_window_s(*r));
+  }
   if (conc) {
     if (!policy.empty()) policy += ", ";
     policy += "\"concurrency\";q=" + std::to_string(d.concurrency_limit) + ";qu=\"concurrent-requests\"";
@@ -83,24 +121,31 @@ HeaderFields response_headers(const Decision &d) {
   // A degraded decision advertises the local table's state, which is what decided it.
   bool unavailable = !d.allowed && d.limiter == Limiter::none;
   bool state = !d.failed_open && !unavailable && d.limiter != Limiter::utilization;
-  int64_t t = d.allowed ? d.reset_s : retry_after(d);  // the effective window
-  if (state && (rate || conc)) {
+  // A limit or quota closer to exhaustion than the tenant's bucket (or the one that rejected) stands in
+  // for the bucket in RateLimit and the older drafts' fields.
+  const Rule *shown = rule_at(p, d.shown_rule);
+  bool ruled = shown && (d.limiter != Limiter::request_rate || d.rule == d.shown_rule);
+  int64_t t = d.allowed ? (ruled ? d.rule_reset_s : d.reset_s) : retry_after(d);  // the effective window
+  if (state && (rate || conc || ruled)) {
     // The service limit closest to exhaustion; on a rejection, the limiter that rejected.
+    int64_t limit = ruled ? d.rule_limit : d.limit, remaining = ruled ? d.rule_remaining : d.remaining;
+    bool counted = rate || ruled;
     bool show_conc;
     if (d.limiter == Limiter::concurrency)
       show_conc = true;
     else if (d.limiter == Limiter::request_rate || !conc)
       show_conc = false;
     else
-      show_conc = !rate || static_cast<double>(d.concurrency_remaining) / static_cast<double>(d.concurrency_limit) <
-                               static_cast<double>(d.remaining) / static_cast<double>(d.limit);
+      show_conc = !counted || static_cast<double>(d.concurrency_remaining) / static_cast<double>(d.concurrency_limit) <
+                                  static_cast<double>(remaining) / static_cast<double>(limit);
+    std::string name = ruled ? shown->name : "request_rate";
     if (show_conc)
       add(h, "RateLimit", "\"concurrency\";r=" + std::to_string(d.concurrency_remaining));
     else
-      add(h, "RateLimit", "\"request_rate\";r=" + std::to_string(d.remaining) + ";t=" + std::to_string(t));
-    if (rate) {
-      add(h, "RateLimit-Limit", std::to_string(d.limit));
-      add(h, "RateLimit-Remaining", std::to_string(d.remaining));
+      add(h, "RateLimit", "\"" + name + "\";r=" + std::to_string(remaining) + ";t=" + std::to_string(t));
+    if (counted) {
+      add(h, "RateLimit-Limit", std::to_string(limit));
+      add(h, "RateLimit-Remaining", std::to_string(remaining));
       add(h, "RateLimit-Reset", std::to_string(t));
     }
   }
@@ -108,9 +153,9 @@ HeaderFields response_headers(const Decision &d) {
   return h;
 }
 
-std::string format_headers(const Decision &d) {
+std::string format_headers(const Decision &d, const Policy *p) {
   std::string out;
-  HeaderFields h = response_headers(d);
+  HeaderFields h = response_headers(d, p);
   for (size_t i = 0; i < h.count; i++) {
     out += h.items[i].name;
     out += ": ";
@@ -133,7 +178,9 @@ std::string format_body(const Decision &d, const Policy &p) {
   std::string extra;
   const char *problem = kReducedCapacity;
   const char *title = "Request cannot be satisfied due to temporary server capacity constraints";
-  switch (d.limiter) {
+  std::string policy_name = limit_type;  // the draft's violated policy: the limiter, or the limit or quota
+  const Rule *rule = d.limiter == Limiter::request_rate ? rule_at(&p, d.rule) : nullptr;
+  switch (rule ? Limiter::none : d.limiter) {
     case Limiter::request_rate:
       type = "rate_limit_error";
       problem = kQuotaExceeded;
@@ -165,7 +212,34 @@ std::string format_body(const Decision &d, const Policy &p) {
           "Retry with backoff after " +
           std::to_string(retry) + "s.";
       break;
-    case Limiter::none:  // the store did not answer and redis.fallback is "closed"
+    case Limiter::none:
+      if (rule) {
+        type = "rate_limit_error";
+        problem = kQuotaExceeded;
+        title = "Request cannot be satisfied as assigned quota has been exceeded";
+        policy_name = rule->name;
+        std::string costs = cost > 1 ? "this request costs " + std::to_string(cost) + "; " : "";
+        if (rule->quota) {
+          limit_type = "quota";
+          message = "Quota \"" + rule->name + "\" exceeded: " + costs + std::to_string(rule->quota_limit) +
+                    (cost > 1 ? " units per " : " requests per ") + quota_period_name(rule->period) +
+                    (!utc_time(d.rule_window_end_s).empty() ? ", renewed at " + utc_time(d.rule_window_end_s)
+                                                            : std::string()) +
+                    ". Retry after " + std::to_string(retry) + "s.";
+          extra = ",\"policy\":\"" + rule->name + "\",\"limit\":" + std::to_string(rule->quota_limit) +
+                  ",\"period\":\"" + quota_period_name(rule->period) + "\"";
+          if (!utc_time(d.rule_window_end_s).empty()) extra += ",\"reset\":\"" + utc_time(d.rule_window_end_s) + "\"";
+        } else {
+          message = "Request rate limit \"" + rule->name + "\" exceeded: " + costs + format_number(rule->bucket.rate) +
+                    (cost > 1 ? " tokens/second" : " requests/second") + " sustained (bursts to " +
+                    std::to_string(rule->bucket.burst) + "). Retry after " + std::to_string(retry) + "s.";
+          extra = ",\"policy\":\"" + rule->name + "\",\"limit\":" + std::to_string(rule->bucket.burst) +
+                  ",\"rate\":" + json_number(rule->bucket.rate);
+        }
+        if (cost > 1) extra += ",\"cost\":" + std::to_string(cost);
+        break;
+      }
+      // the store did not answer and redis.fallback is "closed"
       type = "service_unavailable";
       limit_type = "unavailable";
       message =
@@ -192,7 +266,7 @@ std::string format_body(const Decision &d, const Policy &p) {
     out += ",\"status\":" + std::to_string(d.status) + ",\"detail\":";
     append_json_string(out, message);
     out += ",\"violated-policies\":[";
-    if (d.limiter != Limiter::none) append_json_string(out, limit_type);
+    if (d.limiter != Limiter::none) append_json_string(out, policy_name);
     out += "],\"limit_type\":";
     append_json_string(out, limit_type);
     out += extra;

@@ -30,10 +30,11 @@ struct HeaderFields {
   std::array<HeaderField, kMaxResponseHeaders> items;
   size_t count = 0;
 };
-HeaderFields response_headers(const Decision &d);
+// With the policy, its limits and quotas (Decision::rules) are listed and reported too.
+HeaderFields response_headers(const Decision &d, const Policy *p = nullptr);
 
 // The same as "Name: value\r\n" lines.
-std::string format_headers(const Decision &d);
+std::string format_headers(const Decision &d, const Policy *p = nullptr);
 // The body of a rejection in the policy's body_format; empty for an allowed decision.
 std::string format_body(const Decision &d, const Policy &p);
 // Its media type: "application/json" or "application/problem+json"; "" for an allowed decision.

@@ -24,6 +24,45 @@ const char *fallback_name(Fallback f) {
   return "local";
 }
 
+const char *quota_period_name(QuotaPeriod p) {
+  switch (p) {
+    case QuotaPeriod::hour: return "hour";
+    case QuotaPeriod::day: return "day";
+    case QuotaPeriod::month: return "month";
+  }
+  return "day";
+}
+
+// Iterative, with one point to come back to: the last '*' and where its run ended (linear in practice,
+// quadratic at worst in the pattern's length, which the policy bounds).
+bool glob_match(std::string_view pattern, std::string_view text) {
+  size_t p = 0, t = 0, star = std::string_view::npos, mark = 0;
+  while (t < text.size()) {
+    if (p < pattern.size() && (pattern[p] == '?' || (pattern[p] != '*' && pattern[p] == text[t]))) {
+      p++;
+      t++;
+    } else if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      mark = t;
+    } else if (star != std::string_view::npos) {
+      p = star + 1;
+      t = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') p++;
+  return p == pattern.size();
+}
+
+bool Rule::applies(std::string_view route, std::string_view method) const {
+  if (!methods.empty() && std::find(methods.begin(), methods.end(), method) == methods.end()) return false;
+  if (routes.empty()) return true;
+  for (const auto &g : routes)
+    if (glob_match(g, route)) return true;
+  return false;
+}
+
 bool ConcurrencyPolicy::counts(std::string_view route) const {
   if (routes.empty()) return true;
   for (const auto &r : routes)
@@ -38,7 +77,7 @@ const BucketLimits *Policy::override_for(const TenantKey &key) const {
 
 bool Policy::configured(Limiter l) const {
   switch (l) {
-    case Limiter::request_rate: return request_rate.has_value();
+    case Limiter::request_rate: return request_rate.has_value() || !rules.empty();
     case Limiter::concurrency: return concurrency.has_value();
     case Limiter::fleet: return fleet.has_value();
     case Limiter::utilization: return utilization.has_value();
@@ -49,7 +88,7 @@ bool Policy::configured(Limiter l) const {
 
 Mode Policy::configured_mode(Limiter l) const {
   switch (l) {
-    case Limiter::request_rate: return request_rate ? request_rate->mode : Mode::off;
+    case Limiter::request_rate: return request_rate ? request_rate->mode : rules.empty() ? Mode::off : Mode::enforce;
     case Limiter::concurrency: return concurrency ? concurrency->mode : Mode::off;
     case Limiter::fleet: return fleet ? fleet->mode : Mode::off;
     case Limiter::utilization: return utilization ? utilization->mode : Mode::off;
@@ -351,6 +390,134 @@ TenantPolicy tenant_policy(const json &v) {
   return t;
 }
 
+// A rule's name is written into Redis keys, RateLimit-Policy and bodies as it is: a short token.
+std::string rule_name(const Section &s, std::set<std::string> &seen) {
+  std::string name = s.string("name", "");
+  if (!s.has("name")) throw PolicyError(s.field("name"), "is required");
+  if (name.empty() || name.size() > 32 || !std::all_of(name.begin(), name.end(), [](unsigned char c) {
+        return std::isalnum(c) || c == '_' || c == '-' || c == '.';
+      }))
+    throw PolicyError(s.field("name"), "must be 1-32 characters of [A-Za-z0-9_.-] (got " + show(s.at("name")) + ")");
+  if (name == "request_rate" || name == "concurrency")
+    throw PolicyError(s.field("name"),
+                      "\"" + name + "\" names a limiter's own policy in RateLimit-Policy: choose another");
+  if (!seen.insert(name).second)
+    throw PolicyError(s.field("name"), "\"" + name + "\" names another limit or quota too: names must be unique");
+  return name;
+}
+
+std::vector<std::string> rule_routes(const Section &s, bool required) {
+  std::vector<std::string> out;
+  if (!s.has("routes")) {
+    if (required)
+      throw PolicyError(s.field("routes"),
+                        "is required (a limit applies to the routes it names; the tenant's own bucket is "
+                        "request_rate.rate and burst)");
+    return out;
+  }
+  const json &r = s.at("routes");
+  if (!r.is_array() || r.empty() || r.size() > 64)
+    throw PolicyError(s.field("routes"), "must be an array of 1 to 64 route globs (got " + show(r) + ")");
+  for (size_t i = 0; i < r.size(); i++) {
+    std::string path = s.field("routes") + "[" + std::to_string(i) + "]";
+    if (!r[i].is_string() || r[i].get<std::string>().empty() || r[i].get<std::string>().size() > 256)
+      throw PolicyError(path, "must be a non-empty string of at most 256 bytes (got " + show(r[i]) + ")");
+    out.push_back(r[i].get<std::string>());
+  }
+  return out;
+}
+
+std::vector<std::string> rule_methods(const Section &s) {
+  std::vector<std::string> out;
+  if (!s.has("methods")) return out;
+  const json &m = s.at("methods");
+  if (!m.is_array() || m.empty() || m.size() > 16)
+    throw PolicyError(s.field("methods"), "must be an array of 1 to 16 HTTP methods (got " + show(m) + ")");
+  for (size_t i = 0; i < m.size(); i++) {
+    std::string path = s.field("methods") + "[" + std::to_string(i) + "]";
+    std::string v = m[i].is_string() ? m[i].get<std::string>() : "";
+    if (v.empty() || v.size() > 16 || !std::all_of(v.begin(), v.end(), [](unsigned char c) { return std::isalpha(c); }))
+      throw PolicyError(path, "must be an HTTP method such as \"GET\" (got " + show(m[i]) + ")");
+    std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+    out.push_back(v);
+  }
+  return out;
+}
+
+// "UTC", or a fixed offset from it ("UTC+09:00", "UTC-05:30"): a zone with daylight saving time moves
+// its boundaries, which the store's scripts cannot know.
+int32_t utc_offset(const Section &s) {
+  std::string tz = s.string("timezone", "UTC");
+  if (tz == "UTC") return 0;
+  auto digit = [&](size_t i) { return i < tz.size() && tz[i] >= '0' && tz[i] <= '9'; };
+  if (tz.size() == 9 && tz.compare(0, 3, "UTC") == 0 && (tz[3] == '+' || tz[3] == '-') && digit(4) && digit(5) &&
+      tz[6] == ':' && digit(7) && digit(8)) {
+    int h = (tz[4] - '0') * 10 + (tz[5] - '0'), m = (tz[7] - '0') * 10 + (tz[8] - '0');
+    if (h <= 14 && m < 60 && h * 60 + m <= 14 * 60) return (tz[3] == '-' ? -1 : 1) * (h * 3600 + m * 60);
+  }
+  throw PolicyError(s.field("timezone"),
+                    "must be \"UTC\" or a fixed offset such as \"UTC+09:00\" (got " + show(s.at("timezone")) +
+                        "; zones with daylight saving time are not supported, since their boundaries move)");
+}
+
+uint64_t rule_id(const std::string &name) {
+  uint64_t h = 14695981039346656037ull;  // FNV-1a: the same id in every process and build
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  return h ? h : 1;
+}
+
+void add_rule(Policy &p, Rule r, const std::string &path) {
+  if (p.rules.size() >= kMaxRules)
+    throw PolicyError(path, "too many limits and quotas: at most " + std::to_string(kMaxRules) + " together");
+  r.id = rule_id(r.name);
+  p.rules.push_back(std::move(r));
+}
+
+void parse_limits(const json &v, Policy &p, std::set<std::string> &seen) {
+  if (!v.is_array())
+    throw PolicyError("request_rate.limits",
+                      "must be an array of {\"name\", \"routes\", \"rate\", \"burst\"} (got " + show(v) + ")");
+  for (size_t i = 0; i < v.size(); i++) {
+    std::string path = "request_rate.limits[" + std::to_string(i) + "]";
+    Section s(v[i], path, {"name", "routes", "methods", "rate", "burst", "mode"});
+    Rule r;
+    r.name = rule_name(s, seen);
+    r.routes = rule_routes(s, true);
+    r.methods = rule_methods(s);
+    r.bucket = bucket(s);
+    r.mode = s.mode();
+    add_rule(p, std::move(r), path);
+  }
+}
+
+void parse_quotas(const json &v, Policy &p, std::set<std::string> &seen) {
+  if (!v.is_array())
+    throw PolicyError("quotas", "must be an array of {\"name\", \"limit\", \"period\"} (got " + show(v) + ")");
+  for (size_t i = 0; i < v.size(); i++) {
+    std::string path = "quotas[" + std::to_string(i) + "]";
+    Section s(v[i], path, {"name", "limit", "period", "routes", "methods", "timezone", "mode"});
+    Rule r;
+    r.quota = true;
+    r.name = rule_name(s, seen);
+    r.quota_limit = s.integer("limit", std::nullopt, 1, 1'000'000'000'000);
+    if (!s.has("period")) throw PolicyError(s.field("period"), "is required (\"hour\", \"day\" or \"month\")");
+    std::string period = s.string("period", "");
+    if (period == "hour")
+      r.period = QuotaPeriod::hour;
+    else if (period == "day")
+      r.period = QuotaPeriod::day;
+    else if (period == "month")
+      r.period = QuotaPeriod::month;
+    else
+      throw PolicyError(s.field("period"), "must be \"hour\", \"day\" or \"month\" (got " + show(s.at("period")) + ")");
+    r.routes = rule_routes(s, false);
+    r.methods = rule_methods(s);
+    r.utc_offset_s = utc_offset(s);
+    r.mode = s.mode();
+    add_rule(p, std::move(r), path);
+  }
+}
+
 }  // namespace
 
 Policy parse_policy(std::string_view text) {
@@ -362,8 +529,9 @@ Policy parse_policy(std::string_view text) {
   }
   Section top(doc, "",
               {"store", "prefix", "docs_url", "body_format", "max_tenants", "request_rate", "concurrency", "fleet",
-               "utilization", "redis", "description", "tenant"});
+               "utilization", "redis", "description", "tenant", "quotas"});
   Policy p;
+  std::set<std::string> rule_names;
   p.store = top.string("store", p.store);
   p.prefix = top.string("prefix", p.prefix);
   if (!valid_prefix(p.prefix)) throw PolicyError("prefix", "must be 1-64 characters of [A-Za-z0-9_.:-]");
@@ -383,7 +551,7 @@ Policy parse_policy(std::string_view text) {
   p.max_tenants = top.integer("max_tenants", p.max_tenants, 1, 100'000'000);
 
   if (top.has("request_rate")) {
-    Section s(top.at("request_rate"), "request_rate", {"rate", "burst", "overrides", "mode", "lease"});
+    Section s(top.at("request_rate"), "request_rate", {"rate", "burst", "overrides", "mode", "lease", "limits"});
     RequestRatePolicy rr;
     rr.limits = bucket(s);
     rr.mode = s.mode();
@@ -411,6 +579,7 @@ Policy parse_policy(std::string_view text) {
       }
     }
     p.request_rate = std::move(rr);
+    if (s.has("limits")) parse_limits(s.at("limits"), p, rule_names);
   }
   if (top.has("concurrency")) {
     Section s(top.at("concurrency"), "concurrency", {"limit", "ttl_s", "routes", "mode", "lease"});
@@ -500,6 +669,7 @@ Policy parse_policy(std::string_view text) {
     p.redis.flags_poll_ms = s.integer("flags_poll_ms", p.redis.flags_poll_ms, 10, 3'600'000);
   }
   if (top.has("tenant")) p.tenant = tenant_policy(top.at("tenant"));
+  if (top.has("quotas")) parse_quotas(top.at("quotas"), p, rule_names);
   return p;
 }
 

@@ -51,6 +51,32 @@ struct SlotLeasePolicy {
   int64_t ttl_ms = 0;
 };
 
+// request_rate.limits and quotas: rules that apply to a request by its route and method, each with its own
+// state per tenant beside the tenant's bucket (a token bucket for a limit, a count over a calendar window
+// for a quota), all checked with the tenant's limiters in one atomic step of the store: nothing is
+// consumed unless every enforcing one passes.
+inline constexpr size_t kMaxRules = 16;  // limits and quotas together (one request checks at most these)
+
+enum class QuotaPeriod : uint8_t { hour = 0, day = 1, month = 2 };
+const char *quota_period_name(QuotaPeriod p);
+
+struct Rule {
+  std::string name;  // 1-32 of [A-Za-z0-9_.-], unique among limits and quotas: in keys, headers and bodies
+  bool quota = false;
+  std::vector<std::string> routes;   // globs ('*' any run of bytes, '?' one byte); empty: every route (quotas)
+  std::vector<std::string> methods;  // upper case; empty: every method
+  Mode mode = Mode::enforce;         // a rule of its own may be launched dark (off: never checked)
+  BucketLimits bucket;               // a limit
+  int64_t quota_limit = 0;           // a quota: units (a request's cost) per period
+  QuotaPeriod period = QuotaPeriod::day;
+  int32_t utc_offset_s = 0;  // a quota's timezone: "UTC" or a fixed offset ("UTC+09:00")
+  uint64_t id = 0;           // a hash of the name: the rule's state in the in-process and shm stores
+  bool applies(std::string_view route, std::string_view method) const;
+};
+
+// '*' matches any run of bytes ('/' too), '?' any one byte, everything else itself.
+bool glob_match(std::string_view pattern, std::string_view text);
+
 struct RequestRatePolicy {
   BucketLimits limits;
   std::map<std::string, BucketLimits, std::less<>> overrides;  // keyed by TenantKey bytes
@@ -141,7 +167,8 @@ struct Policy {
   std::optional<FleetPolicy> fleet;
   std::optional<UtilizationPolicy> utilization;
   RedisOptions redis;
-  TenantPolicy tenant;  // how a request that names no tenant gets one (request_tenant.hpp)
+  TenantPolicy tenant;      // how a request that names no tenant gets one (request_tenant.hpp)
+  std::vector<Rule> rules;  // request_rate.limits, then quotas; at most kMaxRules
 
   // The bucket of one tenant: its override when there is one.
   const BucketLimits *bucket_for(const TenantKey &key) const {

@@ -139,10 +139,27 @@ AdmitResult MemoryStore::admit(const AdmitOp &op) {
     r.fleet_ok = live(fleet_, now, op.fleet_ttl_us) < op.fleet_cap;
   }
 
-  r.committed = commits(op, r.rate_ok, r.conc_ok, r.fleet_ok);
+  // The limits and quotas that apply: each its own state in the tenant's entry.
+  RuleCheck checks[kMaxRules];
+  int64_t wall = op.rules.n > 0 ? clock_.wall_us() : 0;
+  RuleState *states[kMaxRules];
+  auto state_of = [](Entry *x, uint64_t id) -> RuleState * {
+    if (x)
+      for (auto &[rid, st] : x->rules)
+        if (rid == id) return &st;
+    return nullptr;
+  };
+  for (size_t j = 0; j < op.rules.n; j++) {
+    states[j] = state_of(e, op.rules.at[j].id);
+    checks[j] = check_rule(op.rules.at[j], states[j], now, wall, op.cost_m, op.units);
+    if (!checks[j].ok) r.rules.failed |= 1u << j;
+  }
+
+  r.committed = commits(op, r.rate_ok, r.conc_ok, r.fleet_ok, r.rules.failed);
   bool spend = r.committed && op.rate && r.rate_ok;
   bool take_slot = r.committed && op.conc && r.conc_ok;
-  if (spend || take_slot) {
+  bool rules = r.committed && (op.rules.n > 0 && (~r.rules.failed & ((1u << op.rules.n) - 1)) != 0);
+  if (spend || take_slot || rules) {
     if (!e) e = &insert(s, h, op.tenant);
     e->used_recently = true;
     if (spend) {
@@ -154,7 +171,17 @@ AdmitResult MemoryStore::admit(const AdmitOp &op) {
       e->slots.push_back({op.slot, now});
       in_flight++;
     }
+    for (size_t j = 0; rules && j < op.rules.n; j++) {
+      if (!checks[j].ok) continue;
+      RuleState st = commit_rule(op.rules.at[j], checks[j], now, op.cost_m, op.units);
+      if (RuleState *have = state_of(e, op.rules.at[j].id))
+        *have = st;
+      else
+        e->rules.emplace_back(op.rules.at[j].id, st);
+    }
   }
+  r.rules.n = op.rules.n;
+  for (size_t j = 0; j < op.rules.n; j++) report_rule(r, j, op.rules.at[j], checks[j], wall);
   if (r.committed && op.fleet && r.fleet_ok) {
     fleet_.push_back({op.slot, now});
   }

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <vector>
 
+#include "stores/rule_state.hpp"
 #include "stores/store.hpp"
 #include "stores/token_bucket.hpp"
 #include "util/clock.hpp"
@@ -42,6 +43,7 @@ class MemoryStore final : public Store {
     bool used_recently = false, has_bucket = false;
     BucketState bucket;
     std::vector<Slot> slots;
+    std::vector<std::pair<uint64_t, RuleState>> rules;  // by Rule::id: the tenant's limits and quotas used
     bool free() const { return key.view().empty(); }
   };
   struct alignas(64) Shard {  // one cache line of its own: a shard's lock is written on every decision

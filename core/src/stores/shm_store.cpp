@@ -14,6 +14,7 @@
 #include <random>
 #include <thread>
 
+#include "stores/rule_state.hpp"
 #include "stores/store_factory.hpp"
 #include "stores/token_bucket.hpp"
 #include "util/key_hash.hpp"
@@ -27,10 +28,14 @@ constexpr size_t kFleetSlots = 65536;
 constexpr size_t kProcs = 1024;
 constexpr int64_t kSweepEveryUs = 1000;  // a tenant at its limit sweeps its shard at most this often
 
+// A tenant, or one of its limits and quotas (`rule` non-zero: its own entry in the tenant's shard, keyed by
+// the tenant and the rule, so that it is found and written under the one lock the tenant's are).
 struct Entry {
   uint64_t hash;       // 0: a free entry (a key that hashes to 0 is stored as 1)
-  int64_t full_at_ns;  // the bucket (token_bucket.hpp), when has_bucket
+  int64_t full_at_ns;  // the bucket (token_bucket.hpp), when has_bucket; a quota's window start (s)
   int64_t used_us;     // the last admit that spent or took a slot: the stalest is evicted first
+  uint64_t rule;       // 0: the tenant's entry; else Rule::id
+  int64_t quota_used;  // a quota: the units counted in its window
   int32_t in_flight;   // slots this tenant holds in its shard's slot table
   uint8_t has_bucket;
   uint8_t len;
@@ -288,15 +293,25 @@ uint64_t ShmStore::hash(std::string_view key) const {
   return h ? h : 1;
 }
 
-Entry *ShmStore::find(Shard &s, uint64_t h, std::string_view key) const {
+Entry *ShmStore::find(Shard &s, uint64_t h, std::string_view key, uint64_t rule) const {
   Entry *t = entries_of(s);
   size_t mask = layout_->g.table_per_shard - 1;
   for (size_t i = h & mask, step = 0; step <= mask; i = (i + 1) & mask, step++) {
     Entry &e = t[i];
     if (e.hash == 0) return nullptr;
-    if (e.hash == h && e.len == key.size() && same_bytes(e.key, key.data(), key.size())) return &e;
+    if (e.hash == h && e.rule == rule && e.len == key.size() && same_bytes(e.key, key.data(), key.size())) return &e;
   }
   return nullptr;
+}
+
+// A rule's entry: in the tenant's shard (the top 16 bits, shard_of's), elsewhere in its table.
+uint64_t ShmStore::rule_hash(uint64_t tenant_hash, uint64_t rule) {
+  uint64_t x = (tenant_hash ^ rule) * 0x9e3779b97f4a7c15ULL;
+  x ^= x >> 31;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 29;
+  uint64_t h = (tenant_hash & 0xffff000000000000ULL) | (x & 0x0000ffffffffffffULL);
+  return h ? h : 1;
 }
 
 Entry *ShmStore::find_hash(Shard &s, uint64_t h) const {
@@ -304,7 +319,7 @@ Entry *ShmStore::find_hash(Shard &s, uint64_t h) const {
   size_t mask = layout_->g.table_per_shard - 1;
   for (size_t i = h & mask, step = 0; step <= mask; i = (i + 1) & mask, step++) {
     if (t[i].hash == 0) return nullptr;
-    if (t[i].hash == h) return &t[i];
+    if (t[i].hash == h && t[i].rule == 0) return &t[i];
   }
   return nullptr;
 }
@@ -341,7 +356,7 @@ void ShmStore::evict_one(Shard &s) {
   layout_->evictions.fetch_add(1, std::memory_order_relaxed);
 }
 
-Entry &ShmStore::insert(Shard &s, uint64_t h, const TenantKey &key) {
+Entry &ShmStore::insert(Shard &s, uint64_t h, const TenantKey &key, uint64_t rule) {
   if (s.count >= layout_->g.per_shard) evict_one(s);
   Entry *t = entries_of(s);
   size_t mask = layout_->g.table_per_shard - 1, i = h & mask;
@@ -351,6 +366,8 @@ Entry &ShmStore::insert(Shard &s, uint64_t h, const TenantKey &key) {
   e.full_at_ns = 0;
   e.has_bucket = 0;
   e.in_flight = 0;
+  e.rule = rule;
+  e.quota_used = 0;
   e.len = static_cast<uint8_t>(k.size());
   std::memcpy(e.key, k.data(), k.size());
   e.hash = h;  // last: an entry half written by a process that died is still a free one
@@ -436,7 +453,19 @@ AdmitResult ShmStore::admit(const AdmitOp &op) {
     r.fleet_ok = static_cast<int64_t>(fleet->slots) < op.fleet_cap && !full;
   }
 
-  r.committed = commits(op, r.rate_ok, r.conc_ok, r.fleet_ok);
+  // The limits and quotas that apply: each its own entry in this shard.
+  RuleCheck checks[kMaxRules];
+  int64_t wall = op.rules.n > 0 ? clock_.wall_us() : 0;
+  for (size_t j = 0; j < op.rules.n; j++) {
+    const RuleOp &ro = op.rules.at[j];
+    Entry *x = find(s, rule_hash(h, ro.id), key, ro.id);
+    RuleState st;
+    if (x && x->has_bucket) st = {x->full_at_ns, x->quota_used};
+    checks[j] = check_rule(ro, x && x->has_bucket ? &st : nullptr, now, wall, op.cost_m, op.units);
+    if (!checks[j].ok) r.rules.failed |= 1u << j;
+  }
+
+  r.committed = commits(op, r.rate_ok, r.conc_ok, r.fleet_ok, r.rules.failed);
   bool spend = r.committed && op.rate && r.rate_ok;
   bool take_slot = r.committed && op.conc && r.conc_ok;
   if (spend || take_slot) {
@@ -456,6 +485,21 @@ AdmitResult ShmStore::admit(const AdmitOp &op) {
   // only go uncounted, and its release is a no-op.
   if (r.committed && op.fleet && r.fleet_ok)
     insert_slot(fleet_slots, kFleetSlots, fleet->slots, Slot{op.slot.hi, op.slot.lo, 0, now, pid_, 0});
+  // Each rule's entry written on its own (an insert may move entries: no pointer is kept across one).
+  for (size_t j = 0; r.committed && j < op.rules.n; j++) {
+    if (!checks[j].ok) continue;
+    const RuleOp &ro = op.rules.at[j];
+    uint64_t rh = rule_hash(h, ro.id);
+    RuleState st = commit_rule(ro, checks[j], now, op.cost_m, op.units);
+    Entry *x = find(s, rh, key, ro.id);
+    if (!x) x = &insert(s, rh, op.tenant, ro.id);
+    x->used_us = now;
+    x->full_at_ns = st.a;
+    x->quota_used = st.b;
+    x->has_bucket = 1;
+  }
+  r.rules.n = op.rules.n;
+  for (size_t j = 0; j < op.rules.n; j++) report_rule(r, j, op.rules.at[j], checks[j], wall);
   r.tokens_m = tokens;
   r.conc_count = in_flight;
   return r;

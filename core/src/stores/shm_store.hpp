@@ -48,7 +48,7 @@ class ShmStore final : public Store {
   // utilization: the sum of busy over the sum of workers of its live processes (dead ones reaped).
   std::optional<double> box_utilization(double busy, int64_t workers, int64_t now_us) override;
 
-  static constexpr uint32_t kLayout = 1;
+  static constexpr uint32_t kLayout = 2;  // 2: a tenant's limits and quotas (entries of their own)
   static std::string segment_name(const std::string &name) { return "/floodwall." + name; }
 
  private:
@@ -56,9 +56,10 @@ class ShmStore final : public Store {
   shm::Shard &shard_of(uint64_t h) const;
   shm::Entry *entries_of(const shm::Shard &s) const;
   shm::Slot *slots_of(const shm::Shard &s) const;
-  shm::Entry *find(shm::Shard &s, uint64_t h, std::string_view key) const;
+  shm::Entry *find(shm::Shard &s, uint64_t h, std::string_view key, uint64_t rule = 0) const;
+  static uint64_t rule_hash(uint64_t tenant_hash, uint64_t rule);
   shm::Entry *find_hash(shm::Shard &s, uint64_t h) const;
-  shm::Entry &insert(shm::Shard &s, uint64_t h, const TenantKey &key);
+  shm::Entry &insert(shm::Shard &s, uint64_t h, const TenantKey &key, uint64_t rule = 0);
   void erase_entry(shm::Shard &s, size_t i);
   void evict_one(shm::Shard &s);
   // Gives back the slots of a table that are older than ttl_us or whose process is dead; returns how

@@ -2,6 +2,7 @@
 // process; the Redis store keeps it in Redis and runs one script per atomic operation (lua/).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -20,6 +21,61 @@ struct SlotId {
   friend bool operator==(const SlotId &a, const SlotId &b) { return a.hi == b.hi && a.lo == b.lo; }
 };
 
+// One limit or quota of the policy (Policy::rules) that applies to a request.
+struct RuleOp {
+  uint64_t id;              // Rule::id: the rule's state in the in-process and shm stores
+  const std::string *name;  // Rule::name (the policy outlives every op): the rule's Redis key
+  uint16_t index;           // into Policy::rules
+  bool quota;
+  bool enforce;          // false: dark (decided and reported, never rejecting)
+  int64_t a, b;          // a limit: rate_m, burst_m; a quota: its limit (units) and QuotaPeriod
+  int32_t utc_offset_s;  // a quota
+};
+
+// The rules of one admit: a fixed array (no allocation on the hot path), of which only the first n are
+// copied with the op.
+struct RuleOps {
+  uint8_t n = 0;
+  uint32_t enforced = 0;  // bit j: at[j] enforces
+  RuleOp at[kMaxRules];
+  RuleOps() {}  // NOLINT: `at` is written before it is read, up to n
+  RuleOps(const RuleOps &o) : n(o.n), enforced(o.enforced) { std::copy_n(o.at, n, at); }
+  RuleOps &operator=(const RuleOps &o) {
+    n = o.n;
+    enforced = o.enforced;
+    std::copy_n(o.at, n, at);
+    return *this;
+  }
+  void push(const RuleOp &r) {
+    if (r.enforce) enforced |= 1u << n;
+    at[n++] = r;
+  }
+};
+
+// What the store answered for each rule of an admit (in the order of AdmitOp::rules).
+struct RuleResults {
+  uint8_t n = 0;
+  uint32_t failed = 0;              // bit j: rule j had not enough left for the request
+  int64_t left[kMaxRules];          // after this request: a limit's micro-tokens, a quota's units
+  int64_t reset_s[kMaxRules];       // a quota: seconds until its window ends (a limit: 0)
+  int64_t window_end_s[kMaxRules];  // a quota: when its window ends, seconds since the epoch on the store's clock
+  RuleResults() {}                  // NOLINT: written before read, up to n
+  RuleResults(const RuleResults &o) : n(o.n), failed(o.failed) { copy(o); }
+  RuleResults &operator=(const RuleResults &o) {
+    n = o.n;
+    failed = o.failed;
+    copy(o);
+    return *this;
+  }
+
+ private:
+  void copy(const RuleResults &o) {
+    std::copy_n(o.left, n, left);
+    std::copy_n(o.reset_s, n, reset_s);
+    std::copy_n(o.window_end_s, n, window_end_s);
+  }
+};
+
 // One admit: the tenant limiters and the fleet slot, decided atomically by the store.
 // A limiter that is off for this request has its flag false; `*_enforce` false means dark mode.
 struct AdmitOp {
@@ -31,6 +87,9 @@ struct AdmitOp {
   bool fleet = false, fleet_enforce = true;
   int64_t fleet_cap = 0, fleet_ttl_us = 0;
   SlotId slot;
+  int64_t units = 1;  // the request's cost in whole units (what a quota counts)
+  RuleOps rules;      // the limits and quotas that apply, checked in the same atomic step
+  bool asks() const { return rate || conc || fleet || rules.n > 0; }
 };
 
 struct AdmitResult {
@@ -49,13 +108,14 @@ struct AdmitResult {
   SlotId leased_slot;        // which one
   int64_t slot_lease_until_us = 0;
   bool fleet_in_process = false;  // the fleet share is counted in this client's report, not in the set
+  RuleResults rules;              // per rule of the op (rules.n == op.rules.n when decided)
 };
 
 // The commit rule, shared by every store (lua/tenant_admit.lua has the same lines): a request that an
-// enforcing limiter rejects consumes nothing anywhere; otherwise each limiter that passed consumes.
-inline bool commits(const AdmitOp &op, bool rate_ok, bool conc_ok, bool fleet_ok) {
+// enforcing limiter or rule rejects consumes nothing anywhere; otherwise each one that passed consumes.
+inline bool commits(const AdmitOp &op, bool rate_ok, bool conc_ok, bool fleet_ok, uint32_t rules_failed = 0) {
   return !(op.rate && op.rate_enforce && !rate_ok) && !(op.conc && op.conc_enforce && !conc_ok) &&
-         !(op.fleet && op.fleet_enforce && !fleet_ok);
+         !(op.fleet && op.fleet_enforce && !fleet_ok) && !(op.rules.enforced & rules_failed);
 }
 
 struct ReleaseOp {

@@ -19,6 +19,12 @@ int64_t SteadyClock::now_us() const {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1000;
 }
 
+int64_t SteadyClock::wall_us() const {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1000;
+}
+
 namespace {
 
 uint64_t splitmix64(uint64_t &x) {

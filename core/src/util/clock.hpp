@@ -13,11 +13,14 @@ class Clock {
  public:
   virtual ~Clock() = default;
   virtual int64_t now_us() const = 0;
+  // Microseconds since the epoch: the calendar that quotas' windows follow in the in-process stores.
+  virtual int64_t wall_us() const = 0;
 };
 
 class SteadyClock final : public Clock {
  public:
   int64_t now_us() const override;
+  int64_t wall_us() const override;
 };
 
 // A clock that only moves when a test says so.
@@ -25,6 +28,7 @@ class ManualClock final : public Clock {
  public:
   explicit ManualClock(int64_t start_us = 1'000'000'000) : now_(start_us) {}
   int64_t now_us() const override { return now_.load(std::memory_order_relaxed); }
+  int64_t wall_us() const override { return now_us(); }  // a test sets the calendar with the clock
   void advance_us(int64_t d) { now_.fetch_add(d, std::memory_order_relaxed); }
   void advance_s(double s) { advance_us(static_cast<int64_t>(s * 1e6)); }
 

@@ -85,6 +85,7 @@ class ClusterStore::Split final : public AdmitCompletion {
   void start() {
     AdmitOp conc = op_;
     conc.rate = false;
+    conc.rules = RuleOps{};  // the limits and quotas go with the bucket
     owner_.admit_async(conc, this);
   }
   void complete(AdmitResult &&r) override {
@@ -111,7 +112,7 @@ class ClusterStore::Split final : public AdmitCompletion {
     r.conc_ok = slot_.conc_ok;
     r.conc_count = slot_.conc_count;
     r.conc_evaluated = true;
-    r.committed = commits(op_, r.rate_ok, r.conc_ok, true);
+    r.committed = commits(op_, r.rate_ok, r.conc_ok, true, r.rules.failed);
     if (slot_taken && !r.committed) {
       give_back();
       r.conc_count--;
@@ -266,7 +267,7 @@ void ClusterStore::with_fleet(const AdmitOp &op, Share share, AdmitResult &r) {
     return;
   }
   r.fleet_ok = share == Share::ok;
-  r.committed = commits(op, r.rate_ok, r.conc_ok, r.fleet_ok);
+  r.committed = commits(op, r.rate_ok, r.conc_ok, r.fleet_ok, r.rules.failed);
   if (share == Share::ok && !r.committed) give_share();
 }
 

@@ -96,7 +96,7 @@ bool RedisStore::direct_admit(const AdmitOp &op, AdmitResult &r) {
     redisReply *rep = command(cmd);
     if (!rep) return lost();
     bool noscript = rep->type == REDIS_REPLY_ERROR && std::string_view(rep->str, rep->len).rfind("NOSCRIPT", 0) == 0;
-    bool ok = !noscript && parse_admit_reply(rep, false, op.rate && op.rate_enforce, r);
+    bool ok = !noscript && parse_admit_reply(rep, false, op.rules.n, op.rate && op.rate_enforce, r);
     FailReason why = FailReason::error;
     if (!ok && rep->type == REDIS_REPLY_ERROR && sentinel_ &&
         std::string_view(rep->str, rep->len).rfind("READONLY", 0) == 0) {

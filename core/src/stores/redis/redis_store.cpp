@@ -283,6 +283,7 @@ void RedisStore::admit_async(const AdmitOp &op, AdmitCompletion *done) {
   c->sent_us = now;
   c->done = done;
   c->slot = slot;
+  c->rules = op.rules.n;
   c->rate_enforce = op.rate && op.rate_enforce;
   c->affinity = std::hash<std::string_view>{}(op.tenant.view());
   c->held.tenant = op.tenant;
@@ -297,10 +298,21 @@ void RedisStore::admit_async(const AdmitOp &op, AdmitCompletion *done) {
 void RedisStore::format_admit(const AdmitOp &op, std::string &cmd) const {
   // A request-rate-only admit sends one key and four arguments; one with a slot sends everything.
   auto mode = [](bool on, bool enforce) { return !on ? '-' : enforce ? 'E' : 'D'; };
-  const char limiters[3] = {mode(op.rate, op.rate_enforce), mode(op.conc, op.conc_enforce),
-                            mode(op.fleet, op.fleet_enforce)};
-  bool slot = op.conc || op.fleet;
-  cmd.assign(slot ? admit_head_full_ : admit_head_rate_);
+  char limiters[3 + kMaxRules] = {mode(op.rate, op.rate_enforce), mode(op.conc, op.conc_enforce),
+                                  mode(op.fleet, op.fleet_enforce)};
+  // The limits and quotas that apply: one character each, their keys after the others, their numbers
+  // after the slot id (lua/tenant_admit.lua).
+  int rule_args = 0;
+  for (size_t j = 0; j < op.rules.n; j++) {
+    const RuleOp &r = op.rules.at[j];
+    limiters[3 + j] = r.quota ? (r.enforce ? 'Q' : 'q') : (r.enforce ? 'L' : 'l');
+    rule_args += r.quota ? 3 : 2;
+  }
+  bool slot = op.conc || op.fleet || op.rules.n > 0;
+  if (op.rules.n > 0)
+    cmd.assign(resp_evalsha_head(scripts_.admit.sha, (fleet_reports_ ? 4 : 3) + op.rules.n, 9 + rule_args));
+  else
+    cmd.assign(slot ? admit_head_full_ : admit_head_rate_);
   // On a cluster every key of a script must share its slot, and the fleet is decided in process (the
   // cluster store never asks for it here): the tenant's set stands in for the fleet set, never touched,
   // and for the bucket when the request rate is not asked. A call that names one key is then served
@@ -313,7 +325,12 @@ void RedisStore::format_admit(const AdmitOp &op, std::string &cmd) const {
     resp_bulk(cmd, cluster_ ? tenant_key(op.tenant, "conc") : std::string_view(fleet_key_));
     if (fleet_reports_) resp_bulk(cmd, fleet_reports_key());
   }
-  resp_flags(cmd, std::string_view(limiters, 3));
+  for (size_t j = 0; j < op.rules.n; j++) {
+    const RuleOp &r = op.rules.at[j];
+    std::string limiter = (r.quota ? "quota:" : "limit:") + *r.name;
+    resp_bulk(cmd, tenant_key(op.tenant, limiter));
+  }
+  resp_flags(cmd, std::string_view(limiters, 3 + op.rules.n));
   resp_int(cmd, op.rate_m);
   resp_int(cmd, op.burst_m);
   resp_int(cmd, op.cost_m);
@@ -326,6 +343,12 @@ void RedisStore::format_admit(const AdmitOp &op, std::string &cmd) const {
     std::memcpy(id, &op.slot.hi, 8);
     std::memcpy(id + 8, &op.slot.lo, 8);
     resp_bulk(cmd, std::string_view(id, 16));
+  }
+  for (size_t j = 0; j < op.rules.n; j++) {
+    const RuleOp &r = op.rules.at[j];
+    resp_int(cmd, r.a);
+    resp_int(cmd, r.b);
+    if (r.quota) resp_int(cmd, r.utc_offset_s);
   }
 }
 
@@ -353,7 +376,7 @@ void RedisStore::resp_flags(std::string &cmd, std::string_view flags) const {
     return;
   }
   // redis.clock "client": the scripts take this process's wall clock instead of TIME.
-  char buf[40];
+  char buf[3 + kMaxRules + 32];  // the flags, "@" and at most 20 digits
   std::memcpy(buf, flags.data(), flags.size());
   char *p = buf + flags.size();
   *p++ = '@';

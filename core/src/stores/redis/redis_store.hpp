@@ -114,6 +114,7 @@ class RedisStore final : public Store {
   struct Call {
     Kind kind = Kind::setup;
     bool slot = false;          // admit: the 6-element reply (a concurrency or fleet slot was asked for)
+    uint8_t rules = 0;          // admit: the limits and quotas asked for (four more integers each)
     bool rate_enforce = false;  // admit: an enforced bucket (its rejection is the call's)
     bool retried = false, abandoned = false;
     bool role_check = false;  // setup: the ROLE that must say master (redis+sentinel://)

@@ -24,10 +24,24 @@ Scripts::Scripts()
 // An admit's reply. A request-rate-only admit: one integer, the micro-tokens left (>= 0) or -1 - the
 // micro-tokens the bucket had when it had too few; it committed unless an enforced bucket said no. With
 // a slot: {committed, rate_ok, tokens, conc_ok, tenant in-flight, fleet_ok}. False for a reply of
-// another shape.
-bool parse_admit_reply(const redisReply *r, bool slot, bool rate_enforce, AdmitResult &res) {
+// another shape. With n rules, the 6-element array and four integers per rule.
+bool parse_admit_reply(const redisReply *r, bool slot, size_t rules, bool rate_enforce, AdmitResult &res) {
   long long v[6] = {0, 1, 0, 1, 0, 1};
-  if (!slot && r->type == REDIS_REPLY_INTEGER) {
+  if (rules > 0) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 6 + 4 * rules || rules > kMaxRules) return false;
+    for (size_t i = 0; i < r->elements; i++)
+      if (r->element[i]->type != REDIS_REPLY_INTEGER) return false;
+    for (size_t i = 0; i < 6; i++) v[i] = r->element[i]->integer;
+    res.rules.n = static_cast<uint8_t>(rules);
+    res.rules.failed = 0;
+    for (size_t j = 0; j < rules; j++) {
+      redisReply **e = r->element + 6 + 4 * j;
+      if (e[0]->integer != 1) res.rules.failed |= 1u << j;
+      res.rules.left[j] = e[1]->integer;
+      res.rules.reset_s[j] = e[2]->integer;
+      res.rules.window_end_s[j] = e[3]->integer;
+    }
+  } else if (!slot && r->type == REDIS_REPLY_INTEGER) {
     bool rate_ok = r->integer >= 0;
     v[0] = rate_ok || !rate_enforce;
     v[1] = rate_ok;

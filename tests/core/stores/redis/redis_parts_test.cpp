@@ -200,11 +200,11 @@ TEST(Scripts, RepliesOfAnotherShapeAreRefused) {
   };
   floodwall::AdmitResult a;
   redisReply *r = read(":-2000001\r\n");  // a bucket that had 2 tokens, too few
-  EXPECT_TRUE(floodwall::parse_admit_reply(r, false, true, a));
+  EXPECT_TRUE(floodwall::parse_admit_reply(r, false, 0, true, a));
   EXPECT_FALSE(a.rate_ok);
   EXPECT_FALSE(a.committed);
   EXPECT_EQ(a.tokens_m, 2000000);
-  EXPECT_FALSE(floodwall::parse_admit_reply(r, true, true, a)) << "a slot admit expects six elements";
+  EXPECT_FALSE(floodwall::parse_admit_reply(r, true, 0, true, a)) << "a slot admit expects six elements";
   freeReplyObject(r);
   r = read("*5\r\n:1\r\n:2\r\n:3\r\n:4\r\n:5\r\n");
   floodwall::LeaseResult l;
