@@ -3,6 +3,7 @@
 // passes; the decision names the rule that rejected; headers and bodies list and report them.
 #include <floodwall.h>
 #include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <atomic>
 #include <floodwall.hpp>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,6 +24,10 @@
 #include "stores/quota_window.hpp"
 #include "stores/shm_store.hpp"
 #include "util/clock.hpp"
+
+namespace floodwall::scripts {
+extern const std::string_view tenant_admit;
+}
 
 using floodwall::Admission;
 using floodwall::Client;
@@ -389,6 +395,80 @@ TEST(QuotaBoundary, MemoryStoreOnATestClockCrossesNewYear) {
   EXPECT_EQ(tokyo.rule_window_end_s, new_year_2027 + 15 * 3600);
   clock.advance_s(15 * 3600);
   EXPECT_TRUE(g.admit(r).allowed) << "Tokyo's next day";
+}
+
+// tenant_admit.lua's windows against quota_window.hpp's, at instants of the script's own time argument
+// (redis.clock "client" sends it; Redis' TIME cannot be set): the month ends of leap and common years,
+// December into January, fixed offsets, the last second of a window and the first of the next.
+TEST(QuotaBoundary, TheScriptsWindowsAreTheCoresAtFixedInstants) {
+  RedisServer redis;
+  redisContext *c = redis.connect();
+  ASSERT_NE(c, nullptr);
+  std::string body(floodwall::scripts::tenant_admit);
+  auto eval = [&](int64_t now_s, int period, int offset, int64_t limit) -> std::pair<int64_t, int64_t> {
+    std::string flags = "---Q@" + std::to_string(now_s * 1'000'000 + 999'999);
+    std::vector<std::string> argv = {"EVAL",
+                                     body,
+                                     "4",
+                                     "p:{t}:rate",
+                                     "p:{t}:conc",
+                                     "p:{t}:conc",
+                                     "p:{t}:quota:q",
+                                     flags,
+                                     "0",
+                                     "0",
+                                     "1000000",
+                                     "0",
+                                     "0",
+                                     "0",
+                                     "0",
+                                     "",
+                                     std::to_string(limit),
+                                     std::to_string(period),
+                                     std::to_string(offset)};
+    std::vector<const char *> ptrs;
+    std::vector<size_t> lens;
+    for (const auto &a : argv) {
+      ptrs.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    auto *r = static_cast<redisReply *>(redisCommandArgv(c, static_cast<int>(argv.size()), ptrs.data(), lens.data()));
+    EXPECT_TRUE(r && r->type == REDIS_REPLY_ARRAY && r->elements == 10) << (r && r->str ? r->str : "no reply");
+    std::pair<int64_t, int64_t> out{-1, -1};
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 10) out = {r->element[8]->integer, r->element[9]->integer};
+    if (r) freeReplyObject(r);
+    return out;  // seconds until the window ends, and its end
+  };
+  std::vector<int64_t> instants;
+  const int64_t month_ends[] = {1709251200, 1706745600, 1798761600, 951868800, 4107542400, 0, 86400 * 59};
+  for (int64_t e : month_ends)
+    for (int64_t d : {-86401, -3601, -1, 0, 1, 3599})
+      if (e + d >= 0) instants.push_back(e + d);
+  std::mt19937_64 rng(11);
+  for (int i = 0; i < 300; i++) instants.push_back(static_cast<int64_t>(rng() % 4102444800));  // 1970 to 2100
+  const int offsets[] = {0, 9 * 3600, -5 * 3600 - 1800, 14 * 3600, -12 * 3600};
+  int checked = 0;
+  for (int64_t t : instants) {
+    for (int period = 0; period < 3; period++) {
+      int offset = offsets[(t + period) % 5];
+      floodwall::QuotaWindow w = floodwall::quota_window(static_cast<floodwall::QuotaPeriod>(period), offset, t);
+      auto [reset, end] = eval(t, period, offset, 1'000'000'000);
+      ASSERT_EQ(end, w.end_s) << "t=" << t << " period=" << period << " offset=" << offset;
+      ASSERT_EQ(reset, w.end_s - t);
+      ASSERT_LE(w.start_s, t);
+      ASSERT_LT(t, w.end_s);
+      checked++;
+    }
+  }
+  EXPECT_GE(checked, 900);
+  // The count: a new window is a new count, an old window's count is kept until it ends.
+  redis.command({"DEL", "p:{t}:quota:q"});
+  int64_t last = 1798761600 - 1;  // 2026-12-31T23:59:59Z, a monthly quota of 2
+  EXPECT_EQ(eval(last, 2, 0, 2).first, 1);
+  EXPECT_EQ(eval(last, 2, 0, 2).first, 1);
+  std::string v = redis.command({"GET", "p:{t}:quota:q"});
+  EXPECT_NE(v.find(":2"), std::string::npos) << v;
+  redisFree(c);
 }
 
 }  // namespace

@@ -283,6 +283,40 @@ TEST_F(Cluster, OneReachableSeedIsEnoughAndEachTenantIsOnItsMaster) {
   fw_client_free(c);
 }
 
+// Limits and quotas on a cluster: a tenant's rule keys share its hash tag, so one script on the tenant's
+// master checks them all; exact per tenant on every master, and the keys are on that master only.
+TEST_F(Cluster, LimitsAndQuotasAreCheckedOnEachTenantsMaster) {
+  ClusterTopology &t = *topo_;
+  fw_client *c = client(policy(t.url(), R"("request_rate": {"rate": 0.001, "burst": 100, "limits": [
+      {"name": "search", "routes": ["/search"], "rate": 0.001, "burst": 3}]},
+      "quotas": [{"name": "daily", "limit": 5, "period": "day"}])"));
+  ASSERT_NE(c, nullptr);
+  auto on = tenants_on_masters(t, "rules", 1);
+  ASSERT_EQ(on.size(), 3u);
+  for (const auto &[master, tenants] : on) {
+    const std::string &tenant = tenants[0];
+    ASSERT_TRUE(answered_within(c, "warm-" + tenant, 5));
+    int search = 0, any = 0, by_store_n = 0;
+    for (int i = 0; i < 10; i++) {
+      fw_request r = FW_REQUEST_INIT;
+      r.tenant = tenant.data();
+      r.tenant_len = tenant.size();
+      r.route = i % 2 ? "/search" : "/other";
+      fw_decision d = FW_DECISION_INIT;
+      ASSERT_EQ(fw_admit(c, &r, &d), FW_OK);
+      by_store_n += by_store(d);
+      if (d.allowed) (i % 2 ? search : any)++;
+    }
+    EXPECT_EQ(by_store_n, 10) << tenant;
+    EXPECT_EQ(search + any, 5) << tenant << ": the daily quota";
+    EXPECT_LE(search, 3) << tenant;
+    std::string prefix = "floodwall:{" + tenant + "}:";
+    EXPECT_EQ(t.command(master, {"EXISTS", prefix + "quota:daily"}), "1") << tenant << " on " << master;
+    EXPECT_EQ(t.command(master, {"EXISTS", prefix + "limit:search"}), "1") << tenant << " on " << master;
+  }
+  fw_client_free(c);
+}
+
 // Four processes of three threads, one tenant per master, each thread holding its slot a moment: every
 // tenant within burst + rate x elapsed (Redis' TIME: one clock on this host) and never above its
 // concurrency limit, every decision by the tenant's master.
