@@ -117,6 +117,44 @@ def test_can_block_is_true_only_for_a_network_store(make_client, store):
     assert fw.can_block is store["store"].startswith("redis://")
 
 
+RULES = {
+    "request_rate": {
+        "rate": 0.001,
+        "burst": 10,
+        "limits": [{"name": "writes", "routes": ["/*"], "methods": ["POST"], "rate": 0.001, "burst": 1}],
+    },
+    "quotas": [{"name": "daily", "limit": 100, "period": "day"}],
+}
+
+
+def test_a_decision_names_its_limits_and_quotas(make_client):
+    fw = make_client(RULES)
+    first = fw.admit("acme", route="/orders", method="POST")
+    assert first.allowed and first.rules == ["writes", "daily"]  # limits in policy order, then quotas
+    assert first.rule is None and first.dark_rule is None
+    policy = first.headers["RateLimit-Policy"]
+    assert '"writes";q=1;' in policy and '"daily";q=100;w=86400' in policy
+    assert policy.index('"writes"') < policy.index('"daily"')
+    second = fw.admit("acme", route="/orders", method="POST")
+    assert (second.allowed, second.status, second.limiter, second.rule) == (False, 429, "request_rate", "writes")
+    assert second.rules == ["writes", "daily"] and "rule=writes" in repr(second)
+    assert '"writes"' in second.headers["RateLimit-Policy"] and '"daily"' in second.headers["RateLimit-Policy"]
+    error = json.loads(second.body)["error"]
+    assert error["policy"] == "writes" and error["limit"] == 1
+    read = fw.admit("acme", route="/orders", method="GET")
+    assert read.allowed and read.rules == ["daily"] and read.rule is None
+    assert '"writes"' not in read.headers["RateLimit-Policy"]
+    # A policy with no rules: nothing to name.
+    plain = make_client({"request_rate": {"rate": 1, "burst": 2}}).admit("acme")
+    assert (plain.rules, plain.rule, plain.dark_rule) == ([], None, None)
+    # A dark limit lets the request in and names itself as the one that would have rejected.
+    writes = {**RULES["request_rate"]["limits"][0], "mode": "dark"}
+    fw = make_client({**RULES, "request_rate": {**RULES["request_rate"], "limits": [writes]}})
+    fw.admit("acme", route="/orders", method="POST")
+    d = fw.admit("acme", route="/orders", method="POST")
+    assert (d.allowed, d.rule, d.dark_rule, d.dark_limiter) == (True, None, "writes", "request_rate")
+
+
 def test_tenants_have_separate_buckets_and_str_is_its_utf8_bytes(make_client):
     fw = make_client({"request_rate": {"rate": 1, "burst": 2}})
     fw.admit("café")

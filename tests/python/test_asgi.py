@@ -430,3 +430,20 @@ def test_the_content_type_of_a_rejection_is_the_decisions(make_client, serve):
     assert r.headers["content-length"] == str(len(r.content))
     problem = r.json()
     assert problem["status"] == 429 and problem["type"].startswith("https://")
+
+
+def test_a_429_from_a_named_limit_names_it_in_the_body_and_the_headers(make_client, serve):
+    from test_api import RULES
+
+    server, _ = serve(make_client(RULES))
+    with httpx.Client(base_url=server.url) as http:
+        assert http.post("/orders").status_code == 200
+        r = http.post("/orders")
+        read = http.get("/hello")
+    assert r.status_code == 429
+    assert '"writes"' in r.headers["ratelimit-policy"] and '"daily"' in r.headers["ratelimit-policy"]
+    assert r.headers["ratelimit"].startswith('"writes";r=0;')
+    error = r.json()["error"]
+    assert (error["policy"], error["limit_type"]) == ("writes", "request_rate")
+    assert read.status_code == 200  # the limit is for POSTs only; the daily quota counts every request
+    assert '"daily"' in read.headers["ratelimit-policy"] and '"writes"' not in read.headers["ratelimit-policy"]

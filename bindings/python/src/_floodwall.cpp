@@ -86,6 +86,9 @@ struct Handle : std::enable_shared_from_this<Handle> {
   bool can_block = true;
   // close() returned (for the `closed` property; the core itself refuses every call after close).
   std::atomic<bool> closed{false};
+  // The policy's limits and quotas by index (fw_client_rule_name), asked once after fw_client_new: they
+  // never change, and a decision names its rules by these indices.
+  std::vector<std::string> rule_names;
 
   // The last reference is gone, so no call is in progress: fw_client_free may close and free. Async admits
   // still pending are decided by it; their callbacks never need the GIL.
@@ -120,6 +123,22 @@ struct Decision {
 py::object limiter_or_none(fw_limiter l) {
   if (l == FW_LIMITER_NONE) return py::none();
   return py::str(fw_limiter_name(l));
+}
+
+// A rule's name (fw_decision.rule, dark_rule), or None for -1.
+py::object rule_or_none(const Decision &x, int index) {
+  const auto &names = x.h->rule_names;
+  if (index < 0 || static_cast<size_t>(index) >= names.size()) return py::none();
+  return py::str(names[static_cast<size_t>(index)]);
+}
+
+// The names of the rules that applied (fw_decision.rules), in the policy's order: limits, then quotas.
+py::list rules_of(const Decision &x) {
+  py::list out;
+  const auto &names = x.h->rule_names;
+  for (size_t i = 0; i < names.size() && i < 64 && (x.d.rules >> i) != 0; i++)
+    if ((x.d.rules >> i) & 1) out.append(py::str(names[i]));
+  return out;
 }
 
 const Formatted &formatted_of(Decision &dec) {
@@ -383,6 +402,8 @@ std::shared_ptr<Handle> client_new(const std::string &policy_json) {
   check(rc);
   int blocks = 1;
   if (fw_client_can_block(h->c, &blocks) == FW_OK) h->can_block = blocks != 0;  // else assume it can
+  const char *name = nullptr;
+  for (int i = 0; fw_client_rule_name(h->c, i, &name, nullptr) == FW_OK; i++) h->rule_names.emplace_back(name);
   return h;
 }
 
@@ -545,6 +566,9 @@ PYBIND11_MODULE(_floodwall, m) {
       .def_property_readonly("retry_after", [](const Decision &x) { return x.d.retry_after_s; })
       .def_property_readonly("rate", [](const Decision &x) { return x.d.rate; })
       .def_property_readonly("cost", [](const Decision &x) { return x.d.cost; })
+      .def_property_readonly("rule", [](const Decision &x) { return rule_or_none(x, x.d.rule); })
+      .def_property_readonly("dark_rule", [](const Decision &x) { return rule_or_none(x, x.d.dark_rule); })
+      .def_property_readonly("rules", &rules_of)
       .def_property_readonly("concurrency_limit", [](const Decision &x) { return x.d.concurrency_limit; })
       .def_property_readonly("concurrency_remaining", [](const Decision &x) { return x.d.concurrency_remaining; })
       .def_property_readonly("ticket", [](const Decision &x) { return x.d.ticket; })
@@ -562,6 +586,8 @@ PYBIND11_MODULE(_floodwall, m) {
         std::string s = "<floodwall.Decision allowed=" + std::string(x.d.allowed ? "True" : "False") +
                         " status=" + std::to_string(x.d.status);
         if (x.d.limiter != FW_LIMITER_NONE) s += " limiter=" + std::string(fw_limiter_name(x.d.limiter));
+        if (x.d.rule >= 0 && static_cast<size_t>(x.d.rule) < x.h->rule_names.size())
+          s += " rule=" + x.h->rule_names[static_cast<size_t>(x.d.rule)];
         if (x.d.limit) s += " remaining=" + std::to_string(x.d.remaining) + "/" + std::to_string(x.d.limit);
         if (x.d.cost > 1) s += " cost=" + std::to_string(x.d.cost);
         if (x.d.failed_open) s += " failed_open=True";
