@@ -33,7 +33,19 @@ export interface Policy {
     mode?: Mode;
     /** Redis store: a hot tenant is decided in process from tokens leased in batches (README, "Hot tenants"). */
     lease?: { max_tokens: number; ttl_ms: number };
+    /** Named buckets of their own per tenant for the routes (globs) and methods they list (Decision.rules). */
+    limits?: Array<{ name: string; routes: string[]; methods?: string[]; rate: number; burst: number; mode?: Mode }>;
   };
+  /** Calendar quotas per tenant (UTC or a fixed offset such as "UTC+09:00"); every route unless routes says. */
+  quotas?: Array<{
+    name: string;
+    limit: number;
+    period: 'hour' | 'day' | 'month';
+    routes?: string[];
+    methods?: string[];
+    timezone?: string;
+    mode?: Mode;
+  }>;
   concurrency?: {
     limit: number;
     ttl_s?: number;
@@ -125,6 +137,12 @@ export class Decision {
   readonly concurrencyRemaining: number;
   /** The tokens the request asked for (its cost, 0 counted as 1). */
   readonly cost: number;
+  /** The limit or quota (request_rate.limits, quotas) that rejected the request (limiter 'request_rate'), or null. */
+  readonly rule: string | null;
+  /** The first dark-mode limit or quota that would have rejected the request, or null. */
+  readonly darkRule: string | null;
+  /** The limits and quotas that applied to the request, by name: the limits in policy order, then the quotas. */
+  readonly rules: string[];
   readonly ticket: Ticket;
   /** The core's response headers, in order: RateLimit-Policy, RateLimit, RateLimit-Limit, -Remaining, -Reset, Retry-After. */
   readonly headers: Record<string, string>;

@@ -11,6 +11,16 @@ const { Floodwall, Decision, FloodwallError, ClosedError } = floodwall;
 const { eventually } = require('./helpers');
 
 const SEED = { request_rate: { rate: 100, burst: 500 }, concurrency: { limit: 20 } };
+// A limit of its own for POSTs and a daily quota for everything, next to the tenant's bucket.
+const RULES = {
+  store: 'memory://',
+  request_rate: {
+    rate: 0.001,
+    burst: 10,
+    limits: [{ name: 'writes', routes: ['/*'], methods: ['POST'], rate: 0.001, burst: 1 }],
+  },
+  quotas: [{ name: 'daily', limit: 100, period: 'day' }],
+};
 
 function withClient(policy, fn) {
   const fw = new Floodwall(policy);
@@ -233,6 +243,48 @@ describe('admit on the memory store', () => {
       assert.equal(off.darkLimiter, null);
       fw.setMode('request_rate', 'enforce');
       assert.equal((await fw.admit({ tenant: 't' })).status, 429);
+    });
+  });
+
+  test('a decision names the limits and quotas that applied and the one that rejected', async () => {
+    await withClient(RULES, async (fw) => {
+      const first = await fw.admit({ tenant: 'acme', route: '/orders', method: 'POST' });
+      assert.equal(first.allowed, true);
+      assert.deepEqual(first.rules, ['writes', 'daily']); // the limits in policy order, then the quotas
+      assert.equal(first.rule, null);
+      assert.equal(first.darkRule, null);
+      const second = await fw.admit({ tenant: 'acme', route: '/orders', method: 'POST' });
+      // Decided after `second`: the scratch array now holds its numbers, and `second` must not need them.
+      const read = await fw.admit({ tenant: 'acme', route: '/orders', method: 'GET' });
+      assert.equal(second.allowed, false);
+      assert.equal(second.status, 429);
+      assert.equal(second.limiter, 'request_rate');
+      assert.equal(second.rule, 'writes');
+      assert.deepEqual(second.rules, ['writes', 'daily']);
+      const policy = second.headers['RateLimit-Policy'];
+      assert.match(policy, /"writes";q=1;.*"daily";q=100;w=86400/);
+      assert.match(second.headers.RateLimit, /^"writes";r=0;/);
+      const error = JSON.parse(second.body).error;
+      assert.equal(error.policy, 'writes');
+      assert.equal(error.limit, 1);
+      assert.equal(read.allowed, true);
+      assert.deepEqual(read.rules, ['daily']);
+      assert.equal(read.rule, null);
+      assert.doesNotMatch(read.headers['RateLimit-Policy'], /"writes"/);
+      assert.deepEqual(JSON.parse(JSON.stringify(second)).rules, ['writes', 'daily']);
+      assert.equal(JSON.parse(JSON.stringify(second)).rule, 'writes');
+    });
+    // No rules in the policy: nothing to name.
+    await withClient({ request_rate: { rate: 1, burst: 2 } }, async (fw) => {
+      const d = await fw.admit({ tenant: 'acme', route: '/orders', method: 'POST' });
+      assert.deepEqual([d.rules, d.rule, d.darkRule], [[], null, null]);
+    });
+    // A dark limit lets the request in and names itself as the one that would have rejected it.
+    const dark = { ...RULES.request_rate, limits: [{ ...RULES.request_rate.limits[0], mode: 'dark' }] };
+    await withClient({ ...RULES, request_rate: dark }, async (fw) => {
+      await fw.admit({ tenant: 'acme', route: '/orders', method: 'POST' });
+      const d = await fw.admit({ tenant: 'acme', route: '/orders', method: 'POST' });
+      assert.deepEqual([d.allowed, d.rule, d.darkRule, d.darkLimiter], [true, null, 'writes', 'request_rate']);
     });
   });
 

@@ -305,6 +305,35 @@ for (const [name, expressLib] of EXPRESSES) {
       }
     });
 
+    test('a 429 from a named limit names it in the body; RateLimit-Policy lists the limits and quotas', async () => {
+      const fw = new Floodwall({
+        store: 'memory://',
+        request_rate: { rate: 0.001, burst: 10, limits: [{ name: 'writes', routes: ['/*'], methods: ['POST'], rate: 0.001, burst: 1 }] },
+        quotas: [{ name: 'daily', limit: 100, period: 'day' }],
+      });
+      // At app level no route has matched yet: the request's path is the route the limit's glob sees.
+      const srv = await serve(expressLib, fw, { route: (req) => req.path });
+      srv.app.post('/orders', (req, res) => res.json({ rules: req.floodwall.rules }));
+      try {
+        const first = await request(srv.port, '/orders', { method: 'POST', headers: { 'x-tenant': 't' } });
+        assert.equal(first.status, 200);
+        assert.deepEqual(JSON.parse(first.body).rules, ['writes', 'daily']);
+        const res = await request(srv.port, '/orders', { method: 'POST', headers: { 'x-tenant': 't' } });
+        assert.equal(res.status, 429);
+        assert.match(res.headers['ratelimit-policy'], /"writes";q=1;.*"daily";q=100;w=86400/);
+        const { error } = JSON.parse(res.body);
+        assert.equal(error.policy, 'writes');
+        assert.equal(error.limit_type, 'request_rate');
+        const read = await request(srv.port, '/ok', { headers: { 'x-tenant': 't' } });
+        assert.equal(read.status, 200);
+        assert.doesNotMatch(read.headers['ratelimit-policy'], /"writes"/);
+        assert.match(read.headers['ratelimit-policy'], /"daily"/);
+      } finally {
+        await srv.close();
+        fw.close();
+      }
+    });
+
     test('a custom handler sends the rejection and gets the decision', async () => {
       const fw = new Floodwall({ request_rate: { rate: 0.001, burst: 1 } });
       const srv = await serve(expressLib, fw, {

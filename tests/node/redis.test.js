@@ -82,6 +82,26 @@ describe('Redis store', () => {
     }
   });
 
+  test('a decision from the I/O thread names its limits and quotas', async () => {
+    const fw = client({
+      request_rate: { rate: 0.001, burst: 10, limits: [{ name: 'writes', routes: ['/*'], methods: ['POST'], rate: 0.001, burst: 1 }] },
+      quotas: [{ name: 'daily', limit: 100, period: 'day' }],
+    });
+    try {
+      const [first, second] = [await fw.admit({ tenant: 'acme', route: '/orders', method: 'POST' }),
+        await fw.admit({ tenant: 'acme', route: '/orders', method: 'POST' })];
+      assert.equal(first.failedOpen || first.degraded, false);
+      assert.deepEqual([first.allowed, first.rules, first.rule], [true, ['writes', 'daily'], null]);
+      assert.deepEqual([second.status, second.limiter, second.rule], [429, 'request_rate', 'writes']);
+      assert.match(second.headers['RateLimit-Policy'], /"writes";q=1;.*"daily";q=100;/);
+      assert.equal(JSON.parse(second.body).error.policy, 'writes');
+      const read = await fw.admit({ tenant: 'acme', route: '/orders', method: 'GET' });
+      assert.deepEqual([read.allowed, read.rules, read.rule], [true, ['daily'], null]);
+    } finally {
+      fw.close();
+    }
+  });
+
   test('the seed example headers come back through Redis', async () => {
     const fw = client({ request_rate: { rate: 100, burst: 500 }, concurrency: { limit: 20 } });
     try {

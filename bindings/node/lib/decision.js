@@ -1,18 +1,25 @@
 'use strict';
 // A decision of the core (fw_decision), built from the addon's raw Float64Array (src/addon.cc, RawIndex).
 // Headers, content type and body are the core's fw_format_response, computed on first use and cached: an
-// admit that nobody formats (a benchmark, a worker that only counts) does not pay for them.
+// admit that nobody formats (a benchmark, a worker that only counts) does not pay for them. The policy's
+// limits and quotas (the rules) are kept only for a decision that one of them applied to, and named on
+// first use from the client's names, asked once (core.ruleNames).
 
 const LIMITERS = [null, 'request_rate', 'concurrency', 'fleet', 'utilization'];
 const LIMITER_CODES = { request_rate: 1, concurrency: 2, fleet: 3, utilization: 4 };
 // The core's names, by code (the addon is the module index.js loaded; require caches it).
 const FAIL_REASONS = [null, ...require(require('./addon_path').addonPath()).failReasons];
 const TWO_32 = 2 ** 32;
+// Where the rules' fields start in the raw array (src/addon.cc, kRawRulesHigh): the mask's high and low
+// halves, then rule, dark_rule, shown_rule, rule_limit, rule_remaining, rule_reset_s, rule_window_end_s.
+const RULES_AT = 17;
+const RULES_END = 26;
 
 class Decision {
   #core;
   #failReason;
   #response;
+  #rules; // undefined when no rule applied; else the raw rules' fields (RULES_AT to RULES_END)
 
   constructor(core, raw) {
     this.#core = core;
@@ -44,11 +51,35 @@ class Decision {
     /** What the request holds until fw.release(decision): a number (a bigint past 2^53), 0 for nothing. */
     this.ticket = raw[13] === 0 ? raw[14] : raw[13] < 2 ** 21 ? raw[13] * TWO_32 + raw[14]
       : (BigInt(raw[13]) << 32n) | BigInt(raw[14]);
+    // Only the mask is read when no limit or quota applied: the fields after it are then left unwritten.
+    if (raw[RULES_AT] !== 0 || raw[RULES_AT + 1] !== 0) this.#rules = raw.slice(RULES_AT, RULES_END);
   }
 
   /** Why the store did not decide: 'timeout', 'connection', 'breaker', 'config', 'error', 'overload', 'cluster', or null. */
   get failReason() {
     return FAIL_REASONS[this.#failReason];
+  }
+
+  /** The name of the limit or quota (request_rate.limits, quotas) that rejected the request, or null. */
+  get rule() {
+    return this.#rules === undefined ? null : this.#core.ruleNames[this.#rules[2]] ?? null;
+  }
+
+  /** The name of the first dark-mode limit or quota that would have rejected the request, or null. */
+  get darkRule() {
+    return this.#rules === undefined ? null : this.#core.ruleNames[this.#rules[3]] ?? null;
+  }
+
+  /** The names of the limits and quotas that applied to the request (limits in policy order, then quotas). */
+  get rules() {
+    const rules = this.#rules;
+    if (rules === undefined) return [];
+    const names = this.#core.ruleNames;
+    const out = [];
+    for (let i = 0; i < names.length && i < 64; i++) {
+      if (((i < 32 ? rules[1] >>> i : rules[0] >>> (i - 32)) & 1) === 1) out.push(names[i]);
+    }
+    return out;
   }
 
   /**
@@ -70,8 +101,8 @@ class Decision {
   }
 
   toJSON() {
-    const { headers, contentType, body, failReason } = this;
-    return { ...this, failReason, headers, contentType, body };
+    const { headers, contentType, body, failReason, rule, darkRule, rules } = this;
+    return { ...this, failReason, rule, darkRule, rules, headers, contentType, body };
   }
 
   // fw_format_response of this decision, once: written back into the client's scratch array, where the
@@ -96,6 +127,12 @@ class Decision {
     raw[14] = 0;
     raw[15] = this.degraded ? 1 : 0;
     raw[16] = this.cost;
+    if (this.#rules === undefined) {
+      raw[RULES_AT] = 0;
+      raw[RULES_AT + 1] = 0;
+    } else {
+      raw.set(this.#rules, RULES_AT);
+    }
     // The names and values come as one string, cut by the lengths of the core's name/value pairs, which
     // the addon leaves in the scratch array; the object keeps the core's order.
     const [contentType, body, fields] = this.#core.native.formatResponse(this.#core.handle);

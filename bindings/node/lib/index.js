@@ -76,7 +76,7 @@ function requestObject(request) {
 }
 
 class Floodwall {
-  #core; // { native, handle, scratch }: shared with the decisions, which format themselves through it
+  #core; // { native, handle, scratch, ruleNames }: shared with the decisions, which format themselves through it
   #closed = false;
 
   /**
@@ -85,7 +85,9 @@ class Floodwall {
    */
   constructor(policy) {
     const scratch = new Float64Array(native.rawSize);
-    this.#core = { native, handle: native.create(policyJson(policy), scratch), scratch };
+    const handle = native.create(policyJson(policy), scratch);
+    // The names of the policy's limits and quotas by index: they never change, so they are asked once.
+    this.#core = { native, handle, scratch, ruleNames: Object.freeze(native.ruleNames(handle)) };
   }
 
   /**

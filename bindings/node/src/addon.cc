@@ -1,8 +1,10 @@
 // floodwall.node: a thin, mechanical map of the C ABI (capi/include/floodwall.h) for lib/index.js.
 //
-// Decisions cross into JavaScript as 17 numbers (see kRaw* below) rather than as objects: building a
+// Decisions cross into JavaScript as 26 numbers (see kRaw* below) rather than as objects: building a
 // 17-property object through Node-API costs more than the memory store's whole decision, while a
 // Float64Array write is free and lib/decision.js turns it into a Decision with plain JS property stores.
+// The rules' fields (fw_decision version 4) are written and read only for a decision that a limit or a
+// quota applied to (rules != 0): a policy without them pays for one 64-bit mask.
 //
 // fw_admit_async3 returns a decision made at once (the memory store, a hot tenant, the fallback) in place:
 // the numbers go into the client's scratch array and admit() returns undefined, with no thread hop. For an
@@ -41,6 +43,15 @@ enum RawIndex {
   kRawTicketLow,
   kRawDegraded,
   kRawCost,
+  kRawRulesHigh,  // the 64-bit rules mask as two exact 32-bit halves; the fields below only when it is not 0
+  kRawRulesLow,
+  kRawRule,
+  kRawDarkRule,
+  kRawShownRule,
+  kRawRuleLimit,
+  kRawRuleRemaining,
+  kRawRuleReset,
+  kRawRuleWindowEnd,
   kRawSize
 };
 
@@ -62,6 +73,16 @@ void ToRaw(const fw_decision &d, double *out) {
   out[kRawTicketLow] = static_cast<double>(d.ticket & 0xffffffffu);
   out[kRawDegraded] = d.degraded ? 1 : 0;
   out[kRawCost] = static_cast<double>(d.cost);  // at most the burst: exact
+  out[kRawRulesHigh] = static_cast<double>(d.rules >> 32);
+  out[kRawRulesLow] = static_cast<double>(d.rules & 0xffffffffu);
+  if (d.rules == 0) return;  // no rule applied: rule, dark_rule and shown_rule are -1, the rest 0
+  out[kRawRule] = d.rule;
+  out[kRawDarkRule] = d.dark_rule;
+  out[kRawShownRule] = d.shown_rule;
+  out[kRawRuleLimit] = static_cast<double>(d.rule_limit);
+  out[kRawRuleRemaining] = static_cast<double>(d.rule_remaining);
+  out[kRawRuleReset] = static_cast<double>(d.rule_reset_s);
+  out[kRawRuleWindowEnd] = static_cast<double>(d.rule_window_end_s);  // seconds since the epoch: exact
 }
 
 fw_decision FromRaw(const double *in) {
@@ -82,6 +103,15 @@ fw_decision FromRaw(const double *in) {
   d.concurrency_remaining = static_cast<int64_t>(in[kRawConcurrencyRemaining]);
   d.ticket = (static_cast<fw_ticket>(in[kRawTicketHigh]) << 32) | static_cast<fw_ticket>(in[kRawTicketLow]);
   d.cost = static_cast<uint64_t>(in[kRawCost]);
+  d.rules = (static_cast<uint64_t>(in[kRawRulesHigh]) << 32) | static_cast<uint64_t>(in[kRawRulesLow]);
+  if (d.rules == 0) return d;
+  d.rule = static_cast<int>(in[kRawRule]);
+  d.dark_rule = static_cast<int>(in[kRawDarkRule]);
+  d.shown_rule = static_cast<int>(in[kRawShownRule]);
+  d.rule_limit = static_cast<int64_t>(in[kRawRuleLimit]);
+  d.rule_remaining = static_cast<int64_t>(in[kRawRuleRemaining]);
+  d.rule_reset_s = static_cast<int64_t>(in[kRawRuleReset]);
+  d.rule_window_end_s = static_cast<int64_t>(in[kRawRuleWindowEnd]);
   return d;
 }
 
@@ -463,6 +493,18 @@ Napi::Value Admit(const Napi::CallbackInfo &info) {
   return Client::From(info)->Admit(info);
 }
 
+// ruleNames(handle): string[], the names of the policy's limits and then its quotas, by index
+// (fw_client_rule_name): what the rules of a decision refer to. Asked once per client by lib/index.js.
+Napi::Value RuleNames(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  fw_client *c = Client::From(info)->raw();
+  Napi::Array out = Napi::Array::New(env);
+  const char *name = nullptr;
+  for (uint32_t i = 0; fw_client_rule_name(c, static_cast<int>(i), &name, nullptr) == FW_OK; i++)
+    out.Set(i, Napi::String::New(env, name));
+  return out;
+}
+
 // tenantKey(handle, tenant, headers, peer): string, the tenant id fw_admit would use
 Napi::Value TenantKey(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
@@ -619,6 +661,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("create", Napi::Function::New<Create>(env, "create"));
   exports.Set("admit", Napi::Function::New<Admit>(env, "admit"));
   exports.Set("tenantKey", Napi::Function::New<TenantKey>(env, "tenantKey"));
+  exports.Set("ruleNames", Napi::Function::New<RuleNames>(env, "ruleNames"));
   exports.Set("release", Napi::Function::New<Release>(env, "release"));
   exports.Set("setMode", Napi::Function::New<SetMode>(env, "setMode"));
   exports.Set("getMode", Napi::Function::New<GetMode>(env, "getMode"));

@@ -11,6 +11,10 @@ const policy: Policy = {
   tenant: { from: ['authorization', 'ip'], trusted_proxies: ['10.0.0.0/8'], ipv6_prefix: 56 },
   body_format: 'problem+json',
 };
+new Floodwall({
+  request_rate: { rate: 10, burst: 20, limits: [{ name: 'writes', routes: ['/orders/*'], methods: ['POST'], rate: 1, burst: 5 }] },
+  quotas: [{ name: 'daily', limit: 10000, period: 'day', timezone: 'UTC+09:00', mode: 'dark' }],
+});
 const fw = new Floodwall(policy);
 new Floodwall('{"fleet":{"capacity":10}}');
 new Floodwall(new URL('file:///etc/floodwall.json'));
@@ -25,7 +29,9 @@ async function main(): Promise<void> {
   const body: string | null = d.body;
   const contentType: string | null = d.contentType;
   const cost: number = d.cost;
-  console.log(allowed, status, limiter, numbers, headers, body, contentType, cost, d.failedOpen, d.failReason);
+  const rule: string | null = d.rule ?? d.darkRule;
+  const rules: string[] = d.rules;
+  console.log(allowed, status, limiter, numbers, headers, body, contentType, cost, d.failedOpen, d.failReason, rule, rules);
   const flat: HeaderList = ['Authorization', 'Bearer t', 'Accept', '*/*'];
   const pairs: HeaderList = [['Authorization', 'Bearer t'], [Buffer.from('X-API-Key'), Buffer.from('k')]];
   await fw.admit({ headers: flat, peer: '192.0.2.1', route: '/search' });
