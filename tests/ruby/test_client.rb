@@ -209,6 +209,47 @@ class TestClient < Minitest::Test
     fw&.close
   end
 
+  RULES = { store: "memory://",
+            request_rate: { rate: 0.001, burst: 10,
+                            limits: [{ name: "writes", routes: ["/*"], methods: ["POST"], rate: 0.001, burst: 1 }] },
+            quotas: [{ name: "daily", limit: 100, period: "day" }] }.freeze
+
+  def test_a_decision_names_the_limits_and_quotas_that_applied_and_the_one_that_rejected
+    fw = Floodwall::Client.new(RULES)
+    first = fw.admit(tenant: "acme", route: "/orders", method: "POST")
+    assert first.allowed?
+    assert_equal %w[writes daily], first.rules, "the limits in policy order, then the quotas"
+    assert_nil first.rule
+    assert_nil first.dark_rule
+    second = fw.admit(tenant: "acme", route: "/orders", method: "POST")
+    assert_equal [false, 429, "request_rate", "writes"], [second.allowed?, second.status, second.limiter, second.rule]
+    assert_equal %w[writes daily], second.rules
+    assert second.rule.frozen?
+    assert_match(/"writes";q=1;.*"daily";q=100;w=86400/, second.headers["RateLimit-Policy"])
+    assert_match(/\A"writes";r=0;/, second.headers["RateLimit"])
+    assert_equal ["writes", 1], JSON.parse(second.body)["error"].values_at("policy", "limit")
+    assert_equal({ rule: "writes", dark_rule: nil, rules: %w[writes daily] },
+                 second.to_h.slice(:rule, :dark_rule, :rules))
+    read = fw.admit(tenant: "acme", route: "/orders", method: "GET")
+    assert read.allowed?
+    assert_equal %w[daily], read.rules
+    assert_nil read.rule
+    refute_match(/"writes"/, read.headers["RateLimit-Policy"])
+    # No rules in the policy: nothing to name.
+    plain = @fw.admit(tenant: "acme", route: "/orders", method: "POST")
+    assert_equal [[], nil, nil], [plain.rules, plain.rule, plain.dark_rule]
+    # A dark limit lets the request in and names itself as the one that would have rejected it.
+    dark = Floodwall::Client.new(RULES.merge(request_rate: RULES[:request_rate].merge(
+      limits: [RULES[:request_rate][:limits][0].merge(mode: "dark")]
+    )))
+    dark.admit(tenant: "acme", route: "/orders", method: "POST")
+    d = dark.admit(tenant: "acme", route: "/orders", method: "POST")
+    assert_equal [true, nil, "writes", "request_rate"], [d.allowed?, d.rule, d.dark_rule, d.dark_limiter]
+  ensure
+    fw&.close
+    dark&.close
+  end
+
   def test_the_block_form_releases_and_returns_the_blocks_value
     fw = Floodwall::Client.new(concurrency: { limit: 1 })
     assert_equal :served, fw.admit(tenant: "acme") { |d| d.allowed? ? :served : :rejected }

@@ -143,6 +143,13 @@ module FloodwallTest
       http.start { http.get(path, headers.merge(more)) }
     end
 
+    # A POST with an empty body, from 127.0.0.1.
+    def post(path, headers = {})
+      http = Net::HTTP.new("127.0.0.1", @port)
+      http.read_timeout = 10
+      http.start { http.post(path, "", headers) }
+    end
+
     def stop
       @puma&.stop(true)
       @webrick&.shutdown

@@ -113,6 +113,26 @@ module HTTPSuite
     end
   end
 
+  # A limit of its own for POSTs and a daily quota for every request: the 429 names the limit in its body,
+  # and RateLimit-Policy lists the limits and quotas that applied.
+  def test_a_429_from_a_named_limit_names_it
+    policy = { store: "memory://",
+               request_rate: { rate: 0.001, burst: 10,
+                               limits: [{ name: "writes", routes: ["/*"], methods: ["POST"], rate: 0.001, burst: 1 }] },
+               quotas: [{ name: "daily", limit: 100, period: "day" }] }
+    serve(policy, HELLO, route: ->(env) { env["PATH_INFO"] }) do |server|
+      assert_equal "200", server.post("/orders", "X-API-Key" => "acme").code
+      rejected = server.post("/orders", "X-API-Key" => "acme")
+      assert_equal "429", rejected.code
+      assert_match(/"writes";q=1;.*"daily";q=100;w=86400/, rejected["RateLimit-Policy"])
+      assert_equal %w[writes request_rate], JSON.parse(rejected.body)["error"].values_at("policy", "limit_type")
+      read = server.get("/orders", "X-API-Key" => "acme")
+      assert_equal "200", read.code
+      assert_match(/"daily"/, read["RateLimit-Policy"])
+      refute_match(/"writes"/, read["RateLimit-Policy"])
+    end
+  end
+
   def test_skip_serves_undecided
     health = ->(env) { env["PATH_INFO"] == "/health" }
     serve({ request_rate: { rate: 0.001, burst: 1 } }, HELLO, skip: health) do |server|

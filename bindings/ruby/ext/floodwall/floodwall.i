@@ -15,6 +15,8 @@
  *   and peer address, from which the core derives the tenant (admit, tenant_key); rack_headers turns a
  *   Rack env's HTTP_* keys back into header names;
  * - response: fw_format_response's name/value pairs, content type and body as Ruby objects;
+ * - rule_name and rules: the names of a decision's limits and quotas, from the client's names, asked once
+ *   (fw_client_rule_name) when its handle is made;
  * - the backoff calls (fw_backoff_delay, fw_parse_retry_after) and FW_BACKOFF_INIT's defaults.
  * fw_admit_async is not wrapped: a blocking admit without the GVL is what Ruby servers want.
  */
@@ -56,6 +58,10 @@ typedef struct fw_rb_handle {
   fw_client *client;
   bool closed;
   bool blocking; /* fw_client_can_block: admit and release give up the GVL while they wait on the store */
+  /* The policy's limits, then its quotas (fw_client_rule_name), by the index a decision names them by: the
+     core's own strings, valid as long as the client, which lives as long as the handle. */
+  int rule_count;
+  const char *rule_names[64];
 } fw_rb_handle;
 
 /*
@@ -367,6 +373,8 @@ static fw_rb_handle *new_fw_rb_handle(const char *policy_json) {
   }
   h->client = c;
   h->blocking = can_block != 0;
+  while (h->rule_count < 64 && fw_client_rule_name(c, h->rule_count, &h->rule_names[h->rule_count], NULL) == FW_OK)
+    h->rule_count++;
   return h;
 }
 
@@ -466,6 +474,29 @@ static VALUE fw_rb_response(VALUE decision, VALUE lowercase) {
   return rb_ensure(fw_rb_response_build, (VALUE)&call, fw_rb_response_dispose, (VALUE)&call);
 }
 
+/* The name of the decision's client's limit or quota at `index` (fw_decision.rule, dark_rule: frozen,
+   interned), or nil for -1 and any other index the policy has no rule at. */
+static VALUE fw_rb_rule_name(VALUE decision, VALUE index) {
+  fw_rb_decision *rd = (fw_rb_decision *)fw_rb_unwrap(decision, SWIGTYPE_p_fw_decision);
+  const fw_rb_handle *h = (const fw_rb_handle *)DATA_PTR(rd->handle);
+  int i = NUM2INT(index);
+  if (i < 0 || i >= h->rule_count) return Qnil;
+  return rb_enc_interned_str(h->rule_names[i], (long)strlen(h->rule_names[i]), rb_utf8_encoding());
+}
+
+/* The names of the limits and quotas that applied to the decision (fw_decision.rules), in the policy's
+   order: the limits, then the quotas. */
+static VALUE fw_rb_rules(VALUE decision) {
+  fw_rb_decision *rd = (fw_rb_decision *)fw_rb_unwrap(decision, SWIGTYPE_p_fw_decision);
+  const fw_rb_handle *h = (const fw_rb_handle *)DATA_PTR(rd->handle);
+  VALUE out = rb_ary_new();
+  for (int i = 0; i < h->rule_count; i++) {
+    if ((rd->d.rules >> i) & 1)
+      rb_ary_push(out, rb_enc_interned_str(h->rule_names[i], (long)strlen(h->rule_names[i]), rb_utf8_encoding()));
+  }
+  return out;
+}
+
 /* A whole number for an unsigned field of the core: a negative one must not wrap around. */
 static unsigned fw_rb_unsigned(VALUE v, const char *field) {
   if (!RB_INTEGER_TYPE_P(v)) rb_raise(rb_eTypeError, "%s: must be an Integer, not %s", field, rb_obj_classname(v));
@@ -527,6 +558,7 @@ static VALUE fw_rb_parse_retry_after(VALUE value, VALUE now_unix_s) {
 %ignore fw_client_close;
 %ignore fw_client_free;
 %ignore fw_client_can_block;
+%ignore fw_client_rule_name;
 %ignore fw_admit;
 %ignore fw_admit_async;
 %ignore fw_admit_async2;
@@ -587,11 +619,15 @@ static VALUE fw_rb_parse_retry_after(VALUE value, VALUE now_unix_s) {
 %typemap(argout) double *out "$result = rb_float_new(v$argnum);"
 %typemap(in) VALUE "$1 = $input;"
 
-/* Decisions are values, read-only from Ruby. The raw enums keep a _value suffix: lib/floodwall/decision.rb
-   gives the idiomatic names (limiter -> "fleet", failed_open?). */
+/* Decisions are values, read-only from Ruby. The raw enums and rule indices keep a _value suffix:
+   lib/floodwall/decision.rb gives the idiomatic names (limiter -> "fleet", failed_open?, rule -> "writes"). */
 %rename(limiter_value) fw_decision::limiter;
 %rename(dark_limiter_value) fw_decision::dark_limiter;
 %rename(fail_reason_value) fw_decision::fail_reason;
+%rename(rules_value) fw_decision::rules;
+%rename(rule_value) fw_decision::rule;
+%rename(dark_rule_value) fw_decision::dark_rule;
+%rename(shown_rule_value) fw_decision::shown_rule;
 %immutable fw_decision::version;
 %immutable fw_decision::allowed;
 %immutable fw_decision::status;
@@ -609,6 +645,14 @@ static VALUE fw_rb_parse_retry_after(VALUE value, VALUE now_unix_s) {
 %immutable fw_decision::concurrency_remaining;
 %immutable fw_decision::ticket;
 %immutable fw_decision::cost;
+%immutable fw_decision::rules;
+%immutable fw_decision::rule;
+%immutable fw_decision::dark_rule;
+%immutable fw_decision::shown_rule;
+%immutable fw_decision::rule_limit;
+%immutable fw_decision::rule_remaining;
+%immutable fw_decision::rule_reset_s;
+%immutable fw_decision::rule_window_end_s;
 %nodefaultctor fw_decision;
 
 %include "floodwall.h"
@@ -633,6 +677,8 @@ VALUE fw_rb_tenant_key(VALUE handle, VALUE tenant, VALUE headers, VALUE peer);
 VALUE fw_rb_rack_headers(VALUE env);
 int fw_rb_release(fw_rb_handle *h, fw_ticket ticket);
 VALUE fw_rb_response(VALUE decision, VALUE lowercase);
+VALUE fw_rb_rule_name(VALUE decision, VALUE index);
+VALUE fw_rb_rules(VALUE decision);
 VALUE fw_rb_backoff_defaults(void);
 VALUE fw_rb_backoff_delay(VALUE base_s, VALUE cap_s, VALUE attempts, VALUE attempt, VALUE retry_after_s,
                           VALUE random01);

@@ -13,8 +13,9 @@ module Floodwall
 
     # Also inherited from the native struct: status (200, 429 or 503), limit (the bucket's capacity),
     # remaining (whole tokens left), rate (tokens/s), concurrency_limit, concurrency_remaining, cost (the
-    # tokens the request asked for, 0 counted as 1), and ticket (what Client#release gives back; 0 when
-    # nothing is held).
+    # tokens the request asked for, 0 counted as 1), ticket (what Client#release gives back; 0 when
+    # nothing is held), and rule_limit, rule_remaining, rule_reset_s, rule_window_end_s (the limit or quota
+    # that RateLimit reports; all 0 when no rule applied).
 
     def allowed?
       allowed != 0
@@ -45,6 +46,25 @@ module Floodwall
     def fail_reason
       reason = fail_reason_value
       reason.zero? ? nil : Native.fail_reason_name(reason)
+    end
+
+    # The name of the limit or quota (the policy's request_rate.limits, quotas) that rejected the request
+    # (limiter "request_rate"), a String such as "writes"; nil when none did.
+    def rule
+      index = rule_value
+      index.negative? ? nil : Native.rule_name(self, index)
+    end
+
+    # The name of the first limit or quota in dark mode that would have rejected the request, or nil.
+    def dark_rule
+      index = dark_rule_value
+      index.negative? ? nil : Native.rule_name(self, index)
+    end
+
+    # The names of the limits and quotas that applied to the request (those RateLimit-Policy lists), an
+    # Array of Strings: the limits in policy order, then the quotas; empty when none did.
+    def rules
+      rules_value.zero? ? [] : Native.rules(self)
     end
 
     # Whole seconds until the bucket is full again.
@@ -79,7 +99,8 @@ module Floodwall
       { allowed: allowed?, status: status, limiter: limiter, dark_limiter: dark_limiter,
         failed_open: failed_open?, degraded: degraded?, fail_reason: fail_reason, limit: limit, remaining: remaining, reset: reset,
         retry_after: retry_after, rate: rate, concurrency_limit: concurrency_limit,
-        concurrency_remaining: concurrency_remaining, cost: cost, ticket: ticket }
+        concurrency_remaining: concurrency_remaining, cost: cost, rule: rule, dark_rule: dark_rule, rules: rules,
+        ticket: ticket }
     end
 
     def inspect
