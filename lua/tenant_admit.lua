@@ -7,8 +7,10 @@
 -- KEYS[3]  <prefix>:fleet             sorted set of non-critical in-flight slot ids fleet-wide
 -- KEYS[4]  <prefix>:fleet:reports     (sent only when the policy leases) the fleet usage that clients
 --                                     decide in process, reported by fleet_report.lua: its "sum" counts too
--- KEYS[#KEYS-n+1..]  with n rules: each rule's key, <prefix>:{<tenant>}:limit:<name> (a bucket, as KEYS[1])
---          or <prefix>:{<tenant>}:quota:<name> (lib/quota.lua)
+-- KEYS[#KEYS-n..#KEYS-1]  with n rules: each rule's key, <prefix>:{<tenant>}:limit:<name> (a bucket, as
+--          KEYS[1]) or <prefix>:{<tenant>}:quota:<name> (lib/quota.lua)
+-- KEYS[#KEYS]  <prefix>:{<tenant>}:ctl   the tenant's control record (a hash the admin API writes: tier,
+--          rate and burst of a runtime override, block: until when, s since the epoch, 0 for good)
 -- ARGV[1]  limiters, three characters: request rate, concurrency, fleet; each 'E' (enforce),
 --          'D' (dark: decide, never reject) or '-' (not asked); then one character per rule of the policy
 --          that applies (request_rate.limits, quotas): 'L' a limit, 'Q' a quota, lower case when dark;
@@ -19,14 +21,19 @@
 -- ARGV[9]  the request's slot id (16 random bytes)
 -- ARGV[10..] with rules: a limit's rate and burst (micro-tokens), a quota's limit (units), period (0 hour,
 --          1 day, 2 month) and offset from UTC (s); in the order of their characters
--- A request-rate-only admit sends KEYS[1] and ARGV[1..4]; one with a slot or a rule sends three keys (four
--- when the policy leases) and all nine arguments, then the rules' keys and arguments.
+-- ARGV[#ARGV]  the tier the client takes the tenant to be in ("" for none)
+-- A request-rate-only admit sends KEYS[1], the control key and ARGV[1..4] and the tier; one with a slot or
+-- a rule sends three keys (four when the policy leases) and all nine arguments, then the rules' keys and
+-- arguments, then the control key and the tier.
 -- Reply:   for a request-rate-only admit one integer, the micro-tokens left when the bucket had enough
 --          and -1 - (the micro-tokens it has) when it had not (an array costs Redis a table and more
 --          reply to write); the client knows the mode it sent, so whether the admit committed follows.
 --          With a slot: {committed, rate_ok, micro-tokens left, conc_ok, tenant in-flight, fleet_ok}, then
 --          per rule: ok, what it has left (micro-tokens, units), and a quota's seconds until its window ends
---          and that end (s since the epoch), 0 and 0 for a limit.
+--          and that end (s since the epoch), 0 and 0 for a limit; then, when a runtime override of the bucket
+--          applied, its rate and burst (a request-rate-only admit too answers with this array then).
+--          The control record may answer first, nothing written: {'blocked', until (0: for good)}, or
+--          {'tier', the tenant's tier} when it is not the client's (the client decides again with it).
 --
 -- The clock is Redis' TIME, so every app server of a fleet shares one clock (unless the policy says
 -- redis.clock "client", for services that refuse TIME in scripts). The bucket's representation, its
@@ -35,16 +42,28 @@
 -- include: lib/quota.lua
 local NOT_ASKED, ENFORCE = string.byte('-'), string.byte('E')
 local r, c, f = string.byte(ARGV[1], 1, 3)
-local rule_spec = string.sub(ARGV[1], 4, (string.find(ARGV[1], '@', 4, true) or 0) - 1)
+-- '!' after the three: no control record key (a Redis Cluster slot in migration, where the client read it
+-- with a call of its own first)
+local no_ctl = string.sub(ARGV[1], 4, 4) == '!'
+local rule_spec = string.sub(ARGV[1], no_ctl and 5 or 4, (string.find(ARGV[1], '@', 4, true) or 0) - 1)
 local rate_on, conc_on, fleet_on = r ~= NOT_ASKED, c ~= NOT_ASKED, f ~= NOT_ASKED
 
 local sec, usec = bucket_clock(ARGV[1])
+
+local ctl = no_ctl and {} or rcall('HMGET', KEYS[#KEYS], 'tier', 'rate', 'burst', 'block')
+if ctl[4] then
+  local until_s = tonumber(ctl[4]) or 0
+  if until_s == 0 or until_s > sec then return {'blocked', until_s} end
+end
+if not no_ctl and (ctl[1] or '') ~= ARGV[#ARGV] then return {'tier', ctl[1] or ''} end
+local override = ctl[2] and tonumber(ctl[2]) and tonumber(ctl[3])
 
 local rate_ok, conc_ok, fleet_ok = 1, 1, 1
 local tokens, debt, rate_m, cost_m, full_s = 0, 0, 0, tonumber(ARGV[4]), -1
 if rate_on then
   local burst_m
   rate_m, burst_m = tonumber(ARGV[2]), tonumber(ARGV[3])
+  if override then rate_m, burst_m = tonumber(ctl[2]), tonumber(ctl[3]) end
   debt, tokens, full_s = bucket_read(KEYS[1], sec, usec, rate_m, burst_m)
   if tokens < cost_m then rate_ok = 0 end
 end
@@ -65,7 +84,7 @@ if fleet_on then
 end
 
 -- The limits and quotas that apply: each checked as the tenant's bucket is, none written yet.
-local rules, rule_refused, rules_key0, arg = {}, false, #KEYS - #rule_spec, 10
+local rules, rule_refused, rules_key0, arg = {}, false, #KEYS - (no_ctl and 0 or 1) - #rule_spec, 10
 for j = 1, #rule_spec do
   local kind = string.sub(rule_spec, j, j)
   local rule = {key = KEYS[rules_key0 + j], enforce = kind == 'L' or kind == 'Q', quota = kind == 'Q' or kind == 'q'}
@@ -117,13 +136,17 @@ else
     end
   end
 end
-if #rule_spec > 0 then
+if #rule_spec > 0 or override then
   local reply = {committed, rate_ok, tokens, conc_ok, in_flight, fleet_ok}
   for _, rule in ipairs(rules) do
     reply[#reply + 1] = rule.ok and 1 or 0
     reply[#reply + 1] = rule.left
     reply[#reply + 1] = rule.quota and rule.stop - sec or 0
     reply[#reply + 1] = rule.quota and rule.stop or 0
+  end
+  if override then
+    reply[#reply + 1] = tonumber(ctl[2])
+    reply[#reply + 1] = tonumber(ctl[3])
   end
   return reply
 end

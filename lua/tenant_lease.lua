@@ -7,6 +7,8 @@
 --
 -- KEYS[1]  <prefix>:{<tenant>}:rate   the bucket (tenant_admit.lua): when it is full again (ns since the epoch)
 -- KEYS[2]  <prefix>:{<tenant>}:conc   the tenant's in-flight slot ids scored by start time (us)
+-- KEYS[3]  <prefix>:{<tenant>}:ctl    the tenant's control record (tenant_admit.lua): a tenant that has one
+--          is never leased (its block, tier or override is read by each of its admits)
 -- ARGV[1]  two characters: 'T' tokens are asked for ('-' not), 'S' slots are asked for ('-' not);
 --          then, with redis.clock "client" only, '@' and the caller's clock in us since the epoch
 -- ARGV[2]  rate, micro-tokens per second      ARGV[3]  burst, micro-tokens
@@ -20,7 +22,8 @@
 --          (16 random bytes each; at most kMaxLeasedSlots)
 -- Reply:   {micro-tokens granted, micro-tokens left in the bucket after (what it held when it granted
 --          none), slots granted (the first ones asked for), the tenant's live slots after, Redis' TIME in
---          us (the instant all this was true, which the client translates to its own clock)}
+--          us (the instant all this was true, which the client translates to its own clock), 1 when the
+--          tenant has a control record (nothing granted then), else 0}
 --
 -- The bucket's representation, arithmetic and TTL rule are lua/lib/bucket.lua's, shared with
 -- tenant_admit.lua; Redis' TIME is the clock (or the caller's, with redis.clock "client").
@@ -28,6 +31,8 @@
 local ASK_TOKENS, ASK_SLOTS = string.byte('T'), string.byte('S')
 local a, b = string.byte(ARGV[1], 1, 2)
 local tokens_asked, slots_asked = a == ASK_TOKENS, b == ASK_SLOTS
+local controlled = rcall('EXISTS', KEYS[3])
+if controlled == 1 then tokens_asked, slots_asked = false, false end
 
 local sec, usec = bucket_clock(ARGV[1])
 
@@ -81,4 +86,4 @@ if slots_asked then
     slots = 0
   end
 end
-return {granted, tokens, slots, live, sec * 1000000 + usec}
+return {granted, tokens, slots, live, sec * 1000000 + usec, controlled}

@@ -50,7 +50,8 @@ typedef enum fw_status {
   FW_ENOMEM = -2,  /* out of memory */
   FW_EINVAL = -3,  /* a bad argument (NULL, empty tenant, cost above the burst, unknown enum) */
   FW_EPOLICY = -4, /* the policy document is invalid; the message names the field */
-  FW_ESTORE = -5,  /* the store could not be set up (unparseable URL, unknown scheme) */
+  FW_ESTORE = -5,  /* the store could not be set up (unparseable URL, unknown scheme), or an admin call
+                      could not reach it (the message says why) */
   FW_ECLOSED = -6  /* the client was closed (fw_client_close) */
 } fw_status;
 
@@ -234,12 +235,15 @@ typedef struct fw_decision {
   int64_t rule_remaining;    /* what shown_rule has left after this decision */
   int64_t rule_reset_s;      /* seconds until shown_rule is full again (a limit) or its window ends (a quota) */
   int64_t rule_window_end_s; /* a quota: when its window ends, seconds since the epoch (the store's clock); else 0 */
+  /* Version 4. The tenant is blocked (fw_admin_block): status 403, limiter NONE, nothing consumed. */
+  int blocked;
+  int64_t blocked_until_s; /* when the block ends, seconds since the epoch; 0: until unblocked */
 } fw_decision;
 
 #define FW_DECISION_INIT                                                                                             \
   {                                                                                                                  \
     FW_DECISION_VERSION, 0, 0, FW_LIMITER_NONE, FW_LIMITER_NONE, 0, FW_FAIL_NONE, 0, 0, 0, 0, 0.0, 0, 0, 0, 0, 0, 0, \
-        -1, -1, -1, 0, 0, 0, 0                                                                                       \
+        -1, -1, -1, 0, 0, 0, 0, 0, 0                                                                                 \
   }
 
 /**
@@ -324,6 +328,40 @@ FW_EXTERN int fw_get_mode(fw_client *c, fw_limiter l, fw_mode *out);
 FW_EXTERN int fw_report_utilization(fw_client *c, double u);
 /** The utilization shedder's current shedding amount in [resting, 1] (0 when not configured). */
 FW_EXTERN int fw_shedding_amount(fw_client *c, double *out);
+
+/* ------------------------------------------------------------------------------------------- admin */
+
+/*
+ * The admin API: a tenant's control record, kept in the store (Redis: the hash <prefix>:{<tenant>}:ctl,
+ * read by the admit script itself), so that a change applies to the next request of every client of the
+ * store, with no poll and no deploy; on memory:// to this process, on shm:// to the machine's processes.
+ * An app exposes these on an admin endpoint (behind its own authentication); the floodwall command drives
+ * them. Each blocks for at most the store's deadline (at least a second). The tenant is an id as fw_admit
+ * takes it (fw_tenant_key derives one from a request); one with a control character is FW_EINVAL.
+ * Returns FW_EINVAL for a bad argument (the message names it), FW_ESTORE when the store cannot be reached.
+ */
+
+/** Gives the tenant its own bucket (rate tokens/second, burst tokens; validated as the policy's are). */
+FW_EXTERN int fw_admin_set_override(fw_client *c, const char *tenant, size_t tenant_len, double rate, double burst);
+/** Removes the tenant's own bucket: its tier's, or the policy's, again. */
+FW_EXTERN int fw_admin_remove_override(fw_client *c, const char *tenant, size_t tenant_len);
+/** Puts the tenant in a tier of the policy ("tiers"); NULL or "" takes it out of any. */
+FW_EXTERN int fw_admin_set_tier(fw_client *c, const char *tenant, size_t tenant_len, const char *tier);
+/** Blocks the tenant (403, nothing consumed) for `seconds`, or until unblocked when 0. */
+FW_EXTERN int fw_admin_block(fw_client *c, const char *tenant, size_t tenant_len, double seconds);
+FW_EXTERN int fw_admin_unblock(fw_client *c, const char *tenant, size_t tenant_len);
+/**
+ * The tenant as a JSON object: tier, override, blocked (and until when), the request-rate bucket's limit and
+ * remaining tokens, the concurrency limit and requests in flight, and each limit and quota of its tier with
+ * what it has left (a quota: its reset). On success *out owns new contents (dispose with fw_buf_dispose).
+ */
+FW_EXTERN int fw_admin_show(fw_client *c, const char *tenant, size_t tenant_len, fw_buf *out);
+/** Forgets the tenant's buckets and quotas (full again); its control record and in-flight slots stay. */
+FW_EXTERN int fw_admin_reset(fw_client *c, const char *tenant, size_t tenant_len);
+/** Sets a limiter's fleet-wide mode (an fw_mode), or -1 to go back to each process's own (fw_set_mode). */
+FW_EXTERN int fw_admin_set_mode(fw_client *c, fw_limiter l, int mode);
+/** The tenants with a control record, at most `limit`, as a JSON array of objects like fw_admin_show's. */
+FW_EXTERN int fw_admin_list(fw_client *c, size_t limit, fw_buf *out);
 
 /* --------------------------------------------------------------------------------------- formatter */
 

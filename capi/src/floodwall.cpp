@@ -383,6 +383,85 @@ int fw_client_rule_name(fw_client *c, int index, const char **out, int *is_quota
   });
 }
 
+// ------------------------------------------------------------------------------------------ admin
+
+namespace {
+std::string_view admin_tenant(const char *tenant, size_t len) {
+  if (!tenant) throw floodwall::BadRequest("tenant: must not be NULL");
+  return {tenant, len};
+}
+}  // namespace
+
+int fw_admin_set_override(fw_client *c, const char *tenant, size_t tenant_len, double rate, double burst) {
+  return guarded([&]() -> int {
+    Use use(c);
+    guard_of(c).admin_set_override(admin_tenant(tenant, tenant_len), rate, burst);
+    return FW_OK;
+  });
+}
+
+int fw_admin_remove_override(fw_client *c, const char *tenant, size_t tenant_len) {
+  return guarded([&]() -> int {
+    Use use(c);
+    guard_of(c).admin_remove_override(admin_tenant(tenant, tenant_len));
+    return FW_OK;
+  });
+}
+
+int fw_admin_set_tier(fw_client *c, const char *tenant, size_t tenant_len, const char *tier) {
+  return guarded([&]() -> int {
+    Use use(c);
+    guard_of(c).admin_set_tier(admin_tenant(tenant, tenant_len), tier ? std::string_view(tier) : std::string_view());
+    return FW_OK;
+  });
+}
+
+int fw_admin_block(fw_client *c, const char *tenant, size_t tenant_len, double seconds) {
+  return guarded([&]() -> int {
+    Use use(c);
+    guard_of(c).admin_block(admin_tenant(tenant, tenant_len), seconds);
+    return FW_OK;
+  });
+}
+
+int fw_admin_unblock(fw_client *c, const char *tenant, size_t tenant_len) {
+  return guarded([&]() -> int {
+    Use use(c);
+    guard_of(c).admin_unblock(admin_tenant(tenant, tenant_len));
+    return FW_OK;
+  });
+}
+
+int fw_admin_show(fw_client *c, const char *tenant, size_t tenant_len, fw_buf *out) {
+  return guarded([&]() -> int {
+    Use use(c);
+    return set_buf(out, guard_of(c).admin_show(admin_tenant(tenant, tenant_len)));
+  });
+}
+
+int fw_admin_reset(fw_client *c, const char *tenant, size_t tenant_len) {
+  return guarded([&]() -> int {
+    Use use(c);
+    guard_of(c).admin_reset(admin_tenant(tenant, tenant_len));
+    return FW_OK;
+  });
+}
+
+int fw_admin_set_mode(fw_client *c, fw_limiter l, int mode) {
+  return guarded([&]() -> int {
+    Use use(c);
+    guard_of(c).admin_set_mode(static_cast<floodwall::Limiter>(l), mode);
+    return FW_OK;
+  });
+}
+
+int fw_admin_list(fw_client *c, size_t limit, fw_buf *out) {
+  return guarded([&]() -> int {
+    Use use(c);
+    return set_buf(out, guard_of(c).admin_list(limit));
+  });
+}
+
 int fw_release(fw_client *c, fw_ticket t) {
   if (!c || t == 0) return FW_OK;
   int rc = guarded([&]() -> int {

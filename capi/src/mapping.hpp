@@ -100,6 +100,8 @@ inline void to_c(const floodwall::Decision &d, fw_decision &c) {
   c.rule_remaining = d.rule_remaining;
   c.rule_reset_s = d.rule_reset_s;
   c.rule_window_end_s = d.rule_window_end_s;
+  c.blocked = d.blocked ? 1 : 0;
+  c.blocked_until_s = d.blocked_until_s;
 }
 
 // Into a caller's struct of `version` (checked by decision_version): the fields that version has, no byte
@@ -143,6 +145,8 @@ inline floodwall::Decision read_decision(const fw_decision *c) {
   d.rule_remaining = full.rule_remaining;
   d.rule_reset_s = full.rule_reset_s;
   d.rule_window_end_s = full.rule_window_end_s;
+  d.blocked = full.blocked != 0;
+  d.blocked_until_s = full.blocked_until_s;
   return d;
 }
 

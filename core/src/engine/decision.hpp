@@ -53,6 +53,9 @@ struct Decision {
   int64_t rule_remaining = 0;     // what it has left after this decision (whole tokens, units)
   int64_t rule_reset_s = 0;       // seconds until it is full again (a limit) or its window ends (a quota)
   int64_t rule_window_end_s = 0;  // a quota: when its window ends, seconds since the epoch (the store's clock)
+  // The tenant is blocked (the admin API): status 403, nothing consumed.
+  bool blocked = false;
+  int64_t blocked_until_s = 0;  // when the block ends, seconds since the epoch; 0: until unblocked
 };
 
 // How an asynchronous admit ends: called exactly once, with the decision, or with the exception that kept

@@ -89,7 +89,7 @@ void Guard::prepare_rules(std::string_view route, std::string_view method, uint6
   Mode limiter = mode_in_force(Limiter::request_rate);
   for (size_t i = 0; i < policy_.rules.size(); i++) {
     const Rule &rule = policy_.rules[i];
-    if (!rule.applies(route, method)) continue;
+    if (!policy_.applies_to_tier(rule, p.tier) || !rule.applies(route, method)) continue;
     p.rules |= uint64_t{1} << i;
     if (rule.mode == Mode::off || limiter == Mode::off) continue;
     if (cost > static_cast<uint64_t>(rule.quota ? rule.quota_limit : rule.bucket.burst)) cost_above_rule(cost, rule);
@@ -115,9 +115,13 @@ void Guard::prepare(const Request &rq, Prepared &p) {
   std::string_view method = rq.method.empty() ? std::string_view("GET") : rq.method;
   p.route = metrics_.route_index(rq.route);
   p.op.units = static_cast<int64_t>(cost);
+  if (any_tier_.load(std::memory_order_relaxed)) {
+    p.op.tier = tenant_tier(p.op.tenant);
+    if (!policy_.tiers.empty()) p.tier = policy_.tier_index(p.op.tier);
+  }
 
   if (policy_.request_rate) {
-    p.bucket = policy_.bucket_for(p.op.tenant);
+    p.bucket = p.tier >= 0 ? &policy_.tiers[static_cast<size_t>(p.tier)].bucket : policy_.bucket_for(p.op.tenant);
     // Such a request could never pass; failing it loudly beats a 429 whose Retry-After lies.
     if (cost > static_cast<uint64_t>(p.bucket->burst)) cost_above_burst(cost, p.bucket->burst);
     Mode m = mode_in_force(Limiter::request_rate);
@@ -197,7 +201,8 @@ constexpr Decision kAllowed = [] {
 // reported, and RateLimit shows the rule closest to exhaustion when it is closer than the tenant's bucket.
 void Guard::rule_verdicts(const Prepared &p, const AdmitResult &r, Decision &d) {
   const AdmitOp &op = p.op;
-  double closest = op.rate && op.burst_m > 0 ? static_cast<double>(r.tokens_m) / static_cast<double>(op.burst_m) : 2.0;
+  int64_t burst_m = r.rate_m > 0 ? r.burst_m : op.burst_m;
+  double closest = op.rate && burst_m > 0 ? static_cast<double>(r.tokens_m) / static_cast<double>(burst_m) : 2.0;
   size_t n = std::min<size_t>(op.rules.n, r.rules.n);
   for (size_t j = 0; j < n; j++) {
     const RuleOp &ro = op.rules.at[j];
@@ -229,6 +234,11 @@ void Guard::rule_verdicts(const Prepared &p, const AdmitResult &r, Decision &d) 
 }
 
 Decision Guard::finish(const Prepared &p, const AdmitResult &store_result) {
+  if (store_result.other_tier) {  // the tenant's tier kept changing under this admit: the fallback decides
+    AdmitResult undecided;
+    undecided.reason = FailReason::error;
+    return finish(p, undecided);
+  }
   Decision d = kAllowed;
   d.cost = p.cost;
   if (p.shed_dark) d.dark_limiter = Limiter::utilization;
@@ -260,7 +270,13 @@ Decision Guard::finish(const Prepared &p, const AdmitResult &store_result) {
     for (auto [on, l] : asked)
       if (on) metrics_.failed(l, store_result.reason);
     if (fallback_) {
-      local = fallback_->admit(op);
+      if (op.tier.empty()) {
+        local = fallback_->admit(op);
+      } else {  // the local table keeps no control records: the tier's limits, unchecked
+        AdmitOp o = op;
+        o.tier = {};
+        local = fallback_->admit(o);
+      }
       res = &local;
       d.degraded = true;
       metrics_.source(Source::fallback);
@@ -282,6 +298,23 @@ Decision Guard::finish(const Prepared &p, const AdmitResult &store_result) {
     metrics_.source(Source::store);
   }
   const AdmitResult &r = *res;
+  if (touched_store && r.decided && r.blocked) {
+    // The tenant is blocked (the admin API): 403, nothing consumed.
+    d.allowed = false;
+    d.status = 403;
+    d.blocked = true;
+    d.blocked_until_s = r.blocked_until_s;
+    d.retry_after_s =
+        r.blocked_until_s > 0 ? std::max<int64_t>(1, r.blocked_until_s - floor_div(clock_.wall_us(), 1'000'000)) : 0;
+    metrics_.tenant_seen(op.tenant, true);
+    return d;
+  }
+  // A runtime override of the tenant's bucket (its control record): the bucket the store used.
+  int64_t rate_m = r.rate_m > 0 ? r.rate_m : op.rate_m, burst_m = r.rate_m > 0 ? r.burst_m : op.burst_m;
+  if (r.rate_m > 0 && touched_store && r.decided) {
+    d.limit = burst_m / 1'000'000;
+    d.rate = static_cast<double>(rate_m) / 1e6;
+  }
   if (touched_store && r.decided) {
     // In the order of the path: the first enforcing limiter that rejected names the rejection.
     auto verdict = [&](bool on, bool enforce, bool ok, Limiter l) {
@@ -297,7 +330,7 @@ Decision Guard::finish(const Prepared &p, const AdmitResult &store_result) {
     verdict(op.fleet && r.fleet_evaluated, op.fleet_enforce, r.fleet_ok, Limiter::fleet);
     if (op.rate) {
       d.remaining = r.tokens_m / 1'000'000;
-      d.reset_s = seconds_until(op.rate_m, r.tokens_m, op.burst_m);
+      d.reset_s = seconds_until(rate_m, r.tokens_m, burst_m);
     }
     if (op.conc) d.concurrency_remaining = std::max<int64_t>(0, op.conc_limit - r.conc_count);
     if (d.limiter != Limiter::none) {
@@ -305,7 +338,7 @@ Decision Guard::finish(const Prepared &p, const AdmitResult &store_result) {
       d.status = d.limiter == Limiter::fleet ? 503 : 429;
       d.retry_after_s = d.rule >= 0 ? d.retry_after_s
                         : d.limiter == Limiter::request_rate
-                            ? std::max<int64_t>(1, seconds_until(op.rate_m, r.tokens_m, op.cost_m))
+                            ? std::max<int64_t>(1, seconds_until(rate_m, r.tokens_m, op.cost_m))
                             : 1;  // a slot frees when any in-flight request ends
     }
     if (op.rate || op.conc || op.rules.n > 0) metrics_.tenant_seen(op.tenant, !d.allowed);
@@ -329,23 +362,53 @@ Decision Guard::finish(const Prepared &p, const AdmitResult &store_result) {
   return d;
 }
 
-Decision Guard::admit(const Request &rq) {
-  Prepared p;
-  prepare(rq, p);
-  bool asks = !p.shed && p.op.asks();
-  // A request that a limit or quota applies to is decided by the store, exactly: leases hold the
-  // tenant's bucket only (a lease per rule is not built).
-  if (asks && hot_ && p.op.rules.n == 0) {
-    if (HotTenants::EntryRef e = hot_->track(p.op, clock_.now_us())) {
-      AdmitResult r;
-      if (hot_->admit(*e, p.op, r) == HotTenants::Outcome::decided) return finish(p, r);
-      int64_t sent = clock_.now_us();
-      r = store_->admit(p.op);
-      hot_->learn(*e, p.op, r, sent);
-      return finish(p, r);
-    }
+// ------------------------------------------------------------------------------------------ tiers
+
+// The tier a tenant's control record named when the store last said (none when it never did).
+std::string_view Guard::tenant_tier(const TenantKey &t) {
+  std::lock_guard lock(tiers_mu_);
+  auto it = tenant_tiers_.find(std::string(t.view()));
+  return it == tenant_tiers_.end() ? std::string_view() : it->second;
+}
+
+// The store said the tenant's tier is `tier`: the next admits assume it. Names are interned (ops point
+// at them); the map of tenants is bounded, and starts afresh when full (the store teaches it again).
+void Guard::learn_tier(const TenantKey &t, std::string_view tier) {
+  std::lock_guard lock(tiers_mu_);
+  if (tier.empty()) {
+    tenant_tiers_.erase(std::string(t.view()));
+    return;
   }
-  return finish(p, asks ? store_->admit(p.op) : AdmitResult{});
+  auto name = tier_names_.find(tier);
+  if (name == tier_names_.end()) {
+    if (tier_names_.size() >= 1024) return;  // a store naming ever more tiers: decided with none
+    name = tier_names_.emplace(tier).first;
+  }
+  if (tenant_tiers_.size() >= kMaxTenantTiers) tenant_tiers_.clear();
+  tenant_tiers_[std::string(t.view())] = *name;
+  any_tier_.store(true, std::memory_order_relaxed);
+}
+
+Decision Guard::admit(const Request &rq) {
+  for (int attempt = 0;; attempt++) {
+    Prepared p;
+    prepare(rq, p);
+    bool asks = !p.shed && p.op.asks();
+    AdmitResult r;
+    // A request that a limit or quota applies to is decided by the store, exactly: leases hold the
+    // tenant's bucket only (a lease per rule is not built).
+    HotTenants::EntryRef e;
+    if (asks && hot_ && p.op.rules.n == 0) e = hot_->track(p.op, clock_.now_us());
+    if (e && hot_->admit(*e, p.op, r) == HotTenants::Outcome::decided) return finish(p, r);
+    int64_t sent = clock_.now_us();
+    if (asks) r = store_->admit(p.op);
+    if (r.other_tier && attempt < kTierAttempts) {
+      learn_tier(p.op.tenant, r.tier);  // nothing was consumed: decide again in that tier
+      continue;
+    }
+    if (e && !r.other_tier && !r.blocked) hot_->learn(*e, p.op, r, sent);
+    return finish(p, r);
+  }
 }
 
 namespace {
@@ -363,11 +426,33 @@ class Guard::Pending final : public AdmitCompletion, public LeaseWaiter {
   HotTenants::AsyncState hot_state;
   int64_t sent_us = 0;  // an exact admit of a hot tenant: when it was sent
   void wake() override { g_.resume_hot(this); }
+  // The request again, when the store may answer with another tier (the policy has tiers): its strings
+  // are the caller's only until admit_async returns.
+  std::string route, method;
+  Request rq;
+  int attempts = 0;
   void complete(AdmitResult &&r) override {
     Decision d;
     std::exception_ptr error;
     try {
-      if (hot) g_.hot_->learn(*hot, p.op, r, sent_us);
+      if (r.other_tier && attempts < kTierAttempts) {
+        // Nothing was consumed: decide again in the tenant's tier (exactly, not from a lease).
+        attempts++;
+        g_.learn_tier(p.op.tenant, r.tier);
+        if (g_.policy_.tiers.empty()) {
+          p.op.tier = g_.tenant_tier(p.op.tenant);
+        } else {
+          std::string tenant(p.op.tenant.view());
+          rq.tenant = tenant;
+          Prepared again;
+          g_.prepare(rq, again);
+          p = again;
+        }
+        hot = nullptr;
+        g_.store_->admit_async(p.op, this);
+        return;
+      }
+      if (hot && !r.other_tier && !r.blocked) g_.hot_->learn(*hot, p.op, r, sent_us);
       d = g_.finish(p, r);
     } catch (...) {
       error = std::current_exception();
@@ -399,6 +484,13 @@ void Guard::resume_hot(Pending *pending) {
 bool Guard::admit_async(const Request &rq, AdmitDone done) {
   auto pending = std::make_unique<Pending>(*this, std::move(done));
   prepare(rq, pending->p);
+  if (!policy_.tiers.empty()) {
+    pending->route.assign(rq.route);
+    pending->method.assign(rq.method);
+    pending->rq = rq;
+    pending->rq.route = pending->route;
+    pending->rq.method = pending->method;
+  }
   if (pending->p.shed || !pending->p.op.asks()) {
     pending.release()->complete(AdmitResult{});
     return true;

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <string_view>
 #include <unordered_map>
@@ -52,6 +53,19 @@ class Guard {
   const Policy &policy() const { return policy_; }
   Store &store() { return *store_; }
 
+  // The admin API (engine/admin.cpp): a tenant's control record in the store, which every client's next
+  // admit of the tenant reads. Bad arguments throw BadRequest naming them; a store that cannot be reached,
+  // StoreError. Blocking, within the store's deadline (at least a second).
+  void admin_set_override(std::string_view tenant, double rate, double burst);
+  void admin_remove_override(std::string_view tenant);
+  void admin_set_tier(std::string_view tenant, std::string_view tier);  // "": none
+  void admin_block(std::string_view tenant, double seconds);            // 0: until unblocked
+  void admin_unblock(std::string_view tenant);
+  std::string admin_show(std::string_view tenant);  // JSON
+  void admin_reset(std::string_view tenant);
+  void admin_set_mode(Limiter l, int mode);  // a Mode, or -1: each process's own again
+  std::string admin_list(size_t limit);      // JSON
+
  private:
   struct Prepared {
     AdmitOp op;
@@ -62,6 +76,7 @@ class Guard {
     const BucketLimits *bucket = nullptr;
     uint64_t cost = 1;   // the tokens asked for (0 counted as 1), for the rejection's message
     uint64_t rules = 0;  // bit i: Policy::rules[i] applies (dark and off ones too: RateLimit-Policy lists them)
+    int tier = -1;       // the tenant's tier (Policy::tiers) as this client knows it; -1: none
   };
   struct Held {
     TenantKey tenant;
@@ -86,6 +101,12 @@ class Guard {
   void prepare_rules(std::string_view route, std::string_view method, uint64_t cost, Prepared &p);
   Decision finish(const Prepared &p, const AdmitResult &r);
   void rule_verdicts(const Prepared &p, const AdmitResult &r, Decision &d);
+  TenantKey admin_tenant(std::string_view tenant) const;
+  AdmitOp admin_op(const TenantKey &t, int tier, size_t first_rule, size_t &next_rule) const;
+  std::string_view tenant_tier(const TenantKey &t);
+  void learn_tier(const TenantKey &t, std::string_view tier);
+  static constexpr int kTierAttempts = 2;  // an admit decided again after the store named another tier
+  static constexpr size_t kMaxTenantTiers = 100'000;
   void tick_utilization(int64_t now_us);
   Ticket hold(const Held &h);
   Gauges gauges();
@@ -99,6 +120,11 @@ class Guard {
   Metrics metrics_;
   // Policy leases on a store that supports them: hot tenants decided in process (hot_tenants.hpp).
   std::unique_ptr<HotTenants> hot_;
+  // Tenants whose control record names a tier, as the store last said (tier_of, learn_tier).
+  std::mutex tiers_mu_;
+  std::unordered_map<std::string, std::string_view> tenant_tiers_;
+  std::set<std::string, std::less<>> tier_names_;
+  std::atomic<bool> any_tier_{false};
   std::array<std::atomic<uint8_t>, kLimiterCount> local_modes_{};
 
   // Utilization shedder.

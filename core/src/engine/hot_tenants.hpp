@@ -58,12 +58,13 @@ class HotTenants {
  public:
   static constexpr int64_t kWindowUs = 10'000;
   static constexpr uint32_t kHotAdmits = 16, kCoolAdmits = 4;
-  static constexpr int64_t kCoolWindows = 10;         // cold after 100 ms without a window of kCoolAdmits
-  static constexpr int64_t kFullHoldUs = 1'000;       // a concurrency set found full is believed this long
-  static constexpr int64_t kReportUs = 100'000;       // fleet reports
-  static constexpr int64_t kReportTtlUs = 1'000'000;  // a report counts this long (a dead client's too)
-  static constexpr int64_t kFleetViewUs = 1'000'000;  // an older fleet view decides nothing here
-  static constexpr int kMaxRounds = 3;                // lease calls one request waits for, then exact
+  static constexpr int64_t kCoolWindows = 10;              // cold after 100 ms without a window of kCoolAdmits
+  static constexpr int64_t kFullHoldUs = 1'000;            // a concurrency set found full is believed this long
+  static constexpr int64_t kReportUs = 100'000;            // fleet reports
+  static constexpr int64_t kReportTtlUs = 1'000'000;       // a report counts this long (a dead client's too)
+  static constexpr int64_t kFleetViewUs = 1'000'000;       // an older fleet view decides nothing here
+  static constexpr int kMaxRounds = 3;                     // lease calls one request waits for, then exact
+  static constexpr int64_t kControlledHoldUs = 1'000'000;  // exact admits after a control record is seen
 
   // The store and metrics must outlive this; the clock and rng too.
   HotTenants(const Policy &p, Store &store, const Clock &clock, Rng &rng, Metrics &metrics);

@@ -27,6 +27,14 @@ struct HotTenants::Reading {
 // fleet share taken (take_fleet_share()) and the rest spent (answer()).
 HotTenants::Outcome HotTenants::decide(Entry &e, const AdmitOp &op, AdmitResult &r, bool &start_call, LeaseWaiter *w) {
   start_call = false;
+  // A control record changed (here, or in the fleet at the last flags poll): what this entry believes is
+  // asked again, by exact admits for a while (the next lease call says whether the tenant has one).
+  if (int64_t epoch = store_.ctl_epoch(); epoch != e.ctl_epoch) {
+    e.ctl_epoch = epoch;
+    e.known = false;
+    e.exact_until_us = clock_.now_us() + kControlledHoldUs;
+  }
+  if (e.exact_until_us != 0 && clock_.now_us() < e.exact_until_us) return Outcome::exact;
   Reading v = read(e, op);
   auto rejects = [](bool on, bool enforce, Verdict x) { return on && enforce && x == Verdict::no; };
   auto asks = [](bool on, Verdict x, Verdict what) { return on && x == what; };
@@ -237,7 +245,11 @@ void HotTenants::on_lease(Entry &e, LeaseResult &&res) {
     if (res.decided) {
       if (c.give_back_m > 0) metrics_.lease(LeaseCounter::tokens_given_back, c.give_back_m / 1'000'000);
       if (!c.released.empty()) metrics_.lease(LeaseCounter::slots_given_back, c.released.size());
-      if ((c.tokens || c.give_back_m > 0) && ran_at >= e.known_at_us) {
+      if (res.controlled) {
+        // The tenant has a control record (a block, a tier, an override) that each admit reads: exact.
+        e.known = false;
+        e.exact_until_us = now + kControlledHoldUs;
+      } else if ((c.tokens || c.give_back_m > 0) && ran_at >= e.known_at_us) {
         e.known = true;
         e.known_at_us = ran_at;
         e.left_m = res.tokens_m;
@@ -271,7 +283,7 @@ void HotTenants::on_lease(Entry &e, LeaseResult &&res) {
 }
 
 void HotTenants::learn(Entry &e, const AdmitOp &op, const AdmitResult &r, int64_t sent_us) {
-  if (!token_leases_ || !op.rate || !r.decided || r.in_process) return;
+  if (!token_leases_ || !op.rate || !r.decided || r.in_process || r.blocked || r.other_tier || r.rate_m > 0) return;
   std::lock_guard lock(e.mu);
   if (sent_us < e.known_at_us) return;  // a lease call sent later said more recent things
   e.known = true;

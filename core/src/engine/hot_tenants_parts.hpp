@@ -32,6 +32,8 @@ class HotTenants::Entry final : public LeaseCompletion, public std::enable_share
   // What Redis last said: the bucket held left_m at an instant no earlier than known_at_us.
   bool known = false;
   int64_t known_at_us = 0, left_m = 0, rate_m = 0, burst_m = 0;
+  // Decided by exact admits until then: the tenant has a control record, or one changed (ctl_epoch).
+  int64_t exact_until_us = 0, ctl_epoch = 0;
   // Redrawn at each reply: how much of half a batch's refill this process waits beyond the instant the
   // bucket holds one, so that the processes of a fleet, which all compute that same instant, do not all
   // call at it (the fastest one would win every time, and the others refuse every request).

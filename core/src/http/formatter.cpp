@@ -98,8 +98,35 @@ int64_t rule_window_s(const Rule &r) {
 
 }  // namespace
 
+// A blocked tenant's 403: floodwall's JSON, or an RFC 9457 problem document.
+std::string blocked_body(const Decision &d, const Policy &p) {
+  bool timed = d.blocked_until_s > 0 && !utc_time(d.blocked_until_s).empty();
+  std::string message =
+      "This client is blocked from this API" +
+      (timed ? " until " + utc_time(d.blocked_until_s) + ". Retry after " + std::to_string(retry_after(d)) + "s."
+             : std::string("."));
+  if (!p.docs_url.empty()) message += " See " + p.docs_url;
+  std::string out;
+  if (p.body_format == BodyFormat::problem_json) {
+    out = "{\"type\":\"about:blank\",\"title\":\"Forbidden\",\"status\":403,\"detail\":";
+    append_json_string(out, message);
+    out += ",\"limit_type\":\"blocked\"";
+  } else {
+    out = "{\"error\":{\"type\":\"forbidden\",\"limit_type\":\"blocked\",\"message\":";
+    append_json_string(out, message);
+  }
+  if (timed)
+    out += ",\"until\":\"" + utc_time(d.blocked_until_s) + "\",\"retry_after\":" + std::to_string(retry_after(d));
+  out += p.body_format == BodyFormat::problem_json ? "}" : "}}";
+  return out;
+}
+
 HeaderFields response_headers(const Decision &d, const Policy *p) {
   HeaderFields h;
+  if (d.blocked) {  // no limit of the policy refused it: Retry-After only, when the block ends
+    if (!d.allowed && d.blocked_until_s > 0) add(h, "Retry-After", std::to_string(retry_after(d)));
+    return h;
+  }
   bool rate = d.limit > 0 && d.rate > 0;
   bool conc = d.concurrency_limit > 0;
   std::string policy;
@@ -119,7 +146,7 @@ HeaderFields response_headers(const Decision &d, const Policy *p) {
   // A failed-open decision, a refusal because the store is unavailable, or one the local shedder made
   // before asking the store, knows the policy but not the bucket's state: it advertises only the policy.
   // A degraded decision advertises the local table's state, which is what decided it.
-  bool unavailable = !d.allowed && d.limiter == Limiter::none;
+  bool unavailable = !d.allowed && d.limiter == Limiter::none;  // (or blocked: no limit's state either)
   bool state = !d.failed_open && !unavailable && d.limiter != Limiter::utilization;
   // A limit or quota closer to exhaustion than the tenant's bucket (or the one that rejected) stands in
   // for the bucket in RateLimit and the older drafts' fields.
@@ -149,7 +176,8 @@ HeaderFields response_headers(const Decision &d, const Policy *p) {
       add(h, "RateLimit-Reset", std::to_string(t));
     }
   }
-  if (!d.allowed) add(h, "Retry-After", std::to_string(retry_after(d)));
+  // A block for good has no time to come back at.
+  if (!d.allowed && !(d.blocked && d.blocked_until_s <= 0)) add(h, "Retry-After", std::to_string(retry_after(d)));
   return h;
 }
 
@@ -180,6 +208,7 @@ std::string format_body(const Decision &d, const Policy &p) {
   const char *title = "Request cannot be satisfied due to temporary server capacity constraints";
   std::string policy_name = limit_type;  // the draft's violated policy: the limiter, or the limit or quota
   const Rule *rule = d.limiter == Limiter::request_rate ? rule_at(&p, d.rule) : nullptr;
+  if (d.blocked) return blocked_body(d, p);
   switch (rule ? Limiter::none : d.limiter) {
     case Limiter::request_rate:
       type = "rate_limit_error";

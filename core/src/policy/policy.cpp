@@ -75,6 +75,18 @@ const BucketLimits *Policy::override_for(const TenantKey &key) const {
   return it != request_rate->overrides.end() ? &it->second : &request_rate->limits;
 }
 
+int Policy::tier_index(std::string_view name) const {
+  for (size_t i = 0; i < tiers.size(); i++)
+    if (tiers[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+bool Policy::applies_to_tier(const Rule &r, int tier) const {
+  bool own = tier >= 0 &&
+             (r.quota ? tiers[static_cast<size_t>(tier)].own_quotas : tiers[static_cast<size_t>(tier)].own_limits);
+  return r.tier == (own ? tier : -1);
+}
+
 bool Policy::configured(Limiter l) const {
   switch (l) {
     case Limiter::request_rate: return request_rate.has_value() || !rules.empty();
@@ -466,19 +478,24 @@ uint64_t rule_id(const std::string &name) {
   return h ? h : 1;
 }
 
-void add_rule(Policy &p, Rule r, const std::string &path) {
-  if (p.rules.size() >= kMaxRules)
+// `tier`: -1 for the policy's own limits and quotas, else the tier's index.
+void add_rule(Policy &p, Rule r, const std::string &path, int tier) {
+  if (std::count_if(p.rules.begin(), p.rules.end(), [&](const Rule &x) { return x.tier == tier; }) >=
+      static_cast<std::ptrdiff_t>(kMaxRules))
     throw PolicyError(path, "too many limits and quotas: at most " + std::to_string(kMaxRules) + " together");
+  if (p.rules.size() >= kMaxPolicyRules)
+    throw PolicyError(path, "too many limits and quotas: at most " + std::to_string(kMaxPolicyRules) +
+                                " in a policy, its tiers' included");
   r.id = rule_id(r.name);
+  r.tier = tier;
   p.rules.push_back(std::move(r));
 }
 
-void parse_limits(const json &v, Policy &p, std::set<std::string> &seen) {
+void parse_limits(const json &v, Policy &p, std::set<std::string> &seen, const std::string &where, int tier) {
   if (!v.is_array())
-    throw PolicyError("request_rate.limits",
-                      "must be an array of {\"name\", \"routes\", \"rate\", \"burst\"} (got " + show(v) + ")");
+    throw PolicyError(where, "must be an array of {\"name\", \"routes\", \"rate\", \"burst\"} (got " + show(v) + ")");
   for (size_t i = 0; i < v.size(); i++) {
-    std::string path = "request_rate.limits[" + std::to_string(i) + "]";
+    std::string path = where + "[" + std::to_string(i) + "]";
     Section s(v[i], path, {"name", "routes", "methods", "rate", "burst", "mode"});
     Rule r;
     r.name = rule_name(s, seen);
@@ -486,15 +503,15 @@ void parse_limits(const json &v, Policy &p, std::set<std::string> &seen) {
     r.methods = rule_methods(s);
     r.bucket = bucket(s);
     r.mode = s.mode();
-    add_rule(p, std::move(r), path);
+    add_rule(p, std::move(r), path, tier);
   }
 }
 
-void parse_quotas(const json &v, Policy &p, std::set<std::string> &seen) {
+void parse_quotas(const json &v, Policy &p, std::set<std::string> &seen, const std::string &where, int tier) {
   if (!v.is_array())
-    throw PolicyError("quotas", "must be an array of {\"name\", \"limit\", \"period\"} (got " + show(v) + ")");
+    throw PolicyError(where, "must be an array of {\"name\", \"limit\", \"period\"} (got " + show(v) + ")");
   for (size_t i = 0; i < v.size(); i++) {
-    std::string path = "quotas[" + std::to_string(i) + "]";
+    std::string path = where + "[" + std::to_string(i) + "]";
     Section s(v[i], path, {"name", "limit", "period", "routes", "methods", "timezone", "mode"});
     Rule r;
     r.quota = true;
@@ -514,11 +531,64 @@ void parse_quotas(const json &v, Policy &p, std::set<std::string> &seen) {
     r.methods = rule_methods(s);
     r.utc_offset_s = utc_offset(s);
     r.mode = s.mode();
-    add_rule(p, std::move(r), path);
+    add_rule(p, std::move(r), path, tier);
+  }
+}
+
+bool valid_name(const std::string &n) {
+  return !n.empty() && n.size() <= 32 && std::all_of(n.begin(), n.end(), [](unsigned char c) {
+    return std::isalnum(c) || c == '_' || c == '-' || c == '.';
+  });
+}
+
+// "tiers": {NAME: {"rate", "burst", "limits"?, "quotas"?}}: a plan. A tenant's tier is kept in the store
+// (the admin API sets it); a tier's rate and burst are its tenants' bucket, and its limits and quotas,
+// when it names them, replace the policy's own for its tenants.
+void parse_tiers(const json &v, Policy &p) {
+  if (!v.is_object() || v.empty() || v.size() > 32)
+    throw PolicyError("tiers",
+                      "must be an object of 1 to 32 tiers, {NAME: {\"rate\", \"burst\"}} (got " + show(v) + ")");
+  if (!p.request_rate) throw PolicyError("tiers", "needs a request_rate section (a tier's rate and burst replace its)");
+  for (const auto &[name, t] : v.items()) {
+    if (!valid_name(name))
+      throw PolicyError("tiers",
+                        "a tier's name must be 1-32 characters of [A-Za-z0-9_.-] (got " + show(json(name)) + ")");
+    std::string path = "tiers." + name;
+    Section s(t, path, {"rate", "burst", "limits", "quotas", "description"});
+    PlanTier tier;
+    tier.name = name;
+    tier.bucket = bucket(s);
+    s.string("description", "");
+    int index = static_cast<int>(p.tiers.size());
+    std::set<std::string> seen;
+    if (s.has("limits")) {
+      tier.own_limits = true;
+      parse_limits(s.at("limits"), p, seen, path + ".limits", index);
+    }
+    if (s.has("quotas")) {
+      tier.own_quotas = true;
+      parse_quotas(s.at("quotas"), p, seen, path + ".quotas", index);
+    }
+    p.tiers.push_back(std::move(tier));
+  }
+  for (size_t t = 0; t < p.tiers.size(); t++) {
+    size_t n = 0;
+    for (const Rule &r : p.rules) n += p.applies_to_tier(r, static_cast<int>(t));
+    if (n > kMaxRules)
+      throw PolicyError("tiers." + p.tiers[t].name, "has " + std::to_string(n) +
+                                                        " limits and quotas (its own and the policy's): at most " +
+                                                        std::to_string(kMaxRules));
   }
 }
 
 }  // namespace
+
+BucketLimits bucket_limits(double rate, double burst) {
+  json j = {{"rate", rate}, {"burst", burst}};
+  if (!std::isfinite(rate)) j["rate"] = "NaN";
+  if (!std::isfinite(burst)) j["burst"] = "NaN";
+  return bucket(Section(j, "", {"rate", "burst"}));
+}
 
 Policy parse_policy(std::string_view text) {
   json doc;
@@ -529,7 +599,7 @@ Policy parse_policy(std::string_view text) {
   }
   Section top(doc, "",
               {"store", "prefix", "docs_url", "body_format", "max_tenants", "request_rate", "concurrency", "fleet",
-               "utilization", "redis", "description", "tenant", "quotas"});
+               "utilization", "redis", "description", "tenant", "quotas", "tiers"});
   Policy p;
   std::set<std::string> rule_names;
   p.store = top.string("store", p.store);
@@ -579,7 +649,7 @@ Policy parse_policy(std::string_view text) {
       }
     }
     p.request_rate = std::move(rr);
-    if (s.has("limits")) parse_limits(s.at("limits"), p, rule_names);
+    if (s.has("limits")) parse_limits(s.at("limits"), p, rule_names, "request_rate.limits", -1);
   }
   if (top.has("concurrency")) {
     Section s(top.at("concurrency"), "concurrency", {"limit", "ttl_s", "routes", "mode", "lease"});
@@ -669,7 +739,8 @@ Policy parse_policy(std::string_view text) {
     p.redis.flags_poll_ms = s.integer("flags_poll_ms", p.redis.flags_poll_ms, 10, 3'600'000);
   }
   if (top.has("tenant")) p.tenant = tenant_policy(top.at("tenant"));
-  if (top.has("quotas")) parse_quotas(top.at("quotas"), p, rule_names);
+  if (top.has("quotas")) parse_quotas(top.at("quotas"), p, rule_names, "quotas", -1);
+  if (top.has("tiers")) parse_tiers(top.at("tiers"), p);
   return p;
 }
 

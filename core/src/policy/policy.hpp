@@ -55,7 +55,8 @@ struct SlotLeasePolicy {
 // state per tenant beside the tenant's bucket (a token bucket for a limit, a count over a calendar window
 // for a quota), all checked with the tenant's limiters in one atomic step of the store: nothing is
 // consumed unless every enforcing one passes.
-inline constexpr size_t kMaxRules = 16;  // limits and quotas together (one request checks at most these)
+inline constexpr size_t kMaxRules = 16;        // limits and quotas of one tenant (a request checks at most these)
+inline constexpr size_t kMaxPolicyRules = 64;  // in a policy, its tiers' included (fw_decision.rules is 64 bits)
 
 enum class QuotaPeriod : uint8_t { hour = 0, day = 1, month = 2 };
 const char *quota_period_name(QuotaPeriod p);
@@ -71,7 +72,15 @@ struct Rule {
   QuotaPeriod period = QuotaPeriod::day;
   int32_t utc_offset_s = 0;  // a quota's timezone: "UTC" or a fixed offset ("UTC+09:00")
   uint64_t id = 0;           // a hash of the name: the rule's state in the in-process and shm stores
+  int tier = -1;             // -1: the policy's own; else the tier (Policy::tiers) it belongs to
   bool applies(std::string_view route, std::string_view method) const;
+};
+
+// A plan: the bucket of its tenants, and (when it names them) limits and quotas that replace the policy's.
+struct PlanTier {
+  std::string name;
+  BucketLimits bucket;
+  bool own_limits = false, own_quotas = false;
 };
 
 // '*' matches any run of bytes ('/' too), '?' any one byte, everything else itself.
@@ -168,7 +177,12 @@ struct Policy {
   std::optional<UtilizationPolicy> utilization;
   RedisOptions redis;
   TenantPolicy tenant;      // how a request that names no tenant gets one (request_tenant.hpp)
-  std::vector<Rule> rules;  // request_rate.limits, then quotas; at most kMaxRules
+  std::vector<Rule> rules;  // request_rate.limits, then quotas, then each tier's; at most kMaxPolicyRules
+  std::vector<PlanTier> tiers;
+  int tier_index(std::string_view name) const;  // -1: no such tier
+  // Whether a rule applies to a tenant of `tier` (-1: no tier): the tier's own limits (quotas) when it has
+  // some, else the policy's.
+  bool applies_to_tier(const Rule &r, int tier) const;
 
   // The bucket of one tenant: its override when there is one.
   const BucketLimits *bucket_for(const TenantKey &key) const {
@@ -186,5 +200,7 @@ struct Policy {
 
 // Parses and validates; throws PolicyError naming the field.
 Policy parse_policy(std::string_view json);
+// A bucket from a rate and a burst, validated as the policy's are (PolicyError naming "rate" or "burst").
+BucketLimits bucket_limits(double rate, double burst);
 
 }  // namespace floodwall

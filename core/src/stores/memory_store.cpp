@@ -113,6 +113,95 @@ MemoryStore::Entry &MemoryStore::insert(Shard &s, uint64_t h, const TenantKey &k
 }
 
 AdmitResult MemoryStore::admit(const AdmitOp &op) {
+  if (ctl_count_.load(std::memory_order_relaxed) == 0 && op.tier.empty()) return admit_tables(op);
+  TenantControl c;
+  bool has = false;
+  {
+    std::lock_guard lock(ctl_mu_);
+    auto it = ctl_.find(op.tenant.view());
+    if (it != ctl_.end()) {
+      c = it->second;
+      has = true;
+    }
+  }
+  AdmitResult r;
+  if (decide_control(has ? &c : nullptr, op, floor_div(clock_.wall_us(), 1'000'000), r)) return r;
+  if (r.rate_m == 0) return admit_tables(op);
+  AdmitOp o = op;
+  o.rate_m = r.rate_m;
+  o.burst_m = r.burst_m;
+  AdmitResult x = admit_tables(o);
+  x.rate_m = r.rate_m;
+  x.burst_m = r.burst_m;
+  return x;
+}
+
+void MemoryStore::control(const TenantKey &tenant, const ControlChange &change) {
+  std::lock_guard lock(ctl_mu_);
+  TenantControl &c = ctl_[std::string(tenant.view())];
+  apply_change(c, change);
+  if (c.empty()) ctl_.erase(std::string(tenant.view()));
+  ctl_count_.store(ctl_.size(), std::memory_order_relaxed);
+  bump_ctl_epoch();
+}
+
+std::vector<std::pair<std::string, TenantControl>> MemoryStore::controlled(size_t limit) {
+  std::lock_guard lock(ctl_mu_);
+  std::vector<std::pair<std::string, TenantControl>> out;
+  for (const auto &kv : ctl_) {
+    if (out.size() >= limit) break;
+    out.push_back(kv);
+  }
+  return out;
+}
+
+TenantState MemoryStore::inspect(const AdmitOp &op) {
+  TenantState st;
+  {
+    std::lock_guard lock(ctl_mu_);
+    auto it = ctl_.find(op.tenant.view());
+    if (it != ctl_.end()) st.control = it->second;
+  }
+  std::string_view key = op.tenant.view();
+  uint64_t h = hash(key);
+  Shard &s = shard_for(h);
+  std::lock_guard lock(s.mu);
+  int64_t now = clock_.now_us(), wall = clock_.wall_us();
+  st.now_s = floor_div(wall, 1'000'000);
+  Entry *e = find(s, h, key);
+  if (op.rate) {
+    int64_t rate_m = st.control.rate_m > 0 ? st.control.rate_m : op.rate_m;
+    int64_t burst_m = st.control.rate_m > 0 ? st.control.burst_m : op.burst_m;
+    st.tokens_m = bucket_tokens(rate_m, burst_m, bucket_debt_ns(e && e->has_bucket ? &e->bucket : nullptr, now));
+  }
+  if (e && op.conc) st.in_flight = live(e->slots, now, op.conc_ttl_us);
+  for (size_t j = 0; j < op.rules.n; j++) {
+    const RuleState *rs = nullptr;
+    if (e)
+      for (const auto &[id, state] : e->rules)
+        if (id == op.rules.at[j].id) rs = &state;
+    RuleCheck c = check_rule(op.rules.at[j], rs, now, wall, 0, 0);
+    st.rule_left.push_back(c.left);
+    st.rule_reset_s.push_back(op.rules.at[j].quota ? c.window.end_s - st.now_s : 0);
+  }
+  return st;
+}
+
+void MemoryStore::reset(const AdmitOp &op) {
+  std::string_view key = op.tenant.view();
+  uint64_t h = hash(key);
+  Shard &s = shard_for(h);
+  std::lock_guard lock(s.mu);
+  size_t mask = s.table.size() - 1;
+  for (size_t i = h & mask; !s.table[i].free(); i = (i + 1) & mask) {
+    if (s.table[i].hash == h && s.table[i].key.view() == key) {
+      erase_at(s, i);
+      return;
+    }
+  }
+}
+
+AdmitResult MemoryStore::admit_tables(const AdmitOp &op) {
   AdmitResult r;
   r.decided = true;
   std::string_view key = op.tenant.view();

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -31,8 +32,13 @@ class MemoryStore final : public Store {
   void admit_async(const AdmitOp &op, AdmitCompletion *done) override;
   void release(const ReleaseOp &op) override;
   StoreStats stats() const override;
+  void control(const TenantKey &tenant, const ControlChange &change) override;
+  TenantState inspect(const AdmitOp &op) override;
+  void reset(const AdmitOp &op) override;
+  std::vector<std::pair<std::string, TenantControl>> controlled(size_t limit) override;
 
  private:
+  AdmitResult admit_tables(const AdmitOp &op);
   struct Slot {
     SlotId id;
     int64_t start_us;
@@ -68,6 +74,10 @@ class MemoryStore final : public Store {
   std::mutex fleet_mu_;
   std::vector<Slot> fleet_;
   std::atomic<uint64_t> evictions_{0};
+  // Control records, apart from the tenant table: a full table evicts tenants, never a block.
+  mutable std::mutex ctl_mu_;
+  std::map<std::string, TenantControl, std::less<>> ctl_;
+  std::atomic<size_t> ctl_count_{0};
 };
 
 }  // namespace floodwall

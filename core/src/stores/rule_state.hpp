@@ -61,4 +61,45 @@ inline void report_rule(AdmitResult &res, size_t j, const RuleOp &r, const RuleC
   res.rules.window_end_s[j] = r.quota ? c.window.end_s : 0;
 }
 
+// A tenant's control record (null: none) against an admit: true when the record decides the admit itself
+// (a block in force, or another tier than the op's: nothing consumed); else r.rate_m and r.burst_m hold
+// the runtime override of the bucket, when there is one, for the store to use instead of the op's.
+inline bool decide_control(const TenantControl *c, const AdmitOp &op, int64_t wall_s, AdmitResult &r) {
+  if (c && c->blocked && (c->blocked_until_s == 0 || c->blocked_until_s > wall_s)) {
+    r.decided = true;
+    r.committed = false;
+    r.blocked = true;
+    r.blocked_until_s = c->blocked_until_s;
+    r.rate_evaluated = r.conc_evaluated = r.fleet_evaluated = false;
+    return true;
+  }
+  std::string_view tier = c ? std::string_view(c->tier) : std::string_view();
+  if (tier != op.tier) {
+    r.decided = true;
+    r.committed = false;
+    r.other_tier = true;
+    r.tier.assign(tier);
+    r.rate_evaluated = r.conc_evaluated = r.fleet_evaluated = false;
+    return true;
+  }
+  if (c && c->rate_m > 0) {
+    r.rate_m = c->rate_m;
+    r.burst_m = c->burst_m;
+  }
+  return false;
+}
+
+// A control change applied to a record (the in-process stores' and the Redis store's admin calls agree).
+inline void apply_change(TenantControl &c, const ControlChange &ch) {
+  if (ch.set_tier) c.tier = ch.tier;
+  if (ch.set_override) {
+    c.rate_m = ch.rate_m;
+    c.burst_m = ch.rate_m > 0 ? ch.burst_m : 0;
+  }
+  if (ch.set_block) {
+    c.blocked = ch.blocked;
+    c.blocked_until_s = ch.blocked ? ch.blocked_until_s : 0;
+  }
+}
+
 }  // namespace floodwall

@@ -42,6 +42,18 @@ struct Entry {
   char key[TenantKey::kSize];
 };
 
+// A tenant's control record (TenantControl): a table of its own, never evicted (a full tenant table evicts
+// tenants, never a block). Written whole under the control lock; `hash` last, so that a record half
+// written by a process that died is a free one.
+constexpr size_t kCtlSlots = 4096;
+struct CtlEntry {
+  uint64_t hash;  // 0: free
+  int64_t rate_m, burst_m, blocked_until_s;
+  uint8_t blocked, len, tier_len;
+  char key[TenantKey::kSize];
+  char tier[32];
+};
+
 struct Slot {
   uint64_t id_hi, id_lo;  // both 0: a free slot
   uint64_t tenant;        // the tenant's hash (0 in the fleet table)
@@ -68,7 +80,7 @@ struct Proc {
 // The segment's sizes and offsets: every process computes the same from the same max_tenants.
 struct Geometry {
   uint64_t size, max_tenants, shards, per_shard, table_per_shard, slots_per_shard;
-  uint64_t shards_off, entries_off, slots_off, fleet_off, fleet_slots_off, procs_off;
+  uint64_t shards_off, entries_off, slots_off, fleet_off, fleet_slots_off, procs_off, ctl_off, ctl_entries_off;
 };
 
 struct Layout {
@@ -108,7 +120,11 @@ Geometry geometry(int64_t max_tenants) {
   g.fleet_slots_off = off;
   off = up64(off + kFleetSlots * sizeof(Slot));
   g.procs_off = off;
-  g.size = up64(off + kProcs * sizeof(Proc));
+  off = up64(off + kProcs * sizeof(Proc));
+  g.ctl_off = off;
+  off = up64(off + sizeof(Shard));
+  g.ctl_entries_off = off;
+  g.size = up64(off + kCtlSlots * sizeof(CtlEntry));
   return g;
 }
 
@@ -232,6 +248,7 @@ ShmStore::ShmStore(const Clock &clock, const std::string &name, int64_t max_tena
     auto *shards = reinterpret_cast<Shard *>(static_cast<char *>(base_) + want.shards_off);
     for (size_t i = 0; i < want.shards; i++) init_robust(shards[i].mu);
     init_robust(reinterpret_cast<Shard *>(static_cast<char *>(base_) + want.fleet_off)->mu);
+    init_robust(reinterpret_cast<Shard *>(static_cast<char *>(base_) + want.ctl_off)->mu);
     layout_->ready.store(1, std::memory_order_release);
     return;
   }
@@ -405,7 +422,158 @@ size_t ShmStore::sweep(Shard &s, Slot *slots, size_t n, int64_t now, int64_t ttl
   return freed;
 }
 
+// ---------------------------------------------------------------------------------- control records
+
+CtlEntry *ShmStore::ctl_find(uint64_t h, std::string_view key) const {
+  auto *t = reinterpret_cast<CtlEntry *>(static_cast<char *>(base_) + layout_->g.ctl_entries_off);
+  for (size_t i = h & (kCtlSlots - 1), step = 0; step < kCtlSlots; i = (i + 1) & (kCtlSlots - 1), step++) {
+    if (t[i].hash == 0) return nullptr;
+    if (t[i].hash == h && t[i].len == key.size() && same_bytes(t[i].key, key.data(), key.size())) return &t[i];
+  }
+  return nullptr;
+}
+
+namespace {
+TenantControl to_control(const CtlEntry &e) {
+  TenantControl c;
+  c.tier.assign(e.tier, std::min<size_t>(e.tier_len, sizeof e.tier));
+  c.rate_m = e.rate_m;
+  c.burst_m = e.burst_m;
+  c.blocked = e.blocked != 0;
+  c.blocked_until_s = e.blocked_until_s;
+  return c;
+}
+}  // namespace
+
+bool ShmStore::control_of(const TenantKey &tenant, TenantControl &out) const {
+  auto *ctl = reinterpret_cast<Shard *>(static_cast<char *>(base_) + layout_->g.ctl_off);
+  if (__atomic_load_n(&ctl->count, __ATOMIC_RELAXED) == 0) return false;
+  Lock lock(ctl->mu, layout_->repairs);
+  CtlEntry *e = ctl_find(hash(tenant.view()), tenant.view());
+  if (!e) return false;
+  out = to_control(*e);
+  return true;
+}
+
+void ShmStore::control(const TenantKey &tenant, const ControlChange &change) {
+  bump_ctl_epoch();
+  if (change.set_tier && change.tier.size() > sizeof(CtlEntry::tier))
+    throw StoreError("tier: at most 32 bytes on an shm:// store");
+  auto *ctl = reinterpret_cast<Shard *>(static_cast<char *>(base_) + layout_->g.ctl_off);
+  auto *t = reinterpret_cast<CtlEntry *>(static_cast<char *>(base_) + layout_->g.ctl_entries_off);
+  std::string_view key = tenant.view();
+  uint64_t h = hash(key);
+  Lock lock(ctl->mu, layout_->repairs);
+  CtlEntry *e = ctl_find(h, key);
+  TenantControl c = e ? to_control(*e) : TenantControl{};
+  apply_change(c, change);
+  if (c.empty()) {
+    if (!e) return;
+    // Removed, and the run after it closed up (as the tenant tables do).
+    size_t mask = kCtlSlots - 1, hole = static_cast<size_t>(e - t);
+    for (size_t j = (hole + 1) & mask; t[j].hash != 0; j = (j + 1) & mask) {
+      size_t home = t[j].hash & mask;
+      if (((j - home) & mask) >= ((j - hole) & mask)) {
+        t[hole] = t[j];
+        hole = j;
+      }
+    }
+    t[hole] = CtlEntry{};
+    if (ctl->count) ctl->count--;
+    return;
+  }
+  if (!e) {
+    if (ctl->count * 4 >= kCtlSlots * 3)
+      throw StoreError("store: the shm:// store holds control records of " + std::to_string(ctl->count) +
+                       " tenants, its most; remove some (override rm, unblock) or use Redis");
+    size_t i = h & (kCtlSlots - 1);
+    while (t[i].hash != 0) i = (i + 1) & (kCtlSlots - 1);
+    e = &t[i];
+    e->len = static_cast<uint8_t>(key.size());
+    std::memcpy(e->key, key.data(), key.size());
+    ctl->count++;
+  }
+  e->rate_m = c.rate_m;
+  e->burst_m = c.burst_m;
+  e->blocked = c.blocked ? 1 : 0;
+  e->blocked_until_s = c.blocked_until_s;
+  e->tier_len = static_cast<uint8_t>(c.tier.size());
+  std::memcpy(e->tier, c.tier.data(), c.tier.size());
+  e->hash = h;
+}
+
+std::vector<std::pair<std::string, TenantControl>> ShmStore::controlled(size_t limit) {
+  auto *ctl = reinterpret_cast<Shard *>(static_cast<char *>(base_) + layout_->g.ctl_off);
+  auto *t = reinterpret_cast<CtlEntry *>(static_cast<char *>(base_) + layout_->g.ctl_entries_off);
+  std::vector<std::pair<std::string, TenantControl>> out;
+  Lock lock(ctl->mu, layout_->repairs);
+  for (size_t i = 0; i < kCtlSlots && out.size() < limit; i++)
+    if (t[i].hash != 0) out.emplace_back(std::string(t[i].key, t[i].len), to_control(t[i]));
+  return out;
+}
+
+TenantState ShmStore::inspect(const AdmitOp &op) {
+  TenantState st;
+  control_of(op.tenant, st.control);
+  std::string_view key = op.tenant.view();
+  uint64_t h = hash(key);
+  Shard &s = shard_of(h);
+  Lock lock(s.mu, layout_->repairs);
+  int64_t now = clock_.now_us(), wall = clock_.wall_us();
+  st.now_s = floor_div(wall, 1'000'000);
+  Entry *e = find(s, h, key);
+  if (op.rate) {
+    BucketState b{e && e->has_bucket ? e->full_at_ns : 0};
+    int64_t rate_m = st.control.rate_m > 0 ? st.control.rate_m : op.rate_m;
+    int64_t burst_m = st.control.rate_m > 0 ? st.control.burst_m : op.burst_m;
+    st.tokens_m = bucket_tokens(rate_m, burst_m, bucket_debt_ns(e && e->has_bucket ? &b : nullptr, now));
+  }
+  if (e && op.conc) st.in_flight = e->in_flight;
+  for (size_t j = 0; j < op.rules.n; j++) {
+    const RuleOp &ro = op.rules.at[j];
+    Entry *x = find(s, rule_hash(h, ro.id), key, ro.id);
+    RuleState rs;
+    if (x && x->has_bucket) rs = {x->full_at_ns, x->quota_used};
+    RuleCheck c = check_rule(ro, x && x->has_bucket ? &rs : nullptr, now, wall, 0, 0);
+    st.rule_left.push_back(c.left);
+    st.rule_reset_s.push_back(ro.quota ? c.window.end_s - st.now_s : 0);
+  }
+  return st;
+}
+
+// The tenant's bucket and rules forgotten (full again); its slots stay until they are released or expire.
+void ShmStore::reset(const AdmitOp &op) {
+  std::string_view key = op.tenant.view();
+  uint64_t h = hash(key);
+  Shard &s = shard_of(h);
+  Lock lock(s.mu, layout_->repairs);
+  if (Entry *e = find(s, h, key)) {
+    e->has_bucket = 0;
+    e->full_at_ns = 0;
+  }
+  for (size_t j = 0; j < op.rules.n; j++) {
+    Entry *x = find(s, rule_hash(h, op.rules.at[j].id), key, op.rules.at[j].id);
+    if (x) erase_entry(s, static_cast<size_t>(x - entries_of(s)));
+  }
+}
+
 AdmitResult ShmStore::admit(const AdmitOp &op) {
+  TenantControl c;
+  bool has = control_of(op.tenant, c);
+  if (!has && op.tier.empty()) return admit_tables(op);
+  AdmitResult r;
+  if (decide_control(has ? &c : nullptr, op, floor_div(clock_.wall_us(), 1'000'000), r)) return r;
+  if (r.rate_m == 0) return admit_tables(op);
+  AdmitOp o = op;
+  o.rate_m = r.rate_m;
+  o.burst_m = r.burst_m;
+  AdmitResult x = admit_tables(o);
+  x.rate_m = r.rate_m;
+  x.burst_m = r.burst_m;
+  return x;
+}
+
+AdmitResult ShmStore::admit_tables(const AdmitOp &op) {
   AdmitResult r;
   r.decided = true;
   std::string_view key = op.tenant.view();

@@ -30,6 +30,7 @@ struct Layout;
 struct Shard;
 struct Entry;
 struct Slot;
+struct CtlEntry;
 }  // namespace shm
 
 class ShmStore final : public Store {
@@ -43,15 +44,22 @@ class ShmStore final : public Store {
   void admit_async(const AdmitOp &op, AdmitCompletion *done) override;
   void release(const ReleaseOp &op) override;
   StoreStats stats() const override;
+  void control(const TenantKey &tenant, const ControlChange &change) override;
+  TenantState inspect(const AdmitOp &op) override;
+  void reset(const AdmitOp &op) override;
+  std::vector<std::pair<std::string, TenantControl>> controlled(size_t limit) override;
 
   // Publishes this process's time-weighted busy workers and its workers, and returns the machine's
   // utilization: the sum of busy over the sum of workers of its live processes (dead ones reaped).
   std::optional<double> box_utilization(double busy, int64_t workers, int64_t now_us) override;
 
-  static constexpr uint32_t kLayout = 2;  // 2: a tenant's limits and quotas (entries of their own)
+  static constexpr uint32_t kLayout = 2;  // 2: a tenant's limits and quotas, and the control records
   static std::string segment_name(const std::string &name) { return "/floodwall." + name; }
 
  private:
+  AdmitResult admit_tables(const AdmitOp &op);
+  shm::CtlEntry *ctl_find(uint64_t h, std::string_view key) const;
+  bool control_of(const TenantKey &tenant, TenantControl &out) const;
   uint64_t hash(std::string_view key) const;  // seeded per segment, the same in every process
   shm::Shard &shard_of(uint64_t h) const;
   shm::Entry *entries_of(const shm::Shard &s) const;

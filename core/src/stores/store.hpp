@@ -89,6 +89,13 @@ struct AdmitOp {
   SlotId slot;
   int64_t units = 1;  // the request's cost in whole units (what a quota counts)
   RuleOps rules;      // the limits and quotas that apply, checked in the same atomic step
+  // The tier the client takes the tenant to be in ("": none). The store reads the tenant's control record
+  // (TenantControl) in the same step: a block refuses, a runtime override replaces the bucket's rate and
+  // burst, and another tier than this one is answered with that tier (nothing consumed), to decide again.
+  std::string_view tier;
+  // Redis Cluster, during a slot's migration (ClusterStore::Split): the control record read on its own
+  // (ctl_only: the one key), then the rest without it (no_ctl).
+  bool ctl_only = false, no_ctl = false;
   bool asks() const { return rate || conc || fleet || rules.n > 0; }
 };
 
@@ -109,6 +116,41 @@ struct AdmitResult {
   int64_t slot_lease_until_us = 0;
   bool fleet_in_process = false;  // the fleet share is counted in this client's report, not in the set
   RuleResults rules;              // per rule of the op (rules.n == op.rules.n when decided)
+  // The tenant's control record said (nothing was consumed by the first two):
+  bool blocked = false;         // the tenant is blocked (until blocked_until_s; 0: until unblocked)
+  int64_t blocked_until_s = 0;  // seconds since the epoch, the store's clock
+  bool other_tier = false;      // its tier is `tier`, not the op's: decide again with that tier
+  std::string tier;
+  int64_t rate_m = 0, burst_m = 0;  // a runtime override of the bucket was applied (0: the op's own)
+};
+
+// A tenant's control record, kept in the store (Redis: the hash <prefix>:{<tenant>}:ctl, which the admit
+// script reads itself): its tier, its own bucket, its block. Written by the admin API.
+struct TenantControl {
+  std::string tier;                 // "": none
+  int64_t rate_m = 0, burst_m = 0;  // a runtime override of the bucket (0: none)
+  bool blocked = false;
+  int64_t blocked_until_s = 0;  // 0: until unblocked
+  bool empty() const { return tier.empty() && rate_m == 0 && !blocked; }
+};
+
+// An admin call's change to one tenant's control record: each field left alone unless its flag says.
+struct ControlChange {
+  bool set_tier = false, set_override = false, set_block = false;
+  std::string tier;                 // "": back to none
+  int64_t rate_m = 0, burst_m = 0;  // 0: removes the override
+  bool blocked = false;
+  int64_t blocked_until_s = 0;
+};
+
+// What the admin API shows of a tenant: its control record and each limiter's state now.
+struct TenantState {
+  TenantControl control;
+  int64_t tokens_m = -1;           // the bucket (-1: not asked)
+  int64_t in_flight = 0;           // live concurrency slots
+  std::vector<int64_t> rule_left;  // per rule asked (as in AdmitOp::rules): micro-tokens or units left
+  std::vector<int64_t> rule_reset_s;
+  int64_t now_s = 0;  // the store's clock
 };
 
 // The commit rule, shared by every store (lua/tenant_admit.lua has the same lines): a request that an
@@ -154,6 +196,7 @@ struct LeaseResult {
   int64_t slots = 0;         // slots granted: the first `slots` ids of `wanted`
   int64_t conc_count = 0;    // the tenant's live slots after the grant
   int64_t store_now_us = 0;  // the store's clock when it granted (Redis' TIME)
+  bool controlled = false;   // the tenant has a control record: nothing granted; its requests go exact
 };
 
 class LeaseCompletion {
@@ -223,6 +266,18 @@ class Store {
   // Whether admit() can wait on I/O (a network store); the in-process stores answer at once.
   virtual bool can_block() const { return false; }
 
+  // The admin API (blocking, within the store's deadline; a store that cannot answer throws StoreError).
+  // The op names the tenant and, for inspect, the limiters and rules whose state to read (rate, conc,
+  // rules with their parameters); reset forgets the tenant's buckets, quotas and slots, never its record.
+  virtual void control(const TenantKey &tenant, const ControlChange &change) = 0;
+  virtual TenantState inspect(const AdmitOp &op) = 0;
+  virtual void reset(const AdmitOp &op) = 0;
+  // The tenants with a control record (at most `limit`), as TenantKey bytes.
+  virtual std::vector<std::pair<std::string, TenantControl>> controlled(size_t limit) = 0;
+  // Sets a limiter's fleet-wide mode (-1: none) where the fleet reads it: in this process for the
+  // in-process stores, in <prefix>:flags on Redis (every client's next poll).
+  virtual void set_fleet_mode(Limiter l, int8_t mode) { fleet_modes_[static_cast<size_t>(l)].store(mode); }
+
   // Leases (a store shared over the network: the in-process stores decide every request in process
   // already). lease_async calls done->complete exactly once, possibly before returning; end_lease gives
   // back without an answer (never fails the caller: tokens it cannot give back stay debited, slots heal
@@ -242,12 +297,18 @@ class Store {
   // them; the Redis store polls them). A plain load, not a virtual call: the Guard reads it on every
   // decision.
   int8_t fleet_mode(Limiter l) const { return fleet_modes_[static_cast<size_t>(l)].load(std::memory_order_relaxed); }
+  // Moves whenever a control record changes (this process's admin calls at once; on Redis, every client's
+  // at its next flags poll, from the counter ctl_epoch of <prefix>:flags that each admin call raises): what
+  // a hot tenant's lease or over-limit cache believes is then asked again.
+  int64_t ctl_epoch() const { return ctl_epoch_.load(std::memory_order_relaxed); }
+  void bump_ctl_epoch() { ctl_epoch_.fetch_add(1, std::memory_order_relaxed); }
 
  protected:
   Store() {
     for (auto &m : fleet_modes_) m.store(-1, std::memory_order_relaxed);
   }
   std::array<std::atomic<int8_t>, kLimiterCount> fleet_modes_;
+  std::atomic<int64_t> ctl_epoch_{0};
 };
 
 }  // namespace floodwall

@@ -409,11 +409,12 @@ TEST(QuotaBoundary, TheScriptsWindowsAreTheCoresAtFixedInstants) {
     std::string flags = "---Q@" + std::to_string(now_s * 1'000'000 + 999'999);
     std::vector<std::string> argv = {"EVAL",
                                      body,
-                                     "4",
+                                     "5",
                                      "p:{t}:rate",
                                      "p:{t}:conc",
                                      "p:{t}:conc",
                                      "p:{t}:quota:q",
+                                     "p:{t}:ctl",
                                      flags,
                                      "0",
                                      "0",
@@ -425,7 +426,8 @@ TEST(QuotaBoundary, TheScriptsWindowsAreTheCoresAtFixedInstants) {
                                      "",
                                      std::to_string(limit),
                                      std::to_string(period),
-                                     std::to_string(offset)};
+                                     std::to_string(offset),
+                                     ""};
     std::vector<const char *> ptrs;
     std::vector<size_t> lens;
     for (const auto &a : argv) {

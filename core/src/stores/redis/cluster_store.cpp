@@ -9,6 +9,7 @@
 
 #include "stores/redis/resp.hpp"
 #include "util/clock.hpp"
+#include "util/errors.hpp"
 
 namespace floodwall {
 
@@ -74,53 +75,81 @@ class ClusterStore::FleetAdmit final : public AdmitCompletion {
   AdmitCompletion *done_;
 };
 
-// An admit of the request rate and the concurrency that Redis refused with TRYAGAIN (its two keys split by a
-// migration) decided as two one-key calls, each served through ASK: the concurrency slot first, then the
-// bucket; the slot goes back if the bucket refuses. Never more is admitted than by the one script: a slot is
-// taken before the tokens, and tokens only with a slot. What the one script did better: another request of
-// the tenant may find the set full for the one round trip a slot was held and then given back.
+// An admit that Redis refused with TRYAGAIN: its keys (the tenant's bucket, its concurrency set, its rules
+// and its control record, usually absent) are on two sides of a migration of their slot, or some are
+// missing on the side asked, possibly for as long as the migration lasts. Decided as calls of one key each
+// where that matters, each served through ASK: the control record first (a block or another tier decides
+// there; an override is carried into what follows), then the rest without it: the concurrency slot and
+// then the bucket (with the rules, which share it) when both are asked, the slot given back if the bucket
+// refuses. Never more is admitted than by the one script: a slot is taken before the tokens, and tokens
+// only with a slot. What the one script did better: another request of the tenant may find the set full
+// for the one round trip a slot was held and then given back, and a change of the control record between
+// the first call and the others applies from the next request.
 class ClusterStore::Split final : public AdmitCompletion {
  public:
   Split(ClusterStore &owner, const AdmitOp &op, AdmitCompletion *done) : owner_(owner), op_(op), done_(done) {}
   void start() {
-    AdmitOp conc = op_;
-    conc.rate = false;
-    conc.rules = RuleOps{};  // the limits and quotas go with the bucket
-    owner_.admit_async(conc, this);
+    AdmitOp ctl = op_;
+    ctl.rate = ctl.conc = ctl.fleet = false;
+    ctl.rules = RuleOps{};
+    ctl.ctl_only = true;
+    owner_.admit_async(ctl, this);
   }
   void complete(AdmitResult &&r) override {
-    if (!second_) {
-      slot_ = r;
-      if (!r.decided || !r.committed) {
-        // Undecided (the fallback decides), or the set refused: the bucket was not asked.
-        r.rate_evaluated = false;
-        finish(std::move(r));
+    switch (stage_) {
+      case Stage::control:
+        if (!r.decided || r.blocked || r.other_tier) return finish(std::move(r));
+        if (r.rate_m > 0) {
+          rate_m_ = op_.rate_m = r.rate_m;
+          burst_m_ = op_.burst_m = r.burst_m;
+        }
+        op_.no_ctl = true;
+        if (op_.rate && op_.conc) {
+          stage_ = Stage::slot;
+          AdmitOp conc = op_;
+          conc.rate = false;
+          conc.rules = RuleOps{};  // the limits and quotas go with the bucket
+          owner_.admit_async(conc, this);
+        } else {
+          stage_ = Stage::rest;
+          owner_.admit_async(op_, this);
+        }
+        return;
+      case Stage::slot: {
+        slot_ = r;
+        if (!r.decided || !r.committed) {
+          // Undecided (the fallback decides), or the set refused: the bucket was not asked.
+          r.rate_evaluated = false;
+          return finish(std::move(r));
+        }
+        stage_ = Stage::bucket;
+        AdmitOp rate = op_;
+        rate.conc = false;
+        owner_.admit_async(rate, this);
         return;
       }
-      second_ = true;
-      AdmitOp rate = op_;
-      rate.conc = false;
-      owner_.admit_async(rate, this);
-      return;
+      case Stage::bucket: {
+        bool slot_taken = slot_.conc_ok;  // the slot call committed
+        if (!r.decided) {
+          if (slot_taken) give_back();
+          return finish(std::move(r));
+        }
+        r.conc_ok = slot_.conc_ok;
+        r.conc_count = slot_.conc_count;
+        r.conc_evaluated = true;
+        r.committed = commits(op_, r.rate_ok, r.conc_ok, true, r.rules.failed);
+        if (slot_taken && !r.committed) {
+          give_back();
+          r.conc_count--;
+        }
+        return finish(std::move(r));
+      }
+      case Stage::rest: return finish(std::move(r));
     }
-    bool slot_taken = slot_.conc_ok;  // the first call committed
-    if (!r.decided) {
-      if (slot_taken) give_back();
-      finish(std::move(r));
-      return;
-    }
-    r.conc_ok = slot_.conc_ok;
-    r.conc_count = slot_.conc_count;
-    r.conc_evaluated = true;
-    r.committed = commits(op_, r.rate_ok, r.conc_ok, true, r.rules.failed);
-    if (slot_taken && !r.committed) {
-      give_back();
-      r.conc_count--;
-    }
-    finish(std::move(r));
   }
 
  private:
+  enum class Stage : uint8_t { control, slot, bucket, rest };
   void give_back() {
     ReleaseOp back;
     back.tenant = op_.tenant;
@@ -129,6 +158,10 @@ class ClusterStore::Split final : public AdmitCompletion {
     owner_.release(back);
   }
   void finish(AdmitResult &&r) {
+    if (r.decided && !r.blocked && !r.other_tier && rate_m_ > 0) {
+      r.rate_m = rate_m_;
+      r.burst_m = burst_m_;
+    }
     AdmitCompletion *done = done_;
     delete this;
     done->complete(std::move(r));
@@ -137,7 +170,8 @@ class ClusterStore::Split final : public AdmitCompletion {
   AdmitOp op_;
   AdmitCompletion *done_;
   AdmitResult slot_;
-  bool second_ = false;
+  Stage stage_ = Stage::control;
+  int64_t rate_m_ = 0, burst_m_ = 0;  // an override the control record carried
 };
 
 int64_t ClusterStore::now_us() {
@@ -655,6 +689,54 @@ bool ClusterStore::refresh() {
   map_known_.store(true);
   map_failure_.store(FailReason::none);
   return true;
+}
+
+// ------------------------------------------------------------------------------------- admin API
+
+AdminRunner ClusterStore::runner_of(const TenantKey &t) const {
+  FailReason why = FailReason::none;
+  RedisStore *s = owner_of(t, why);
+  if (!s)
+    throw StoreError("store: no master of the cluster is known for the tenant's slot now (" +
+                     std::string(fail_reason_name(why)) + ")");
+  return [s](const auto &cmds) { return s->admin_run(cmds); };
+}
+
+AdminRunner ClusterStore::runner_of_key(const std::string &key) const {
+  FailReason why = FailReason::none;
+  RedisStore *s = owner_of_key(key, why);
+  if (!s)
+    throw StoreError("store: no master of the cluster is known for " + key + " now (" +
+                     std::string(fail_reason_name(why)) + ")");
+  return [s](const auto &cmds) { return s->admin_run(cmds); };
+}
+
+void ClusterStore::control(const TenantKey &tenant, const ControlChange &change) {
+  admin_control(runner_of(tenant), runner_of_key(control_index_key(policy_.prefix)),
+                runner_of_key(policy_.prefix + ":flags"), policy_.prefix, tenant, change);
+  bump_ctl_epoch();
+}
+
+TenantState ClusterStore::inspect(const AdmitOp &op) {
+  return admin_inspect(runner_of(op.tenant), policy_.prefix, op);
+}
+
+void ClusterStore::reset(const AdmitOp &op) {
+  admin_reset(runner_of(op.tenant), policy_.prefix, op);
+}
+
+void ClusterStore::set_fleet_mode(Limiter l, int8_t mode) {
+  FailReason why = FailReason::none;
+  RedisStore *s = owner_of_key(policy_.prefix + ":flags", why);
+  if (!s) throw StoreError("store: no master of the cluster is known for the flags now");
+  s->set_fleet_mode(l, mode);
+  fleet_modes_[static_cast<size_t>(l)].store(mode);
+}
+
+std::vector<std::pair<std::string, TenantControl>> ClusterStore::controlled(size_t limit) {
+  return admin_controlled(
+      runner_of_key(control_index_key(policy_.prefix)), [this](const TenantKey &t) { return runner_of(t); },
+      policy_.prefix, limit);
 }
 
 }  // namespace floodwall

@@ -53,6 +53,11 @@ class ClusterStore final : public Store, private ClusterHooks {
   ~ClusterStore() override;
 
   AdmitResult admit(const AdmitOp &op) override;
+  void control(const TenantKey &tenant, const ControlChange &change) override;
+  TenantState inspect(const AdmitOp &op) override;
+  void reset(const AdmitOp &op) override;
+  std::vector<std::pair<std::string, TenantControl>> controlled(size_t limit) override;
+  void set_fleet_mode(Limiter l, int8_t mode) override;
   void admit_async(const AdmitOp &op, AdmitCompletion *done) override;
   void release(const ReleaseOp &op) override;
   StoreStats stats() const override;
@@ -80,6 +85,10 @@ class ClusterStore final : public Store, private ClusterHooks {
   // The master of a tenant's slot, or null (reason says why: the map is unknown, or the slot unowned).
   RedisStore *owner_of(const TenantKey &t, FailReason &reason) const;
   RedisStore *owner_of_key(std::string_view key, FailReason &reason) const;
+  // The admin API's runner on the master of a tenant's slot, or of a key's; throws StoreError when none
+  // is known.
+  AdminRunner runner_of(const TenantKey &t) const;
+  AdminRunner runner_of_key(const std::string &key) const;
   // The stores that own at least one slot now, each once.
   std::vector<const RedisStore *> masters() const;
   AdmitResult undecided(FailReason why);
@@ -100,6 +109,7 @@ class ClusterStore final : public Store, private ClusterHooks {
   void redirect(RedisStore &from, RedisStore::Call *c, Redirect rd) override;
   void suspect(RedisStore &from) override;
   void flags(const FleetModes &m) override;
+  void ctl_changed() override { bump_ctl_epoch(); }
   void split(RedisStore &from, RedisStore::Call *c) override;
   class Split;
 

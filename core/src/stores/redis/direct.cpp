@@ -107,7 +107,8 @@ bool RedisStore::direct_admit(const AdmitOp &op, AdmitResult &r) {
     }
     if (!ok && rep->type == REDIS_REPLY_ERROR && cluster_) {
       std::string_view err(rep->str, rep->len);
-      bool redirect = parse_redirect(err).has_value(), busy = is_cluster_down(err) || is_try_again(err);
+      // MOVED, ASK or TRYAGAIN (keys a migration keeps apart): the I/O thread follows or splits it.
+      bool redirect = parse_redirect(err).has_value() || is_try_again(err), busy = is_cluster_down(err);
       if (redirect || busy) {
         freeReplyObject(rep);
         cluster_->suspect(*this);
@@ -117,7 +118,7 @@ bool RedisStore::direct_admit(const AdmitOp &op, AdmitResult &r) {
           r.reason = FailReason::cluster;
           return false;
         }
-        // MOVED or ASK: undecided with no reason, and the admit goes to the I/O thread, which follows it.
+        // MOVED, ASK or TRYAGAIN: undecided with no reason, and the admit goes to the I/O thread.
         r = AdmitResult{};
         return false;
       }

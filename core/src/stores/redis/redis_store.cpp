@@ -63,8 +63,10 @@ RedisStore::RedisStore(const Policy &p, RedisUrl url, ClusterHooks *cluster)
       fleet_reports_(!cluster && p.leases() && p.fleet.has_value()),
       breaker_(BreakerOptions{p.redis.breaker_window_ms * 1000, p.redis.breaker_min_calls,
                               p.redis.breaker_failure_ratio, p.redis.breaker_open_ms * 1000}) {
-  admit_head_rate_ = resp_evalsha_head(scripts_.admit.sha, 1, 4);
-  admit_head_full_ = resp_evalsha_head(scripts_.admit.sha, fleet_reports_ ? 4 : 3, 9);
+  store_url_ = p.store;
+  admit_head_rate_ = resp_evalsha_head(scripts_.admit.sha, 2, 5);
+  admit_head_ctl_ = resp_evalsha_head(scripts_.admit.sha, 1, 5);
+  admit_head_full_ = resp_evalsha_head(scripts_.admit.sha, fleet_reports_ ? 5 : 4, 10);
   release_head_ = resp_evalsha_head(scripts_.release.sha, 2, 2);
   // The I/O thread gives up a little before the deadline (a tenth of it, 200 us to 1 ms), so that the
   // woken caller has its answer within it, wake-up latency included.
@@ -298,19 +300,35 @@ void RedisStore::admit_async(const AdmitOp &op, AdmitCompletion *done) {
 void RedisStore::format_admit(const AdmitOp &op, std::string &cmd) const {
   // A request-rate-only admit sends one key and four arguments; one with a slot sends everything.
   auto mode = [](bool on, bool enforce) { return !on ? '-' : enforce ? 'E' : 'D'; };
-  char limiters[3 + kMaxRules] = {mode(op.rate, op.rate_enforce), mode(op.conc, op.conc_enforce),
+  char limiters[4 + kMaxRules] = {mode(op.rate, op.rate_enforce), mode(op.conc, op.conc_enforce),
                                   mode(op.fleet, op.fleet_enforce)};
+  if (op.ctl_only) {
+    // The control record alone (a cluster slot in migration): one key, nothing else asked.
+    cmd.assign(admit_head_ctl_);
+    resp_bulk(cmd, tenant_key(op.tenant, "ctl"));
+    resp_flags(cmd, "---");
+    resp_int(cmd, 0);
+    resp_int(cmd, 0);
+    resp_int(cmd, op.cost_m);
+    resp_bulk(cmd, op.tier);
+    return;
+  }
+  size_t flag_len = 3;
+  if (op.no_ctl) limiters[flag_len++] = '!';
   // The limits and quotas that apply: one character each, their keys after the others, their numbers
   // after the slot id (lua/tenant_admit.lua).
   int rule_args = 0;
   for (size_t j = 0; j < op.rules.n; j++) {
     const RuleOp &r = op.rules.at[j];
-    limiters[3 + j] = r.quota ? (r.enforce ? 'Q' : 'q') : (r.enforce ? 'L' : 'l');
+    limiters[flag_len++] = r.quota ? (r.enforce ? 'Q' : 'q') : (r.enforce ? 'L' : 'l');
     rule_args += r.quota ? 3 : 2;
   }
   bool slot = op.conc || op.fleet || op.rules.n > 0;
-  if (op.rules.n > 0)
-    cmd.assign(resp_evalsha_head(scripts_.admit.sha, (fleet_reports_ ? 4 : 3) + op.rules.n, 9 + rule_args));
+  int ctl_key = op.no_ctl ? 0 : 1;
+  if (op.rules.n > 0 || op.no_ctl)
+    cmd.assign(resp_evalsha_head(scripts_.admit.sha,
+                                 slot ? (fleet_reports_ ? 4 : 3) + op.rules.n + ctl_key : 1 + ctl_key,
+                                 slot ? 10 + rule_args : 5));
   else
     cmd.assign(slot ? admit_head_full_ : admit_head_rate_);
   // On a cluster every key of a script must share its slot, and the fleet is decided in process (the
@@ -330,7 +348,8 @@ void RedisStore::format_admit(const AdmitOp &op, std::string &cmd) const {
     std::string limiter = (r.quota ? "quota:" : "limit:") + *r.name;
     resp_bulk(cmd, tenant_key(op.tenant, limiter));
   }
-  resp_flags(cmd, std::string_view(limiters, 3 + op.rules.n));
+  if (!op.no_ctl) resp_bulk(cmd, tenant_key(op.tenant, "ctl"));
+  resp_flags(cmd, std::string_view(limiters, flag_len));
   resp_int(cmd, op.rate_m);
   resp_int(cmd, op.burst_m);
   resp_int(cmd, op.cost_m);
@@ -350,6 +369,7 @@ void RedisStore::format_admit(const AdmitOp &op, std::string &cmd) const {
     resp_int(cmd, r.b);
     if (r.quota) resp_int(cmd, r.utc_offset_s);
   }
+  resp_bulk(cmd, op.tier);
 }
 
 void RedisStore::release(const ReleaseOp &op) {
@@ -386,9 +406,10 @@ void RedisStore::resp_flags(std::string &cmd, std::string_view flags) const {
 
 void RedisStore::format_lease(const LeaseOp &op, std::string &cmd) const {
   size_t wanted = op.slots ? op.wanted.size() : 0;
-  cmd = resp_evalsha_head(scripts_.lease.sha, 2, static_cast<int>(9 + op.released.size() + wanted));
+  cmd = resp_evalsha_head(scripts_.lease.sha, 3, static_cast<int>(9 + op.released.size() + wanted));
   resp_bulk(cmd, tenant_key(op.tenant, "rate"));
   resp_bulk(cmd, tenant_key(op.tenant, "conc"));
+  resp_bulk(cmd, tenant_key(op.tenant, "ctl"));
   const char asks[2] = {op.tokens ? 'T' : '-', op.slots ? 'S' : '-'};
   resp_flags(cmd, std::string_view(asks, 2));
   resp_int(cmd, op.rate_m);

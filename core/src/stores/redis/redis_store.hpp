@@ -39,6 +39,7 @@
 
 #include "engine/fork.hpp"
 #include "policy/policy.hpp"
+#include "stores/redis/admin.hpp"
 #include "stores/redis/breaker.hpp"
 #include "stores/redis/cluster_map.hpp"
 #include "stores/redis/connection.hpp"
@@ -64,6 +65,13 @@ class RedisStore final : public Store {
 
   AdmitResult admit(const AdmitOp &op) override;
   void admit_async(const AdmitOp &op, AdmitCompletion *done) override;
+  void control(const TenantKey &tenant, const ControlChange &change) override;
+  TenantState inspect(const AdmitOp &op) override;
+  void reset(const AdmitOp &op) override;
+  std::vector<std::pair<std::string, TenantControl>> controlled(size_t limit) override;
+  void set_fleet_mode(Limiter l, int8_t mode) override;
+  // The admin API's commands, over a blocking connection of their own (admin.cpp); throws StoreError.
+  std::vector<ReplyPtr> admin_run(const std::vector<std::vector<std::string>> &cmds);
   void release(const ReleaseOp &op) override;
   StoreStats stats() const override;
   bool can_block() const override { return true; }
@@ -280,7 +288,7 @@ class RedisStore final : public Store {
   // With leases, tenant_admit.lua also counts the fleet usage that clients report (fleet_report.lua).
   const bool fleet_reports_;
   // The fixed start of each command: EVALSHA, the script's SHA and the key count.
-  std::string admit_head_rate_, admit_head_full_, release_head_;
+  std::string admit_head_rate_, admit_head_full_, admit_head_ctl_, release_head_;
   int64_t deadline_us_ = 0;  // how long the I/O thread waits for an admit's reply
 
   std::mutex pool_mu_;
@@ -325,6 +333,11 @@ class RedisStore final : public Store {
   std::atomic<bool> tls_reported_{false};
 
   // A lone blocking caller's own connection (blocking, with deadlines), under direct_mu_; see admit().
+  int64_t seen_ctl_epoch_ = 0;  // I/O thread: the flags' ctl_epoch last read
+  std::mutex admin_mu_;
+  std::unique_ptr<Connection> admin_;
+  uint64_t admin_gen_ = 0;
+  std::string store_url_;  // as the policy gave it (redacted when shown)
   std::mutex direct_mu_;
   std::unique_ptr<Connection> direct_;
   uint64_t direct_gen_ = 0;                      // redis+sentinel://: the master generation direct_ was made to
@@ -370,6 +383,7 @@ class ClusterHooks {
   virtual void suspect(RedisStore &from) = 0;
   // The fleet-wide modes, read on the master of flags_key().
   virtual void flags(const FleetModes &m) = 0;
+  virtual void ctl_changed() = 0;  // the flags' ctl_epoch moved
   // TRYAGAIN to an admit that names two keys (the request rate and the concurrency): a migration has them
   // on two nodes, or one missing, and Redis will not run them together until it ends. c->op is decided
   // another way and c->done answered; ownership of c passes, `from` no longer counts it.

@@ -1,6 +1,7 @@
 // The Redis store's replies: each matched to its own call and handed to its caller (or dropped, late).
 #include <hiredis/hiredis.h>
 
+#include <charconv>
 #include <cstdio>
 
 #include "stores/redis/redis_store.hpp"
@@ -164,6 +165,18 @@ void RedisStore::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
         for (size_t i = 0; i + 1 < r->elements; i += 2) {
           std::string_view field(r->element[i]->str ? r->element[i]->str : "", r->element[i]->len);
           std::string_view value(r->element[i + 1]->str ? r->element[i + 1]->str : "", r->element[i + 1]->len);
+          if (field == "ctl_epoch") {
+            // A control record changed somewhere in the fleet: what hot tenants believe is asked again.
+            int64_t e = 0;
+            std::from_chars(value.data(), value.data() + value.size(), e);
+            if (e != seen_ctl_epoch_) {
+              seen_ctl_epoch_ = e;
+              if (cluster_)
+                cluster_->ctl_changed();
+              else
+                bump_ctl_epoch();
+            }
+          }
           for (int l = 1; l < kLimiterCount; l++) {
             if (field != limiter_name(static_cast<Limiter>(l))) continue;
             for (Mode mode : {Mode::enforce, Mode::dark, Mode::off})
@@ -206,8 +219,9 @@ bool RedisStore::cluster_reply(Call *c, std::string_view err, int64_t now) {
     cluster_->redirect(*this, c, std::move(*rd));
     return true;
   }
-  if (!rd && is_try_again(err) && c->kind == Kind::admit && c->op.rate && c->op.conc) {
-    // Two keys that a migration keeps apart, possibly for long: decided as two one-key calls instead.
+  if (!rd && is_try_again(err) && c->kind == Kind::admit && !c->op.ctl_only && !c->op.no_ctl) {
+    // Keys that a migration keeps apart (the control record's is one, usually absent), possibly for
+    // long: decided as one-key calls instead (ClusterStore::Split).
     waiting_.fetch_sub(1, std::memory_order_relaxed);
     outstanding_.fetch_sub(1, std::memory_order_release);
     cluster_->split(*this, c);

@@ -24,11 +24,35 @@ Scripts::Scripts()
 // An admit's reply. A request-rate-only admit: one integer, the micro-tokens left (>= 0) or -1 - the
 // micro-tokens the bucket had when it had too few; it committed unless an enforced bucket said no. With
 // a slot: {committed, rate_ok, tokens, conc_ok, tenant in-flight, fleet_ok}. False for a reply of
-// another shape. With n rules, the 6-element array and four integers per rule.
+// another shape. With n rules, the 6-element array and four integers per rule; with a runtime override of
+// the bucket, its rate and burst after them; or the control record's answer, {'blocked', until} or
+// {'tier', name}.
 bool parse_admit_reply(const redisReply *r, bool slot, size_t rules, bool rate_enforce, AdmitResult &res) {
   long long v[6] = {0, 1, 0, 1, 0, 1};
-  if (rules > 0) {
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 6 + 4 * rules || rules > kMaxRules) return false;
+  if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+      (r->element[0]->type == REDIS_REPLY_STRING || r->element[0]->type == REDIS_REPLY_STATUS)) {
+    // The tenant's control record answered: a block, or another tier. Nothing was written.
+    std::string_view what(r->element[0]->str, r->element[0]->len);
+    const redisReply *arg = r->element[1];
+    res = AdmitResult{};
+    res.decided = true;
+    res.committed = false;
+    res.rate_evaluated = res.conc_evaluated = res.fleet_evaluated = false;
+    if (what == "blocked" && arg->type == REDIS_REPLY_INTEGER) {
+      res.blocked = true;
+      res.blocked_until_s = arg->integer;
+      return true;
+    }
+    if (what == "tier" && arg->type == REDIS_REPLY_STRING) {
+      res.other_tier = true;
+      res.tier.assign(arg->str, arg->len);
+      return true;
+    }
+    return false;
+  }
+  size_t full = 6 + 4 * rules;
+  if (r->type == REDIS_REPLY_ARRAY && rules <= kMaxRules && (r->elements == full || r->elements == full + 2) &&
+      (slot || rules > 0 || r->elements == full + 2)) {
     for (size_t i = 0; i < r->elements; i++)
       if (r->element[i]->type != REDIS_REPLY_INTEGER) return false;
     for (size_t i = 0; i < 6; i++) v[i] = r->element[i]->integer;
@@ -41,13 +65,15 @@ bool parse_admit_reply(const redisReply *r, bool slot, size_t rules, bool rate_e
       res.rules.reset_s[j] = e[2]->integer;
       res.rules.window_end_s[j] = e[3]->integer;
     }
-  } else if (!slot && r->type == REDIS_REPLY_INTEGER) {
+    if (r->elements == full + 2) {  // a runtime override of the bucket applied
+      res.rate_m = r->element[full]->integer;
+      res.burst_m = r->element[full + 1]->integer;
+    }
+  } else if (!slot && rules == 0 && r->type == REDIS_REPLY_INTEGER) {
     bool rate_ok = r->integer >= 0;
     v[0] = rate_ok || !rate_enforce;
     v[1] = rate_ok;
     v[2] = rate_ok ? r->integer : -1 - r->integer;
-  } else if (slot && r->type == REDIS_REPLY_ARRAY && r->elements == 6) {
-    for (size_t i = 0; i < 6; i++) v[i] = r->element[i]->type == REDIS_REPLY_INTEGER ? r->element[i]->integer : 0;
   } else {
     return false;
   }
@@ -63,14 +89,15 @@ bool parse_admit_reply(const redisReply *r, bool slot, size_t rules, bool rate_e
 
 // {granted, tokens left, slots granted, live slots, Redis' TIME in us}, all integers (tenant_lease.lua).
 bool parse_lease_reply(const redisReply *r, LeaseResult &res) {
-  if (r->type != REDIS_REPLY_ARRAY || r->elements != 5) return false;
-  long long v[5];
-  for (size_t i = 0; i < 5; i++) {
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != 6) return false;
+  long long v[6];
+  for (size_t i = 0; i < 6; i++) {
     if (r->element[i]->type != REDIS_REPLY_INTEGER) return false;
     v[i] = r->element[i]->integer;
   }
   res.decided = true;
   res.granted_m = v[0];
+  res.controlled = v[5] == 1;
   res.tokens_m = v[1];
   res.slots = v[2];
   res.conc_count = v[3];

@@ -317,6 +317,42 @@ TEST_F(Cluster, LimitsAndQuotasAreCheckedOnEachTenantsMaster) {
   fw_client_free(c);
 }
 
+// The admin API on a cluster: each tenant's control record on its own master (the admit reads it in the
+// same script), the index of records on the master of its own slot, the change seen by another client's
+// next admit.
+TEST_F(Cluster, ControlRecordsLiveOnEachTenantsMaster) {
+  ClusterTopology &t = *topo_;
+  std::string pol =
+      policy(t.url(), R"("request_rate": {"rate": 0.001, "burst": 2}, "tiers": {"pro": {"rate": 0.001, "burst": 5}})");
+  fw_client *app = client(pol), *ops = client(pol);
+  ASSERT_NE(app, nullptr);
+  ASSERT_NE(ops, nullptr);
+  auto on = tenants_on_masters(t, "ctl", 1);
+  ASSERT_EQ(on.size(), 3u);
+  for (const auto &[master, tenants] : on) {
+    const std::string &tenant = tenants[0];
+    ASSERT_TRUE(answered_within(app, "warm-" + tenant, 5));
+    ASSERT_EQ(fw_admin_block(ops, tenant.data(), tenant.size(), 0), FW_OK) << fw_error_last()->message;
+    fw_decision d = admit(app, tenant);
+    EXPECT_EQ(d.status, 403) << tenant;
+    EXPECT_TRUE(by_store(d));
+    EXPECT_EQ(t.command(master, {"HGET", "floodwall:{" + tenant + "}:ctl", "block"}), "0")
+        << tenant << " on " << master;
+    ASSERT_EQ(fw_admin_unblock(ops, tenant.data(), tenant.size()), FW_OK);
+    ASSERT_EQ(fw_admin_set_tier(ops, tenant.data(), tenant.size(), "pro"), FW_OK);
+    int ok = 0;
+    for (int i = 0; i < 8; i++) ok += admit(app, tenant).allowed;
+    EXPECT_EQ(ok, 5) << tenant << ": pro's bucket";
+  }
+  fw_buf b = FW_BUF_INIT;
+  ASSERT_EQ(fw_admin_list(ops, 100, &b), FW_OK) << fw_error_last()->message;
+  auto list = nlohmann::json::parse(b.ptr);
+  fw_buf_dispose(&b);
+  EXPECT_EQ(list.size(), 3u) << list.dump();
+  fw_client_free(ops);
+  fw_client_free(app);
+}
+
 // Four processes of three threads, one tenant per master, each thread holding its slot a moment: every
 // tenant within burst + rate x elapsed (Redis' TIME: one clock on this host) and never above its
 // concurrency limit, every decision by the tenant's master.

@@ -206,13 +206,32 @@ TEST(Scripts, RepliesOfAnotherShapeAreRefused) {
   EXPECT_EQ(a.tokens_m, 2000000);
   EXPECT_FALSE(floodwall::parse_admit_reply(r, true, 0, true, a)) << "a slot admit expects six elements";
   freeReplyObject(r);
-  r = read("*5\r\n:1\r\n:2\r\n:3\r\n:4\r\n:5\r\n");
+  r = read("*2\r\n$7\r\nblocked\r\n:0\r\n");  // the control record: blocked for good
+  EXPECT_TRUE(floodwall::parse_admit_reply(r, false, 0, true, a));
+  EXPECT_TRUE(a.blocked);
+  EXPECT_FALSE(a.committed);
+  freeReplyObject(r);
+  r = read("*2\r\n$4\r\ntier\r\n$3\r\npro\r\n");  // another tier
+  EXPECT_TRUE(floodwall::parse_admit_reply(r, true, 2, true, a));
+  EXPECT_TRUE(a.other_tier);
+  EXPECT_EQ(a.tier, "pro");
+  freeReplyObject(r);
+  r = read("*2\r\n$5\r\nnoise\r\n:0\r\n");
+  EXPECT_FALSE(floodwall::parse_admit_reply(r, false, 0, true, a)) << "an unknown answer";
+  freeReplyObject(r);
+  r = read("*8\r\n:1\r\n:1\r\n:5\r\n:1\r\n:0\r\n:1\r\n:7000000\r\n:9000000\r\n");  // an override applied
+  EXPECT_TRUE(floodwall::parse_admit_reply(r, false, 0, true, a));
+  EXPECT_EQ(a.rate_m, 7000000);
+  EXPECT_EQ(a.burst_m, 9000000);
+  freeReplyObject(r);
+  r = read("*6\r\n:1\r\n:2\r\n:3\r\n:4\r\n:5\r\n:0\r\n");
   floodwall::LeaseResult l;
   EXPECT_TRUE(floodwall::parse_lease_reply(r, l));
   EXPECT_EQ(l.granted_m, 1);
   EXPECT_EQ(l.store_now_us, 5);
+  EXPECT_FALSE(l.controlled);
   freeReplyObject(r);
-  r = read("*5\r\n:1\r\n:2\r\n$1\r\n3\r\n:4\r\n:5\r\n");
+  r = read("*6\r\n:1\r\n:2\r\n$1\r\n3\r\n:4\r\n:5\r\n:0\r\n");
   EXPECT_FALSE(floodwall::parse_lease_reply(r, l)) << "a string where an integer belongs";
   freeReplyObject(r);
   redisReaderFree(reader);
