@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Optional
 
 import httpx
 import pytest
@@ -447,3 +448,53 @@ def test_a_429_from_a_named_limit_names_it_in_the_body_and_the_headers(make_clie
     assert (error["policy"], error["limit_type"]) == ("writes", "request_rate")
     assert read.status_code == 200  # the limit is for POSTs only; the daily quota counts every request
     assert '"daily"' in read.headers["ratelimit-policy"] and '"writes"' not in read.headers["ratelimit-policy"]
+
+
+def test_a_blocked_tenant_gets_the_cores_403_and_an_admin_endpoint_lifts_it(make_client):
+    fw = make_client({"request_rate": {"rate": 0.001, "burst": 20}})
+    app = FastAPI()
+    app.add_middleware(FloodwallMiddleware, client=fw, skip=lambda scope: scope["path"].startswith("/admin/"))
+
+    @app.get("/hello")
+    async def hello():
+        return {"hello": "world"}
+
+    # Plain defs: FastAPI runs them in its thread pool, so an admin call waiting on the store never stalls
+    # the event loop.
+    @app.post("/admin/tenants/{tenant}/block")
+    def block(tenant: str, seconds: Optional[float] = None):
+        fw.admin.block(tenant, seconds=seconds)
+        return fw.admin.show(tenant)
+
+    @app.delete("/admin/tenants/{tenant}/block")
+    def unblock(tenant: str):
+        fw.admin.unblock(tenant)
+        return fw.admin.show(tenant)
+
+    server = serve_asgi(app)
+    key = {"X-API-Key": "k-blocked"}
+    tenant = fw.tenant_key(headers=[("x-api-key", "k-blocked")])  # the tenant the middleware derives
+    try:
+        with httpx.Client(base_url=server.url) as http:
+            assert http.get("/hello", headers=key).status_code == 200
+            shown = http.post(f"/admin/tenants/{tenant}/block")
+            assert shown.status_code == 200 and shown.json()["blocked"] is True
+            r = http.get("/hello", headers=key)
+            assert r.status_code == 403 and r.headers["content-type"] == "application/json"
+            assert limit_headers(r) == []  # blocked until unblocked: no limit's state, no Retry-After
+            assert r.headers["content-length"] == str(len(r.content))
+            error = r.json()["error"]
+            assert (error["type"], error["limit_type"]) == ("forbidden", "blocked")
+            assert http.get("/hello", headers={"X-API-Key": "someone-else"}).status_code == 200
+
+            assert http.post(f"/admin/tenants/{tenant}/block", params={"seconds": 90}).json()["blocked_until"]
+            r = http.get("/hello", headers=key)
+            assert r.status_code == 403 and limit_headers(r) == [("retry-after", r.headers["retry-after"])]
+            assert 89 <= int(r.headers["retry-after"]) <= 91
+            assert r.json()["error"]["retry_after"] == int(r.headers["retry-after"])
+
+            assert http.delete(f"/admin/tenants/{tenant}/block").json()["blocked"] is False
+            r = http.get("/hello", headers=key)
+            assert r.status_code == 200 and r.headers["ratelimit-remaining"] == "18"  # the 403s spent nothing
+    finally:
+        server.stop()

@@ -326,3 +326,23 @@ def test_the_content_type_of_a_rejection_is_the_decisions(make_client, serve):
     assert r.headers["content-length"] == str(len(r.content))
     problem = r.json()
     assert problem["status"] == 429 and problem["type"].startswith("https://")
+
+
+def test_a_blocked_tenant_gets_the_cores_403(make_client, serve):
+    fw = make_client({"request_rate": {"rate": 0.001, "burst": 20}, "concurrency": {"limit": 5}})
+    server, _ = serve(CountingClient(fw))
+    tenant = fw.tenant_key(headers=[("authorization", "Bearer t-blocked")])
+    fw.admin.block(tenant, seconds=30)
+    with httpx.Client(base_url=server.url) as http:
+        r = http.get("/hello", headers={"Authorization": "Bearer t-blocked"})
+        other = http.get("/hello", headers={"Authorization": "Bearer t-other"})
+        assert r.status_code == 403 and r.headers["content-type"] == "application/json"
+        assert limit_headers(r) == [("retry-after", r.headers["retry-after"])]
+        assert 29 <= int(r.headers["retry-after"]) <= 31
+        error = r.json()["error"]
+        assert (error["type"], error["limit_type"]) == ("forbidden", "blocked") and error["until"].endswith("Z")
+        assert other.status_code == 200
+        fw.admin.unblock(tenant)
+        r = http.get("/hello", headers={"Authorization": "Bearer t-blocked"})
+        assert r.status_code == 200 and r.headers["ratelimit-remaining"] == "19"
+    assert fw.admin.show(tenant)["concurrency"]["in_flight"] == 0  # the 403 held no slot

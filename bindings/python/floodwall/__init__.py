@@ -7,7 +7,7 @@ through Redis ("redis://host:port/db") with the Node and Ruby services of the sa
     fw = Floodwall({"request_rate": {"rate": 100, "burst": 500}, "concurrency": {"limit": 20}})
     with fw.admit("tenant-42", route="/search") as d:   # the context manager always releases
         if not d.allowed:
-            return d.status, d.headers, d.content_type, d.body   # 429 or 503, all from the core
+            return d.status, d.headers, d.content_type, d.body   # 403, 429 or 503, all from the core
         ...
 
 The tenant may also be left to the core, which derives it from the request's headers and peer address
@@ -19,6 +19,13 @@ every floodwall language:
 
 Middleware: floodwall.asgi (Starlette, FastAPI, any ASGI app) and floodwall.wsgi (Flask, any WSGI app).
 Callers of a floodwall-protected API: floodwall.backoff.
+
+The admin API (``fw.admin``) changes a tenant's limits at run time, in the store, for the next request of
+every client sharing it: an override, a tier of the policy's "tiers", a block (403), a reset:
+
+    fw.admin.set_override("tenant-42", rate=50, burst=100)
+    fw.admin.block("abuser", seconds=3600)
+    fw.admin.show("tenant-42")["request_rate"]["remaining"]
 """
 
 from __future__ import annotations
@@ -28,7 +35,8 @@ import itertools
 import json
 import os
 import weakref
-from typing import Any, Dict, Iterable, Mapping, Optional, Tuple, Union
+import math
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 from . import _floodwall
 from ._floodwall import (
@@ -42,6 +50,7 @@ from ._floodwall import (
 
 __all__ = [
     "Floodwall",
+    "Admin",
     "Decision",
     "Error",
     "PolicyError",
@@ -102,6 +111,82 @@ class _LoopWaiter:
                 fut.set_result(result)
 
 
+class Admin:
+    """A client's admin API (``Floodwall.admin``): each tenant's control record, kept in the store, so that a
+    change applies to the next request of every client of that store (Redis: every process of the fleet;
+    shm://: this machine's; memory://: this process), with no poll and no deploy. Expose it on an admin
+    endpoint behind your own authentication.
+
+    The tenant is an id as admit() takes it (str or bytes; tenant_key() gives the one the middleware derives
+    from a request). Every call blocks for at most the store's deadline (at least a second), with the GIL
+    released; from an asyncio app call them from a thread (a plain ``def`` endpoint in FastAPI, or
+    ``await asyncio.to_thread(fw.admin.block, tenant)``). A bad argument raises InvalidArgumentError (a
+    ValueError) whose message names it ("rate: ...", "tier: the policy has no tier named ..."); a store that
+    cannot be reached raises StoreError; a closed client ClosedError.
+    """
+
+    __slots__ = ("_c",)
+
+    def __init__(self, client: _floodwall.Client) -> None:
+        self._c = client
+
+    def set_override(self, tenant: Tenant, *, rate: float, burst: float) -> None:
+        """Gives the tenant its own request-rate bucket (rate tokens/second, burst tokens), checked as the
+        policy's are, in place of its tier's or the policy's."""
+        self._c.admin_set_override(tenant, rate, burst)
+
+    def remove_override(self, tenant: Tenant) -> None:
+        """Removes the tenant's own bucket: its tier's, or the policy's, applies again."""
+        self._c.admin_remove_override(tenant)
+
+    def set_tier(self, tenant: Tenant, tier: Optional[str]) -> None:
+        """Puts the tenant in a tier of the policy's "tiers" (its bucket, and its limits and quotas when it
+        has its own); None takes it out of any. A tier the policy does not have raises InvalidArgumentError."""
+        self._c.admin_set_tier(tenant, tier)
+
+    def block(self, tenant: Tenant, seconds: Optional[float] = None) -> None:
+        """Blocks the tenant: its requests are answered 403 (Decision.blocked) and consume nothing, for
+        ``seconds`` (rounded up to whole seconds), or until unblock() when None."""
+        if seconds is None:
+            seconds = 0.0
+        elif isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+            raise TypeError("seconds: must be a number, or None to block until unblocked")
+        elif not seconds > 0:  # also NaN; 0 would mean "until unblocked" to the core: say None for that
+            raise InvalidArgumentError("seconds: must be more than 0 (None blocks until unblocked)")
+        elif math.isinf(seconds):
+            raise InvalidArgumentError("seconds: must be finite (None blocks until unblocked)")
+        self._c.admin_block(tenant, float(seconds))
+
+    def unblock(self, tenant: Tenant) -> None:
+        """Lifts the tenant's block; a tenant that is not blocked is left as it is."""
+        self._c.admin_unblock(tenant)
+
+    def show(self, tenant: Tenant) -> Dict[str, Any]:
+        """The tenant as the store has it: {"tenant", "tier" (or None), "override" ({"rate", "burst"} or
+        None), "blocked", "blocked_until" (RFC 3339, or None), "request_rate" ({"limit", "remaining",
+        "rate", "full_in_s"}, with a request_rate section), "concurrency" ({"limit", "in_flight"}, with a
+        concurrency section), "limits" and "quotas" (those of its tier, with what each has left),
+        "store_time"}."""
+        return json.loads(self._c.admin_show(tenant))
+
+    def reset(self, tenant: Tenant) -> None:
+        """Forgets the tenant's buckets and quotas (full again); its control record and in-flight slots stay."""
+        self._c.admin_reset(tenant)
+
+    def set_mode(self, limiter: str, mode: Optional[str]) -> None:
+        """Sets a limiter's mode for every client of the store (limiter in LIMITERS, mode in MODES), over
+        each one's own (Floodwall.set_mode); None goes back to each one's own."""
+        self._c.admin_set_mode(limiter, mode)
+
+    def list(self, limit: int = 1000) -> List[Dict[str, Any]]:
+        """The tenants with a control record (an override, a tier or a block), at most ``limit`` of them:
+        [{"tenant", "tier", "override", "blocked", "blocked_until"}, ...]."""
+        return json.loads(self._c.admin_list(limit))
+
+    def __repr__(self) -> str:
+        return "<floodwall.Admin>"
+
+
 class Floodwall:
     """A floodwall client: one policy, one store, its own I/O thread. Thread-safe; share one per process.
 
@@ -113,6 +198,7 @@ class Floodwall:
         text = _policy_text(policy)
         self._c = _floodwall.Client(text)
         self._admit = self._c.admit  # bound once: admit() is the hot path
+        self._admin = Admin(self._c)
         self._waiters: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopWaiter]" = (
             weakref.WeakKeyDictionary()
         )
@@ -220,6 +306,11 @@ class Floodwall:
     def prometheus(self) -> str:
         """The same counters in Prometheus text exposition format."""
         return self._c.metrics_prometheus()
+
+    @property
+    def admin(self) -> Admin:
+        """The admin API: tenants' overrides, tiers, blocks and resets, and fleet-wide modes (see Admin)."""
+        return self._admin
 
     def close(self) -> None:
         """Stops the I/O thread; pending admits are decided by the fallback. Further calls raise ClosedError."""

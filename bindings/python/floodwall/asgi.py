@@ -3,12 +3,13 @@
     app = FastAPI()
     app.add_middleware(FloodwallMiddleware, client=Floodwall("policy.json"))
 
-Every HTTP response gets the core's limit headers; a rejected request is answered 429 or 503 with the
-core's body, its Content-Type (application/json, or application/problem+json under the policy's
-"body_format") and Retry-After, without reaching the application. The ticket is released when the
-application returns, raises, or is cancelled (a client that disconnects mid-stream: the server or
-Starlette's StreamingResponse cancels or ends the app), exactly once. Non-HTTP scopes (lifespan,
-websocket) pass through untouched.
+Every HTTP response gets the core's limit headers; a rejected request is answered with the decision's
+status (429 or 503; 403 for a tenant blocked through the admin API) and the core's body, its
+Content-Type (application/json, or application/problem+json under the policy's "body_format") and
+Retry-After, without reaching the application. The ticket is released when the application returns,
+raises, or is cancelled (a client that disconnects mid-stream: the server or Starlette's
+StreamingResponse cancels or ends the app), exactly once. Non-HTTP scopes (lifespan, websocket) pass
+through untouched.
 
 The tenant: by default the middleware hands the core every header of the request (``scope["headers"]``
 as they are) and the peer address (``scope["client"][0]``), and the core derives the key by the policy's

@@ -3,12 +3,12 @@
     app = Flask(__name__)
     app.wsgi_app = FloodwallMiddleware(app.wsgi_app, Floodwall("policy.json"))
 
-Every response gets the core's limit headers; a rejected request is answered 429 or 503 with the core's
-body, its Content-Type (application/json, or application/problem+json under the policy's "body_format")
-and Retry-After, without reaching the application. The ticket is released exactly once: when the
-application raises, or when the server closes the response iterable (PEP 3333 servers call close()
-after the last byte, after an error while iterating, and when the client disconnects or a streaming body
-is abandoned early).
+Every response gets the core's limit headers; a rejected request is answered with the decision's status
+(429 or 503; 403 for a tenant blocked through the admin API) and the core's body, its Content-Type
+(application/json, or application/problem+json under the policy's "body_format") and Retry-After,
+without reaching the application. The ticket is released exactly once: when the application raises, or
+when the server closes the response iterable (PEP 3333 servers call close() after the last byte, after
+an error while iterating, and when the client disconnects or a streaming body is abandoned early).
 
 The tenant: by default the middleware hands the core the request's headers (the environ's ``HTTP_*``
 keys turned back into header names: ``HTTP_X_API_KEY`` is ``x-api-key``) and the peer address

@@ -11,6 +11,8 @@
 //   thread (never inline), which must never wait for the GIL (a Python thread holding it would stall every
 //   pipelined Redis reply). Its callback therefore only copies the decision into a CompletionQueue and
 //   writes one byte to a pipe; the asyncio loop watches the pipe and drains it.
+// - The admin calls (fw_admin_*) always release the GIL: each may wait on the store for up to its
+//   deadline, and they are rare enough that the hand-off costs nothing worth saving.
 #include <fcntl.h>
 #include <pybind11/pybind11.h>
 #include <unistd.h>
@@ -18,6 +20,7 @@
 #include <atomic>
 #include <cerrno>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -38,7 +41,8 @@ namespace {
 PyObject *Error = nullptr;                 // floodwall.Error: every FW_ERROR
 PyObject *PolicyError = nullptr;           // FW_EPOLICY, a ValueError
 PyObject *InvalidArgumentError = nullptr;  // FW_EINVAL, a ValueError
-PyObject *StoreError = nullptr;            // FW_ESTORE, a ValueError (a bad store URL is bad configuration)
+PyObject *StoreError = nullptr;            // FW_ESTORE, a ValueError (a bad store URL is bad configuration; also
+                                           // an admin call that cannot reach the store)
 PyObject *ClosedError = nullptr;           // FW_ECLOSED, and any use of a closed client
 
 // The one place where a status code becomes an exception class.
@@ -481,6 +485,106 @@ py::str buf_call(Handle &h, int (*f)(fw_client *, fw_buf *)) {
   return out;
 }
 
+// ------------------------------------------------------------------------------------------- admin
+// Each fw_admin_* call may wait on the store (at most its deadline, at least a second): always without the
+// GIL. The tenant's bytes point into the caller's str (its cached UTF-8) or bytes, both immutable and kept
+// alive by the caller for the call; the other strings are copied first.
+
+std::string_view admin_tenant(py::handle tenant) {
+  std::string_view t;
+  if (!bytes_of(tenant, t)) throw py::type_error("tenant: must be str or bytes");
+  return t;
+}
+
+template <class F>
+void admin_call(F &&f) {
+  int rc;
+  {
+    py::gil_scoped_release nogil;
+    rc = f();
+  }
+  check(rc);
+}
+
+template <class F>
+py::str admin_json(F &&f) {
+  fw_buf buf = FW_BUF_INIT;
+  int rc;
+  {
+    py::gil_scoped_release nogil;
+    rc = f(&buf);
+  }
+  if (rc != FW_OK) {
+    fw_buf_dispose(&buf);
+    raise_status(rc, message_for(rc));
+  }
+  py::str out(buf.ptr ? buf.ptr : "", buf.size);
+  fw_buf_dispose(&buf);
+  return out;
+}
+
+void admin_set_override(Handle &h, py::handle tenant, double rate, double burst) {
+  std::string_view t = admin_tenant(tenant);
+  admin_call([&] { return fw_admin_set_override(h.c, t.data(), t.size(), rate, burst); });
+}
+
+void admin_remove_override(Handle &h, py::handle tenant) {
+  std::string_view t = admin_tenant(tenant);
+  admin_call([&] { return fw_admin_remove_override(h.c, t.data(), t.size()); });
+}
+
+// tier None (or ""): out of any tier.
+void admin_set_tier(Handle &h, py::handle tenant, py::handle tier) {
+  std::string_view t = admin_tenant(tenant);
+  std::string name;
+  bool none = tier.is_none();
+  if (!none) name = c_string(tier, "tier");
+  admin_call([&] { return fw_admin_set_tier(h.c, t.data(), t.size(), none ? nullptr : name.c_str()); });
+}
+
+// seconds 0: until unblocked (the floodwall package passes 0 for None).
+void admin_block(Handle &h, py::handle tenant, double seconds) {
+  std::string_view t = admin_tenant(tenant);
+  admin_call([&] { return fw_admin_block(h.c, t.data(), t.size(), seconds); });
+}
+
+void admin_unblock(Handle &h, py::handle tenant) {
+  std::string_view t = admin_tenant(tenant);
+  admin_call([&] { return fw_admin_unblock(h.c, t.data(), t.size()); });
+}
+
+py::str admin_show(Handle &h, py::handle tenant) {
+  std::string_view t = admin_tenant(tenant);
+  return admin_json([&](fw_buf *out) { return fw_admin_show(h.c, t.data(), t.size(), out); });
+}
+
+void admin_reset(Handle &h, py::handle tenant) {
+  std::string_view t = admin_tenant(tenant);
+  admin_call([&] { return fw_admin_reset(h.c, t.data(), t.size()); });
+}
+
+// mode None: back to each process's own mode (-1).
+void admin_set_mode(Handle &h, py::handle limiter, py::handle mode) {
+  fw_limiter l = limiter_of(limiter);
+  int m = -1;
+  if (!mode.is_none()) {
+    fw_mode md;
+    check(fw_mode_from_name(&md, c_string(mode, "mode")));
+    m = static_cast<int>(md);
+  }
+  admin_call([&] { return fw_admin_set_mode(h.c, l, m); });
+}
+
+py::str admin_list(Handle &h, py::handle limit) {
+  if (!PyLong_Check(limit.ptr())) throw py::type_error("limit: must be an int");
+  int overflow = 0;
+  long long v = PyLong_AsLongLongAndOverflow(limit.ptr(), &overflow);
+  if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
+  if (overflow < 0 || (overflow == 0 && v < 1)) raise_status(FW_EINVAL, "limit: must be at least 1");
+  size_t n = overflow > 0 ? SIZE_MAX : static_cast<size_t>(v);
+  return admin_json([&](fw_buf *out) { return fw_admin_list(h.c, n, out); });
+}
+
 // ----------------------------------------------------------------------------------------- backoff
 
 // A non-negative int as an unsigned; above UINT_MAX it is UINT_MAX (for an attempt: the cap either way).
@@ -526,7 +630,8 @@ PYBIND11_MODULE(_floodwall, m) {
   InvalidArgumentError = new_exception("floodwall.InvalidArgumentError", value_bases.ptr(),
                                        "A bad argument (cost above the burst, unknown name); the message names it.");
   StoreError = new_exception("floodwall.StoreError", value_bases.ptr(),
-                             "The store could not be set up (unparseable URL, unknown scheme).");
+                             "The store could not be set up (unparseable URL, unknown scheme), or an admin "
+                             "call could not reach it.");
   ClosedError = new_exception("floodwall.ClosedError", Error, "The client is closed or shutting down.");
   m.attr("Error") = py::handle(Error);
   m.attr("PolicyError") = py::handle(PolicyError);
@@ -569,6 +674,12 @@ PYBIND11_MODULE(_floodwall, m) {
       .def_property_readonly("rule", [](const Decision &x) { return rule_or_none(x, x.d.rule); })
       .def_property_readonly("dark_rule", [](const Decision &x) { return rule_or_none(x, x.d.dark_rule); })
       .def_property_readonly("rules", &rules_of)
+      .def_property_readonly("blocked", [](const Decision &x) { return x.d.blocked != 0; })
+      .def_property_readonly("blocked_until",
+                             [](const Decision &x) -> py::object {
+                               if (!x.d.blocked || x.d.blocked_until_s <= 0) return py::none();
+                               return py::int_(x.d.blocked_until_s);
+                             })
       .def_property_readonly("concurrency_limit", [](const Decision &x) { return x.d.concurrency_limit; })
       .def_property_readonly("concurrency_remaining", [](const Decision &x) { return x.d.concurrency_remaining; })
       .def_property_readonly("ticket", [](const Decision &x) { return x.d.ticket; })
@@ -590,6 +701,7 @@ PYBIND11_MODULE(_floodwall, m) {
           s += " rule=" + x.h->rule_names[static_cast<size_t>(x.d.rule)];
         if (x.d.limit) s += " remaining=" + std::to_string(x.d.remaining) + "/" + std::to_string(x.d.limit);
         if (x.d.cost > 1) s += " cost=" + std::to_string(x.d.cost);
+        if (x.d.blocked) s += " blocked=True";
         if (x.d.failed_open) s += " failed_open=True";
         if (x.d.degraded) s += " degraded=True";
         return s + ">";
@@ -631,5 +743,14 @@ PYBIND11_MODULE(_floodwall, m) {
              return x;
            })
       .def("metrics_json", [](Handle &h) { return buf_call(h, fw_metrics_json); })
-      .def("metrics_prometheus", [](Handle &h) { return buf_call(h, fw_metrics_prometheus); });
+      .def("metrics_prometheus", [](Handle &h) { return buf_call(h, fw_metrics_prometheus); })
+      .def("admin_set_override", &admin_set_override)
+      .def("admin_remove_override", &admin_remove_override)
+      .def("admin_set_tier", &admin_set_tier)
+      .def("admin_block", &admin_block)
+      .def("admin_unblock", &admin_unblock)
+      .def("admin_show", &admin_show)
+      .def("admin_reset", &admin_reset)
+      .def("admin_set_mode", &admin_set_mode)
+      .def("admin_list", &admin_list);
 }
