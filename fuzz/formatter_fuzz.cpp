@@ -53,12 +53,28 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   c.ticket = in.ConsumeIntegral<uint64_t>();
   c.degraded = in.ConsumeIntegral<int>();
   c.cost = in.ConsumeIntegral<uint64_t>();
+  // Version 4: the limits and quotas (indexes in and far beyond the policy's) and a block.
+  c.rules = in.ConsumeIntegral<uint64_t>();
+  c.rule = in.ConsumeIntegralInRange<int>(-3, 70);
+  c.dark_rule = in.ConsumeIntegralInRange<int>(-3, 70);
+  c.shown_rule = in.ConsumeIntegralInRange<int>(-3, 70);
+  c.rule_limit = in.ConsumeIntegral<int64_t>();
+  c.rule_remaining = in.ConsumeIntegral<int64_t>();
+  c.rule_reset_s = in.ConsumeIntegral<int64_t>();
+  c.rule_window_end_s = in.ConsumeIntegral<int64_t>();
+  c.blocked = in.ConsumeIntegral<int>();
+  c.blocked_until_s = in.ConsumeIntegral<int64_t>();
   const floodwall::Decision d = fw_capi::read_decision(&c);
-  floodwall::Policy p;
+  // A policy with two limits and a quota, so that rule indexes name something.
+  static const floodwall::Policy rules = floodwall::parse_policy(
+      R"({"request_rate": {"rate": 0.5, "burst": 3, "limits": [{"name": "search", "routes": ["/s*"], "rate": 1e-6,
+          "burst": 1}, {"name": "w", "routes": ["*"], "rate": 1000000, "burst": 1000000000}]},
+          "quotas": [{"name": "monthly", "limit": 1000000000000, "period": "month", "timezone": "UTC-12:00"}]})");
+  floodwall::Policy p = rules;
   p.body_format = in.ConsumeBool() ? floodwall::BodyFormat::problem_json : floodwall::BodyFormat::json;
   p.docs_url = in.ConsumeRemainingBytesAsString();  // parse_policy bounds it to 512 bytes; any bytes here
 
-  floodwall::HeaderFields h = floodwall::response_headers(d);
+  floodwall::HeaderFields h = floodwall::response_headers(d, &p);
   FW_FUZZ_CHECK(h.count <= FW_RESPONSE_MAX_HEADERS);
   std::string joined;
   bool retry_after = false;
@@ -76,8 +92,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     joined += h.items[i].value;
     joined += "\r\n";
   }
-  FW_FUZZ_CHECK(retry_after == !d.allowed);
-  FW_FUZZ_CHECK(floodwall::format_headers(d) == joined);
+  FW_FUZZ_CHECK(retry_after == (!d.allowed && !(d.blocked && d.blocked_until_s <= 0)));  // a block for good: none
+  FW_FUZZ_CHECK(floodwall::format_headers(d, &p) == joined);
 
   for (auto format : {floodwall::BodyFormat::json, floodwall::BodyFormat::problem_json}) {
     p.body_format = format;
@@ -97,6 +113,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       std::abort();
     }
     const nlohmann::json &top = format == floodwall::BodyFormat::json ? doc.at("error") : doc;
+    if (d.blocked) {  // a 403: a retry_after only for a block that ends
+      FW_FUZZ_CHECK(top.at("limit_type") == "blocked");
+      if (!top.contains("retry_after")) continue;
+    }
     FW_FUZZ_CHECK(top.at("retry_after").is_number_integer() && top.at("retry_after").get<int64_t>() >= 1);
   }
   return 0;

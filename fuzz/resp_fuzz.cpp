@@ -63,13 +63,21 @@ void read_replies(const uint8_t *data, size_t size) {
       if (!reply) break;  // needs more bytes
       auto *r = static_cast<redisReply *>(reply);
       walk(r, 0);
-      for (bool slot : {false, true}) {
-        for (bool enforce : {false, true}) {
-          floodwall::AdmitResult res;
-          if (!floodwall::parse_admit_reply(r, slot, 0, enforce, res)) continue;
-          FW_FUZZ_CHECK(res.decided);
-          // A request-rate-only admit that an enforced bucket refused did not commit; a dark one did.
-          if (!slot) FW_FUZZ_CHECK(res.committed == (res.rate_ok || !enforce) && res.tokens_m >= 0);
+      for (size_t rules : {size_t{0}, size_t{1}, size_t{3}}) {
+        for (bool slot : {false, true}) {
+          for (bool enforce : {false, true}) {
+            floodwall::AdmitResult res;
+            if (!floodwall::parse_admit_reply(r, slot, rules, enforce, res)) continue;
+            FW_FUZZ_CHECK(res.decided);
+            // The control record's answers consume nothing; any other names every rule asked.
+            if (res.blocked || res.other_tier)
+              FW_FUZZ_CHECK(!res.committed && !(res.blocked && res.other_tier));
+            else
+              FW_FUZZ_CHECK(res.rules.n == rules);
+            // A request-rate-only admit that an enforced bucket refused did not commit; a dark one did.
+            if (r->type == REDIS_REPLY_INTEGER)
+              FW_FUZZ_CHECK(res.committed == (res.rate_ok || !enforce) && res.tokens_m >= 0);
+          }
         }
       }
       floodwall::LeaseResult lease;
