@@ -54,6 +54,17 @@ export interface Policy {
     /** Redis store: a hot tenant's slots leased in batches (ttl_ms at most half of ttl_s). */
     lease?: { max_slots: number; ttl_ms: number };
   };
+  /**
+   * Plans (1 to 32, names of [A-Za-z0-9_.-]): a tier's rate and burst are its tenants' bucket, and its
+   * limits and quotas, when it has them, replace the policy's for them. Needs a request_rate section.
+   * A tenant's tier is set through the admin API (Floodwall#admin.setTier).
+   */
+  tiers?: Record<string, {
+    rate: number;
+    burst: number;
+    limits?: NonNullable<NonNullable<Policy['request_rate']>['limits']>;
+    quotas?: NonNullable<Policy['quotas']>;
+  }>;
   fleet?: { capacity: number; ttl_s?: number; mode?: Mode };
   utilization?: {
     workers?: number;
@@ -118,8 +129,8 @@ export interface AdmitRequest extends RequestIdentity {
 export class Decision {
   private constructor();
   readonly allowed: boolean;
-  /** 200, 429 (request_rate, concurrency) or 503 (fleet, utilization). */
-  readonly status: 200 | 429 | 503;
+  /** 200, 403 (blocked through the admin API), 429 (request_rate, concurrency) or 503 (fleet, utilization). */
+  readonly status: 200 | 403 | 429 | 503;
   readonly limiter: LimiterName | null;
   readonly darkLimiter: LimiterName | null;
   /** Allowed with no limiter at all (redis.fallback "open" while the store could not answer). */
@@ -143,14 +154,78 @@ export class Decision {
   readonly darkRule: string | null;
   /** The limits and quotas that applied to the request, by name: the limits in policy order, then the quotas. */
   readonly rules: string[];
+  /** The tenant is blocked through the admin API (Floodwall#admin.block): status 403, nothing consumed. */
+  readonly blocked: boolean;
+  /** When the block ends, in seconds since the epoch; null when not blocked, or blocked until unblocked. */
+  readonly blockedUntil: number | null;
   readonly ticket: Ticket;
   /** The core's response headers, in order: RateLimit-Policy, RateLimit, RateLimit-Limit, -Remaining, -Reset, Retry-After. */
   readonly headers: Record<string, string>;
   /** The Content-Type of a rejection's body ('application/json' or 'application/problem+json'), or null when allowed. */
   readonly contentType: string | null;
-  /** The body of a rejection, or null when allowed. */
+  /** The body of a rejection (403, 429 or 503), or null when allowed. */
   readonly body: string | null;
   toJSON(): object;
+}
+
+/** A tenant's own bucket, set by Admin#setOverride. */
+export interface TenantOverride {
+  rate: number;
+  burst: number;
+}
+
+/** A tenant with a control record, as Admin#list gives it. */
+export interface TenantRecord {
+  /** The tenant id (control characters and bytes that are not UTF-8 escaped). */
+  tenant: string;
+  tier: string | null;
+  override: TenantOverride | null;
+  blocked: boolean;
+  /** When the block ends (RFC 3339, UTC), or null when blocked until unblocked (or not blocked). */
+  blocked_until: string | null;
+}
+
+/** A tenant as the store has it (Admin#show). */
+export interface TenantInfo extends TenantRecord {
+  /** The tier the store names that the policy does not have (its bucket and rules do not apply). */
+  tier_unknown?: true;
+  /** With a request_rate section: the bucket in force (the override's, the tier's or the policy's). */
+  request_rate?: { limit: number; remaining: number; rate: number; full_in_s: number };
+  /** With a concurrency section. */
+  concurrency?: { limit: number; in_flight: number };
+  /** The limits of the tenant's tier (or the policy's), with the tokens each has left. */
+  limits: Array<{ name: string; limit: number; remaining: number; rate: number; routes: string[] }>;
+  /** The quotas of the tenant's tier (or the policy's), with what each has left and when its window ends. */
+  quotas: Array<{ name: string; limit: number; remaining: number; period: 'hour' | 'day' | 'month'; reset: string; reset_in_s: number }>;
+  /** The store's clock (RFC 3339, UTC). */
+  store_time: string;
+}
+
+/**
+ * The admin API of a client (Floodwall#admin): a tenant's control record, kept in the store, applied to the
+ * next request of every client of it (Redis: the fleet; shm://: the machine; memory://: this client). Each
+ * call waits on the store off the event loop (at most its deadline, at least a second). A bad argument
+ * rejects with InvalidArgumentError naming it ('rate', 'tier', 'tenant', ...), a store that cannot be
+ * reached with StoreError, a closed client with ClosedError.
+ */
+export class Admin {
+  private constructor();
+  /** Gives the tenant its own request-rate bucket (rate tokens/second, burst tokens). */
+  setOverride(tenant: string | Uint8Array, options: TenantOverride): Promise<void>;
+  /** Removes the tenant's own bucket: its tier's, or the policy's, applies again. */
+  removeOverride(tenant: string | Uint8Array): Promise<void>;
+  /** Puts the tenant in a tier of the policy's "tiers"; null takes it out of any. */
+  setTier(tenant: string | Uint8Array, tier: string | null): Promise<void>;
+  /** Blocks the tenant (403, nothing consumed) for `seconds` (above 0), or until unblock() without them. */
+  block(tenant: string | Uint8Array, options?: { seconds?: number | null }): Promise<void>;
+  unblock(tenant: string | Uint8Array): Promise<void>;
+  show(tenant: string | Uint8Array): Promise<TenantInfo>;
+  /** Forgets the tenant's buckets and quotas (full again); its control record and in-flight slots stay. */
+  reset(tenant: string | Uint8Array): Promise<void>;
+  /** Sets a limiter's mode for every client of the store (over each one's setMode); null: each one's own again. */
+  setMode(limiter: LimiterName, mode: Mode | null): Promise<void>;
+  /** The tenants with a control record, at most `limit` (default 1000). */
+  list(options?: { limit?: number }): Promise<TenantRecord[]>;
 }
 
 export class Floodwall {
@@ -166,6 +241,8 @@ export class Floodwall {
   sheddingAmount(): number;
   metrics(): Record<string, any>;
   prometheus(): string;
+  /** The admin API: tenants' overrides, tiers, blocks and resets, and fleet-wide modes. */
+  readonly admin: Admin;
   close(): void;
   readonly closed: boolean;
 }
@@ -223,7 +300,7 @@ export interface ExpressOptions<Req extends MiddlewareRequest = MiddlewareReques
   sandbox?: PerRequest<boolean, Req, Res>;
   /** Requests for which it answers true are not limited at all. */
   skip?: (req: Req, res: Res) => boolean | Promise<boolean>;
-  /** Sends a rejection (default: the decision's status, body and contentType; its limit headers are already set on res). */
+  /** Sends a rejection (default: the decision's status (403, 429 or 503), body and contentType; its limit headers are already set on res). */
   handler?: (req: Req, res: Res, next: NextFunction, decision: Decision) => unknown;
 }
 

@@ -29,7 +29,7 @@ test('npm pack ships the core sources and the binding, not builds or other langu
   for (const needed of ['package.json', 'CMakeLists.txt', 'core/embed_scripts.cmake', 'core/CMakeLists.txt', 'core/sources.cmake', 'core/src/engine/guard.cpp',
     'core/src/stores/redis/connection.cpp', 'core/src/stores/redis/url.cpp',
     'capi/include/floodwall.h', 'capi/src/floodwall.cpp', 'capi/floodwall.map', 'lua/tenant_admit.lua', 'lua/lib/bucket.lua',
-    'bindings/node/CMakeLists.txt', 'bindings/node/src/addon.cc', 'bindings/node/lib/index.js',
+    'bindings/node/CMakeLists.txt', 'bindings/node/src/addon.cc', 'bindings/node/lib/index.js', 'bindings/node/lib/admin.js',
     'bindings/node/index.d.ts', 'bindings/node/scripts/build.js', 'bindings/node/examples/express_app.js']) {
     assert.ok(files.includes(needed), `${needed} is missing from the tarball`);
   }

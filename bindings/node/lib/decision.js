@@ -14,6 +14,8 @@ const TWO_32 = 2 ** 32;
 // halves, then rule, dark_rule, shown_rule, rule_limit, rule_remaining, rule_reset_s, rule_window_end_s.
 const RULES_AT = 17;
 const RULES_END = 26;
+// After them, always written: blocked, blocked_until_s (src/addon.cc, kRawBlocked).
+const BLOCKED_AT = 26;
 
 class Decision {
   #core;
@@ -25,7 +27,7 @@ class Decision {
     this.#core = core;
     /** The request may proceed (also true in dark mode when degraded and when failed open). */
     this.allowed = raw[0] !== 0;
-    /** 200, 429 (request_rate, concurrency) or 503 (fleet, utilization). */
+    /** 200, 403 (blocked through the admin API), 429 (request_rate, concurrency) or 503 (fleet, utilization). */
     this.status = raw[1];
     /** The enforcing limiter that rejected, or null. */
     this.limiter = LIMITERS[raw[2]];
@@ -51,6 +53,10 @@ class Decision {
     /** What the request holds until fw.release(decision): a number (a bigint past 2^53), 0 for nothing. */
     this.ticket = raw[13] === 0 ? raw[14] : raw[13] < 2 ** 21 ? raw[13] * TWO_32 + raw[14]
       : (BigInt(raw[13]) << 32n) | BigInt(raw[14]);
+    /** The tenant is blocked through the admin API: status 403, nothing consumed. */
+    this.blocked = raw[BLOCKED_AT] !== 0;
+    /** When the block ends, in seconds since the epoch; null when not blocked, or blocked until unblocked. */
+    this.blockedUntil = this.blocked && raw[BLOCKED_AT + 1] > 0 ? raw[BLOCKED_AT + 1] : null;
     // Only the mask is read when no limit or quota applied: the fields after it are then left unwritten.
     if (raw[RULES_AT] !== 0 || raw[RULES_AT + 1] !== 0) this.#rules = raw.slice(RULES_AT, RULES_END);
   }
@@ -95,7 +101,7 @@ class Decision {
     return this.#format().contentType;
   }
 
-  /** The body of a rejection (429 or 503), or null when allowed. */
+  /** The body of a rejection (403, 429 or 503), or null when allowed. */
   get body() {
     return this.#format().body;
   }
@@ -127,6 +133,8 @@ class Decision {
     raw[14] = 0;
     raw[15] = this.degraded ? 1 : 0;
     raw[16] = this.cost;
+    raw[BLOCKED_AT] = this.blocked ? 1 : 0;
+    raw[BLOCKED_AT + 1] = this.blockedUntil ?? 0;
     if (this.#rules === undefined) {
       raw[RULES_AT] = 0;
       raw[RULES_AT + 1] = 0;

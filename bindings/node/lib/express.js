@@ -3,8 +3,8 @@
 // skip and handler options, limit headers on every response, the decision on the request. What it adds:
 // the tenant derived by the core from the request (the same key as floodwall's Python and Ruby
 // middlewares give the same request), the core's RateLimit headers and rejection bodies, 503s from the
-// shedders, and a ticket released exactly once when the response ends - on 'finish', or on 'close' when
-// the client goes away mid-request.
+// shedders, 403s for tenants blocked through the admin API, and a ticket released exactly once when the
+// response ends - on 'finish', or on 'close' when the client goes away mid-request.
 
 // The route family: the mount path plus the route's pattern ('/users/:id', never '/users/42'), so that
 // concurrency.routes can name it and the metrics stay bounded. At app level (no route matched yet) it

@@ -4,6 +4,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const errors = require('./errors');
 const { Decision } = require('./decision');
+const { Admin } = require('./admin');
 
 const native = require(require('./addon_path').addonPath());
 native.setErrorFactory(errors.fromStatus);
@@ -78,6 +79,7 @@ function requestObject(request) {
 class Floodwall {
   #core; // { native, handle, scratch, ruleNames }: shared with the decisions, which format themselves through it
   #closed = false;
+  #admin;
 
   /**
    * @param {object|string|URL} [policy] the policy: an object, a JSON document or the path of a JSON file.
@@ -88,6 +90,16 @@ class Floodwall {
     const handle = native.create(policyJson(policy), scratch);
     // The names of the policy's limits and quotas by index: they never change, so they are asked once.
     this.#core = { native, handle, scratch, ruleNames: Object.freeze(native.ruleNames(handle)) };
+    this.#admin = new Admin(native, handle);
+  }
+
+  /**
+   * The admin API: tenants' overrides, tiers, blocks and resets, and fleet-wide modes, kept in the store and
+   * applied to the next request of every client of it. Every method returns a promise (the call waits on
+   * the store off the event loop, for at most its deadline).
+   */
+  get admin() {
+    return this.#admin;
   }
 
   /**
@@ -178,6 +190,7 @@ const { backoff, backoffDefaults, retry, parseRetryAfter } = require('./retry');
 module.exports = {
   Floodwall,
   Decision,
+  Admin,
   express,
   backoff,
   backoffDefaults,

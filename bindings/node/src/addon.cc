@@ -1,16 +1,23 @@
 // floodwall.node: a thin, mechanical map of the C ABI (capi/include/floodwall.h) for lib/index.js.
 //
-// Decisions cross into JavaScript as 26 numbers (see kRaw* below) rather than as objects: building a
+// Decisions cross into JavaScript as 28 numbers (see kRaw* below) rather than as objects: building a
 // 17-property object through Node-API costs more than the memory store's whole decision, while a
 // Float64Array write is free and lib/decision.js turns it into a Decision with plain JS property stores.
 // The rules' fields (fw_decision version 4) are written and read only for a decision that a limit or a
-// quota applied to (rules != 0): a policy without them pays for one 64-bit mask.
+// quota applied to (rules != 0): a policy without them pays for one 64-bit mask. The block's two fields
+// (a tenant blocked through the admin API: 403) are always written: the formatter builds a 403's body and
+// Retry-After from them.
 //
 // fw_admit_async3 returns a decision made at once (the memory store, a hot tenant, the fallback) in place:
 // the numbers go into the client's scratch array and admit() returns undefined, with no thread hop. For an
 // admit that waits on Redis it calls back from the core's I/O thread: the decision (or the error's message)
 // is copied, handed to the JS thread through a thread-safe function, and the promise that admit() returned
 // settles there. The event loop never waits on Redis.
+//
+// The admin calls (fw_admin_*) block for up to the store's deadline: each runs on libuv's thread pool (a
+// Napi::AsyncWorker) and settles a promise on the JS thread. The fw_client is shared between the Client and
+// the workers still running (std::shared_ptr), so that a client collected or torn down meanwhile is closed
+// (its calls answer FW_ECLOSED) but freed only once the last worker is done with it.
 #include <napi.h>
 
 #include <cstdint>
@@ -52,6 +59,8 @@ enum RawIndex {
   kRawRuleRemaining,
   kRawRuleReset,
   kRawRuleWindowEnd,
+  kRawBlocked,  // fw_decision.blocked, and blocked_until_s (seconds since the epoch: exact)
+  kRawBlockedUntil,
   kRawSize
 };
 
@@ -75,6 +84,8 @@ void ToRaw(const fw_decision &d, double *out) {
   out[kRawCost] = static_cast<double>(d.cost);  // at most the burst: exact
   out[kRawRulesHigh] = static_cast<double>(d.rules >> 32);
   out[kRawRulesLow] = static_cast<double>(d.rules & 0xffffffffu);
+  out[kRawBlocked] = d.blocked ? 1 : 0;
+  out[kRawBlockedUntil] = static_cast<double>(d.blocked_until_s);
   if (d.rules == 0) return;  // no rule applied: rule, dark_rule and shown_rule are -1, the rest 0
   out[kRawRule] = d.rule;
   out[kRawDarkRule] = d.dark_rule;
@@ -104,6 +115,8 @@ fw_decision FromRaw(const double *in) {
   d.ticket = (static_cast<fw_ticket>(in[kRawTicketHigh]) << 32) | static_cast<fw_ticket>(in[kRawTicketLow]);
   d.cost = static_cast<uint64_t>(in[kRawCost]);
   d.rules = (static_cast<uint64_t>(in[kRawRulesHigh]) << 32) | static_cast<uint64_t>(in[kRawRulesLow]);
+  d.blocked = in[kRawBlocked] != 0;
+  d.blocked_until_s = static_cast<int64_t>(in[kRawBlockedUntil]);
   if (d.rules == 0) return d;
   d.rule = static_cast<int>(in[kRawRule]);
   d.dark_rule = static_cast<int>(in[kRawDarkRule]);
@@ -345,7 +358,8 @@ class Client {
   // No napi reference is kept to the scratch array: the JS layer holds it next to the handle for the
   // client's whole life (lib/index.js, #core), and a reference deleted from this object's finalizer can
   // crash Node at environment teardown, when every finalizer runs in one sweep.
-  Client(Napi::Env env, fw_client *c, Napi::Float64Array scratch) : env_(env), c_(c), scratch_(scratch.Data()) {
+  Client(Napi::Env env, fw_client *c, Napi::Float64Array scratch)
+      : env_(env), core_(c, fw_client_free), c_(c), scratch_(scratch.Data()) {
     tsfn_ = Tsfn::New(env, "floodwall.admit", 0, 1, this);
     tsfn_.Unref(env);  // an idle client must not keep the process alive; Admit refs it while admits wait
     // At environment teardown this hook runs before the thread-safe function's own (hooks run last-in,
@@ -353,9 +367,11 @@ class Client {
     napi_add_env_cleanup_hook(env, &Client::CleanupHook, this);
   }
 
+  // Closes the client when JS did not (the admits still pending are decided, an admin call in progress
+  // finishes); fw_client_free comes with the last reference to core_, which an admin worker may hold.
   ~Client() {
     napi_remove_env_cleanup_hook(env_, &Client::CleanupHook, this);
-    fw_client_free(c_);  // closes it first when JS did not
+    fw_client_close(c_);
     ReleaseTsfn();
   }
 
@@ -366,6 +382,8 @@ class Client {
 
   // The fw_client, open or closed: a call on a closed one returns FW_ECLOSED.
   fw_client *raw() const { return c_; }
+  // The fw_client for a call that may outlive this object (an admin worker on the thread pool).
+  const std::shared_ptr<fw_client> &shared() const { return core_; }
   double *scratch() const { return scratch_; }
   HeaderList &headers() { return headers_; }
   std::string &fields() { return fields_; }
@@ -452,7 +470,8 @@ class Client {
   using Tsfn = Napi::TypedThreadSafeFunction<Client, Call, &Client::OnJsThread>;
 
   Napi::Env env_;
-  fw_client *c_;
+  std::shared_ptr<fw_client> core_;  // fw_client_free with the last reference: this object's, or a worker's
+  fw_client *c_;                     // core_.get()
   double *scratch_;
   napi_ref pending_ref_ = nullptr;  // a strong reference to the handle while completions are due
   Tsfn tsfn_;
@@ -618,6 +637,131 @@ Napi::Value Close(const Napi::CallbackInfo &info) {
   return info.Env().Undefined();
 }
 
+// ------------------------------------------------------------------------------------------------- admin
+
+// An fw_admin_* call on libuv's thread pool, settling a promise on the JS thread: with undefined, or with
+// the JSON text of fw_admin_show and fw_admin_list (lib/admin.js parses it). The arguments are copied on
+// the JS thread; the error's message is read on the pool thread that failed (fw_error_last is per thread).
+class AdminWorker : public Napi::AsyncWorker {
+ public:
+  enum Op { kSetOverride, kRemoveOverride, kSetTier, kBlock, kUnblock, kShow, kReset, kSetMode, kList };
+
+  AdminWorker(Napi::Env env, Op op, std::shared_ptr<fw_client> c)
+      : Napi::AsyncWorker(env, "floodwall.admin"), op_(op), c_(std::move(c)), deferred_(env) {}
+
+  std::string tenant;
+  std::optional<std::string> tier;  // kSetTier: none takes the tenant out of any tier
+  double x = 0, y = 0;              // kSetOverride: rate, burst; kBlock: seconds
+  fw_limiter limiter = FW_LIMITER_NONE;
+  int mode = -1;
+  size_t limit = 0;
+
+  Napi::Promise Promise() const { return deferred_.Promise(); }
+
+ protected:
+  void Execute() override {
+    fw_client *c = c_.get();
+    const char *t = tenant.data();
+    size_t n = tenant.size();
+    fw_buf buf = FW_BUF_INIT;
+    switch (op_) {
+      case kSetOverride: rc_ = fw_admin_set_override(c, t, n, x, y); break;
+      case kRemoveOverride: rc_ = fw_admin_remove_override(c, t, n); break;
+      case kSetTier: rc_ = fw_admin_set_tier(c, t, n, tier ? tier->c_str() : nullptr); break;
+      case kBlock: rc_ = fw_admin_block(c, t, n, x); break;
+      case kUnblock: rc_ = fw_admin_unblock(c, t, n); break;
+      case kShow: rc_ = fw_admin_show(c, t, n, &buf); break;
+      case kReset: rc_ = fw_admin_reset(c, t, n); break;
+      case kSetMode: rc_ = fw_admin_set_mode(c, limiter, mode); break;
+      case kList: rc_ = fw_admin_list(c, limit, &buf); break;
+    }
+    try {
+      if (rc_ != FW_OK)
+        message_ = LastMessage(rc_);
+      else if (buf.ptr)
+        json_.assign(buf.ptr, buf.size);
+    } catch (...) {  // out of memory on a pool thread: nothing may throw out of Execute
+      rc_ = FW_ENOMEM;
+      message_.clear();
+    }
+    fw_buf_dispose(&buf);
+  }
+
+  void OnOK() override {
+    Napi::Env env = Env();
+    if (rc_ != FW_OK) {
+      deferred_.Reject(MakeError(env, rc_, message_.empty() ? "floodwall: out of memory" : message_));
+    } else if (op_ == kShow || op_ == kList) {
+      deferred_.Resolve(Napi::String::New(env, json_));
+    } else {
+      deferred_.Resolve(env.Undefined());
+    }
+  }
+
+ private:
+  Op op_;
+  std::shared_ptr<fw_client> c_;
+  Napi::Promise::Deferred deferred_;
+  int rc_ = FW_OK;
+  std::string message_;
+  std::string json_;
+};
+
+// A tenant argument as bytes: a string's UTF-8, a Uint8Array's bytes (lib/admin.js checks the type).
+std::string TenantBytes(const Napi::Value &v) {
+  if (v.IsTypedArray()) {
+    size_t len = 0;
+    const char *p = BytesOf(v, &len);
+    return std::string(p, len);
+  }
+  if (!v.IsString()) Throw(v.Env(), FW_EINVAL, "tenant: must be a string or a Buffer");
+  return v.As<Napi::String>().Utf8Value();
+}
+
+// Queues the worker (the pool owns it from here, and deletes it after OnOK) and returns its promise.
+Napi::Value Queue(AdminWorker *w) {
+  Napi::Promise p = w->Promise();
+  w->Queue();
+  return p;
+}
+
+// admin<Op>(handle, tenant, ...): Promise<undefined | string>
+template <AdminWorker::Op op>
+Napi::Value AdminTenant(const Napi::CallbackInfo &info) {
+  auto w = std::make_unique<AdminWorker>(info.Env(), op, Client::From(info)->shared());
+  w->tenant = TenantBytes(info[1]);
+  if (op == AdminWorker::kSetOverride) {
+    w->x = info[2].As<Napi::Number>().DoubleValue();
+    w->y = info[3].As<Napi::Number>().DoubleValue();
+  } else if (op == AdminWorker::kBlock) {
+    w->x = info[2].As<Napi::Number>().DoubleValue();
+  } else if (op == AdminWorker::kSetTier && info[2].IsString()) {
+    w->tier = info[2].As<Napi::String>().Utf8Value();
+  }
+  return Queue(w.release());
+}
+
+// adminSetMode(handle, limiter: string, mode: string | null): Promise<undefined>; unknown names throw here
+Napi::Value AdminSetMode(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  auto w = std::make_unique<AdminWorker>(env, AdminWorker::kSetMode, Client::From(info)->shared());
+  Check(env, fw_limiter_from_name(&w->limiter, Utf8Arg(info[1]).get()));
+  if (info[2].IsString()) {
+    fw_mode m;
+    Check(env, fw_mode_from_name(&m, Utf8Arg(info[2]).get()));
+    w->mode = static_cast<int>(m);
+  }
+  return Queue(w.release());
+}
+
+// adminList(handle, limit: number): Promise<string>
+Napi::Value AdminList(const Napi::CallbackInfo &info) {
+  auto w = std::make_unique<AdminWorker>(info.Env(), AdminWorker::kList, Client::From(info)->shared());
+  double limit = info[1].As<Napi::Number>().DoubleValue();  // a positive integer (lib/admin.js)
+  w->limit = limit >= 1e15 ? static_cast<size_t>(1e15) : static_cast<size_t>(limit);
+  return Queue(w.release());
+}
+
 // ----------------------------------------------------------------------------------------------- backoff
 
 // backoffDelay(base_s, cap_s, attempt, retry_after_s, random01): seconds (fw_backoff_delay; attempts is the
@@ -671,6 +815,16 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("metricsJson", Napi::Function::New<MetricsText<fw_metrics_json>>(env, "metricsJson"));
   exports.Set("metricsPrometheus", Napi::Function::New<MetricsText<fw_metrics_prometheus>>(env, "metricsPrometheus"));
   exports.Set("close", Napi::Function::New<Close>(env, "close"));
+  exports.Set("adminSetOverride", Napi::Function::New<AdminTenant<AdminWorker::kSetOverride>>(env, "adminSetOverride"));
+  exports.Set("adminRemoveOverride",
+              Napi::Function::New<AdminTenant<AdminWorker::kRemoveOverride>>(env, "adminRemoveOverride"));
+  exports.Set("adminSetTier", Napi::Function::New<AdminTenant<AdminWorker::kSetTier>>(env, "adminSetTier"));
+  exports.Set("adminBlock", Napi::Function::New<AdminTenant<AdminWorker::kBlock>>(env, "adminBlock"));
+  exports.Set("adminUnblock", Napi::Function::New<AdminTenant<AdminWorker::kUnblock>>(env, "adminUnblock"));
+  exports.Set("adminShow", Napi::Function::New<AdminTenant<AdminWorker::kShow>>(env, "adminShow"));
+  exports.Set("adminReset", Napi::Function::New<AdminTenant<AdminWorker::kReset>>(env, "adminReset"));
+  exports.Set("adminSetMode", Napi::Function::New<AdminSetMode>(env, "adminSetMode"));
+  exports.Set("adminList", Napi::Function::New<AdminList>(env, "adminList"));
   exports.Set("backoffDelay", Napi::Function::New<BackoffDelay>(env, "backoffDelay"));
   exports.Set("parseRetryAfter", Napi::Function::New<ParseRetryAfter>(env, "parseRetryAfter"));
   exports.Set("setErrorFactory", Napi::Function::New<SetErrorFactory>(env, "setErrorFactory"));

@@ -2,7 +2,7 @@
 import express = require('express');
 import {
   Floodwall, Decision, PolicyError, InvalidArgumentError, express as floodwall, backoff, backoffDefaults, retry,
-  parseRetryAfter, type Policy, type LimiterName, type HeaderList,
+  parseRetryAfter, Admin, StoreError, type Policy, type LimiterName, type HeaderList, type TenantInfo, type TenantRecord,
 } from 'floodwall';
 
 const policy: Policy = {
@@ -22,7 +22,7 @@ new Floodwall(new URL('file:///etc/floodwall.json'));
 async function main(): Promise<void> {
   const d: Decision = await fw.admit({ tenant: Buffer.from('acme'), route: '/search', method: 'GET', cost: 2, critical: false, sandbox: true });
   const allowed: boolean = d.allowed;
-  const status: 200 | 429 | 503 = d.status;
+  const status: 200 | 403 | 429 | 503 = d.status;
   const limiter: LimiterName | null = d.limiter ?? d.darkLimiter;
   const numbers: number[] = [d.limit, d.remaining, d.reset, d.retryAfter, d.rate, d.concurrencyLimit, d.concurrencyRemaining];
   const headers: Record<string, string> = d.headers;
@@ -59,6 +59,37 @@ async function main(): Promise<void> {
   fw.tenantKey({ peer: 127 });
   // @ts-expect-error: cost is a number
   await fw.admit({ tenant: 't', cost: '1' });
+
+  const tiered = new Floodwall({
+    request_rate: { rate: 10, burst: 20 },
+    tiers: { pro: { rate: 100, burst: 200, limits: [{ name: 'search', routes: ['/search'], rate: 5, burst: 10 }] }, free: { rate: 1, burst: 5 } },
+  });
+  const admin: Admin = tiered.admin;
+  await admin.setOverride('acme', { rate: 50, burst: 100 });
+  await admin.removeOverride(Buffer.from('acme'));
+  await admin.setTier('acme', 'pro');
+  await admin.setTier('acme', null);
+  await admin.block('abuser');
+  await admin.block('abuser', { seconds: 3600 });
+  await admin.unblock('abuser');
+  await admin.reset('acme');
+  await admin.setMode('fleet', 'dark');
+  await admin.setMode('fleet', null);
+  const info: TenantInfo = await admin.show('acme');
+  const remaining: number | undefined = info.request_rate?.remaining;
+  const listed: TenantRecord[] = await admin.list({ limit: 10 });
+  const blocked: boolean = d.blocked;
+  const until: number | null = d.blockedUntil;
+  console.log(info.tier, info.blocked, remaining, listed.length, blocked, until);
+  try {
+    await admin.show('acme');
+  } catch (e) {
+    if (e instanceof StoreError) console.log(e.message);
+  }
+  // @ts-expect-error: rate and burst come in an object
+  await admin.setOverride('acme', 50, 100);
+  // @ts-expect-error: an unknown limiter name
+  await admin.setMode('requests', 'dark');
 
   const app = express();
   app.use(floodwall(fw, {
