@@ -208,6 +208,7 @@ void Guard::rule_verdicts(const Prepared &p, const AdmitResult &r, Decision &d) 
     const RuleOp &ro = op.rules.at[j];
     const Rule &rule = policy_.rules[ro.index];
     bool failed = (r.rules.failed >> j) & 1;
+    metrics_.rule(ro.index, !failed ? Outcome::allowed : ro.enforce ? Outcome::rejected : Outcome::dark_rejected);
     int64_t left = r.rules.left[j];
     int64_t capacity = ro.quota ? ro.a : ro.b;
     int64_t retry = ro.quota ? std::max<int64_t>(1, r.rules.reset_s[j])
@@ -307,6 +308,7 @@ Decision Guard::finish(const Prepared &p, const AdmitResult &store_result) {
     d.retry_after_s =
         r.blocked_until_s > 0 ? std::max<int64_t>(1, r.blocked_until_s - floor_div(clock_.wall_us(), 1'000'000)) : 0;
     metrics_.tenant_seen(op.tenant, true);
+    metrics_.blocked();
     return d;
   }
   // A runtime override of the tenant's bucket (its control record): the bucket the store used.
@@ -543,6 +545,7 @@ Gauges Guard::gauges() {
     g.configured[idx(l)] = policy_.configured(l);
     g.modes[idx(l)] = mode(l);
   }
+  for (const Rule &r : policy_.rules) g.rules.push_back(r.name);
   if (hot_) {
     HotTenants::Held held = hot_->held();
     g.leases = true;

@@ -132,6 +132,16 @@ constexpr FamilyInfo kFamilies[] = {
      "gauge",
      "Rejected share of the requests of the most rejected tenants.",
      {"tenant"}},
+    {Family::rule_decisions_total,
+     "floodwall_rule_decisions_total",
+     "counter",
+     "Verdicts of the policy's limits and quotas (request_rate.limits, quotas, tiers') by name and outcome.",
+     {"rule", "outcome"}},
+    {Family::blocked_total,
+     "floodwall_blocked_total",
+     "counter",
+     "Requests refused because their tenant is blocked (the admin API).",
+     {}},
 };
 
 constexpr bool families_in_order() {

@@ -233,6 +233,25 @@ void Metrics::visit(const StoreStats &st, const Gauges &g, MetricsVisitor &v) co
   v.end();
   v.number("config_errors", {Family::config_errors_total}, st.failures[static_cast<size_t>(FailReason::config)]);
 
+  if (!g.rules.empty()) {  // a tier's limit may share its name with the policy's: one series per name
+    v.begin_object("rules");
+    std::vector<std::string> seen;
+    for (size_t i = 0; i < g.rules.size() && i < kMaxRuleCounters; i++) {
+      if (std::find(seen.begin(), seen.end(), g.rules[i]) != seen.end()) continue;
+      seen.push_back(g.rules[i]);
+      v.begin_object(g.rules[i]);
+      for (Outcome o : {Outcome::allowed, Outcome::rejected, Outcome::dark_rejected}) {
+        uint64_t total = 0;
+        for (size_t j = i; j < g.rules.size() && j < kMaxRuleCounters; j++)
+          if (g.rules[j] == g.rules[i]) total += rules_[j * kOutcomeCount + static_cast<size_t>(o)].load();
+        v.number(outcome_name(o), {Family::rule_decisions_total, {g.rules[i], outcome_name(o)}}, total);
+      }
+      v.end();
+    }
+    v.end();
+  }
+  v.number("blocked", {Family::blocked_total}, blocked_.load());
+
   v.family(Family::mode);  // its HELP and TYPE even with no limiter configured
   v.begin_object("modes");
   for (Limiter l : kLimiters) {

@@ -54,6 +54,7 @@ struct Gauges {
   std::array<bool, kLimiterCount> configured{};
   bool leases = false;  // the policy leases: the "leases" section is shown
   int64_t hot_tenants = 0, tokens_in_hand = 0, slots_in_hand = 0;
+  std::vector<std::string> rules;  // the policy's limits and quotas, by index: their counters' names
 };
 
 class Metrics {
@@ -86,6 +87,13 @@ class Metrics {
            n(LeaseCounter::releases_in_process) - n(LeaseCounter::lease_calls) - n(LeaseCounter::give_backs) -
            n(LeaseCounter::fleet_reports);
   }
+  // A limit's or quota's verdict (Policy::rules[index]); a blocked tenant's refusal.
+  void rule(size_t index, Outcome o) {
+    if (index < kMaxRuleCounters)
+      rules_[index * kOutcomeCount + static_cast<size_t>(o)].fetch_add(1, std::memory_order_relaxed);
+  }
+  void blocked() { blocked_.fetch_add(1, std::memory_order_relaxed); }
+  static constexpr size_t kMaxRuleCounters = 64;
   void failed(Limiter l, FailReason r) {
     failures_[static_cast<size_t>(l) * kFailReasonCount + static_cast<size_t>(r)].fetch_add(1,
                                                                                             std::memory_order_relaxed);
@@ -154,6 +162,8 @@ class Metrics {
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
   std::array<std::atomic<uint64_t>, kLimiterCount * kFailReasonCount> failures_{};
+  std::array<std::atomic<uint64_t>, kMaxRuleCounters * kOutcomeCount> rules_{};
+  std::atomic<uint64_t> blocked_{0};
   mutable std::mutex tenants_mu_;
   std::unordered_map<std::string, Tally, Hash, std::equal_to<>> tenants_;
   std::atomic<bool> any_tenant_{false};

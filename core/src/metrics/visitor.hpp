@@ -40,6 +40,8 @@ enum class Family : uint8_t {
   lease_slots_in_hand,
   release_errors_total,
   tenant_rejection_ratio,
+  rule_decisions_total,
+  blocked_total,
   none,  // a value only the JSON shows
 };
 constexpr size_t kFamilyCount = static_cast<size_t>(Family::none);

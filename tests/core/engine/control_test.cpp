@@ -125,6 +125,7 @@ TEST_P(Control, ABlockRefusesWith403AndNothingIsConsumed) {
   EXPECT_NE(timed.headers().find("Retry-After: "), std::string::npos);
   check(fw_admin_unblock(ops.get(), "acct", 4));
   EXPECT_EQ(admitted(app, "acct", 3), 2) << "the block consumed nothing";
+  EXPECT_EQ(nlohmann::json::parse(app.metrics_json())["blocked"], 2);
 }
 
 TEST_P(Control, ResetListAndModes) {

@@ -243,6 +243,14 @@ TEST_P(Rules, ADarkRuleIsReportedAndNeverRejects) {
   EXPECT_EQ(a.decision().dark_limiter, FW_LIMITER_REQUEST_RATE);
   EXPECT_EQ(a.decision().dark_rule, 0);
   EXPECT_EQ(a.decision().remaining, 8) << "the tenant's bucket spent both";
+  // What a dark launch is for: the rule's would-be rejections, counted by name.
+  auto m = nlohmann::json::parse(fw.metrics_json());
+  EXPECT_EQ(m["rules"]["new-rule"]["allowed"], 1);
+  EXPECT_EQ(m["rules"]["new-rule"]["dark_rejected"], 1);
+  EXPECT_EQ(m["rules"]["new-rule"]["rejected"], 0);
+  EXPECT_NE(fw.prometheus().find("floodwall_rule_decisions_total{rule=\"new-rule\",outcome=\"dark_rejected\"} 1"),
+            std::string::npos)
+      << fw.prometheus();
 }
 
 TEST_P(Rules, AQuotaCountsUnitsAndRejectsUntilItsWindowEnds) {

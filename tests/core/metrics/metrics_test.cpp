@@ -106,7 +106,7 @@ TEST(MetricsOutput, JsonWithEverySection) {
       R"("overload":16,"cluster":17},"concurrency":{"timeout":21,"connection":22,"breaker":23,"config":24,"error":25,)"
       R"("overload":26,"cluster":27},"fleet":{"timeout":31,"connection":32,"breaker":33,"config":34,"error":35,"overload":36,"cluster":37},)"
       R"("utilization":{"timeout":41,"connection":42,"breaker":43,"config":44,"error":45,"overload":46,"cluster":47}},)"
-      R"("config_errors":9,"modes":{"request_rate":"enforce","concurrency":"dark","fleet":"off",)"
+      R"("config_errors":9,"blocked":0,"modes":{"request_rate":"enforce","concurrency":"dark","fleet":"off",)"
       R"("utilization":"unconfigured"},"top_tenants":[{"tenant":"globex","requests":1,"rejections":1,)"
       R"("rejection_rate":1},{"tenant":"acme","requests":3,"rejections":2,"rejection_rate":0.6666666666666666},)"
       R"({"tenant":"evil\\x22\\x0a\\x01","requests":2,"rejections":1,"rejection_rate":0.5}],)"
@@ -294,6 +294,9 @@ floodwall_release_errors_total 3
 floodwall_tenant_rejection_ratio{tenant="globex"} 1
 floodwall_tenant_rejection_ratio{tenant="acme"} 0.6666666666666666
 floodwall_tenant_rejection_ratio{tenant="evil\\x22\\x0a\\x01"} 0.5
+# HELP floodwall_blocked_total Requests refused because their tenant is blocked (the admin API).
+# TYPE floodwall_blocked_total counter
+floodwall_blocked_total 0
 )");
 }
 
@@ -312,7 +315,7 @@ TEST(MetricsOutput, JsonOfAFreshMemoryStore) {
       R"("breaker":0,"config":0,"error":0,"overload":0,"cluster":0},"concurrency":{"timeout":0,"connection":0,"breaker":0,)"
       R"("config":0,"error":0,"overload":0,"cluster":0},"fleet":{"timeout":0,"connection":0,"breaker":0,"config":0,"error":0,)"
       R"("overload":0,"cluster":0},"utilization":{"timeout":0,"connection":0,"breaker":0,"config":0,"error":0,"overload":0,"cluster":0}},)"
-      R"("config_errors":0,"modes":{"request_rate":"unconfigured","concurrency":"unconfigured",)"
+      R"("config_errors":0,"blocked":0,"modes":{"request_rate":"unconfigured","concurrency":"unconfigured",)"
       R"("fleet":"unconfigured","utilization":"unconfigured"},"top_tenants":[],"breaker":"closed",)"
       R"("store":{"tenants":0,"evictions":0,"release_errors":0,"repairs":0,"reconnects":0,"noscript_reloads":0,)"
       R"("connections_in_use":0,"waiting":0,"waiting_cap":0},"shedding_amount":0,"utilization":0,"in_flight":0})");
@@ -405,6 +408,9 @@ floodwall_store_tenants 0
 floodwall_release_errors_total 0
 # HELP floodwall_tenant_rejection_ratio Rejected share of the requests of the most rejected tenants.
 # TYPE floodwall_tenant_rejection_ratio gauge
+# HELP floodwall_blocked_total Requests refused because their tenant is blocked (the admin API).
+# TYPE floodwall_blocked_total counter
+floodwall_blocked_total 0
 )");
 }
 
