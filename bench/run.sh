@@ -5,16 +5,19 @@
 # port, and on a second free port in TLS (its certificate from a throwaway CA that openssl makes in the
 # run's temp dir), and a throwaway Redis Cluster of 3 masters (when redis_path's cluster section runs),
 # runs the C++ comparisons (bench/cpp/redis_path.cpp: floodwall's Redis path against the seed's reference
-# design, the same path over TLS beside plain TCP, over the cluster beside the single node, the embedded
-# store, memory per tenant, fail-open cost), then the language benchmarks that exist (bench/python/run.py,
-# bench/node/run.js, bench/ruby/run.rb; they get the Redis URL in FW_BENCH_REDIS), and writes
-# bench/RESULTS.md and bench/results.json. Every redis-server is stopped by pid.
+# design, the same path over TLS beside plain TCP, over the cluster beside the single node, the price of a
+# tenant's limits and quota beside its bucket alone, the embedded store, memory per tenant, fail-open cost),
+# then the language benchmarks that exist (bench/python/run.py, bench/node/run.js, bench/ruby/run.rb; they
+# get the Redis URL in FW_BENCH_REDIS), and writes bench/RESULTS.md and bench/results.json. Every
+# redis-server is stopped by pid.
 #
 # FW_BENCH_ARGS adds flags to redis_path, e.g. FW_BENCH_ARGS="--seconds 1 --rounds 1" for a quick run.
 # FW_BENCH_CPP_ONLY=1 runs redis_path alone: no peers installed, no script_cost.sh, no language benchmarks.
 # FW_BENCH_OUT=DIR writes RESULTS.md and results.json into DIR instead of bench/ (for a trial run that
 # must not replace the committed figures), e.g.
 #   FW_BENCH_CPP_ONLY=1 FW_BENCH_OUT=/tmp/fw FW_BENCH_ARGS="--sections tls --seconds 1 --rounds 1" bash bench/run.sh
+# or the price of limits and quotas alone (redis_path's rules section, about 40 s):
+#   FW_BENCH_CPP_ONLY=1 FW_BENCH_OUT=/tmp/fw FW_BENCH_ARGS="--sections rules" bash bench/run.sh
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -10,6 +10,11 @@
 //             --cluster-ports) beside the single node (--port), many tenants, at 1, 4, 16 and 64 callers,
 //             alternating the two in every round: decisions/s, p99, the share not answered by the store,
 //             and each master's CPU per decision (--cluster-pids)
+//   rules     the price of several limits: a tenant with 3 request_rate.limits and 1 month quota that all
+//             apply to the request (one script call with its bucket) against its bucket alone, at 1, 4 and 16
+//             callers on one redis-server, many tenants, alternating in every round: decisions/s, the share
+//             not answered by Redis, the redis-server's CPU per decision; and the script alone, pipelined
+//             from one connection set (no client work), with and without the rules
 //   ceiling   redis-benchmark EVAL "return 1" 0 with N connections: what Redis itself allows, at the
 //             same concurrency (one request in flight per connection, as N callers each waiting for
 //             their reply) and pipelined 16 deep
@@ -87,7 +92,10 @@ struct Options {
   std::vector<int> cluster_ports;              // the cluster's masters (the cluster section), its seeds
   std::vector<pid_t> cluster_pids;             // their redis-servers, for the CPU per decision
   std::vector<int> cluster_callers = {1, 4, 16, 64};
-  std::vector<std::string> sections = {"redis", "ceiling", "tls",      "cluster", "embedded",
+  std::vector<int> rules_callers = {1, 4, 16};  // of the rules section
+  double rules_seconds = 1.5;                   // its runs are shorter and fewer: the section stays under a minute
+  int rules_rounds = 3;
+  std::vector<std::string> sections = {"redis", "ceiling", "tls",      "cluster", "rules", "embedded",
                                        "shm",   "memory",  "failopen", "outage",  "hot"};
   std::vector<std::string> contenders = {"floodwall", "seed"};  // of the redis section (one alone, to profile it)
   std::string seed_script = FW_BENCH_SEED_LUA;
@@ -103,15 +111,17 @@ std::vector<std::string> split(const std::string &s) {
 }
 
 [[noreturn]] void usage(const char *why) {
-  std::fprintf(stderr,
-               "redis_path: %s\n"
-               "usage: redis_path --port P [--tls-port P --tls-ca FILE] [--redis-pid PID] [--callers 1,16,64,256]\n"
-               "                  [--cluster-ports P1,P2,P3 [--cluster-pids PID1,PID2,PID3]] [--cluster-callers "
-               "1,4,16,64]\n"
-               "                  [--seconds 2] [--rounds 3] [--tenants 1000] [--memory-tenants 100000]\n"
-               "                  [--sections redis,ceiling,tls,cluster,embedded,shm,memory,failopen,outage,hot]\n"
-               "                  [--contenders floodwall,seed] [--seed-script FILE] [--json FILE] [--markdown FILE]\n",
-               why);
+  std::fprintf(
+      stderr,
+      "redis_path: %s\n"
+      "usage: redis_path --port P [--tls-port P --tls-ca FILE] [--redis-pid PID] [--callers 1,16,64,256]\n"
+      "                  [--cluster-ports P1,P2,P3 [--cluster-pids PID1,PID2,PID3]] [--cluster-callers "
+      "1,4,16,64]\n"
+      "                  [--seconds 2] [--rounds 3] [--tenants 1000] [--memory-tenants 100000]\n"
+      "                  [--rules-callers 1,4,16] [--rules-seconds 1.5] [--rules-rounds 3]\n"
+      "                  [--sections redis,ceiling,tls,cluster,rules,embedded,shm,memory,failopen,outage,hot]\n"
+      "                  [--contenders floodwall,seed] [--seed-script FILE] [--json FILE] [--markdown FILE]\n",
+      why);
   std::exit(2);
 }
 
@@ -138,6 +148,10 @@ Options parse_options(int argc, char **argv) {
         o.tenants = std::stoi(v);
       else if (flag == "--memory-tenants")
         o.memory_tenants = std::stoi(v);
+      else if (flag == "--rules-seconds")
+        o.rules_seconds = std::stod(v);
+      else if (flag == "--rules-rounds")
+        o.rules_rounds = std::stoi(v);
       else if (flag == "--seed-script")
         o.seed_script = v;
       else if (flag == "--json")
@@ -160,13 +174,18 @@ Options parse_options(int argc, char **argv) {
       } else if (flag == "--cluster-callers") {
         o.cluster_callers.clear();
         for (const auto &c : split(v)) o.cluster_callers.push_back(std::stoi(c));
+      } else if (flag == "--rules-callers") {
+        o.rules_callers.clear();
+        for (const auto &c : split(v)) o.rules_callers.push_back(std::stoi(c));
       } else
         usage(("unknown flag " + flag).c_str());
     } catch (const std::logic_error &) {
       usage(("bad value for " + flag).c_str());
     }
   }
-  if (o.rounds < 1 || o.seconds <= 0 || o.tenants < 1 || o.memory_tenants < 1) usage("bad numbers");
+  if (o.rounds < 1 || o.seconds <= 0 || o.tenants < 1 || o.memory_tenants < 1 || o.rules_rounds < 1 ||
+      o.rules_seconds <= 0)
+    usage("bad numbers");
   return o;
 }
 
@@ -688,7 +707,51 @@ struct ClusterResult {
   std::string cold_metrics;     // the client's metrics after that pass when some were not
 };
 
+// The rules section at one caller count: the tenant's bucket alone and with its limits and quota, one run of
+// each per round.
+struct RulesRow {
+  int callers = 0;
+  std::vector<RunStats> bucket, rules;
+  RunStats bucket_median() const { return RedisRow::med(bucket); }
+  RunStats rules_median() const { return RedisRow::med(rules); }
+  // rules / bucket of a figure, the median of the rounds' own ratios (as RedisRow::ratio).
+  double ratio(double RunStats::*figure) const {
+    std::vector<double> r;
+    for (size_t i = 0; i < bucket.size() && i < rules.size(); i++)
+      if (bucket[i].*figure > 0 && rules[i].*figure >= 0) r.push_back(rules[i].*figure / bucket[i].*figure);
+    return median(r);
+  }
+};
+
+// tenant_admit.lua alone, pipelined: one run per round of each variant.
+struct ScriptRun {
+  double calls_per_s = 0, redis_cpu_us = -1;  // the redis-server's CPU per call
+  uint64_t calls = 0, bad = 0;                // bad: a reply that was not a committed admit, every rule passing
+};
+
+struct RulesResult {
+  int limits = 3, quotas = 1;
+  int64_t quota_limit = 100'000'000;  // a month: far above what a run spends, so it never refuses
+  std::string route = "/api/orders", method = "POST";
+  std::string bucket_policy, rules_policy;  // as the clients got them (the store URL elided)
+  std::vector<RulesRow> rows;
+  int pipeline = 16, connections = 8;
+  std::vector<ScriptRun> script_bucket, script_rules;
+  // What the quota counted: the sum over the tenants of their month's count, against the rules client's
+  // decisions that Redis answered.
+  uint64_t quota_counted = 0, rules_answered = 0, rules_decisions = 0;
+  uint64_t quota_most = 0;       // the most one tenant's month counted
+  uint64_t rule_mismatches = 0;  // decisions of the rules client whose applied rules were not all four
+  static double med_of(const std::vector<ScriptRun> &v, double ScriptRun::*f) {
+    std::vector<double> x;
+    for (const auto &r : v) x.push_back(r.*f);
+    return median(x);
+  }
+};
+
 struct Results {
+  RulesResult rules;
+  bool have_rules = false;
   ShmResult shm;
   std::vector<TlsRow> tls;
   ClusterResult cluster;
@@ -788,12 +851,24 @@ Ceilings ceiling_commands(const Options &o, const std::string &seed_script) {
   Ceilings c;
   Conn conn(o);
   std::string sha = conn.run({"SCRIPT", "LOAD", read_text(FW_BENCH_LUA_DIR "/tenant_admit.lua")});
-  c.floodwall = {"EVALSHA",       sha,      "1", "floodwall:{__rand_int__}:rate", "E--", "1000000000000",
-                 "1000000000000", "1000000"};
+  // The bucket's key and the tenant's control record's (which every admit reads; redis-benchmark picks each
+  // __rand_int__ on its own, so the record read is another tenant's: as cheap, absent too), and the tier last
+  // ("": none).
+  c.floodwall = {"EVALSHA",
+                 sha,
+                 "2",
+                 "floodwall:{__rand_int__}:rate",
+                 "floodwall:{__rand_int__}:ctl",
+                 "E--",
+                 "1000000000000",
+                 "1000000000000",
+                 "1000000",
+                 ""};
   // A check that these are still the script's arguments (a committed rate-only admit replies with the
   // micro-tokens left, an integer >= 0).
   std::vector<std::string> probe = c.floodwall;
   probe[3] = "floodwall:{probe}:rate";
+  probe[4] = "floodwall:{probe}:ctl";
   std::vector<const char *> argv;
   std::vector<size_t> lens;
   for (auto &a : probe) {
@@ -1122,6 +1197,282 @@ void bench_cluster(const Options &o, Results &res) {
   std::printf("cluster keys per master after the runs: %s\n", split.c_str());
   std::fflush(stdout);
   res.have_cluster = true;
+}
+
+// ------------------------------------------------------------------- 1d. the price of limits and quotas
+
+// The rules section's policies on the single redis-server: the redis section's bucket that never rejects
+// and the shipped Redis defaults; with `rules`, three request_rate.limits whose routes (and methods) all
+// match the request (POST /api/orders) and a month quota, all far above what a run spends, so that nothing
+// ever refuses and both policies do the same work but for the rules.
+std::string fw_rules_policy(const std::string &url, const RulesResult &r, bool rules) {
+  std::string limit = R"(, "rate": 1000000, "burst": 1000000})";
+  std::string policy = R"({"store": ")" + url + R"(", "request_rate": {"rate": 1000000, "burst": 1000000)";
+  if (rules)
+    policy += R"(, "limits": [{"name": "api", "routes": ["/api/*"])" + limit +
+              R"(, {"name": "orders", "routes": ["/api/orders", "/api/orders/*"])" + limit +
+              R"(, {"name": "writes", "routes": ["/api/*"], "methods": ["POST", "PUT", "PATCH", "DELETE"])" + limit +
+              R"(]}, "quotas": [{"name": "monthly", "limit": )" + std::to_string(r.quota_limit) +
+              R"(, "period": "month"}]})";
+  else
+    policy += "}}";
+  return policy;
+}
+
+// One POST /api/orders through the C ABI on a shared client, rotating over the tenants as floodwall_caller
+// does; a decision whose applied rules (fw_decision.rules) are not `want_rules` counts in `mismatches`.
+std::function<Outcome(uint64_t)> rules_caller(fw_client *client, const RulesResult &r,
+                                              const std::vector<std::string> &tenants, int t, uint64_t want_rules,
+                                              ReasonCounts *reasons, std::atomic<uint64_t> *mismatches) {
+  return [client, &r, &tenants, t, want_rules, reasons, mismatches](uint64_t i) {
+    const std::string &tenant = tenants[(static_cast<size_t>(t) * 131 + i) % tenants.size()];
+    fw_request rq = FW_REQUEST_INIT;
+    rq.tenant = tenant.data();
+    rq.tenant_len = tenant.size();
+    rq.route = r.route.c_str();
+    rq.method = r.method.c_str();
+    fw_decision d = FW_DECISION_INIT;
+    if (fw_admit(client, &rq, &d) != FW_OK) return error;
+    if (mismatches && d.rules != want_rules) mismatches->fetch_add(1, std::memory_order_relaxed);
+    if (d.failed_open || d.degraded || d.fail_reason != FW_FAIL_NONE)
+      (*reasons)[std::min<size_t>(static_cast<size_t>(d.fail_reason), reasons->size() - 1)].fetch_add(
+          1, std::memory_order_relaxed);
+    if (d.failed_open) return failed_open;
+    if (d.degraded || d.fail_reason != FW_FAIL_NONE) return fallback;
+    return d.allowed ? ok : rejected;
+  };
+}
+
+// One tenant_admit.lua call as RedisStore formats it for POST /api/orders (redis_store.cpp, format_admit):
+// the bucket alone sends its key and the control key, the flags, rate, burst and cost (micro-tokens) and the
+// tier ("": none); with the rules, the concurrency and fleet keys (not asked: '-'), the rules' keys and the
+// control key, the slot arguments, each limit's rate and burst, the quota's limit, period (2: month) and
+// offset from UTC, and the tier.
+std::vector<std::string> admit_call(const std::string &sha, const std::string &tenant, const RulesResult &r,
+                                    bool rules) {
+  std::string k = "floodwall:{" + tenant + "}:";
+  const std::string m = "1000000000000";  // 1,000,000/s and 1,000,000 tokens, in micro-tokens
+  if (!rules) return {"EVALSHA", sha, "2", k + "rate", k + "ctl", "E--", m, m, "1000000", ""};
+  return {"EVALSHA",
+          sha,
+          "8",
+          k + "rate",
+          k + "conc",
+          "floodwall:fleet",
+          k + "limit:api",
+          k + "limit:orders",
+          k + "limit:writes",
+          k + "quota:monthly",
+          k + "ctl",
+          "E--LLLQ",
+          m,
+          m,
+          "1000000",
+          "0",
+          "0",
+          "0",
+          "0",
+          std::string(16, '\0'),  // the slot id (not asked for: the client sends zeros)
+          m,
+          m,
+          m,
+          m,
+          m,
+          m,
+          std::to_string(r.quota_limit),
+          "2",
+          "0",
+          ""};
+}
+
+// A reply that says the admit committed: the bucket alone answers the micro-tokens left (an integer >= 0);
+// with the rules, {committed, rate_ok, tokens, conc_ok, in_flight, fleet_ok} and four integers per rule,
+// the first of which is its ok.
+bool committed_reply(const redisReply *rp, bool rules, int n_rules) {
+  if (!rp) return false;
+  if (!rules) return rp->type == REDIS_REPLY_INTEGER && rp->integer >= 0;
+  if (rp->type != REDIS_REPLY_ARRAY || rp->elements != static_cast<size_t>(6 + 4 * n_rules)) return false;
+  for (size_t k = 0; k < rp->elements; k++)
+    if (rp->element[k]->type != REDIS_REPLY_INTEGER) return false;
+  if (rp->element[0]->integer != 1 || rp->element[1]->integer != 1) return false;
+  for (int j = 0; j < n_rules; j++)
+    if (rp->element[6 + 4 * j]->integer != 1) return false;
+  return true;
+}
+
+// The script alone for `seconds`: `connections` connections from this thread, `pipeline` calls in flight on
+// each, the calls rotating over the tenants; every reply checked. The redis-server's CPU per call is what
+// the script costs Redis with no client of floodwall's in the way (and 16 calls per read).
+ScriptRun script_pipelined(const Options &o, const std::vector<std::vector<std::string>> &calls, bool rules,
+                           int n_rules, int connections, int pipeline, double seconds) {
+  // Each call's RESP once, so that this thread only writes and parses.
+  std::vector<std::string> resp;
+  for (const auto &c : calls) {
+    std::vector<const char *> argv;
+    std::vector<size_t> lens;
+    for (const auto &a : c) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    char *cmd = nullptr;
+    long long n = redisFormatCommandArgv(&cmd, static_cast<int>(argv.size()), argv.data(), lens.data());
+    if (n < 0) throw std::runtime_error("rules: redisFormatCommandArgv failed");
+    resp.emplace_back(cmd, static_cast<size_t>(n));
+    redisFreeCommand(cmd);
+  }
+  std::vector<std::unique_ptr<Conn>> conns;
+  for (int k = 0; k < connections; k++) conns.push_back(std::make_unique<Conn>(o));
+  ScriptRun run;
+  size_t next = 0;
+  double cpu0 = other_cpu_us(g_redis_pid);
+  int64_t t0 = now_ns(), end = t0 + static_cast<int64_t>(seconds * 1e9);
+  while (now_ns() < end) {
+    for (auto &c : conns)
+      for (int p = 0; p < pipeline; p++) {
+        const std::string &cmd = resp[next++ % resp.size()];
+        if (redisAppendFormattedCommand(c->ctx, cmd.data(), cmd.size()) != REDIS_OK)
+          throw std::runtime_error(std::string("rules: ") + c->ctx->errstr);
+      }
+    for (auto &c : conns)
+      for (int p = 0; p < pipeline; p++) {
+        void *reply = nullptr;
+        if (redisGetReply(c->ctx, &reply) != REDIS_OK)
+          throw std::runtime_error(std::string("rules: ") + c->ctx->errstr);
+        auto *rp = static_cast<redisReply *>(reply);
+        if (!committed_reply(rp, rules, n_rules)) run.bad++;
+        freeReplyObject(rp);
+        run.calls++;
+      }
+  }
+  int64_t elapsed = now_ns() - t0;
+  double cpu1 = other_cpu_us(g_redis_pid);
+  run.calls_per_s = static_cast<double>(run.calls) * 1e9 / static_cast<double>(elapsed);
+  if (cpu0 >= 0 && cpu1 >= 0 && run.calls) run.redis_cpu_us = (cpu1 - cpu0) / static_cast<double>(run.calls);
+  return run;
+}
+
+void bench_rules(const Options &o, Results &res) {
+  RulesResult &rr = res.rules;
+  std::vector<std::string> tenants;
+  for (int i = 0; i < o.tenants; i++) tenants.push_back(tenant_name(i));
+  {
+    Conn c(o);
+    c.run({"FLUSHALL"});
+  }
+  rr.bucket_policy = fw_rules_policy("redis://127.0.0.1:PORT/0", rr, false);
+  rr.rules_policy = fw_rules_policy("redis://127.0.0.1:PORT/0", rr, true);
+  fw_client *bucket = new_client(fw_rules_policy(redis_url(o), rr, false));
+  fw_client *rules = nullptr;
+  std::atomic<uint64_t> mismatches{0};
+  const uint64_t want_rules = (uint64_t{1} << (rr.limits + rr.quotas)) - 1;  // every rule of the policy applies
+  try {
+    rules = new_client(fw_rules_policy(redis_url(o), rr, true));
+    for (int j = 0; j < rr.limits + rr.quotas; j++) {
+      const char *name = nullptr;
+      int is_quota = 0;
+      if (fw_client_rule_name(rules, j, &name, &is_quota) != FW_OK || (is_quota != 0) != (j >= rr.limits))
+        throw std::runtime_error("rules: the policy does not hold the limits and the quota in the order expected");
+    }
+    first_answer(bucket, "the bucket alone", "rules");
+    first_answer(rules, "the rules", "rules");
+  } catch (...) {
+    fw_client_free(bucket);
+    if (rules) fw_client_free(rules);
+    throw;
+  }
+  auto run = [&](bool with_rules, int callers, double seconds) {
+    ReasonCounts reasons{};
+    RunStats s = drive(callers, seconds, [&](int t) {
+      return rules_caller(with_rules ? rules : bucket, rr, tenants, t, with_rules ? want_rules : 0, &reasons,
+                          with_rules ? &mismatches : nullptr);
+    });
+    for (size_t k = 0; k < reasons.size(); k++) s.by_reason[k] = reasons[k].load();
+    if (with_rules) {
+      rr.rules_decisions += s.ops;
+      rr.rules_answered += s.ops - s.not_store - s.errors;
+    }
+    return s;
+  };
+  for (int callers : o.rules_callers) {
+    // Unrecorded, as in the tls section: the connections made for this many callers are made before the clock
+    // runs.
+    run(false, callers, 0.25);
+    run(true, callers, 0.25);
+    RulesRow row;
+    row.callers = callers;
+    for (int round = 0; round < o.rules_rounds; round++) {
+      // Alternate who goes first, as the other sections do.
+      for (int turn = 0; turn < 2; turn++) {
+        bool rules_turn = (turn == 0) == (round % 2 == 1);
+        std::vector<RunStats> &runs = rules_turn ? row.rules : row.bucket;
+        runs.push_back(run(rules_turn, callers, o.rules_seconds));
+        const RunStats &s = runs.back();
+        std::printf(
+            "rules  callers=%-4d round=%d %-10s %10.0f decisions/s  p50 %8.1f us  p99 %8.1f us  cpu/decision: "
+            "client %5.1f us, redis %5.1f us  not answered by Redis %.4f%% (failed open %" PRIu64 ")%s%s%s\n",
+            callers, round + 1, rules_turn ? "3L+1Q" : "bucket", s.ops_per_s, s.p50_us, s.p99_us, s.client_cpu_us,
+            s.redis_cpu_us, 100 * s.not_store_share(), s.failed_open, s.not_store ? ", by reason: " : "",
+            reasons_text(s).c_str(), s.errors || s.rejected ? "  (NOT ALL DECIDED/ALLOWED)" : "");
+        std::fflush(stdout);
+      }
+    }
+    rr.rows.push_back(std::move(row));
+  }
+  fw_client_free(bucket);
+  fw_client_free(rules);
+  rr.rule_mismatches = mismatches.load();
+
+  // The quota is real: every decision Redis answered for the rules client counted in its tenant's month
+  // (the first_answer admits were on a tenant of their own).
+  {
+    Conn c(o);
+    for (const auto &tenant : tenants) {
+      std::string v = c.run({"GET", "floodwall:{" + tenant + "}:quota:monthly"});
+      auto colon = v.find(':');
+      if (colon == std::string::npos) continue;
+      uint64_t used = std::stoull(v.substr(colon + 1));
+      rr.quota_counted += used;
+      rr.quota_most = std::max(rr.quota_most, used);
+    }
+    std::printf("rules  the month quota counted %" PRIu64 " of the %" PRIu64
+                " decisions Redis answered for the rules client (%" PRIu64 " decisions; %" PRIu64
+                " whose applied rules were not all %d)\n",
+                rr.quota_counted, rr.rules_answered, rr.rules_decisions, rr.rule_mismatches, rr.limits + rr.quotas);
+    c.run({"FLUSHALL"});
+  }
+
+  // The script alone, pipelined: the same calls without a client of floodwall's.
+  std::string sha;
+  {
+    Conn c(o);
+    sha = c.run({"SCRIPT", "LOAD", read_text(FW_BENCH_LUA_DIR "/tenant_admit.lua")});
+  }
+  std::vector<std::vector<std::string>> bucket_calls, rules_calls;
+  for (const auto &tenant : tenants) {
+    bucket_calls.push_back(admit_call(sha, tenant, rr, false));
+    rules_calls.push_back(admit_call(sha, tenant, rr, true));
+  }
+  int n_rules = rr.limits + rr.quotas;
+  // Unrecorded: every tenant's keys made before the clock runs.
+  script_pipelined(o, bucket_calls, false, n_rules, rr.connections, rr.pipeline, 0.25);
+  script_pipelined(o, rules_calls, true, n_rules, rr.connections, rr.pipeline, 0.25);
+  for (int round = 0; round < o.rules_rounds; round++) {
+    for (int turn = 0; turn < 2; turn++) {
+      bool rules_turn = (turn == 0) == (round % 2 == 1);
+      ScriptRun s = script_pipelined(o, rules_turn ? rules_calls : bucket_calls, rules_turn, n_rules, rr.connections,
+                                     rr.pipeline, 1.0);
+      (rules_turn ? rr.script_rules : rr.script_bucket).push_back(s);
+      std::printf("rules  script alone round=%d %-10s %10.0f calls/s  redis %5.2f us/call  (%" PRIu64 " calls, %" PRIu64
+                  " not a committed admit)\n",
+                  round + 1, rules_turn ? "3L+1Q" : "bucket", s.calls_per_s, s.redis_cpu_us, s.calls, s.bad);
+      std::fflush(stdout);
+    }
+  }
+  {
+    Conn c(o);
+    c.run({"FLUSHALL"});
+  }
+  res.have_rules = true;
 }
 
 // ------------------------------------------------------------------------------ 2. embedded store
@@ -1986,6 +2337,43 @@ std::string to_json(const Options &o, const Results &r, const Goals &g) {
     }
     j << "\n  ]},\n";
   }
+  if (r.have_rules) {
+    const auto &x = r.rules;
+    auto script = [](const std::vector<ScriptRun> &v) {
+      std::ostringstream a;
+      a << "{\"calls_per_s\": " << num(RulesResult::med_of(v, &ScriptRun::calls_per_s), 0)
+        << ", \"redis_cpu_us_per_call\": " << num(RulesResult::med_of(v, &ScriptRun::redis_cpu_us), 2)
+        << ", \"rounds\": [";
+      for (size_t k = 0; k < v.size(); k++)
+        a << (k ? ", " : "") << "{\"calls\": " << v[k].calls << ", \"calls_per_s\": " << num(v[k].calls_per_s, 0)
+          << ", \"redis_cpu_us_per_call\": " << num(v[k].redis_cpu_us, 2) << ", \"not_committed\": " << v[k].bad << "}";
+      a << "]}";
+      return a.str();
+    };
+    j << "  \"rules\": {\"limits\": " << x.limits << ", \"quotas\": " << x.quotas << ", \"request\": \"" << x.method
+      << " " << x.route << "\", \"seconds\": " << o.rules_seconds << ", \"rounds\": " << o.rules_rounds
+      << ", \"quota_limit\": " << x.quota_limit << ", \"quota_counted\": " << x.quota_counted
+      << ", \"quota_most_one_tenant\": " << x.quota_most
+      << ", \"rules_decisions_answered_by_redis\": " << x.rules_answered
+      << ", \"rules_decisions\": " << x.rules_decisions << ", \"rule_mismatches\": " << x.rule_mismatches
+      << ", \"script_alone\": {\"connections\": " << x.connections << ", \"pipeline\": " << x.pipeline
+      << ", \"bucket\": " << script(x.script_bucket) << ", \"rules\": " << script(x.script_rules) << "}, \"rows\": [";
+    for (size_t i = 0; i < x.rows.size(); i++) {
+      const auto &row = x.rows[i];
+      j << (i ? "," : "") << "\n    {\"callers\": " << row.callers
+        << ", \"bucket\": " << stats_json(row.bucket_median()) << ", \"rules\": " << stats_json(row.rules_median())
+        << ", \"not_answered_by_reason\": {\"bucket\": " << reasons_json(row.bucket_median())
+        << ", \"rules\": " << reasons_json(row.rules_median()) << "}"
+        << ", \"ratio_rules_over_bucket_admits_per_s\": " << num(row.ratio(&RunStats::ops_per_s), 3)
+        << ", \"ratio_rules_over_bucket_redis_cpu\": " << num(row.ratio(&RunStats::redis_cpu_us), 3)
+        << ", \"rounds\": {\"bucket\": [";
+      for (size_t k = 0; k < row.bucket.size(); k++) j << (k ? ", " : "") << stats_json(row.bucket[k]);
+      j << "], \"rules\": [";
+      for (size_t k = 0; k < row.rules.size(); k++) j << (k ? ", " : "") << stats_json(row.rules[k]);
+      j << "]}}";
+    }
+    j << "\n  ]},\n";
+  }
   if (r.have_embedded)
     j << "  \"embedded\": {\"ns_per_decision_1_thread\": " << num(r.embedded.ns_one, 2)
       << ", \"cpu_ns_per_decision_1_thread\": " << num(r.embedded.cpu_ns_one, 2)
@@ -2241,6 +2629,103 @@ std::string to_markdown(const Options &o, const Results &r, const Goals &g) {
                        "fail-open, no fallback, no error).")
        << "\n\n";
   }
+  if (r.have_rules) {
+    const auto &x = r.rules;
+    double busiest = 0;
+    for (const auto &row : x.rows)
+      for (const auto *runs : {&row.bucket, &row.rules})
+        for (const auto &s : *runs) busiest = std::max(busiest, s.ops_per_s);
+    md << "### 1d. The price of limits and quotas: " << x.limits << " limits and " << x.quotas
+       << " quota beside the tenant's bucket\n\n"
+       << "floodwall alone on section 1's redis-server, with the shipped Redis defaults (deadline, breaker, local "
+          "fallback; no leases), callers (threads, blocking `fw_admit` through the C ABI on one shared `fw_client` "
+          "per policy) rotating over "
+       << o.tenants << " tenants, every request `" << x.method << " " << x.route
+       << "`. One bucket: section 1's policy, `" << x.bucket_policy << "`. Rules: the same bucket with " << x.limits
+       << " `request_rate.limits` whose routes (and methods) all match the request and a month quota, `"
+       << x.rules_policy
+       << "`. Every admit is one call of `lua/tenant_admit.lua` (one round trip) that also reads the tenant's "
+          "control record (absent here); with the rules that call checks and writes the "
+       << x.limits
+       << " limits' buckets and the quota's count beside the tenant's bucket. Nothing comes near a limit (the "
+          "busiest run gave a tenant about "
+       << grouped(busiest / o.tenants)
+       << " requests a second, against 1,000,000/s and a burst of 1,000,000; the most one tenant's month counted "
+          "was "
+       << grouped(static_cast<double>(x.quota_most)) << " of " << grouped(static_cast<double>(x.quota_limit))
+       << "), so nothing refuses and both policies do the same work but for the rules. Each figure is the median "
+          "over "
+       << o.rules_rounds << " rounds of " << num(o.rules_seconds, 1)
+       << " s per policy, the two alternating (which goes first alternates too); rules / one bucket is the median "
+          "of the rounds' own ratios. Before the rounds at each caller count, each policy runs 0.25 s "
+          "unrecorded.\n\n"
+       << "| callers | one bucket decisions/s | not answered by Redis | p99 µs | " << x.limits << " limits + "
+       << x.quotas << " quota decisions/s | not answered by Redis | p99 µs | rules / one bucket decisions/s |\n"
+       << "|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+    std::ostringstream cpu;
+    cpu << "CPU per decision (µs), medians: the benchmark process (callers, plus floodwall's I/O thread) and the "
+           "redis-server (utime + stime from /proc/PID/stat before and after each run, 10 ms ticks, divided by "
+           "the run's decisions).\n\n"
+        << "| callers | one bucket client | one bucket redis-server | rules client | rules redis-server | rules / "
+           "one bucket, redis-server |\n"
+        << "|---:|---:|---:|---:|---:|---:|\n";
+    uint64_t undecided = 0;
+    for (const auto &row : x.rows) {
+      RunStats b = row.bucket_median(), q = row.rules_median();
+      auto share = [](const RunStats &s) {
+        std::string why = reasons_text(s);
+        return num(100 * s.not_store_share(), 4) + "% (" + std::to_string(s.not_store) + ", failed open " +
+               std::to_string(s.failed_open) + (why.empty() ? "" : "; " + why) + ")";
+      };
+      md << "| " << row.callers << " | " << grouped(b.ops_per_s) << " | " << share(b) << " | " << num(b.p99_us) << " | "
+         << grouped(q.ops_per_s) << " | " << share(q) << " | " << num(q.p99_us) << " | **"
+         << num(row.ratio(&RunStats::ops_per_s), 2) << "x** |\n";
+      cpu << "| " << row.callers << " | " << num(b.client_cpu_us, 1) << " | " << num(b.redis_cpu_us, 1) << " | "
+          << num(q.client_cpu_us, 1) << " | " << num(q.redis_cpu_us, 1) << " | "
+          << (b.redis_cpu_us > 0 && q.redis_cpu_us >= 0 ? num(row.ratio(&RunStats::redis_cpu_us), 2) + "x" : "-")
+          << " |\n";
+      for (const auto *runs : {&row.bucket, &row.rules})
+        for (const auto &s : *runs) undecided += s.not_store + s.errors + s.rejected;
+    }
+    double sb = RulesResult::med_of(x.script_bucket, &ScriptRun::redis_cpu_us),
+           sr = RulesResult::med_of(x.script_rules, &ScriptRun::redis_cpu_us);
+    uint64_t bad = 0;
+    for (const auto *v : {&x.script_bucket, &x.script_rules})
+      for (const auto &s : *v) bad += s.bad;
+    md << "\n"
+       << cpu.str() << "\n"
+       << "The script alone, pipelined (no floodwall client: the calls RedisStore makes for this request, "
+          "formatted once, from "
+       << x.connections << " connections of one thread, " << x.pipeline
+       << " in flight on each, rotating over the same tenants, every reply checked): the redis-server's CPU per "
+          "call, what the rules cost Redis itself. Medians of "
+       << o.rules_rounds << " rounds of 1 s per variant, alternating.\n\n"
+       << "| `tenant_admit.lua` call | keys, arguments | calls/s | redis-server CPU per call (µs) | / one bucket |\n"
+       << "|---|---:|---:|---:|---:|\n"
+       << "| one bucket | 2, 5 | " << grouped(RulesResult::med_of(x.script_bucket, &ScriptRun::calls_per_s)) << " | "
+       << num(sb, 2) << " | 1x |\n"
+       << "| " << x.limits << " limits + " << x.quotas << " quota | 8, 20 | "
+       << grouped(RulesResult::med_of(x.script_rules, &ScriptRun::calls_per_s)) << " | " << num(sr, 2) << " | **"
+       << (sb > 0 ? num(sr / sb, 2) : std::string("-")) << "x** |\n\n";
+    if (sb > 0 && sr > 0)
+      md << "Each rule costs the redis-server about (" << num(sr, 2) << " - " << num(sb, 2) << ") / "
+         << x.limits + x.quotas << " = " << num((sr - sb) / (x.limits + x.quotas), 2)
+         << " µs of CPU per decision with no client in the way. ";
+    md << "The month quota counted " << grouped(static_cast<double>(x.quota_counted)) << " of the "
+       << grouped(static_cast<double>(x.rules_answered))
+       << " decisions Redis answered for the rules client (the sum of the tenants' counts after the runs); "
+       << (x.rule_mismatches ? "**" + std::to_string(x.rule_mismatches) + " decisions did not apply all " +
+                                   std::to_string(x.limits + x.quotas) + " rules.** "
+                             : "every one of its decisions applied all " + std::to_string(x.limits + x.quotas) +
+                                   " rules (`fw_decision.rules`). ")
+       << (undecided ? "**Warning: " + std::to_string(undecided) +
+                           " calls were not answered by Redis, errored or were rejected.**"
+                     : "Every call of every round, one bucket and rules, was decided by Redis and allowed (no "
+                       "fail-open, no fallback, no error).")
+       << (bad ? " **" + std::to_string(bad) + " pipelined calls did not answer a committed admit.**"
+               : " Every pipelined call answered a committed admit, every rule passing.")
+       << "\n\n";
+  }
   if (r.have_embedded)
     md << "### 2. Embedded store (`memory://`), through the C ABI\n\n"
        << "`fw_admit` on `{\"request_rate\": {\"rate\": 1000000, \"burst\": 1000000000}}`, rotating over 1000 "
@@ -2386,10 +2871,10 @@ void write_file(const std::string &path, const std::string &text) {
 int main(int argc, char **argv) {
   Options o = parse_options(argc, argv);
   g_redis_pid = o.redis_pid;
-  bool needs_redis = wants(o, "redis") || wants(o, "tls") || wants(o, "cluster") || wants(o, "memory") ||
-                     wants(o, "failopen") || wants(o, "outage") || wants(o, "hot");
+  bool needs_redis = wants(o, "redis") || wants(o, "tls") || wants(o, "cluster") || wants(o, "rules") ||
+                     wants(o, "memory") || wants(o, "failopen") || wants(o, "outage") || wants(o, "hot");
   if (needs_redis && o.port <= 0)
-    usage("--port is required for the redis, tls, cluster, memory, failopen, outage and hot sections");
+    usage("--port is required for the redis, tls, cluster, rules, memory, failopen, outage and hot sections");
   if (wants(o, "tls") && (o.tls_port <= 0 || o.tls_ca.empty()))
     usage("the tls section needs --tls-port (the redis-server's TLS port) and --tls-ca (the CA of its certificate)");
   if (wants(o, "cluster") && o.cluster_ports.empty())
@@ -2399,6 +2884,7 @@ int main(int argc, char **argv) {
     if (wants(o, "redis")) bench_redis(o, r);
     if (wants(o, "tls")) bench_tls(o, r);
     if (wants(o, "cluster")) bench_cluster(o, r);
+    if (wants(o, "rules")) bench_rules(o, r);
     if (wants(o, "embedded")) bench_embedded(o, r);
     if (wants(o, "shm")) bench_shm(o, r);
     if (wants(o, "memory")) bench_memory(o, r);

@@ -18,8 +18,10 @@ REPS=${REPS:-3}
 ticks=$(getconf CLK_TCK)
 cpu() { awk '{print $14 + $15}' "/proc/$PID/stat"; }
 
-# The arguments RedisStore sends for a request-rate-only admit (bucket 1,000,000/s, burst 1,000,000).
-ARGS=(1 'floodwall:{__rand_int__}:rate' E-- 1000000000000 1000000000000 1000000)
+# The arguments RedisStore sends for a request-rate-only admit (bucket 1,000,000/s, burst 1,000,000): the
+# bucket's key and the tenant's control record's (redis-benchmark picks each __rand_int__ on its own: another
+# tenant's record, as absent), the flags, rate, burst and cost, and the tier last ('': none).
+ARGS=(2 'floodwall:{__rand_int__}:rate' 'floodwall:{__rand_int__}:ctl' E-- 1000000000000 1000000000000 1000000 '')
 names=(trivial reply7 time get set_px get_set time_get_set parse_format gcra_int tenant_admit.lua)
 bodies=(
   'return 1'
