@@ -41,29 +41,42 @@
 -- include: lib/bucket.lua
 -- include: lib/quota.lua
 local NOT_ASKED, ENFORCE = string.byte('-'), string.byte('E')
-local r, c, f = string.byte(ARGV[1], 1, 3)
--- '!' after the three: no control record key (a Redis Cluster slot in migration, where the client read it
--- with a call of its own first)
-local no_ctl = string.sub(ARGV[1], 4, 4) == '!'
-local rule_spec = string.sub(ARGV[1], no_ctl and 5 or 4, (string.find(ARGV[1], '@', 4, true) or 0) - 1)
+local flags = ARGV[1]
+local r, c, f = string.byte(flags, 1, 3)
+-- After the three: '!' when there is no control record key (a Redis Cluster slot in migration, where the
+-- client read it with a call of its own first), then the rules. Most admits have neither.
+local no_ctl, rule_spec = false, ''
+if #flags > 3 then
+  no_ctl = string.sub(flags, 4, 4) == '!'
+  rule_spec = string.sub(flags, no_ctl and 5 or 4, (string.find(flags, '@', 4, true) or 0) - 1)
+end
 local rate_on, conc_on, fleet_on = r ~= NOT_ASKED, c ~= NOT_ASKED, f ~= NOT_ASKED
 
-local sec, usec = bucket_clock(ARGV[1])
+local sec, usec = bucket_clock(flags)
 
-local ctl = no_ctl and {} or rcall('HMGET', KEYS[#KEYS], 'tier', 'rate', 'burst', 'block')
-if ctl[4] then
-  local until_s = tonumber(ctl[4]) or 0
-  if until_s == 0 or until_s > sec then return {'blocked', until_s} end
+-- The control record, when the tenant has one (most have none: one EXISTS).
+local override_rate, override_burst
+if not no_ctl then
+  if rcall('EXISTS', KEYS[#KEYS]) == 1 then
+    local ctl = rcall('HMGET', KEYS[#KEYS], 'tier', 'rate', 'burst', 'block')
+    if ctl[4] then
+      local until_s = tonumber(ctl[4]) or 0
+      if until_s == 0 or until_s > sec then return {'blocked', until_s} end
+    end
+    if (ctl[1] or '') ~= ARGV[#ARGV] then return {'tier', ctl[1] or ''} end
+    override_rate, override_burst = tonumber(ctl[2]), tonumber(ctl[3])
+  elseif ARGV[#ARGV] ~= '' then
+    return {'tier', ''}
+  end
 end
-if not no_ctl and (ctl[1] or '') ~= ARGV[#ARGV] then return {'tier', ctl[1] or ''} end
-local override = ctl[2] and tonumber(ctl[2]) and tonumber(ctl[3])
+local override = override_rate and override_burst
 
 local rate_ok, conc_ok, fleet_ok = 1, 1, 1
 local tokens, debt, rate_m, cost_m, full_s = 0, 0, 0, tonumber(ARGV[4]), -1
 if rate_on then
   local burst_m
   rate_m, burst_m = tonumber(ARGV[2]), tonumber(ARGV[3])
-  if override then rate_m, burst_m = tonumber(ctl[2]), tonumber(ctl[3]) end
+  if override then rate_m, burst_m = override_rate, override_burst end
   debt, tokens, full_s = bucket_read(KEYS[1], sec, usec, rate_m, burst_m)
   if tokens < cost_m then rate_ok = 0 end
 end
@@ -84,24 +97,29 @@ if fleet_on then
 end
 
 -- The limits and quotas that apply: each checked as the tenant's bucket is, none written yet.
-local rules, rule_refused, rules_key0, arg = {}, false, #KEYS - (no_ctl and 0 or 1) - #rule_spec, 10
-for j = 1, #rule_spec do
-  local kind = string.sub(rule_spec, j, j)
-  local rule = {key = KEYS[rules_key0 + j], enforce = kind == 'L' or kind == 'Q', quota = kind == 'Q' or kind == 'q'}
-  if rule.quota then
-    rule.limit, rule.start, rule.stop = tonumber(ARGV[arg]), quota_window(tonumber(ARGV[arg + 1]), tonumber(ARGV[arg + 2]), sec)
-    rule.used = quota_read(rule.key, rule.start)
-    rule.left = rule.limit > rule.used and rule.limit - rule.used or 0
-    rule.ok = rule.left >= cost_m / 1000000
-    arg = arg + 3
-  else
-    rule.rate, rule.burst = tonumber(ARGV[arg]), tonumber(ARGV[arg + 1])
-    rule.debt, rule.left, rule.full_s = bucket_read(rule.key, sec, usec, rule.rate, rule.burst)
-    rule.ok = rule.left >= cost_m
-    arg = arg + 2
+local rules, rule_refused = nil, false
+if #rule_spec > 0 then
+  rules = {}
+  if string.find(rule_spec, '[Qq]') then quota_window, quota_read, quota_write = quota_lib() end
+  local rules_key0, arg = #KEYS - (no_ctl and 0 or 1) - #rule_spec, 10
+  for j = 1, #rule_spec do
+    local kind = string.sub(rule_spec, j, j)
+    local rule = {key = KEYS[rules_key0 + j], enforce = kind == 'L' or kind == 'Q', quota = kind == 'Q' or kind == 'q'}
+    if rule.quota then
+      rule.limit, rule.start, rule.stop = tonumber(ARGV[arg]), quota_window(tonumber(ARGV[arg + 1]), tonumber(ARGV[arg + 2]), sec)
+      rule.used = quota_read(rule.key, rule.start)
+      rule.left = rule.limit > rule.used and rule.limit - rule.used or 0
+      rule.ok = rule.left >= cost_m / 1000000
+      arg = arg + 3
+    else
+      rule.rate, rule.burst = tonumber(ARGV[arg]), tonumber(ARGV[arg + 1])
+      rule.debt, rule.left, rule.full_s = bucket_read(rule.key, sec, usec, rule.rate, rule.burst)
+      rule.ok = rule.left >= cost_m
+      arg = arg + 2
+    end
+    if rule.enforce and not rule.ok then rule_refused = true end
+    rules[j] = rule
   end
-  if rule.enforce and not rule.ok then rule_refused = true end
-  rules[j] = rule
 end
 
 local committed = 1
@@ -126,7 +144,7 @@ else
   if fleet_on and fleet_ok == 1 then
     take_slot(KEYS[3], fleet_ttl)
   end
-  for _, rule in ipairs(rules) do
+  for _, rule in ipairs(rules or {}) do
     if rule.ok and rule.quota then
       rule.left = rule.left - cost_m / 1000000
       quota_write(rule.key, rule.start, rule.stop, rule.used + cost_m / 1000000)
@@ -138,15 +156,15 @@ else
 end
 if #rule_spec > 0 or override then
   local reply = {committed, rate_ok, tokens, conc_ok, in_flight, fleet_ok}
-  for _, rule in ipairs(rules) do
+  for _, rule in ipairs(rules or {}) do
     reply[#reply + 1] = rule.ok and 1 or 0
     reply[#reply + 1] = rule.left
     reply[#reply + 1] = rule.quota and rule.stop - sec or 0
     reply[#reply + 1] = rule.quota and rule.stop or 0
   end
   if override then
-    reply[#reply + 1] = tonumber(ctl[2])
-    reply[#reply + 1] = tonumber(ctl[3])
+    reply[#reply + 1] = override_rate
+    reply[#reply + 1] = override_burst
   end
   return reply
 end
