@@ -5,6 +5,7 @@ require "floodwall/version"
 require "floodwall/native" # the SWIG layer over the C ABI (ext/floodwall/floodwall.i)
 require "floodwall/errors"
 require "floodwall/decision"
+require "floodwall/admin"
 require "floodwall/client"
 require "floodwall/backoff"
 

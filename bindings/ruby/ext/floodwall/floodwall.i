@@ -17,7 +17,8 @@
  * - response: fw_format_response's name/value pairs, content type and body as Ruby objects;
  * - rule_name and rules: the names of a decision's limits and quotas, from the client's names, asked once
  *   (fw_client_rule_name) when its handle is made;
- * - the backoff calls (fw_backoff_delay, fw_parse_retry_after) and FW_BACKOFF_INIT's defaults.
+ * - the backoff calls (fw_backoff_delay, fw_parse_retry_after) and FW_BACKOFF_INIT's defaults;
+ * - the admin calls (fw_admin_*), each of which may wait on the store, so without the GVL, as admit does.
  * fw_admit_async is not wrapped: a blocking admit without the GVL is what Ruby servers want.
  */
 %module "floodwall::native"
@@ -543,6 +544,163 @@ static VALUE fw_rb_parse_retry_after(VALUE value, VALUE now_unix_s) {
   if (rc != FW_OK) fw_rb_raise(rc);
   return DBL2NUM(out);
 }
+
+/*
+ * The admin calls (fw_admin_*): a tenant's control record in the store. Each may wait on the store for up
+ * to its deadline (at least a second), so each runs without the GVL, always (they are rare: the hand-off
+ * costs nothing worth saving), the way an admit on Redis does: an interrupt already pending is handled
+ * first and the call tried again; one that arrives while it waits is handled after it. The strings are
+ * frozen (or frozen copies), held on this C stack, so that no thread can change or move them meanwhile.
+ */
+enum { FW_RB_SET_OVERRIDE, FW_RB_REMOVE_OVERRIDE, FW_RB_SET_TIER, FW_RB_BLOCK, FW_RB_UNBLOCK, FW_RB_SHOW,
+       FW_RB_RESET, FW_RB_SET_MODE, FW_RB_LIST };
+
+typedef struct fw_rb_admin_call {
+  int op;
+  fw_client *client;
+  const char *tenant;
+  size_t tenant_len;
+  const char *tier; /* FW_RB_SET_TIER: NULL takes the tenant out of any tier */
+  double x, y;      /* FW_RB_SET_OVERRIDE: rate, burst; FW_RB_BLOCK: seconds (0: until unblocked) */
+  fw_limiter limiter;
+  int mode;
+  size_t limit;
+  fw_buf out;
+  int rc;
+  bool ran;
+} fw_rb_admin_call;
+
+static void *fw_rb_admin_without_gvl(void *p) {
+  fw_rb_admin_call *c = (fw_rb_admin_call *)p;
+  switch (c->op) {
+    case FW_RB_SET_OVERRIDE: c->rc = fw_admin_set_override(c->client, c->tenant, c->tenant_len, c->x, c->y); break;
+    case FW_RB_REMOVE_OVERRIDE: c->rc = fw_admin_remove_override(c->client, c->tenant, c->tenant_len); break;
+    case FW_RB_SET_TIER: c->rc = fw_admin_set_tier(c->client, c->tenant, c->tenant_len, c->tier); break;
+    case FW_RB_BLOCK: c->rc = fw_admin_block(c->client, c->tenant, c->tenant_len, c->x); break;
+    case FW_RB_UNBLOCK: c->rc = fw_admin_unblock(c->client, c->tenant, c->tenant_len); break;
+    case FW_RB_SHOW: c->rc = fw_admin_show(c->client, c->tenant, c->tenant_len, &c->out); break;
+    case FW_RB_RESET: c->rc = fw_admin_reset(c->client, c->tenant, c->tenant_len); break;
+    case FW_RB_SET_MODE: c->rc = fw_admin_set_mode(c->client, c->limiter, c->mode); break;
+    case FW_RB_LIST: c->rc = fw_admin_list(c->client, c->limit, &c->out); break;
+    default: c->rc = FW_EINVAL;
+  }
+  c->ran = true;
+  return NULL;
+}
+
+/* Runs the call without the GVL; raises its error (read on this thread, which made the call), or returns
+   nil, or the JSON text of show and list. */
+static VALUE fw_rb_admin_run(fw_rb_admin_call *call) {
+  while (!call->ran) {
+    rb_thread_call_without_gvl2(fw_rb_admin_without_gvl, call, NULL, NULL);
+    if (!call->ran) rb_thread_check_ints();
+  }
+  if (call->rc != FW_OK) {
+    fw_buf_dispose(&call->out);
+    fw_rb_raise(call->rc);
+  }
+  if (call->op != FW_RB_SHOW && call->op != FW_RB_LIST) return Qnil;
+  VALUE json = rb_utf8_str_new(call->out.ptr ? call->out.ptr : "", (long)call->out.size);
+  fw_buf_dispose(&call->out);
+  return json;
+}
+
+/* A call on the handle's client for the tenant (a String of any bytes), its other fields still to set. */
+static fw_rb_admin_call fw_rb_admin_for(VALUE handle, int op, VALUE tenant, VALUE *keep) {
+  fw_rb_handle *h = (fw_rb_handle *)fw_rb_unwrap(handle, SWIGTYPE_p_fw_rb_handle);
+  fw_rb_admin_call call;
+  memset(&call, 0, sizeof call);
+  call.op = op;
+  call.client = h->client;
+  call.mode = -1;
+  if (op == FW_RB_SET_MODE || op == FW_RB_LIST) return call;
+  if (!RB_TYPE_P(tenant, T_STRING))
+    rb_raise(rb_eTypeError, "tenant: must be a String, not %s", rb_obj_classname(tenant));
+  *keep = fw_rb_string(tenant, true);
+  call.tenant = RSTRING_PTR(*keep);
+  call.tenant_len = (size_t)RSTRING_LEN(*keep); /* binary-safe, as for admit */
+  return call;
+}
+
+static VALUE fw_rb_admin_tenant_op(VALUE handle, int op, VALUE tenant) {
+  VALUE keep = Qnil;
+  fw_rb_admin_call call = fw_rb_admin_for(handle, op, tenant, &keep);
+  VALUE out = fw_rb_admin_run(&call);
+  RB_GC_GUARD(keep);
+  return out;
+}
+
+static VALUE fw_rb_admin_set_override(VALUE handle, VALUE tenant, VALUE rate, VALUE burst) {
+  double r = NUM2DBL(rate), b = NUM2DBL(burst); /* TypeError for a String or nil */
+  VALUE keep = Qnil;
+  fw_rb_admin_call call = fw_rb_admin_for(handle, FW_RB_SET_OVERRIDE, tenant, &keep);
+  call.x = r;
+  call.y = b;
+  VALUE out = fw_rb_admin_run(&call);
+  RB_GC_GUARD(keep);
+  return out;
+}
+
+static VALUE fw_rb_admin_remove_override(VALUE handle, VALUE tenant) {
+  return fw_rb_admin_tenant_op(handle, FW_RB_REMOVE_OVERRIDE, tenant);
+}
+
+/* tier: a String, or nil to take the tenant out of any tier. */
+static VALUE fw_rb_admin_set_tier(VALUE handle, VALUE tenant, VALUE tier) {
+  VALUE name = Qnil;
+  if (!NIL_P(tier)) {
+    if (!RB_TYPE_P(tier, T_STRING)) rb_raise(rb_eTypeError, "tier: must be a String or nil, not %s", rb_obj_classname(tier));
+    name = fw_rb_string(tier, true);
+    StringValueCStr(name); /* ArgumentError for an embedded NUL */
+  }
+  VALUE keep = Qnil;
+  fw_rb_admin_call call = fw_rb_admin_for(handle, FW_RB_SET_TIER, tenant, &keep);
+  call.tier = NIL_P(name) ? NULL : RSTRING_PTR(name);
+  VALUE out = fw_rb_admin_run(&call);
+  RB_GC_GUARD(keep);
+  RB_GC_GUARD(name);
+  return out;
+}
+
+/* seconds: 0 blocks until unblocked (Floodwall::Admin#block passes 0 for nil). */
+static VALUE fw_rb_admin_block(VALUE handle, VALUE tenant, VALUE seconds) {
+  double s = NUM2DBL(seconds);
+  VALUE keep = Qnil;
+  fw_rb_admin_call call = fw_rb_admin_for(handle, FW_RB_BLOCK, tenant, &keep);
+  call.x = s;
+  VALUE out = fw_rb_admin_run(&call);
+  RB_GC_GUARD(keep);
+  return out;
+}
+
+static VALUE fw_rb_admin_unblock(VALUE handle, VALUE tenant) {
+  return fw_rb_admin_tenant_op(handle, FW_RB_UNBLOCK, tenant);
+}
+
+static VALUE fw_rb_admin_show(VALUE handle, VALUE tenant) {
+  return fw_rb_admin_tenant_op(handle, FW_RB_SHOW, tenant);
+}
+
+static VALUE fw_rb_admin_reset(VALUE handle, VALUE tenant) {
+  return fw_rb_admin_tenant_op(handle, FW_RB_RESET, tenant);
+}
+
+/* limiter: an fw_limiter (Native.limiter_from_name); mode: an fw_mode, or -1 for none. */
+static VALUE fw_rb_admin_set_mode(VALUE handle, VALUE limiter, VALUE mode) {
+  int l = NUM2INT(limiter), m = NUM2INT(mode);
+  fw_rb_admin_call call = fw_rb_admin_for(handle, FW_RB_SET_MODE, Qnil, NULL);
+  call.limiter = (fw_limiter)l;
+  call.mode = m;
+  return fw_rb_admin_run(&call);
+}
+
+static VALUE fw_rb_admin_list(VALUE handle, VALUE limit) {
+  if (!RB_INTEGER_TYPE_P(limit)) rb_raise(rb_eTypeError, "limit: must be an Integer, not %s", rb_obj_classname(limit));
+  if (RTEST(rb_funcall(limit, rb_intern("<"), 1, INT2FIX(1)))) fw_rb_raise_message(FW_EINVAL, "limit: must be at least 1");
+  fw_rb_admin_call call = fw_rb_admin_for(handle, FW_RB_LIST, Qnil, NULL);
+  call.limit = RTEST(rb_funcall(limit, rb_intern(">"), 1, ULL2NUM(SIZE_MAX))) ? SIZE_MAX : (size_t)NUM2ULL(limit);
+  return fw_rb_admin_run(&call);
+}
 %}
 
 /* fw_admit -> admit, FW_LIMITER_FLEET -> LIMITER_FLEET. */
@@ -581,6 +739,15 @@ static VALUE fw_rb_parse_retry_after(VALUE value, VALUE now_unix_s) {
 %ignore fw_backoff;
 %ignore fw_backoff_delay;
 %ignore fw_parse_retry_after;
+%ignore fw_admin_set_override;
+%ignore fw_admin_remove_override;
+%ignore fw_admin_set_tier;
+%ignore fw_admin_block;
+%ignore fw_admin_unblock;
+%ignore fw_admin_show;
+%ignore fw_admin_reset;
+%ignore fw_admin_set_mode;
+%ignore fw_admin_list;
 %ignore FW_REQUEST_INIT;
 %ignore FW_DECISION_INIT;
 %ignore FW_BUF_INIT;
@@ -653,6 +820,8 @@ static VALUE fw_rb_parse_retry_after(VALUE value, VALUE now_unix_s) {
 %immutable fw_decision::rule_remaining;
 %immutable fw_decision::rule_reset_s;
 %immutable fw_decision::rule_window_end_s;
+%immutable fw_decision::blocked;
+%immutable fw_decision::blocked_until_s;
 %nodefaultctor fw_decision;
 
 %include "floodwall.h"
@@ -683,3 +852,12 @@ VALUE fw_rb_backoff_defaults(void);
 VALUE fw_rb_backoff_delay(VALUE base_s, VALUE cap_s, VALUE attempts, VALUE attempt, VALUE retry_after_s,
                           VALUE random01);
 VALUE fw_rb_parse_retry_after(VALUE value, VALUE now_unix_s);
+VALUE fw_rb_admin_set_override(VALUE handle, VALUE tenant, VALUE rate, VALUE burst);
+VALUE fw_rb_admin_remove_override(VALUE handle, VALUE tenant);
+VALUE fw_rb_admin_set_tier(VALUE handle, VALUE tenant, VALUE tier);
+VALUE fw_rb_admin_block(VALUE handle, VALUE tenant, VALUE seconds);
+VALUE fw_rb_admin_unblock(VALUE handle, VALUE tenant);
+VALUE fw_rb_admin_show(VALUE handle, VALUE tenant);
+VALUE fw_rb_admin_reset(VALUE handle, VALUE tenant);
+VALUE fw_rb_admin_set_mode(VALUE handle, VALUE limiter, VALUE mode);
+VALUE fw_rb_admin_list(VALUE handle, VALUE limit);

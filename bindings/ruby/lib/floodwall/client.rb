@@ -37,7 +37,12 @@ module Floodwall
       # Whether admits can wait on I/O (a Redis store), as the core says (fw_client_can_block): only then
       # do they give up the GVL and take the interrupt-deferring path below.
       @waits = @handle.blocking?
+      @admin = Admin.new(@handle)
     end
+
+    # The admin API (Floodwall::Admin): tenants' overrides, tiers, blocks and resets, and fleet-wide modes,
+    # kept in the store and applied to the next request of every client of it.
+    attr_reader :admin
 
     # Decides one request. With a block: yields the Decision, releases it afterwards whatever happens,
     # and returns the block's value.

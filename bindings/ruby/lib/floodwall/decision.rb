@@ -11,7 +11,7 @@ module Floodwall
     LIMITERS = Array.new(Native::LIMITER_COUNT) { |i| i.zero? ? nil : Native.limiter_name(i).freeze }.freeze
     private_constant :LIMITERS
 
-    # Also inherited from the native struct: status (200, 429 or 503), limit (the bucket's capacity),
+    # Also inherited from the native struct: status (200, 403 for a blocked tenant, 429 or 503), limit (the bucket's capacity),
     # remaining (whole tokens left), rate (tokens/s), concurrency_limit, concurrency_remaining, cost (the
     # tokens the request asked for, 0 counted as 1), ticket (what Client#release gives back; 0 when
     # nothing is held), and rule_limit, rule_remaining, rule_reset_s, rule_window_end_s (the limit or quota
@@ -67,6 +67,18 @@ module Floodwall
       rules_value.zero? ? [] : Native.rules(self)
     end
 
+    # True when the tenant is blocked through the admin API (Client#admin.block): status 403, limiter nil,
+    # nothing consumed.
+    def blocked?
+      blocked != 0
+    end
+
+    # When the block ends, in seconds since the epoch (an Integer); nil when not blocked, or blocked until
+    # unblocked.
+    def blocked_until
+      blocked != 0 && blocked_until_s.positive? ? blocked_until_s : nil
+    end
+
     # Whole seconds until the bucket is full again.
     def reset
       reset_s
@@ -90,7 +102,7 @@ module Floodwall
       response[1]
     end
 
-    # The body of a rejection (429 or 503), as the core wrote it; nil for an allowed decision.
+    # The body of a rejection (403, 429 or 503), as the core wrote it; nil for an allowed decision.
     def body
       response[2]
     end
@@ -100,7 +112,7 @@ module Floodwall
         failed_open: failed_open?, degraded: degraded?, fail_reason: fail_reason, limit: limit, remaining: remaining, reset: reset,
         retry_after: retry_after, rate: rate, concurrency_limit: concurrency_limit,
         concurrency_remaining: concurrency_remaining, cost: cost, rule: rule, dark_rule: dark_rule, rules: rules,
-        ticket: ticket }
+        blocked: blocked?, blocked_until: blocked_until, ticket: ticket }
     end
 
     def inspect

@@ -31,7 +31,8 @@ module Floodwall
     include Error
   end
 
-  # The policy's store could not be set up: an unparseable URL, an unknown scheme (FW_ESTORE).
+  # The policy's store could not be set up: an unparseable URL, an unknown scheme; or an admin call
+  # (Client#admin) could not reach it (FW_ESTORE).
   class StoreError < PolicyError
   end
 

@@ -27,7 +27,8 @@ module Floodwall
   #              decision's limit headers are added to what it returns unless it set them itself.
   #   route, cost, critical, sandbox: a value, or a callable that gets the env.
   # Every decided response carries the core's limit headers; a rejection is answered (unless on_reject
-  # does) with the decision's status (429/503), the core's body and its Content-Type, and Retry-After.
+  # does) with the decision's status (429/503, or 403 for a tenant blocked through Client#admin), the core's
+  # body and its Content-Type, and Retry-After.
   # The ticket is released exactly once: when the response body is closed (as a Rack server does at the
   # end of the response, on a client abort, or when a body is closed early), or at once when the app
   # raises.
