@@ -14,19 +14,6 @@ namespace floodwall {
 
 namespace {
 
-// An instant as RFC 3339 in UTC.
-std::string utc(int64_t s) {
-  if (s < 0 || s >= 253402300800) return "";
-  int64_t days = floor_div(s, 86400), secs = s - days * 86400;
-  CivilMonth cm = civil_month(days);
-  int64_t day = days - days_from_civil(cm.year, cm.month, 1) + 1;
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "%04lld-%02lld-%02lldT%02lld:%02lld:%02lldZ", static_cast<long long>(cm.year),
-                static_cast<long long>(cm.month), static_cast<long long>(day), static_cast<long long>(secs / 3600),
-                static_cast<long long>(secs / 60 % 60), static_cast<long long>(secs % 60));
-  return buf;
-}
-
 nlohmann::json name_or_null(const std::string &s) {
   return s.empty() ? nlohmann::json(nullptr) : nlohmann::json(s);
 }
@@ -149,7 +136,7 @@ std::string Guard::admin_show(std::string_view tenant) {
                                         : nlohmann::json(nullptr);
   bool blocked = st.control.blocked && (st.control.blocked_until_s == 0 || st.control.blocked_until_s > st.now_s);
   j["blocked"] = blocked;
-  j["blocked_until"] = blocked && st.control.blocked_until_s > 0 ? nlohmann::json(utc(st.control.blocked_until_s))
+  j["blocked_until"] = blocked && st.control.blocked_until_s > 0 ? nlohmann::json(utc_time(st.control.blocked_until_s))
                                                                  : nlohmann::json(nullptr);
   if (op.rate) {
     int64_t burst_m = st.control.rate_m > 0 ? st.control.burst_m : op.burst_m;
@@ -169,7 +156,7 @@ std::string Guard::admin_show(std::string_view tenant) {
                         {"limit", rule.quota_limit},
                         {"remaining", st.rule_left[k]},
                         {"period", quota_period_name(rule.period)},
-                        {"reset", utc(st.now_s + st.rule_reset_s[k])},
+                        {"reset", utc_time(st.now_s + st.rule_reset_s[k])},
                         {"reset_in_s", st.rule_reset_s[k]}});
     } else {
       limits.push_back({{"name", rule.name},
@@ -181,7 +168,7 @@ std::string Guard::admin_show(std::string_view tenant) {
   }
   j["limits"] = limits;
   j["quotas"] = quotas;
-  j["store_time"] = utc(st.now_s);
+  j["store_time"] = utc_time(st.now_s);
   return j.dump();
 }
 
@@ -213,7 +200,7 @@ std::string Guard::admin_list(size_t limit) {
                      : nlohmann::json(nullptr);
     e["blocked"] = c.blocked;
     e["blocked_until"] =
-        c.blocked && c.blocked_until_s > 0 ? nlohmann::json(utc(c.blocked_until_s)) : nlohmann::json(nullptr);
+        c.blocked && c.blocked_until_s > 0 ? nlohmann::json(utc_time(c.blocked_until_s)) : nlohmann::json(nullptr);
     out.push_back(e);
   }
   return out.dump();

@@ -54,6 +54,8 @@ std::string json_number(double v) {
   return std::isfinite(v) ? format_number(v) : "null";
 }
 
+}  // namespace
+
 // An instant as RFC 3339 in UTC, "2027-01-01T00:00:00Z".
 std::string utc_time(int64_t s) {
   if (s < 0 || s >= 253402300800) return "";  // beyond year 9999: a decision rebuilt with any number
@@ -66,6 +68,8 @@ std::string utc_time(int64_t s) {
                 static_cast<long long>(secs / 60 % 60), static_cast<long long>(secs % 60));
   return buf;
 }
+
+namespace {
 
 int64_t retry_after(const Decision &d) {
   return std::max<int64_t>(1, d.retry_after_s);

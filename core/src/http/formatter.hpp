@@ -42,5 +42,7 @@ const char *body_content_type(const Decision &d, const Policy &p);
 // Shortest text that reads back as the same double ("100", "0.5").
 std::string format_number(double v);
 void append_json_string(std::string &out, std::string_view s);
+// An instant (seconds since the epoch) as RFC 3339 in UTC, "2027-01-01T00:00:00Z"; "" outside years 1970-9999.
+std::string utc_time(int64_t s);
 
 }  // namespace floodwall

@@ -124,16 +124,8 @@ AdmitResult MemoryStore::admit(const AdmitOp &op) {
       has = true;
     }
   }
-  AdmitResult r;
-  if (decide_control(has ? &c : nullptr, op, floor_div(clock_.wall_us(), 1'000'000), r)) return r;
-  if (r.rate_m == 0) return admit_tables(op);
-  AdmitOp o = op;
-  o.rate_m = r.rate_m;
-  o.burst_m = r.burst_m;
-  AdmitResult x = admit_tables(o);
-  x.rate_m = r.rate_m;
-  x.burst_m = r.burst_m;
-  return x;
+  return admit_controlled(has ? &c : nullptr, op, floor_div(clock_.wall_us(), 1'000'000),
+                          [this](const AdmitOp &o) { return admit_tables(o); });
 }
 
 void MemoryStore::control(const TenantKey &tenant, const ControlChange &change) {

@@ -89,6 +89,22 @@ inline bool decide_control(const TenantControl *c, const AdmitOp &op, int64_t wa
   return false;
 }
 
+// An in-process store's admit under a tenant's control record (null: none): the record decides it, or the
+// store's tables do (`tables`), with the record's override of the bucket when it has one.
+template <class Tables>
+AdmitResult admit_controlled(const TenantControl *c, const AdmitOp &op, int64_t wall_s, Tables &&tables) {
+  AdmitResult r;
+  if (decide_control(c, op, wall_s, r)) return r;
+  if (r.rate_m == 0) return tables(op);
+  AdmitOp o = op;
+  o.rate_m = r.rate_m;
+  o.burst_m = r.burst_m;
+  AdmitResult x = tables(o);
+  x.rate_m = r.rate_m;
+  x.burst_m = r.burst_m;
+  return x;
+}
+
 // A control change applied to a record (the in-process stores' and the Redis store's admin calls agree).
 inline void apply_change(TenantControl &c, const ControlChange &ch) {
   if (ch.set_tier) c.tier = ch.tier;
