@@ -49,16 +49,7 @@ AdmitOp Guard::admin_op(const TenantKey &t, int tier, size_t first_rule, size_t 
   for (; i < policy_.rules.size() && op.rules.n < kMaxRules; i++) {
     const Rule &rule = policy_.rules[i];
     if (tier != -2 && !policy_.applies_to_tier(rule, tier)) continue;  // -2: every rule (a reset)
-    RuleOp r;
-    r.id = rule.id;
-    r.name = &rule.name;
-    r.index = static_cast<uint16_t>(i);
-    r.quota = rule.quota;
-    r.enforce = true;
-    r.a = rule.quota ? rule.quota_limit : rule.bucket.rate_m;
-    r.b = rule.quota ? static_cast<int64_t>(rule.period) : rule.bucket.burst_m;
-    r.utc_offset_s = rule.utc_offset_s;
-    op.rules.push(r);
+    op.rules.push(rule_op(rule, i, true));
   }
   next_rule = i;
   return op;

@@ -93,16 +93,7 @@ void Guard::prepare_rules(std::string_view route, std::string_view method, uint6
     p.rules |= uint64_t{1} << i;
     if (rule.mode == Mode::off || limiter == Mode::off) continue;
     if (cost > static_cast<uint64_t>(rule.quota ? rule.quota_limit : rule.bucket.burst)) cost_above_rule(cost, rule);
-    RuleOp op;
-    op.id = rule.id;
-    op.name = &rule.name;
-    op.index = static_cast<uint16_t>(i);
-    op.quota = rule.quota;
-    op.enforce = rule.mode == Mode::enforce && limiter == Mode::enforce;
-    op.a = rule.quota ? rule.quota_limit : rule.bucket.rate_m;
-    op.b = rule.quota ? static_cast<int64_t>(rule.period) : rule.bucket.burst_m;
-    op.utc_offset_s = rule.utc_offset_s;
-    p.op.rules.push(op);
+    p.op.rules.push(rule_op(rule, i, rule.mode == Mode::enforce && limiter == Mode::enforce));
   }
   if (p.op.rules.n > 0 && p.op.cost_m == 0) p.op.cost_m = static_cast<int64_t>(cost) * 1'000'000;
 }

@@ -488,6 +488,7 @@ void add_rule(Policy &p, Rule r, const std::string &path, int tier) {
                                 " in a policy, its tiers' included");
   r.id = rule_id(r.name);
   r.tier = tier;
+  r.key_suffix = (r.quota ? "quota:" : "limit:") + r.name;
   p.rules.push_back(std::move(r));
 }
 

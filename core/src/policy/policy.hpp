@@ -73,6 +73,7 @@ struct Rule {
   int32_t utc_offset_s = 0;  // a quota's timezone: "UTC" or a fixed offset ("UTC+09:00")
   uint64_t id = 0;           // a hash of the name: the rule's state in the in-process and shm stores
   int tier = -1;             // -1: the policy's own; else the tier (Policy::tiers) it belongs to
+  std::string key_suffix;    // "limit:<name>" or "quota:<name>": its Redis key after <prefix>:{<tenant>}:
   bool applies(std::string_view route, std::string_view method) const;
 };
 

@@ -23,14 +23,28 @@ struct SlotId {
 
 // One limit or quota of the policy (Policy::rules) that applies to a request.
 struct RuleOp {
-  uint64_t id;              // Rule::id: the rule's state in the in-process and shm stores
-  const std::string *name;  // Rule::name (the policy outlives every op): the rule's Redis key
-  uint16_t index;           // into Policy::rules
+  uint64_t id;             // Rule::id: the rule's state in the in-process and shm stores
+  const std::string *key;  // Rule::key_suffix (the policy outlives every op): the rule's Redis key
+  uint16_t index;          // into Policy::rules
   bool quota;
   bool enforce;          // false: dark (decided and reported, never rejecting)
   int64_t a, b;          // a limit: rate_m, burst_m; a quota: its limit (units) and QuotaPeriod
   int32_t utc_offset_s;  // a quota
 };
+
+// The op of Policy::rules[index] (enforce: the rule's mode and the request-rate limiter's both enforce).
+inline RuleOp rule_op(const Rule &rule, size_t index, bool enforce) {
+  RuleOp op;
+  op.id = rule.id;
+  op.key = &rule.key_suffix;
+  op.index = static_cast<uint16_t>(index);
+  op.quota = rule.quota;
+  op.enforce = enforce;
+  op.a = rule.quota ? rule.quota_limit : rule.bucket.rate_m;
+  op.b = rule.quota ? static_cast<int64_t>(rule.period) : rule.bucket.burst_m;
+  op.utc_offset_s = rule.utc_offset_s;
+  return op;
+}
 
 // The rules of one admit: a fixed array (no allocation on the hot path), of which only the first n are
 // copied with the op.

@@ -26,7 +26,7 @@ std::string key_of(const std::string &prefix, const TenantKey &t, std::string_vi
 }
 
 std::string rule_key(const std::string &prefix, const TenantKey &t, const RuleOp &r) {
-  return key_of(prefix, t, (r.quota ? "quota:" : "limit:") + *r.name);
+  return key_of(prefix, t, *r.key);
 }
 
 std::string_view text(const redisReply *r) {
@@ -192,14 +192,8 @@ std::vector<ReplyPtr> RedisStore::admin_run(const std::vector<std::vector<std::s
     admin_ = std::make_unique<Connection>();
     if (!admin_->connect_blocking(to, tls_.get(), now_us() + opt_.connect_timeout_ms * 1000))
       throw unreachable(admin_->error().empty() ? "no connection" : admin_->error());
-    std::vector<std::vector<std::string_view>> setup;
-    if (!url_.password.empty())
-      setup.push_back(url_.user.empty() ? std::vector<std::string_view>{"AUTH", url_.password}
-                                        : std::vector<std::string_view>{"AUTH", url_.user, url_.password});
-    std::string db = resp_num(url_.db);
-    if (url_.db != 0) setup.push_back({"SELECT", db});
-    for (const auto &args : setup) {
-      redisReply *r = admin_->roundtrip(resp_format(args), now_us() + budget_us);
+    for (const std::string &cmd : setup_commands()) {
+      redisReply *r = admin_->roundtrip(cmd, now_us() + budget_us);
       if (!r) throw unreachable(admin_->error().empty() ? "no answer" : admin_->error());
       bool refused = r->type == REDIS_REPLY_ERROR;
       std::string why = refused ? printable(std::string_view(r->str, r->len)) : "";

@@ -11,6 +11,17 @@
 
 namespace floodwall {
 
+// AUTH and SELECT, as a blocking connection of this store's sends them first (the direct path's, the
+// admin API's).
+std::vector<std::string> RedisStore::setup_commands() const {
+  std::vector<std::string> out;
+  if (!url_.password.empty())
+    out.push_back(url_.user.empty() ? resp_format({"AUTH", url_.password})
+                                    : resp_format({"AUTH", url_.user, url_.password}));
+  if (url_.db != 0) out.push_back(resp_format({"SELECT", resp_num(url_.db)}));
+  return out;
+}
+
 void RedisStore::free_direct() {
   if (!direct_) return;
   fds_.clear(kDirectFdSlot);
@@ -63,14 +74,8 @@ bool RedisStore::direct_admit(const AdmitOp &op, AdmitResult &r) {
       if (direct_->failure() == FailReason::config) report_tls_failure(*direct_);
       return give_up(direct_->failure() == FailReason::config ? FailReason::config : FailReason::connection);
     }
-    std::vector<std::vector<std::string_view>> setup;
-    if (!url_.password.empty())
-      setup.push_back(url_.user.empty() ? std::vector<std::string_view>{"AUTH", url_.password}
-                                        : std::vector<std::string_view>{"AUTH", url_.user, url_.password});
-    std::string db = resp_num(url_.db);
-    if (url_.db != 0) setup.push_back({"SELECT", db});
-    for (const auto &args : setup) {
-      redisReply *reply = command(resp_format(args));
+    for (const std::string &cmd : setup_commands()) {
+      redisReply *reply = command(cmd);
       if (!reply) return lost();
       bool error = reply->type == REDIS_REPLY_ERROR;
       freeReplyObject(reply);

@@ -345,8 +345,7 @@ void RedisStore::format_admit(const AdmitOp &op, std::string &cmd) const {
   }
   for (size_t j = 0; j < op.rules.n; j++) {
     const RuleOp &r = op.rules.at[j];
-    std::string limiter = (r.quota ? "quota:" : "limit:") + *r.name;
-    resp_bulk(cmd, tenant_key(op.tenant, limiter));
+    resp_bulk(cmd, tenant_key(op.tenant, *r.key));
   }
   if (!op.no_ctl) resp_bulk(cmd, tenant_key(op.tenant, "ctl"));
   resp_flags(cmd, std::string_view(limiters, flag_len));

@@ -72,6 +72,7 @@ class RedisStore final : public Store {
   void set_fleet_mode(Limiter l, int8_t mode) override;
   // The admin API's commands, over a blocking connection of their own (admin.cpp); throws StoreError.
   std::vector<ReplyPtr> admin_run(const std::vector<std::vector<std::string>> &cmds);
+  std::vector<std::string> setup_commands() const;  // AUTH, SELECT: a blocking connection's first commands
   void release(const ReleaseOp &op) override;
   StoreStats stats() const override;
   bool can_block() const override { return true; }
