@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "each_store.hpp"
 #include "redis_server.hpp"
 #include "stores/shm_store.hpp"
 
@@ -21,32 +22,8 @@ using floodwall::testing::RedisServer;
 
 namespace {
 
-enum class StoreKind { memory, shm, redis };
-
-class Control : public ::testing::TestWithParam<StoreKind> {
- protected:
-  void SetUp() override {
-    if (GetParam() == StoreKind::redis) redis_ = std::make_unique<RedisServer>();
-    if (GetParam() == StoreKind::shm) {
-      shm_name_ = "fwtest-ctl-" + std::to_string(getpid()) + "-" + std::to_string(counter_++);
-      shm_unlink(floodwall::ShmStore::segment_name(shm_name_).c_str());
-    }
-  }
-  void TearDown() override {
-    if (!shm_name_.empty()) shm_unlink(floodwall::ShmStore::segment_name(shm_name_).c_str());
-  }
-  std::string policy(const std::string &sections) const {
-    std::string store = GetParam() == StoreKind::memory ? "memory://"
-                        : GetParam() == StoreKind::shm  ? "shm://" + shm_name_
-                                                        : redis_->url();
-    return R"({"store": ")" + store + R"(", "redis": {"deadline_ms": 2000}, )" + sections + "}";
-  }
-  // Another client of the same store (on memory://, the same one: the store is the process's).
-  bool shared() const { return GetParam() != StoreKind::memory; }
-  std::unique_ptr<RedisServer> redis_;
-  std::string shm_name_;
-  static inline int counter_ = 0;
-};
+using floodwall::testing::StoreKind;
+using Control = floodwall::testing::EachStore;
 
 const char *kTiers = R"("request_rate": {"rate": 0.001, "burst": 2},
     "tiers": {"pro": {"rate": 0.001, "burst": 10, "limits": [{"name": "search", "routes": ["/search"], "rate": 0.001, "burst": 3}]}})";
@@ -176,9 +153,7 @@ TEST_P(Control, BadArgumentsAreNamed) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, Control, ::testing::Values(StoreKind::memory, StoreKind::shm, StoreKind::redis),
-                         [](const ::testing::TestParamInfo<StoreKind> &i) {
-                           return i.param == StoreKind::memory ? "memory" : i.param == StoreKind::shm ? "shm" : "redis";
-                         });
+                         floodwall::testing::store_kind_name);
 
 // A running client in another process: the admit right after the admin call returns sees the change.
 TEST(ControlRedis, AClientInAnotherProcessSeesTheChangeOnItsNextRequest) {

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "each_store.hpp"
 #include "engine/guard.hpp"
 #include "http/formatter.hpp"
 #include "policy/policy.hpp"
@@ -143,36 +144,8 @@ TEST(QuotaWindow, HoursDaysMonthsAndOffsets) {
 
 // --------------------------------------------------------------------------------- one store or another
 
-enum class StoreKind { memory, shm, redis };
-
-class Rules : public ::testing::TestWithParam<StoreKind> {
- protected:
-  void SetUp() override {
-    if (GetParam() == StoreKind::redis) redis_ = std::make_unique<RedisServer>();
-    if (GetParam() == StoreKind::shm) {
-      shm_name_ = "fwtest-rules-" + std::to_string(getpid()) + "-" + std::to_string(counter_++);
-      shm_unlink(floodwall::ShmStore::segment_name(shm_name_).c_str());
-    }
-  }
-  void TearDown() override {
-    if (!shm_name_.empty()) shm_unlink(floodwall::ShmStore::segment_name(shm_name_).c_str());
-  }
-  std::string store() const {
-    switch (GetParam()) {
-      case StoreKind::memory: return "memory://";
-      case StoreKind::shm: return "shm://" + shm_name_;
-      case StoreKind::redis: return redis_->url();
-    }
-    return "";
-  }
-  // Sections after the store; rates slow enough that the wall clock changes no decision of a test.
-  std::string policy(const std::string &sections) const {
-    return R"({"store": ")" + store() + R"(", "redis": {"deadline_ms": 2000}, )" + sections + "}";
-  }
-  std::unique_ptr<RedisServer> redis_;
-  std::string shm_name_;
-  static inline int counter_ = 0;
-};
+using floodwall::testing::StoreKind;
+using Rules = floodwall::testing::EachStore;
 
 const char *kOverlapping = R"("request_rate": {"rate": 0.001, "burst": 10, "limits": [
     {"name": "search", "routes": ["/search*"], "rate": 0.001, "burst": 4},
@@ -321,9 +294,7 @@ TEST_P(Rules, ExactUnderEightThreadsOnOneTenant) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, Rules, ::testing::Values(StoreKind::memory, StoreKind::shm, StoreKind::redis),
-                         [](const ::testing::TestParamInfo<StoreKind> &i) {
-                           return i.param == StoreKind::memory ? "memory" : i.param == StoreKind::shm ? "shm" : "redis";
-                         });
+                         floodwall::testing::store_kind_name);
 
 // ------------------------------------------------------------------------- several processes on Redis
 
