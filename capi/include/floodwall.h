@@ -362,6 +362,27 @@ FW_EXTERN int fw_admin_reset(fw_client *c, const char *tenant, size_t tenant_len
 FW_EXTERN int fw_admin_set_mode(fw_client *c, fw_limiter l, int mode);
 /** The tenants with a control record, at most `limit`, as a JSON array of objects like fw_admin_show's. */
 FW_EXTERN int fw_admin_list(fw_client *c, size_t limit, fw_buf *out);
+/**
+ * The fleet as the store holds it now, as a JSON object: store (its URL, any password redacted), prefix,
+ * server, topology, round_trip_ms (one PING over the admin connection), breaker (this client's), modes (each
+ * limiter's fleet-wide mode, null when none is set), fleet (in_flight: the fleet shedder's live slots and the
+ * clients' live reports; reporting_clients; capacity, this client's policy's), controlled (tenants with a
+ * control record), overrides and blocks (as fw_admin_list's entries, at most 1,000 records read).
+ */
+FW_EXTERN int fw_admin_status(fw_client *c, fw_buf *out);
+
+/* ----------------------------------------------------------------------------------------- command */
+
+/**
+ * The floodwall command (README, "The floodwall command"): runs the command line argv[0..argc) (argv[0] is
+ * the program's name) and sets *exit_status: 0 done, 1 the command failed (the store could not be reached,
+ * the policy has errors), 2 a usage error (the message names the argument). What it prints goes to *out
+ * (standard output) and *err (standard error), which the caller writes and disposes of; the environment's
+ * FLOODWALL_STORE is read. The executable, the pip console script and the npm bin call this one function.
+ * Blocks for at most the store's connect time-out and deadline per call it makes. Returns FW_EINVAL for
+ * NULL arguments, else 0 (the command's own failure is in *exit_status and *err).
+ */
+FW_EXTERN int fw_cli_run(int argc, const char *const *argv, int *exit_status, fw_buf *out, fw_buf *err);
 
 /* --------------------------------------------------------------------------------------- formatter */
 

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "calls.hpp"
+#include "cli.hpp"
 #include "engine/guard.hpp"
 #include "engine/process_guard.hpp"
 #include "http/backoff.hpp"
@@ -459,6 +460,25 @@ int fw_admin_list(fw_client *c, size_t limit, fw_buf *out) {
   return guarded([&]() -> int {
     Use use(c);
     return set_buf(out, guard_of(c).admin_list(limit));
+  });
+}
+
+int fw_admin_status(fw_client *c, fw_buf *out) {
+  return guarded([&]() -> int {
+    Use use(c);
+    return set_buf(out, guard_of(c).admin_status());
+  });
+}
+
+int fw_cli_run(int argc, const char *const *argv, int *exit_status, fw_buf *out, fw_buf *err) {
+  return guarded([&]() -> int {
+    if (argc < 0 || (argc > 0 && !argv) || !exit_status || !out || !err)
+      throw floodwall::BadRequest("fw_cli_run: argv, exit_status, out and err must not be NULL");
+    std::string o, e;
+    *exit_status = fw_cli::run(argc, argv, o, e);
+    set_buf(out, o);
+    set_buf(err, e);
+    return FW_OK;
   });
 }
 

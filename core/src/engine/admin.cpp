@@ -7,6 +7,7 @@
 #include "engine/guard.hpp"
 #include "http/formatter.hpp"
 #include "stores/quota_window.hpp"
+#include "stores/redis/url.hpp"
 #include "stores/token_bucket.hpp"
 #include "util/errors.hpp"
 
@@ -117,7 +118,12 @@ std::string Guard::admin_show(std::string_view tenant) {
   TenantState st = store_->inspect(admin_op(t, -1, 0, next));
   int tier = policy_.tier_index(st.control.tier);
   AdmitOp op = admin_op(t, tier, 0, next);
-  if (tier >= 0) st = store_->inspect(op);
+  if (!op.rate && st.control.rate_m > 0) {  // a policy with no request_rate: the override's bucket still shows
+    op.rate = true;
+    op.rate_m = st.control.rate_m;
+    op.burst_m = st.control.burst_m;
+  }
+  if (tier >= 0 || op.rate) st = store_->inspect(op);
   nlohmann::json j;
   j["tenant"] = t.printable();
   j["tier"] = name_or_null(st.control.tier);
@@ -178,9 +184,44 @@ void Guard::admin_set_mode(Limiter l, int mode) {
   store_->set_fleet_mode(l, static_cast<int8_t>(mode));
 }
 
+std::string Guard::admin_status() {
+  int64_t fleet_ttl_us = static_cast<int64_t>((policy_.fleet ? policy_.fleet->ttl_s : FleetPolicy{}.ttl_s) * 1e6);
+  StoreStatus st = store_->status(fleet_ttl_us);
+  nlohmann::json j;
+  j["store"] = redact_url(policy_.store);
+  j["prefix"] = policy_.prefix;
+  j["server"] = st.server;
+  j["topology"] = st.topology;
+  j["round_trip_ms"] = st.round_trip_us < 0 ? nlohmann::json(nullptr) : nlohmann::json(st.round_trip_us / 1000.0);
+  StoreStats stats = store_->stats();
+  j["breaker"] = stats.breaker == BreakerState::closed ? "closed"
+                 : stats.breaker == BreakerState::open ? "open"
+                                                       : "half_open";
+  nlohmann::json modes;
+  for (int l = 1; l < kLimiterCount; l++) {
+    int8_t m = st.modes[static_cast<size_t>(l)];
+    modes[limiter_name(static_cast<Limiter>(l))] =
+        m < 0 ? nlohmann::json(nullptr) : nlohmann::json(mode_name(static_cast<Mode>(m)));
+  }
+  j["modes"] = modes;  // null: no fleet-wide mode, each process's policy (and fw_set_mode) decides
+  j["fleet"] = {{"in_flight", st.fleet_in_flight},
+                {"reporting_clients", st.reporting_clients},
+                {"capacity", policy_.fleet ? nlohmann::json(policy_.fleet->capacity) : nlohmann::json(nullptr)}};
+  j["controlled"] = st.controlled;
+  nlohmann::json overrides = nlohmann::json::array(), blocks = nlohmann::json::array();
+  for (const nlohmann::json &e : nlohmann::json::parse(admin_list(1000))) {
+    if (!e["tier"].is_null() || !e["override"].is_null()) overrides.push_back(e);
+    if (e["blocked"].get<bool>()) blocks.push_back(e);
+  }
+  j["overrides"] = overrides;
+  j["blocks"] = blocks;
+  return j.dump();
+}
+
 std::string Guard::admin_list(size_t limit) {
   if (limit == 0) throw BadRequest("limit: must be at least 1");
   nlohmann::json out = nlohmann::json::array();
+  int64_t now_s = floor_div(clock_.wall_us(), 1'000'000);
   for (const auto &[id, c] : store_->controlled(limit)) {
     TenantKey t = TenantKey::from_canonical(id);
     nlohmann::json e;
@@ -189,9 +230,11 @@ std::string Guard::admin_list(size_t limit) {
     e["override"] =
         c.rate_m > 0 ? nlohmann::json{{"rate", static_cast<double>(c.rate_m) / 1e6}, {"burst", c.burst_m / 1'000'000}}
                      : nlohmann::json(nullptr);
-    e["blocked"] = c.blocked;
+    // A timed block that has run out is no block (the admit scripts read it so), though its record stays.
+    bool blocked = c.blocked && (c.blocked_until_s == 0 || c.blocked_until_s > now_s);
+    e["blocked"] = blocked;
     e["blocked_until"] =
-        c.blocked && c.blocked_until_s > 0 ? nlohmann::json(utc_time(c.blocked_until_s)) : nlohmann::json(nullptr);
+        blocked && c.blocked_until_s > 0 ? nlohmann::json(utc_time(c.blocked_until_s)) : nlohmann::json(nullptr);
     out.push_back(e);
   }
   return out.dump();

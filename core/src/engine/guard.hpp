@@ -65,6 +65,7 @@ class Guard {
   void admin_reset(std::string_view tenant);
   void admin_set_mode(Limiter l, int mode);  // a Mode, or -1: each process's own again
   std::string admin_list(size_t limit);      // JSON
+  std::string admin_status();                // JSON: modes, fleet usage, control records, the store's health
 
  private:
   struct Prepared {

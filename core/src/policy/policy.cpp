@@ -591,158 +591,203 @@ BucketLimits bucket_limits(double rate, double burst) {
   return bucket(Section(j, "", {"rate", "burst"}));
 }
 
-Policy parse_policy(std::string_view text) {
+namespace {
+
+// The document's parts, each parsed on its own: without a sink the first error is thrown (parse_policy);
+// with one, each part's first error is kept and the next part parsed (policy_errors, `floodwall check`).
+Policy parse_parts(std::string_view text, std::vector<PolicyError> *errors) {
   json doc;
   try {
     doc = json::parse(quote_non_finite(text));
   } catch (const json::exception &e) {  // parse_error, and out_of_range for a number beyond a double (1e400)
     throw PolicyError("policy", std::string("is not valid JSON (") + e.what() + ")");
   }
-  Section top(doc, "",
-              {"store", "prefix", "docs_url", "body_format", "max_tenants", "request_rate", "concurrency", "fleet",
-               "utilization", "redis", "description", "tenant", "quotas", "tiers"});
+  const std::set<std::string> keys = {"store",        "prefix",      "docs_url", "body_format", "max_tenants",
+                                      "request_rate", "concurrency", "fleet",    "utilization", "redis",
+                                      "description",  "tenant",      "quotas",   "tiers"};
+  auto part = [errors](auto &&parse) {
+    try {
+      parse();
+    } catch (const PolicyError &e) {
+      if (!errors) throw;
+      errors->push_back(e);
+    }
+  };
+  if (errors && doc.is_object()) {  // every unknown key said, then the rest parsed without them
+    for (auto it = doc.begin(); it != doc.end();) {
+      if (keys.count(it.key())) {
+        ++it;
+        continue;
+      }
+      errors->emplace_back(it.key().empty() ? "\"\"" : it.key(), "unknown key");
+      it = doc.erase(it);
+    }
+  }
+  Section top(doc, "", keys);
   Policy p;
   std::set<std::string> rule_names;
-  p.store = top.string("store", p.store);
-  p.prefix = top.string("prefix", p.prefix);
-  if (!valid_prefix(p.prefix)) throw PolicyError("prefix", "must be 1-64 characters of [A-Za-z0-9_.:-]");
-  p.docs_url = top.string("docs_url", "");
-  if (p.docs_url.size() > 512) throw PolicyError("docs_url", "must be at most 512 characters");
-  if (top.has("body_format")) {
-    std::string f = top.string("body_format", "json");
-    if (f == "json")
-      p.body_format = BodyFormat::json;
-    else if (f == "problem+json")
-      p.body_format = BodyFormat::problem_json;
-    else
-      throw PolicyError("body_format",
-                        "must be \"json\" or \"problem+json\" (got " + show(top.at("body_format")) + ")");
-  }
-  top.string("description", "");
-  p.max_tenants = top.integer("max_tenants", p.max_tenants, 1, 100'000'000);
-
-  if (top.has("request_rate")) {
-    Section s(top.at("request_rate"), "request_rate", {"rate", "burst", "overrides", "mode", "lease", "limits"});
-    RequestRatePolicy rr;
-    rr.limits = bucket(s);
-    rr.mode = s.mode();
-    if (s.has("lease")) {
-      // A lease larger than the bucket could never be granted whole; an override with a smaller bucket
-      // leases at most its own burst (hot_tenants.hpp).
-      Section ls(s.at("lease"), "request_rate.lease", {"max_tokens", "ttl_ms"});
-      TokenLeasePolicy l;
-      l.max_tokens = ls.integer("max_tokens", std::nullopt, 1, 1'000'000'000);
-      if (l.max_tokens > rr.limits.burst)
-        throw PolicyError("request_rate.lease.max_tokens", "must be at most the burst, " +
-                                                               std::to_string(rr.limits.burst) + " (got " +
-                                                               std::to_string(l.max_tokens) + ")");
-      l.ttl_ms = ls.integer("ttl_ms", std::nullopt, 1, 60'000);
-      rr.lease = l;
-    }
-    if (s.has("overrides")) {
-      const json &o = s.at("overrides");
-      if (!o.is_object()) throw PolicyError("request_rate.overrides", "must be an object of tenant ids");
-      for (const auto &[tenant, limits] : o.items()) {
-        std::string path = "request_rate.overrides." + tenant;
-        if (tenant.empty()) throw PolicyError("request_rate.overrides", "a tenant id must not be empty");
-        Section os(limits, path, {"rate", "burst"});
-        rr.overrides.emplace(std::string(TenantKey(tenant).view()), bucket(os));
-      }
-    }
-    p.request_rate = std::move(rr);
-    if (s.has("limits")) parse_limits(s.at("limits"), p, rule_names, "request_rate.limits", -1);
-  }
-  if (top.has("concurrency")) {
-    Section s(top.at("concurrency"), "concurrency", {"limit", "ttl_s", "routes", "mode", "lease"});
-    ConcurrencyPolicy c;
-    c.limit = s.integer("limit", std::nullopt, 1, 1'000'000);
-    c.ttl_s = s.number("ttl_s", 60.0, 0, true, 86400);
-    c.mode = s.mode();
-    if (s.has("lease")) {
-      Section ls(s.at("lease"), "concurrency.lease", {"max_slots", "ttl_ms"});
-      SlotLeasePolicy l;
-      l.max_slots = ls.integer("max_slots", std::nullopt, 1, kMaxLeasedSlots);
-      if (l.max_slots > c.limit)
-        throw PolicyError("concurrency.lease.max_slots", "must be at most the limit, " + std::to_string(c.limit) +
-                                                             " (got " + std::to_string(l.max_slots) + ")");
-      l.ttl_ms = ls.integer("ttl_ms", std::nullopt, 1, 60'000);
-      // A leased slot counts from its lease's start in Redis' set, and the set forgets slots older than
-      // ttl_s: a lease ends well before its slots could be swept while a request still holds them.
-      if (static_cast<double>(l.ttl_ms) * 2 > c.ttl_s * 1000)
-        throw PolicyError("concurrency.lease.ttl_ms", "must be at most half of concurrency.ttl_s (got " +
-                                                          std::to_string(l.ttl_ms) + " ms against ttl_s " +
-                                                          format_seconds(c.ttl_s) + ")");
-      c.lease = l;
-    }
-    if (s.has("routes")) {
-      const json &r = s.at("routes");
-      if (!r.is_array()) throw PolicyError("concurrency.routes", "must be an array of route names");
-      for (size_t i = 0; i < r.size(); i++) {
-        if (!r[i].is_string() || r[i].get<std::string>().empty())
-          throw PolicyError("concurrency.routes[" + std::to_string(i) + "]", "must be a non-empty string");
-        c.routes.push_back(r[i].get<std::string>());
-      }
-    }
-    p.concurrency = std::move(c);
-  }
-  if (top.has("fleet")) {
-    Section s(top.at("fleet"), "fleet", {"capacity", "ttl_s", "mode"});
-    FleetPolicy f;
-    f.capacity = s.integer("capacity", std::nullopt, 1, 100'000'000);
-    f.ttl_s = s.number("ttl_s", 60.0, 0, true, 86400);
-    f.mode = s.mode();
-    p.fleet = f;
-  }
-  if (top.has("utilization")) {
-    Section s(top.at("utilization"), "utilization",
-              {"workers", "good", "bad", "delay_s", "ramp_s", "sample_s", "mode"});
-    UtilizationPolicy u;
-    u.workers = s.integer("workers", 1, 1, 1'000'000);
-    u.good = s.number("good", 0.7, 0, true, 1);
-    u.bad = s.number("bad", 0.8, 0, true, 1);
-    if (u.bad < u.good) throw PolicyError("utilization.bad", "must be >= utilization.good");
-    if (u.bad >= 1) throw PolicyError("utilization.bad", "must be < 1");
-    u.delay_s = s.number("delay_s", 28.0, 0, false, 86400);
-    u.ramp_s = s.number("ramp_s", 120.0, 0, true, 86400);
-    u.sample_s = s.number("sample_s", 8.0, 0, true, 3600);
-    u.mode = s.mode();
-    p.utilization = u;
-  }
-  if (top.has("redis")) {
-    if (top.at("redis").is_object() && top.at("redis").contains("breaker_failures"))
-      throw PolicyError("redis.breaker_failures",
-                        "no longer exists: the breaker opens on a failure rate (redis.breaker_min_calls, "
-                        "redis.breaker_failure_ratio, redis.breaker_window_ms), not on consecutive failures");
-    Section s(top.at("redis"), "redis",
-              {"deadline_ms", "connect_timeout_ms", "connections", "fallback", "breaker_min_calls",
-               "breaker_failure_ratio", "breaker_window_ms", "breaker_open_ms", "flags_poll_ms", "tls", "username",
-               "password_env", "sentinel_password_env", "clock"});
-    redis_access(s, p);
-    p.redis.deadline_ms = s.integer("deadline_ms", p.redis.deadline_ms, 1, 60'000);
-    p.redis.connect_timeout_ms = s.integer("connect_timeout_ms", p.redis.connect_timeout_ms, 1, 60'000);
-    p.redis.connections = s.integer("connections", p.redis.connections, 1, 16);
-    if (s.has("fallback")) {
-      std::string f = s.string("fallback", "local");
-      if (f == "local")
-        p.redis.fallback = Fallback::local;
-      else if (f == "open")
-        p.redis.fallback = Fallback::open;
-      else if (f == "closed")
-        p.redis.fallback = Fallback::closed;
+  part([&] {
+    p.store = top.string("store", p.store);
+    p.prefix = top.string("prefix", p.prefix);
+    if (!valid_prefix(p.prefix)) throw PolicyError("prefix", "must be 1-64 characters of [A-Za-z0-9_.:-]");
+    p.docs_url = top.string("docs_url", "");
+    if (p.docs_url.size() > 512) throw PolicyError("docs_url", "must be at most 512 characters");
+    if (top.has("body_format")) {
+      std::string f = top.string("body_format", "json");
+      if (f == "json")
+        p.body_format = BodyFormat::json;
+      else if (f == "problem+json")
+        p.body_format = BodyFormat::problem_json;
       else
-        throw PolicyError("redis.fallback",
-                          "must be \"local\", \"open\" or \"closed\" (got " + show(s.at("fallback")) + ")");
+        throw PolicyError("body_format",
+                          "must be \"json\" or \"problem+json\" (got " + show(top.at("body_format")) + ")");
     }
-    p.redis.breaker_min_calls = s.integer("breaker_min_calls", p.redis.breaker_min_calls, 1, 1'000'000);
-    p.redis.breaker_failure_ratio = s.number("breaker_failure_ratio", p.redis.breaker_failure_ratio, 0, true, 1);
-    p.redis.breaker_window_ms = s.integer("breaker_window_ms", p.redis.breaker_window_ms, 10, 3'600'000);
-    p.redis.breaker_open_ms = s.integer("breaker_open_ms", p.redis.breaker_open_ms, 1, 3'600'000);
-    p.redis.flags_poll_ms = s.integer("flags_poll_ms", p.redis.flags_poll_ms, 10, 3'600'000);
-  }
-  if (top.has("tenant")) p.tenant = tenant_policy(top.at("tenant"));
-  if (top.has("quotas")) parse_quotas(top.at("quotas"), p, rule_names, "quotas", -1);
-  if (top.has("tiers")) parse_tiers(top.at("tiers"), p);
+    top.string("description", "");
+    p.max_tenants = top.integer("max_tenants", p.max_tenants, 1, 100'000'000);
+  });
+  if (top.has("request_rate"))
+    part([&] {
+      Section s(top.at("request_rate"), "request_rate", {"rate", "burst", "overrides", "mode", "lease", "limits"});
+      RequestRatePolicy rr;
+      rr.limits = bucket(s);
+      rr.mode = s.mode();
+      if (s.has("lease")) {
+        // A lease larger than the bucket could never be granted whole; an override with a smaller bucket
+        // leases at most its own burst (hot_tenants.hpp).
+        Section ls(s.at("lease"), "request_rate.lease", {"max_tokens", "ttl_ms"});
+        TokenLeasePolicy l;
+        l.max_tokens = ls.integer("max_tokens", std::nullopt, 1, 1'000'000'000);
+        if (l.max_tokens > rr.limits.burst)
+          throw PolicyError("request_rate.lease.max_tokens", "must be at most the burst, " +
+                                                                 std::to_string(rr.limits.burst) + " (got " +
+                                                                 std::to_string(l.max_tokens) + ")");
+        l.ttl_ms = ls.integer("ttl_ms", std::nullopt, 1, 60'000);
+        rr.lease = l;
+      }
+      if (s.has("overrides")) {
+        const json &o = s.at("overrides");
+        if (!o.is_object()) throw PolicyError("request_rate.overrides", "must be an object of tenant ids");
+        for (const auto &[tenant, limits] : o.items()) {
+          std::string path = "request_rate.overrides." + tenant;
+          if (tenant.empty()) throw PolicyError("request_rate.overrides", "a tenant id must not be empty");
+          Section os(limits, path, {"rate", "burst"});
+          rr.overrides.emplace(std::string(TenantKey(tenant).view()), bucket(os));
+        }
+      }
+      p.request_rate = std::move(rr);
+      if (s.has("limits")) parse_limits(s.at("limits"), p, rule_names, "request_rate.limits", -1);
+    });
+  if (top.has("concurrency"))
+    part([&] {
+      Section s(top.at("concurrency"), "concurrency", {"limit", "ttl_s", "routes", "mode", "lease"});
+      ConcurrencyPolicy c;
+      c.limit = s.integer("limit", std::nullopt, 1, 1'000'000);
+      c.ttl_s = s.number("ttl_s", 60.0, 0, true, 86400);
+      c.mode = s.mode();
+      if (s.has("lease")) {
+        Section ls(s.at("lease"), "concurrency.lease", {"max_slots", "ttl_ms"});
+        SlotLeasePolicy l;
+        l.max_slots = ls.integer("max_slots", std::nullopt, 1, kMaxLeasedSlots);
+        if (l.max_slots > c.limit)
+          throw PolicyError("concurrency.lease.max_slots", "must be at most the limit, " + std::to_string(c.limit) +
+                                                               " (got " + std::to_string(l.max_slots) + ")");
+        l.ttl_ms = ls.integer("ttl_ms", std::nullopt, 1, 60'000);
+        // A leased slot counts from its lease's start in Redis' set, and the set forgets slots older than
+        // ttl_s: a lease ends well before its slots could be swept while a request still holds them.
+        if (static_cast<double>(l.ttl_ms) * 2 > c.ttl_s * 1000)
+          throw PolicyError("concurrency.lease.ttl_ms", "must be at most half of concurrency.ttl_s (got " +
+                                                            std::to_string(l.ttl_ms) + " ms against ttl_s " +
+                                                            format_seconds(c.ttl_s) + ")");
+        c.lease = l;
+      }
+      if (s.has("routes")) {
+        const json &r = s.at("routes");
+        if (!r.is_array()) throw PolicyError("concurrency.routes", "must be an array of route names");
+        for (size_t i = 0; i < r.size(); i++) {
+          if (!r[i].is_string() || r[i].get<std::string>().empty())
+            throw PolicyError("concurrency.routes[" + std::to_string(i) + "]", "must be a non-empty string");
+          c.routes.push_back(r[i].get<std::string>());
+        }
+      }
+      p.concurrency = std::move(c);
+    });
+  if (top.has("fleet"))
+    part([&] {
+      Section s(top.at("fleet"), "fleet", {"capacity", "ttl_s", "mode"});
+      FleetPolicy f;
+      f.capacity = s.integer("capacity", std::nullopt, 1, 100'000'000);
+      f.ttl_s = s.number("ttl_s", 60.0, 0, true, 86400);
+      f.mode = s.mode();
+      p.fleet = f;
+    });
+  if (top.has("utilization"))
+    part([&] {
+      Section s(top.at("utilization"), "utilization",
+                {"workers", "good", "bad", "delay_s", "ramp_s", "sample_s", "mode"});
+      UtilizationPolicy u;
+      u.workers = s.integer("workers", 1, 1, 1'000'000);
+      u.good = s.number("good", 0.7, 0, true, 1);
+      u.bad = s.number("bad", 0.8, 0, true, 1);
+      if (u.bad < u.good) throw PolicyError("utilization.bad", "must be >= utilization.good");
+      if (u.bad >= 1) throw PolicyError("utilization.bad", "must be < 1");
+      u.delay_s = s.number("delay_s", 28.0, 0, false, 86400);
+      u.ramp_s = s.number("ramp_s", 120.0, 0, true, 86400);
+      u.sample_s = s.number("sample_s", 8.0, 0, true, 3600);
+      u.mode = s.mode();
+      p.utilization = u;
+    });
+  if (top.has("redis"))
+    part([&] {
+      if (top.at("redis").is_object() && top.at("redis").contains("breaker_failures"))
+        throw PolicyError("redis.breaker_failures",
+                          "no longer exists: the breaker opens on a failure rate (redis.breaker_min_calls, "
+                          "redis.breaker_failure_ratio, redis.breaker_window_ms), not on consecutive failures");
+      Section s(top.at("redis"), "redis",
+                {"deadline_ms", "connect_timeout_ms", "connections", "fallback", "breaker_min_calls",
+                 "breaker_failure_ratio", "breaker_window_ms", "breaker_open_ms", "flags_poll_ms", "tls", "username",
+                 "password_env", "sentinel_password_env", "clock"});
+      redis_access(s, p);
+      p.redis.deadline_ms = s.integer("deadline_ms", p.redis.deadline_ms, 1, 60'000);
+      p.redis.connect_timeout_ms = s.integer("connect_timeout_ms", p.redis.connect_timeout_ms, 1, 60'000);
+      p.redis.connections = s.integer("connections", p.redis.connections, 1, 16);
+      if (s.has("fallback")) {
+        std::string f = s.string("fallback", "local");
+        if (f == "local")
+          p.redis.fallback = Fallback::local;
+        else if (f == "open")
+          p.redis.fallback = Fallback::open;
+        else if (f == "closed")
+          p.redis.fallback = Fallback::closed;
+        else
+          throw PolicyError("redis.fallback",
+                            "must be \"local\", \"open\" or \"closed\" (got " + show(s.at("fallback")) + ")");
+      }
+      p.redis.breaker_min_calls = s.integer("breaker_min_calls", p.redis.breaker_min_calls, 1, 1'000'000);
+      p.redis.breaker_failure_ratio = s.number("breaker_failure_ratio", p.redis.breaker_failure_ratio, 0, true, 1);
+      p.redis.breaker_window_ms = s.integer("breaker_window_ms", p.redis.breaker_window_ms, 10, 3'600'000);
+      p.redis.breaker_open_ms = s.integer("breaker_open_ms", p.redis.breaker_open_ms, 1, 3'600'000);
+      p.redis.flags_poll_ms = s.integer("flags_poll_ms", p.redis.flags_poll_ms, 10, 3'600'000);
+    });
+  if (top.has("tenant")) part([&] { p.tenant = tenant_policy(top.at("tenant")); });
+  if (top.has("quotas")) part([&] { parse_quotas(top.at("quotas"), p, rule_names, "quotas", -1); });
+  if (top.has("tiers")) part([&] { parse_tiers(top.at("tiers"), p); });
   return p;
+}
+
+}  // namespace
+
+Policy parse_policy(std::string_view text) {
+  return parse_parts(text, nullptr);
+}
+
+std::vector<PolicyError> policy_errors(std::string_view text) {
+  std::vector<PolicyError> errors;
+  try {
+    parse_parts(text, &errors);
+  } catch (const PolicyError &e) {  // not JSON, or not an object: nothing else to say
+    errors.push_back(e);
+  }
+  return errors;
 }
 
 }  // namespace floodwall

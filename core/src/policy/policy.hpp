@@ -201,6 +201,9 @@ struct Policy {
 
 // Parses and validates; throws PolicyError naming the field.
 Policy parse_policy(std::string_view json);
+// Every part's first error (each top-level section checked on its own, every unknown key named); empty when
+// parse_policy would accept the document. `floodwall check` prints them.
+std::vector<PolicyError> policy_errors(std::string_view json);
 // A bucket from a rate and a burst, validated as the policy's are (PolicyError naming "rate" or "burst").
 BucketLimits bucket_limits(double rate, double burst);
 

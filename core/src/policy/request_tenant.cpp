@@ -333,12 +333,16 @@ std::optional<std::string_view> api_key_credential(const RequestHeader *headers,
   return v;
 }
 
+}  // namespace
+
 std::string credential_key(std::string_view credential) {
   auto digest = sha256(credential);
   // 128 bits: no two tenants collide by chance, and the key stays short in Redis and in metrics.
   std::string out = "key:";
   return out += hex({reinterpret_cast<const char *>(digest.data()), 16});
 }
+
+namespace {
 
 // Appended, not "ip:" + format_ip(a): GCC 12 at -O3 warns (-Wrestrict, a false positive) on the latter.
 std::string ip_key(IpAddr a, int ipv6_prefix) {

@@ -100,4 +100,7 @@ struct RequestHeader {
 std::string derive_tenant(const TenantPolicy &p, const RequestHeader *headers, size_t header_count,
                           std::string_view peer);
 
+// A credential (an API key, a Bearer token) as its tenant: "key:" + the first 32 hex digits of its SHA-256.
+std::string credential_key(std::string_view credential);
+
 }  // namespace floodwall

@@ -147,6 +147,22 @@ std::vector<std::pair<std::string, TenantControl>> MemoryStore::controlled(size_
   return out;
 }
 
+StoreStatus MemoryStore::status(int64_t fleet_ttl_us) {
+  StoreStatus st;
+  for (size_t l = 0; l < st.modes.size(); l++) st.modes[l] = fleet_modes_[l].load();
+  {
+    std::lock_guard lock(fleet_mu_);
+    st.fleet_in_flight = live(fleet_, clock_.now_us(), fleet_ttl_us);
+  }
+  {
+    std::lock_guard lock(ctl_mu_);
+    st.controlled = static_cast<int64_t>(ctl_.size());
+  }
+  st.server = "memory (this process)";
+  st.topology = "in process";
+  return st;
+}
+
 TenantState MemoryStore::inspect(const AdmitOp &op) {
   TenantState st;
   {

@@ -36,6 +36,7 @@ class MemoryStore final : public Store {
   TenantState inspect(const AdmitOp &op) override;
   void reset(const AdmitOp &op) override;
   std::vector<std::pair<std::string, TenantControl>> controlled(size_t limit) override;
+  StoreStatus status(int64_t fleet_ttl_us) override;
 
  private:
   AdmitResult admit_tables(const AdmitOp &op);

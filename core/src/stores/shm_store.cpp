@@ -512,6 +512,22 @@ std::vector<std::pair<std::string, TenantControl>> ShmStore::controlled(size_t l
   return out;
 }
 
+StoreStatus ShmStore::status(int64_t fleet_ttl_us) {
+  StoreStatus st;
+  for (size_t l = 0; l < st.modes.size(); l++) st.modes[l] = fleet_modes_[l].load();  // this process's (README)
+  {
+    auto *fleet = reinterpret_cast<Shard *>(static_cast<char *>(base_) + layout_->g.fleet_off);
+    auto *slots = reinterpret_cast<Slot *>(static_cast<char *>(base_) + layout_->g.fleet_slots_off);
+    Lock lock(fleet->mu, layout_->repairs);
+    sweep(*fleet, slots, kFleetSlots, clock_.now_us(), fleet_ttl_us, [](uint64_t) {});
+    st.fleet_in_flight = static_cast<int64_t>(fleet->slots);
+  }
+  st.controlled = static_cast<int64_t>(controlled(kCtlSlots).size());
+  st.server = "shared memory (this machine)";
+  st.topology = "one machine";
+  return st;
+}
+
 TenantState ShmStore::inspect(const AdmitOp &op) {
   TenantState st;
   control_of(op.tenant, st.control);

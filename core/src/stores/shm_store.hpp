@@ -48,6 +48,7 @@ class ShmStore final : public Store {
   TenantState inspect(const AdmitOp &op) override;
   void reset(const AdmitOp &op) override;
   std::vector<std::pair<std::string, TenantControl>> controlled(size_t limit) override;
+  StoreStatus status(int64_t fleet_ttl_us) override;
 
   // Publishes this process's time-weighted busy workers and its workers, and returns the machine's
   // utilization: the sum of busy over the sum of workers of its live processes (dead ones reaped).

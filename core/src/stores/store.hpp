@@ -259,6 +259,17 @@ struct StoreStats {
 // -1: no fleet-wide mode is set for that limiter, else a Mode.
 using FleetModes = std::array<int8_t, kLimiterCount>;
 
+// What the store holds for the fleet as a whole, read at once for an operator (`floodwall status`).
+struct StoreStatus {
+  FleetModes modes{};            // the fleet-wide modes the store holds now (-1: none)
+  int64_t fleet_in_flight = -1;  // the fleet shedder's live slots plus the clients' live reports; -1: unknown
+  int64_t reporting_clients = 0;  // clients whose report of in-process fleet usage is live (leases)
+  int64_t controlled = 0;         // tenants with a control record
+  std::string server;             // what answers: "redis 7.0.15", "memory (this process)", ...
+  std::string topology;           // "standalone", "cluster of 3 masters", "sentinel: master at 10.0.0.5:6379"
+  int64_t round_trip_us = -1;     // one PING's round trip over the admin connection; -1: not measured
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -291,6 +302,9 @@ class Store {
   // Sets a limiter's fleet-wide mode (-1: none) where the fleet reads it: in this process for the
   // in-process stores, in <prefix>:flags on Redis (every client's next poll).
   virtual void set_fleet_mode(Limiter l, int8_t mode) { fleet_modes_[static_cast<size_t>(l)].store(mode); }
+  // The fleet-wide modes, the fleet's usage (its slots live within fleet_ttl_us) and the store's health,
+  // read from the store now (not from what this client polled last).
+  virtual StoreStatus status(int64_t fleet_ttl_us) = 0;
 
   // Leases (a store shared over the network: the in-process stores decide every request in process
   // already). lease_async calls done->complete exactly once, possibly before returning; end_lease gives

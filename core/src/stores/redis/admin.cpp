@@ -8,6 +8,7 @@
 #include <hiredis/hiredis.h>
 
 #include <charconv>
+#include <chrono>
 
 #include "stores/quota_window.hpp"
 #include "stores/redis/redis_store.hpp"
@@ -157,6 +158,58 @@ void admin_reset(const AdminRunner &tenant_node, const std::string &prefix, cons
   check(replies.front().get(), "the tenant's reset");
 }
 
+StoreStatus admin_status(const AdminRunner &flags_node, const AdminRunner &fleet_node, const AdminRunner &index_node,
+                         const std::string &prefix, const std::string &fleet_key, const std::string &reports_key,
+                         int64_t fleet_ttl_us) {
+  StoreStatus st;
+  auto t0 = std::chrono::steady_clock::now();
+  auto ping = flags_node({{"PING"}});
+  st.round_trip_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+  check(ping.front().get(), "PING");
+  auto flags = flags_node({{"HGETALL", prefix + ":flags"}, {"INFO", "server"}});
+  check(flags[0].get(), "a read of the flags");
+  st.modes.fill(-1);
+  const redisReply *f = flags[0].get();
+  for (size_t i = 0; f->type == REDIS_REPLY_ARRAY && i + 1 < f->elements; i += 2) {
+    for (int l = 1; l < kLimiterCount; l++) {
+      if (text(f->element[i]) != limiter_name(static_cast<Limiter>(l))) continue;
+      for (int m = 0; m <= static_cast<int>(Mode::off); m++)
+        if (text(f->element[i + 1]) == mode_name(static_cast<Mode>(m))) st.modes[l] = static_cast<int8_t>(m);
+    }
+  }
+  std::string_view info = text(flags[1].get());
+  size_t v = info.find("redis_version:");
+  if (v != std::string_view::npos) {
+    std::string_view rest = info.substr(v + 14);
+    st.server = "redis " + printable(rest.substr(0, rest.find_first_of("\r\n")));
+  } else {
+    st.server = "redis";
+  }
+  auto time = fleet_node({{"TIME"}});
+  check(time.front().get(), "TIME");
+  const redisReply *t = time.front().get();
+  if (t->type != REDIS_REPLY_ARRAY || t->elements != 2) throw StoreError("store: Redis' TIME: no answer");
+  int64_t now = number(text(t->element[0])) * 1'000'000 + number(text(t->element[1]));
+  auto fleet =
+      fleet_node({{"ZCOUNT", fleet_key, "(" + std::to_string(now - fleet_ttl_us), "+inf"}, {"HGETALL", reports_key}});
+  check(fleet[0].get(), "a read of the fleet set");
+  check(fleet[1].get(), "a read of the fleet's reports");
+  st.fleet_in_flight = fleet[0]->type == REDIS_REPLY_INTEGER ? fleet[0]->integer : 0;
+  const redisReply *rep = fleet[1].get();
+  for (size_t i = 0; rep->type == REDIS_REPLY_ARRAY && i + 1 < rep->elements; i += 2) {
+    std::string_view field = text(rep->element[i]), value = text(rep->element[i + 1]);
+    size_t colon = value.find(':');
+    if (field == "sum" || colon == std::string_view::npos || number(value.substr(colon + 1)) <= now) continue;
+    st.fleet_in_flight += number(value.substr(0, colon));
+    st.reporting_clients++;
+  }
+  auto index = index_node({{"SCARD", control_index_key(prefix)}});
+  check(index.front().get(), "the control records' index");
+  st.controlled = index.front()->type == REDIS_REPLY_INTEGER ? index.front()->integer : 0;
+  return st;
+}
+
 std::vector<std::pair<std::string, TenantControl>> admin_controlled(
     const AdminRunner &index_node, const std::function<AdminRunner(const TenantKey &)> &node_of,
     const std::string &prefix, size_t limit) {
@@ -242,6 +295,18 @@ void RedisStore::set_fleet_mode(Limiter l, int8_t mode) {
   auto replies = admin_run(cmd);
   check(replies.front().get(), "the fleet-wide mode");
   fleet_modes_[static_cast<size_t>(l)].store(mode);  // here at once; the others at their next poll
+}
+
+StoreStatus RedisStore::status(int64_t fleet_ttl_us) {
+  AdminRunner run = [this](const auto &cmds) { return admin_run(cmds); };
+  StoreStatus st = admin_status(run, run, run, prefix_, fleet_key_, reports_key_, fleet_ttl_us);
+  if (sentinel_) {
+    std::optional<RedisEndpoint> m = sentinel_->master();
+    st.topology = m ? "sentinel: master " + m->host + ":" + std::to_string(m->port) : "sentinel: no master known";
+  } else {
+    st.topology = "standalone";
+  }
+  return st;
 }
 
 std::vector<std::pair<std::string, TenantControl>> RedisStore::controlled(size_t limit) {

@@ -26,6 +26,11 @@ void admin_control(const AdminRunner &tenant_node, const AdminRunner &index_node
                    const std::string &prefix, const TenantKey &tenant, const ControlChange &change);
 TenantState admin_inspect(const AdminRunner &tenant_node, const std::string &prefix, const AdmitOp &op);
 void admin_reset(const AdminRunner &tenant_node, const std::string &prefix, const AdmitOp &op);
+// The fleet-wide modes (flags), the fleet's usage (its set and the clients' reports) and the control records'
+// count, each read on the node that holds it; the round trip and the server's version from the flags' node.
+StoreStatus admin_status(const AdminRunner &flags_node, const AdminRunner &fleet_node, const AdminRunner &index_node,
+                         const std::string &prefix, const std::string &fleet_key, const std::string &reports_key,
+                         int64_t fleet_ttl_us);
 std::vector<std::pair<std::string, TenantControl>> admin_controlled(
     const AdminRunner &index_node, const std::function<AdminRunner(const TenantKey &)> &node_of,
     const std::string &prefix, size_t limit);

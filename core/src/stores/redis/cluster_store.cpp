@@ -733,6 +733,20 @@ void ClusterStore::set_fleet_mode(Limiter l, int8_t mode) {
   fleet_modes_[static_cast<size_t>(l)].store(mode);
 }
 
+StoreStatus ClusterStore::status(int64_t fleet_ttl_us) {
+  StoreStatus st = admin_status(
+      runner_of_key(policy_.prefix + ":flags"), runner_of_key(RedisStore::fleet_key_for(policy_.prefix, true)),
+      runner_of_key(control_index_key(policy_.prefix)), policy_.prefix, RedisStore::fleet_key_for(policy_.prefix, true),
+      RedisStore::reports_key_for(policy_.prefix, true), fleet_ttl_us);
+  std::vector<const RedisStore *> masters;
+  for (const auto &o : owner_) {
+    const RedisStore *s = o.load(std::memory_order_acquire);
+    if (s && std::find(masters.begin(), masters.end(), s) == masters.end()) masters.push_back(s);
+  }
+  st.topology = "cluster of " + std::to_string(masters.size()) + " masters";
+  return st;
+}
+
 std::vector<std::pair<std::string, TenantControl>> ClusterStore::controlled(size_t limit) {
   return admin_controlled(
       runner_of_key(control_index_key(policy_.prefix)), [this](const TenantKey &t) { return runner_of(t); },

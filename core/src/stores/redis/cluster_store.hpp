@@ -57,6 +57,7 @@ class ClusterStore final : public Store, private ClusterHooks {
   TenantState inspect(const AdmitOp &op) override;
   void reset(const AdmitOp &op) override;
   std::vector<std::pair<std::string, TenantControl>> controlled(size_t limit) override;
+  StoreStatus status(int64_t fleet_ttl_us) override;
   void set_fleet_mode(Limiter l, int8_t mode) override;
   void admit_async(const AdmitOp &op, AdmitCompletion *done) override;
   void release(const ReleaseOp &op) override;

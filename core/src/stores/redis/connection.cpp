@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -207,7 +208,11 @@ Connection::Step Connection::advance() {
     socklen_t len = sizeof err;
     if (getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
     if (err == EINPROGRESS || err == EALREADY) return Step::again;
-    if (err) return fail(FailReason::connection, std::string("cannot connect (") + std::strerror(err) + ")");
+    if (err) {  // "connection refused": strerror's words, lower-case, as they read inside a sentence
+      std::string why = std::strerror(err);
+      if (!why.empty()) why[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(why[0])));
+      return fail(FailReason::connection, why);
+    }
     // Connected, or still connecting: a zero-byte peek would not tell; poll said writable, which is it.
     state_ = ssl_ ? State::handshaking : State::open;
   }

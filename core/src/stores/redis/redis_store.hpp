@@ -69,6 +69,7 @@ class RedisStore final : public Store {
   TenantState inspect(const AdmitOp &op) override;
   void reset(const AdmitOp &op) override;
   std::vector<std::pair<std::string, TenantControl>> controlled(size_t limit) override;
+  StoreStatus status(int64_t fleet_ttl_us) override;
   void set_fleet_mode(Limiter l, int8_t mode) override;
   // The admin API's commands, over a blocking connection of their own (admin.cpp); throws StoreError.
   std::vector<ReplyPtr> admin_run(const std::vector<std::vector<std::string>> &cmds);
