@@ -6,6 +6,7 @@ _Bytes = Union[str, bytes]
 _Headers = Union[Iterable[Tuple[_Bytes, _Bytes]], Mapping[Any, Any]]
 
 def version() -> str: ...
+def cli_run(argv: List[str]) -> Tuple[int, bytes, bytes]: ...
 
 BACKOFF_DEFAULTS: Dict[str, Union[float, int]]
 

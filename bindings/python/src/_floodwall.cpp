@@ -641,6 +641,27 @@ PYBIND11_MODULE(_floodwall, m) {
 
   m.def(
       "version", [] { return std::string(fw_version()); }, "The C library's runtime version.");
+  m.def(
+      "cli_run",
+      [](const py::list &argv) {
+        std::vector<std::string> words;
+        for (const py::handle &a : argv) words.push_back(a.cast<std::string>());
+        std::vector<const char *> args;
+        for (const std::string &a : words) args.push_back(a.c_str());
+        int code = 1, rc;
+        fw_buf out = FW_BUF_INIT, err = FW_BUF_INIT;
+        {
+          py::gil_scoped_release nogil;  // the store's connect time-out and deadline
+          rc = fw_cli_run(static_cast<int>(args.size()), args.data(), &code, &out, &err);
+        }
+        check(rc);
+        py::bytes o(out.ptr ? out.ptr : "", out.size), e(err.ptr ? err.ptr : "", err.size);
+        fw_buf_dispose(&out);
+        fw_buf_dispose(&err);
+        return py::make_tuple(code, o, e);
+      },
+      py::arg("argv"),
+      "fw_cli_run: the floodwall command on argv (argv[0] the program's name): (exit status, stdout, stderr).");
 
   const fw_backoff defaults = FW_BACKOFF_INIT;
   py::dict backoff_defaults;
