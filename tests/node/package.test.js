@@ -52,6 +52,9 @@ test('the tarball installs into an empty project and the README example serves r
   npm(['install', '--no-audit', '--no-fund', '--no-package-lock', '--prefer-offline', '--loglevel=error', '--no-update-notifier',
     '--userconfig', userconfig, tarball, 'express@^5'], project, env);
   assert.ok(fs.existsSync(path.join(project, 'node_modules', 'floodwall', 'build-node', 'floodwall.node')));
+  // npm linked the command (package.json "bin"): what `npx floodwall` runs.
+  const cmd = execFileSync(path.join(project, 'node_modules', '.bin', 'floodwall'), ['--version'], { encoding: 'utf8', env });
+  assert.match(cmd, /^floodwall \d+\.\d+\.\d+\n$/);
 
   fs.copyFileSync(path.join(ROOT, 'bindings', 'node', 'examples', 'express_app.js'), path.join(project, 'app.js'));
   const server = spawn(process.execPath, ['app.js'], { cwd: project, env: { ...env, PORT: '0' }, stdio: ['ignore', 'pipe', 'inherit'] });
@@ -108,6 +111,9 @@ test('with its prebuilt addon the package installs with --ignore-scripts and no 
     '--no-update-notifier', '--userconfig', userconfig, path.join(dir, info.filename)], project, bare);
   const installed = path.join(project, 'node_modules', 'floodwall');
   assert.ok(!fs.existsSync(path.join(installed, 'build-node')), 'nothing was built');
+  const help = execFileSync(process.execPath, [path.join(project, 'node_modules', '.bin', 'floodwall'), 'check', '--help'],
+    { encoding: 'utf8', env: bare });
+  assert.ok(help.startsWith('Usage: floodwall check --policy FILE'), help);
   const out = execFileSync(process.execPath, ['-e', `
     const { Floodwall } = require('floodwall');
     const fw = new Floodwall({ request_rate: { rate: 0.001, burst: 2 } });

@@ -792,6 +792,27 @@ Napi::Value ParseRetryAfter(const Napi::CallbackInfo &info) {
   return Napi::Number::New(env, out);
 }
 
+// cliRun(argv: string[]): {code, out, err}: the floodwall command (fw_cli_run), for bin/floodwall.js. Blocking
+// (the store's connect time-out and deadline): a command-line program's whole job, never a server's path.
+Napi::Value CliRun(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  Napi::Array argv = info[0].As<Napi::Array>();
+  std::vector<std::string> words;
+  for (uint32_t i = 0; i < argv.Length(); i++) words.push_back(argv.Get(i).As<Napi::String>().Utf8Value());
+  std::vector<const char *> args;
+  for (const std::string &w : words) args.push_back(w.c_str());
+  int code = 1;
+  fw_buf out = FW_BUF_INIT, err = FW_BUF_INIT;
+  Check(env, fw_cli_run(static_cast<int>(args.size()), args.data(), &code, &out, &err));
+  Napi::Object r = Napi::Object::New(env);
+  r.Set("code", code);
+  r.Set("out", Napi::Buffer<char>::Copy(env, out.ptr ? out.ptr : "", out.size));
+  r.Set("err", Napi::Buffer<char>::Copy(env, err.ptr ? err.ptr : "", err.size));
+  fw_buf_dispose(&out);
+  fw_buf_dispose(&err);
+  return r;
+}
+
 // ------------------------------------------------------------------------------------------------ module
 
 Napi::Value SetErrorFactory(const Napi::CallbackInfo &info) {
@@ -827,6 +848,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("adminList", Napi::Function::New<AdminList>(env, "adminList"));
   exports.Set("backoffDelay", Napi::Function::New<BackoffDelay>(env, "backoffDelay"));
   exports.Set("parseRetryAfter", Napi::Function::New<ParseRetryAfter>(env, "parseRetryAfter"));
+  exports.Set("cliRun", Napi::Function::New<CliRun>(env, "cliRun"));
   exports.Set("setErrorFactory", Napi::Function::New<SetErrorFactory>(env, "setErrorFactory"));
   exports.Set("version", Napi::String::New(env, fw_version()));
   exports.Set("rawSize", Napi::Number::New(env, kRawSize));
