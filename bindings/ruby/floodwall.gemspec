@@ -21,8 +21,10 @@ Gem::Specification.new do |spec|
   spec.required_ruby_version = ">= 3.0"
   spec.extensions = ["ext/floodwall/extconf.rb"]
   spec.require_paths = ["lib"]
+  spec.bindir = "exe"
+  spec.executables = ["floodwall"]  # the floodwall command (fw_cli_run)
   Dir.chdir(__dir__) do
-    spec.files = Dir["lib/**/*.rb", "ext/floodwall/extconf.rb", "ext/floodwall/floodwall.i",
+    spec.files = Dir["lib/**/*.rb", "exe/*", "ext/floodwall/extconf.rb", "ext/floodwall/floodwall.i",
                      "ext/floodwall/floodwall_wrap.c", "ext/floodwall/vendor/**/*", "examples/*",
                      "README.md"].select { |f| File.file?(f) }
   end

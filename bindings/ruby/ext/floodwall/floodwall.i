@@ -701,6 +701,31 @@ static VALUE fw_rb_admin_list(VALUE handle, VALUE limit) {
   call.limit = RTEST(rb_funcall(limit, rb_intern(">"), 1, ULL2NUM(SIZE_MAX))) ? SIZE_MAX : (size_t)NUM2ULL(limit);
   return fw_rb_admin_run(&call);
 }
+/* fw_cli_run: the floodwall command (exe/floodwall) on an Array of Strings, argv[0] the program's name:
+   [exit status, stdout, stderr]. It holds the GVL while it waits on the store (at most its connect time-out
+   and deadline per call): it is a command-line program's whole job. */
+static VALUE fw_rb_cli_run(VALUE argv) {
+  Check_Type(argv, T_ARRAY);
+  long n = RARRAY_LEN(argv);
+  VALUE words = rb_ary_new_capa(n);
+  for (long i = 0; i < n; i++) {
+    VALUE w = rb_ary_entry(argv, i);
+    StringValueCStr(w); /* no NUL inside: a C string each */
+    rb_ary_push(words, w);
+  }
+  const char **args = ALLOCA_N(const char *, n > 0 ? n : 1);
+  for (long i = 0; i < n; i++) args[i] = RSTRING_PTR(rb_ary_entry(words, i));
+  int code = 1;
+  fw_buf out = FW_BUF_INIT, err = FW_BUF_INIT;
+  int rc = fw_cli_run((int)n, args, &code, &out, &err);
+  RB_GC_GUARD(words);
+  if (rc != FW_OK) fw_rb_raise(rc);
+  VALUE o = rb_utf8_str_new(out.ptr ? out.ptr : "", (long)out.size);
+  VALUE e = rb_utf8_str_new(err.ptr ? err.ptr : "", (long)err.size);
+  fw_buf_dispose(&out);
+  fw_buf_dispose(&err);
+  return rb_ary_new_from_args(3, INT2NUM(code), o, e);
+}
 %}
 
 /* fw_admit -> admit, FW_LIMITER_FLEET -> LIMITER_FLEET. */
@@ -748,6 +773,8 @@ static VALUE fw_rb_admin_list(VALUE handle, VALUE limit) {
 %ignore fw_admin_reset;
 %ignore fw_admin_set_mode;
 %ignore fw_admin_list;
+%ignore fw_admin_status;
+%ignore fw_cli_run;
 %ignore FW_REQUEST_INIT;
 %ignore FW_DECISION_INIT;
 %ignore FW_BUF_INIT;
@@ -861,3 +888,4 @@ VALUE fw_rb_admin_show(VALUE handle, VALUE tenant);
 VALUE fw_rb_admin_reset(VALUE handle, VALUE tenant);
 VALUE fw_rb_admin_set_mode(VALUE handle, VALUE limiter, VALUE mode);
 VALUE fw_rb_admin_list(VALUE handle, VALUE limit);
+VALUE fw_rb_cli_run(VALUE argv);
