@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make install` as a C user meets it: install into a throwaway prefix, then build the README's quick start
-# against it twice, through pkg-config and through CMake's find_package(floodwall), and run both.
+# against it twice, through pkg-config and through CMake's find_package(floodwall), and run both; and the
+# floodwall command it installs to bin/.
 set -euo pipefail
 build=$1
 src=$2
@@ -25,4 +26,7 @@ CMAKE
 cmake -S "$prefix/consumer" -B "$prefix/consumer/build" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$prefix/consumer/build" >/dev/null
 "$prefix/consumer/build/quickstart" | grep -q '^200$'
-echo "install_test: pkg-config and find_package consumers built and ran"
+# The floodwall command, installed to bin/ and runnable from there (the library is linked into it).
+"$prefix/bin/floodwall" --version | grep -q '^floodwall [0-9]*\.[0-9]*\.[0-9]*$'
+"$prefix/bin/floodwall" check --help | grep -q '^Usage: floodwall check --policy FILE$'
+echo "install_test: pkg-config and find_package consumers built and ran; bin/floodwall runs"
