@@ -12,7 +12,8 @@
 # redis-server is stopped by pid.
 #
 # FW_BENCH_ARGS adds flags to redis_path, e.g. FW_BENCH_ARGS="--seconds 1 --rounds 1" for a quick run.
-# FW_BENCH_CPP_ONLY=1 runs redis_path alone: no peers installed, no script_cost.sh, no language benchmarks.
+# FW_BENCH_CPP_ONLY=1 runs redis_path alone: no peers installed, no script_cost.sh, no language benchmarks,
+# no HTTP section (bench/http/run.js; FW_BENCH_HTTP=0 leaves out that one alone).
 # FW_BENCH_OUT=DIR writes RESULTS.md and results.json into DIR instead of bench/ (for a trial run that
 # must not replace the committed figures), e.g.
 #   FW_BENCH_CPP_ONLY=1 FW_BENCH_OUT=/tmp/fw FW_BENCH_ARGS="--sections tls --seconds 1 --rounds 1" bash bench/run.sh
@@ -46,11 +47,13 @@ cmake --build "$BUILD" --target redis_path floodwall -j "$JOBS"
 # The language benchmarks' peers, installed here so that `make bench` works from a clean clone. Python:
 # the shared venv (packaging/python-venv.sh) with floodwall from this checkout and `limits` with
 # redis-py (FW_BENCH_PYTHON names another interpreter that has both). Node: `npm install` of the
-# package, whose devDependencies hold rate-limiter-flexible and ioredis. Ruby: rack-attack and
+# package, whose devDependencies hold rate-limiter-flexible, ioredis, express-rate-limit, rate-limit-redis
+# and autocannon (bench/http). Ruby: rack-attack and
 # redis-rb come from Debian (packaging/install-deps.sh).
 if [[ $CPP_ONLY != 1 ]]; then
   PYTHON=${FW_BENCH_PYTHON:-$(bash "$ROOT/packaging/python-venv.sh" "limits[redis]>=3.10" | tail -n 1)}
-  if [[ ! -d $ROOT/node_modules/rate-limiter-flexible || ! -d $ROOT/node_modules/ioredis ]]; then
+  if [[ ! -d $ROOT/node_modules/rate-limiter-flexible || ! -d $ROOT/node_modules/ioredis || ! -d $ROOT/node_modules/autocannon ||
+        ! -d $ROOT/node_modules/express-rate-limit || ! -d $ROOT/node_modules/rate-limit-redis ]]; then
     (cd "$ROOT" && FLOODWALL_BUILD_FROM_SOURCE=1 npm install --no-audit --no-fund --no-package-lock --no-update-notifier --loglevel=error)
   fi
 fi
@@ -237,6 +240,21 @@ for lang in python node ruby; do
   [[ $rc -eq 0 ]] || status=1
 done
 
+# Middleware over real HTTP (bench/http/run.js): each framework with no limiter, with its incumbent and with
+# floodwall, as apps of their own loaded by autocannon. FW_BENCH_HTTP=0 leaves it out; FW_BENCH_HTTP_ARGS
+# adds flags (e.g. "--rounds 1 --seconds 2").
+if [[ $CPP_ONLY != 1 && ${FW_BENCH_HTTP:-1} == 1 ]]; then
+  redis-cli -p "$PORT" flushall >/dev/null
+  echo "bench: node bench/http/run.js"
+  rc=0
+  # shellcheck disable=SC2086 # FW_BENCH_HTTP_ARGS is a list of flags
+  (cd "$ROOT" && FW_BENCH_REDIS_PID=$REDIS_PID node bench/http/run.js --markdown "$WORK/http.md" ${FW_BENCH_HTTP_ARGS:-}) \
+    >"$WORK/http.json" || rc=$?
+  [[ ! -f $WORK/http.md ]] || cat "$WORK/http.md"
+  echo "$rc" >"$WORK/http.rc"
+  [[ $rc -eq 0 ]] || status=1
+fi
+
 # ------------------------------------------------------------------------------------ the report
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 export START LOAD_BEFORE LOAD_AFTER WORK ROOT OUT CPP_ONLY
@@ -291,6 +309,16 @@ for lang, path in (("python", "bench/python/run.py"), ("node", "bench/node/run.j
         parsed = None
     langs[lang] = {"runner": path, "exit_status": rc, "output": parsed if parsed is not None else text}
 results["languages"] = langs
+http_md = None
+if os.path.exists(os.path.join(work, "http.rc")):
+    rc = int(open(os.path.join(work, "http.rc")).read())
+    try:
+        results["http"] = json.load(open(os.path.join(work, "http.json")))
+        http_md = open(os.path.join(work, "http.md")).read()
+    except (OSError, ValueError):
+        results["http"] = None
+    if rc != 0 or http_md is None:
+        http_md = f"**bench/http/run.js failed with exit status {rc}; see the output of bench/run.sh.**\n"
 
 with open(os.path.join(out, "results.json"), "w") as f:
     json.dump(results, f, indent=2)
@@ -318,6 +346,11 @@ md = ["# floodwall benchmark results", "",
       "`redis-benchmark -c 64 -P 16`; the redis-server's CPU time per call, best of 3 runs.", "",
       "```", script_cost.rstrip(), "```", "",
       "Where the time goes and what to change: `bench/cpp/PROFILE.md`.", ""]
+if http_md is not None:
+    md += ["## Middleware over real HTTP (`bench/http/run.js`)", "",
+           "Each app a process of its own on the same redis-server, the limit never reached; the overhead is "
+           "what the limiter adds to the same framework's request with no limiter; CPU per request from "
+           "/proc/PID/stat of the app and of the redis-server.", "", http_md]
 for lang, r in langs.items():
     md += [f"## {lang} (`{r['runner']}`)", ""]
     if r["exit_status"] != 0:

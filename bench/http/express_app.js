@@ -1,0 +1,53 @@
+'use strict';
+// One Express app behind one limiter (FW_HTTP_LIMITER), for bench/http/run.js: none, express-rate-limit
+// with its memory store or with rate-limit-redis (ioredis, auto-pipelined), or floodwall's Express
+// middleware on memory:// or Redis with the README's example policy (100 requests/s per tenant, bursts to
+// 500, 20 in flight). The tenant is the X-API-Key header in every variant; no limit is ever reached at the
+// load the benchmark offers (1,000 tenants). Prints "listening on PORT" once it serves.
+const express = require('express');
+
+const limiter = process.env.FW_HTTP_LIMITER || 'none';
+const redisUrl = process.env.FW_BENCH_REDIS;
+
+let fw = null; // floodwall's client: its metrics say where each decision came from
+
+async function middleware() {
+  if (limiter === 'none') return null;
+  if (limiter === 'floodwall-memory' || limiter === 'floodwall-redis') {
+    const { Floodwall, express: floodwall } = require('../..');
+    const store = limiter === 'floodwall-redis' ? redisUrl : 'memory://';
+    fw = new Floodwall({ store, prefix: 'fwhttp', request_rate: { rate: 100, burst: 500 }, concurrency: { limit: 20 } });
+    return floodwall(fw);
+  }
+  const { rateLimit } = require('express-rate-limit');
+  const options = {
+    windowMs: 60_000,
+    limit: 30_000, // per tenant and minute: never reached here
+    standardHeaders: 'draft-7',
+    legacyHeaders: false,
+    keyGenerator: (req) => req.get('x-api-key') || 'anonymous',
+    validate: false,
+  };
+  if (limiter === 'erl-redis') {
+    const { RedisStore } = require('rate-limit-redis');
+    const Redis = require('ioredis');
+    const client = new Redis(redisUrl, { enableAutoPipelining: true });
+    options.store = new RedisStore({ sendCommand: (command, ...args) => client.call(command, ...args), prefix: 'erlhttp:' });
+  } else if (limiter !== 'erl-memory') {
+    throw new Error(`FW_HTTP_LIMITER: unknown limiter ${limiter}`);
+  }
+  return rateLimit(options);
+}
+
+middleware().then((mw) => {
+  const app = express();
+  app.set('etag', false);
+  // Where floodwall's decisions came from (the store, or the fallback when the store did not answer in time).
+  app.get('/__sources', (req, res) => res.json(fw ? fw.metrics().sources : null));
+  if (mw) app.use(mw);
+  app.get('/', (req, res) => res.json({ ok: true }));
+  const server = app.listen(0, '127.0.0.1', () => console.log(`listening on ${server.address().port}`));
+}, (err) => {
+  console.error(err);
+  process.exit(1);
+});
