@@ -301,6 +301,18 @@ FW_EXTERN int fw_admit_async3(fw_client *c, const fw_request *req, fw_decision *
 FW_EXTERN int fw_client_can_block(fw_client *c, int *out);
 
 /**
+ * Batches this thread's store writes, for an event loop (as ioredis' auto-pipelining does): from
+ * fw_client_hold until fw_client_flush, the fw_admit_async* and fw_release calls of the calling thread are
+ * queued for the store's I/O thread without waking it, and fw_client_flush wakes it once, to write them all
+ * in one syscall (one pipeline: Redis reads them at once, instead of one read per request). The loop holds
+ * while it runs a turn's callbacks and flushes before it waits for I/O again, so that a call waits at most
+ * for the rest of its turn. A blocking fw_admit of the holding thread flushes first; other threads' calls
+ * are never held. No-ops on the in-process stores.
+ */
+FW_EXTERN int fw_client_hold(fw_client *c);
+FW_EXTERN int fw_client_flush(fw_client *c);
+
+/**
  * The name of the policy's limit or quota at `index` (fw_decision.rule, dark_rule, shown_rule and the bits
  * of rules; the limits in policy order, then the quotas) into *out, which stays valid as long as the
  * client (until fw_client_free); *is_quota, when not NULL, is 1 for a quota. FW_EINVAL for an index the

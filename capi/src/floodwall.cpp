@@ -370,6 +370,22 @@ int fw_client_can_block(fw_client *c, int *out) {
   });
 }
 
+int fw_client_hold(fw_client *c) {
+  return guarded([&]() -> int {
+    Use use(c);
+    guard_of(c).store().hold_writes();
+    return FW_OK;
+  });
+}
+
+int fw_client_flush(fw_client *c) {
+  return guarded([&]() -> int {
+    Use use(c);
+    guard_of(c).store().flush_writes();
+    return FW_OK;
+  });
+}
+
 int fw_client_rule_name(fw_client *c, int index, const char **out, int *is_quota) {
   return guarded([&]() -> int {
     Use use(c);

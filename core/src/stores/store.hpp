@@ -290,6 +290,12 @@ class Store {
   }
   // Whether admit() can wait on I/O (a network store); the in-process stores answer at once.
   virtual bool can_block() const { return false; }
+  // Batching for an event loop (fw_client_hold, fw_client_flush): from hold_writes until flush_writes, the
+  // async admits and releases of the calling thread are queued for the I/O thread without waking it, so
+  // that a turn's calls go out in one write (one read for Redis); a blocking admit flushes first. No-ops
+  // for the in-process stores.
+  virtual void hold_writes() {}
+  virtual void flush_writes() {}
 
   // The admin API (blocking, within the store's deadline; a store that cannot answer throws StoreError).
   // The op names the tenant and, for inspect, the limiters and rules whose state to read (rate, conc,

@@ -733,6 +733,16 @@ void ClusterStore::set_fleet_mode(Limiter l, int8_t mode) {
   fleet_modes_[static_cast<size_t>(l)].store(mode);
 }
 
+void ClusterStore::hold_writes() {
+  std::shared_lock lock(nodes_mu_);
+  for (const auto &n : nodes_) n->store->hold_writes();
+}
+
+void ClusterStore::flush_writes() {
+  std::shared_lock lock(nodes_mu_);
+  for (const auto &n : nodes_) n->store->flush_writes();
+}
+
 StoreStatus ClusterStore::status(int64_t fleet_ttl_us) {
   StoreStatus st = admin_status(
       runner_of_key(policy_.prefix + ":flags"), runner_of_key(RedisStore::fleet_key_for(policy_.prefix, true)),

@@ -63,6 +63,8 @@ class ClusterStore final : public Store, private ClusterHooks {
   void release(const ReleaseOp &op) override;
   StoreStats stats() const override;
   bool can_block() const override { return true; }
+  void hold_writes() override;
+  void flush_writes() override;
   bool supports_leases() const override { return true; }
   void lease_async(const LeaseOp &op, LeaseCompletion *done) override;
   void end_lease(const LeaseOp &op) override;

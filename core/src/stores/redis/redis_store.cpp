@@ -211,6 +211,7 @@ AdmitResult RedisStore::admit(const AdmitOp &op) {
   }
   thread_local SyncWaiter waiter;
   admit_async(op, &waiter);
+  end_hold(&tl_submitter);  // a blocking admit never waits for a hold of its own thread's to end
   return waiter.wait();
 }
 
@@ -492,19 +493,50 @@ void RedisStore::fleet_report_async(const FleetReportOp &op, FleetReportCompleti
 }
 
 void RedisStore::submit(Call *c) {
-  bool was_empty;
+  bool wake;
   const void *self = &tl_submitter;
   bool counted = tl_io_of != this;
   {
     std::lock_guard lock(queue_mu_);
-    was_empty = queue_.empty();
+    bool was_empty = queue_.empty();
     queue_.push_back(c);
     if (counted && self != last_submitter_) {
       if (last_submitter_) submitter_changes_++;
       last_submitter_ = self;
     }
+    if (held_by_ == self) {  // the holder's flush_writes() wakes the I/O thread once for the turn
+      held_pending_ = true;
+      wake = false;
+    } else {  // a queue with held calls in it was not empty, and no wake-up is on its way for them
+      wake = was_empty || held_pending_;
+      held_pending_ = false;
+    }
   }
-  if (was_empty) {
+  if (wake) {
+    uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof one);
+  }
+}
+
+void RedisStore::hold_writes() {
+  std::lock_guard lock(queue_mu_);
+  held_by_ = &tl_submitter;
+}
+
+void RedisStore::flush_writes() {
+  end_hold(nullptr);
+}
+
+void RedisStore::end_hold(const void *only) {
+  bool wake;
+  {
+    std::lock_guard lock(queue_mu_);
+    if (only && held_by_ != only) return;
+    held_by_ = nullptr;
+    wake = held_pending_;
+    held_pending_ = false;
+  }
+  if (wake) {
     uint64_t one = 1;
     (void)!write(wake_fd_, &one, sizeof one);
   }

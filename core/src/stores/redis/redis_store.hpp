@@ -77,6 +77,8 @@ class RedisStore final : public Store {
   void release(const ReleaseOp &op) override;
   StoreStats stats() const override;
   bool can_block() const override { return true; }
+  void hold_writes() override;
+  void flush_writes() override;
   bool supports_leases() const override { return true; }
   void lease_async(const LeaseOp &op, LeaseCompletion *done) override;
   void end_lease(const LeaseOp &op) override;
@@ -182,6 +184,9 @@ class RedisStore final : public Store {
     uint64_t releases_sent = 0, releases_done = 0, drain_to = 0;
   };
   void submit(Call *c);
+  // Ends the hold (hold_writes) when `only` holds it, or whoever does when null; wakes the I/O thread for
+  // what was held.
+  void end_hold(const void *only);
   void format_admit(const AdmitOp &op, std::string &cmd) const;
   bool direct_admit(const AdmitOp &op, AdmitResult &r);
   void run();
@@ -300,6 +305,8 @@ class RedisStore final : public Store {
   std::mutex queue_mu_;
   std::vector<Call *> queue_;
   const void *last_submitter_ = nullptr;  // queue_mu_: the thread that submitted last in this window
+  const void *held_by_ = nullptr;         // queue_mu_: the thread whose calls wait for its flush_writes()
+  bool held_pending_ = false;             // queue_mu_: calls were queued without waking the I/O thread
   uint32_t submitter_changes_ = 0;        // queue_mu_: calls from another thread than the one before
   // Several threads submit when a window has this many changes of submitter: an event loop beside a
   // thread that admits now and then (a health check) keeps one connection, busy threads get them all.
