@@ -22,8 +22,14 @@ function defaultHandler(req, res, next, decision) {
   res.end(decision.body);
 }
 
+const { admitNow } = require('./internal');
+
 function resolveOption(value, req, res) {
   return typeof value === 'function' ? value(req, res) : value;
+}
+
+function isThenable(v) {
+  return v !== null && (typeof v === 'object' || typeof v === 'function') && typeof v.then === 'function';
 }
 
 // Releases the decision's ticket once, on whichever of 'finish' (response sent) and 'close' (connection
@@ -62,38 +68,80 @@ function express(fw, options = {}) {
     skip = () => false,
     handler = defaultHandler,
   } = options;
+  // A Floodwall decides at once when it can; anything else with admit() and release() (a wrapper, a spy)
+  // answers with a promise.
+  const admit = typeof fw[admitNow] === 'function' ? (request) => fw[admitNow](request) : (request) => fw.admit(request);
   const hooks = keyGenerator === undefined ? { skip, handler } : { keyGenerator, skip, handler };
   for (const [name, fn] of Object.entries(hooks)) {
     if (typeof fn !== 'function') throw new TypeError(`express(fw, options): ${name} must be a function`);
   }
 
-  // Resolves true when the request may go on to the next handler.
-  async function decide(req, res, next) {
-    if (await skip(req, res)) return true;
-    const decision = await fw.admit({
-      tenant: keyGenerator === undefined ? undefined : await keyGenerator(req, res),
+  // The decision answered: headers, the ticket's release, then the next handler or the rejection.
+  function answer(req, res, next, decision) {
+    releaseWhenDone(fw, decision, res);
+    req.floodwall = decision;
+    if (!res.headersSent) {
+      const headers = decision.headers;
+      for (const name in headers) res.setHeader(name, headers[name]);
+    }
+    if (decision.allowed) return next();
+    const done = handler(req, res, next, decision);
+    if (isThenable(done)) done.then(undefined, next);
+  }
+
+  // The request's fields, each option's value as the app gives it (possibly a promise).
+  function fields(req, res) {
+    return {
+      tenant: keyGenerator === undefined ? undefined : keyGenerator(req, res),
       // Read by the core only when there is no tenant. The peer, not req.ip: which X-Forwarded-For entry
       // to believe is the policy's tenant.trusted_proxies, the same in every language.
       headers: req.rawHeaders,
       peer: req.socket ? req.socket.remoteAddress : undefined,
-      route: await resolveOption(route, req, res),
+      route: resolveOption(route, req, res),
       method: req.method,
-      cost: await resolveOption(cost, req, res),
-      critical: await resolveOption(critical, req, res),
-      sandbox: await resolveOption(sandbox, req, res),
-    });
-    releaseWhenDone(fw, decision, res);
-    req.floodwall = decision;
-    if (!res.headersSent) {
-      for (const [name, value] of Object.entries(decision.headers)) res.setHeader(name, value);
-    }
-    if (decision.allowed) return true;
-    await handler(req, res, next, decision);
-    return false;
+      cost: resolveOption(cost, req, res),
+      critical: resolveOption(critical, req, res),
+      sandbox: resolveOption(sandbox, req, res),
+    };
   }
 
+  // Some hook or option answered with a promise: every one of them is awaited, in the order above.
+  async function decideLater(req, res, skipped) {
+    if (await skipped) return null;
+    const request = fields(req, res);
+    for (const key of ['tenant', 'route', 'cost', 'critical', 'sandbox']) request[key] = await request[key];
+    return admit(request);
+  }
+
+  // Synchronous as long as the app's hooks are and the core decides at once (memory://, shm://, a hot
+  // tenant): no promise and no microtask on that path. A store that answers later (Redis) resolves the
+  // decision's promise, and the app's async hooks are awaited.
   return function floodwall(req, res, next) {
-    decide(req, res, next).then((proceed) => proceed && next(), next);
+    let decided;
+    try {
+      const skipped = skip(req, res);
+      if (isThenable(skipped)) {
+        decided = decideLater(req, res, skipped);
+      } else if (skipped) {
+        return next();
+      } else {
+        const request = fields(req, res);
+        const later = isThenable(request.tenant) || isThenable(request.route) || isThenable(request.cost) ||
+          isThenable(request.critical) || isThenable(request.sandbox);
+        decided = later ? decideLater(req, res, false) : admit(request);
+      }
+    } catch (err) {
+      return next(err);
+    }
+    if (!isThenable(decided)) return answer(req, res, next, decided);
+    decided.then((decision) => {
+      if (decision === null) return next(); // skipped
+      try {
+        answer(req, res, next, decision);
+      } catch (err) {
+        next(err);
+      }
+    }, next);
   };
 }
 

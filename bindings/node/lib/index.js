@@ -5,6 +5,7 @@ const path = require('node:path');
 const errors = require('./errors');
 const { Decision } = require('./decision');
 const { Admin } = require('./admin');
+const { admitNow } = require('./internal');
 
 const native = require(require('./addon_path').addonPath());
 native.setErrorFactory(errors.fromStatus);
@@ -80,6 +81,16 @@ class Floodwall {
   #core; // { native, handle, scratch, ruleNames }: shared with the decisions, which format themselves through it
   #closed = false;
   #admin;
+  // A network store (Redis): the admits and releases of one event-loop turn go out in one write, as ioredis'
+  // auto-pipelining sends them. The first of a turn holds the store's writes (fw_client_hold) and queues the
+  // flush (fw_client_flush) with setImmediate, which runs once the turn's I/O callbacks are done, and before
+  // the loop could wait for I/O again (a pending immediate makes libuv poll without blocking).
+  #batching;
+  #held = false;
+  #flush = () => {
+    this.#held = false;
+    native.flush(this.#core.handle);
+  };
 
   /**
    * @param {object|string|URL} [policy] the policy: an object, a JSON document or the path of a JSON file.
@@ -91,6 +102,14 @@ class Floodwall {
     // The names of the policy's limits and quotas by index: they never change, so they are asked once.
     this.#core = { native, handle, scratch, ruleNames: Object.freeze(native.ruleNames(handle)) };
     this.#admin = new Admin(native, handle);
+    this.#batching = native.canBlock(handle);
+  }
+
+  #hold() {
+    if (this.#held || !this.#batching) return;
+    this.#held = true;
+    native.hold(this.#core.handle);
+    setImmediate(this.#flush);
   }
 
   /**
@@ -110,19 +129,26 @@ class Floodwall {
    */
   admit(request) {
     try {
-      requestObject(request);
-      const { cost = 1 } = request;
-      if (!Number.isSafeInteger(cost) || cost < 0) throw invalid('cost: must be a non-negative integer');
-      const core = this.#core;
-      const pending = native.admit(core.handle, tenantArg(request.tenant), headersArg(request.headers), peerArg(request.peer),
-        optionalString(request.route, 'route'), optionalString(request.method, 'method'), cost,
-        optionalBoolean(request.critical, 'critical'), optionalBoolean(request.sandbox, 'sandbox'));
-      // Decided inline (the memory store): the numbers are in the scratch array, read them right away.
-      if (pending === undefined) return Promise.resolve(new Decision(core, core.scratch));
-      return pending.then((raw) => new Decision(core, raw));
+      const d = this[admitNow](request);
+      return d instanceof Decision ? Promise.resolve(d) : d;
     } catch (err) {
       return Promise.reject(err);
     }
+  }
+
+  // admit() without the promise when the core decided at once (lib/internal.js); throws for a bad request.
+  [admitNow](request) {
+    requestObject(request);
+    const { cost = 1 } = request;
+    if (!Number.isSafeInteger(cost) || cost < 0) throw invalid('cost: must be a non-negative integer');
+    const core = this.#core;
+    this.#hold();
+    const pending = native.admit(core.handle, tenantArg(request.tenant), headersArg(request.headers), peerArg(request.peer),
+      optionalString(request.route, 'route'), optionalString(request.method, 'method'), cost,
+      optionalBoolean(request.critical, 'critical'), optionalBoolean(request.sandbox, 'sandbox'));
+    // Decided inline (the memory store): the numbers are in the scratch array, read them right away.
+    if (pending === undefined) return new Decision(core, core.scratch);
+    return pending.then((raw) => new Decision(core, raw));
   }
 
   /**
@@ -138,7 +164,9 @@ class Floodwall {
   /** Frees what a decision holds. Idempotent; never throws; accepts a decision or its ticket. */
   release(decision) {
     const ticket = typeof decision === 'object' && decision !== null ? decision.ticket : decision;
-    if (ticket) native.release(this.#core.handle, ticket);
+    if (!ticket) return;
+    this.#hold();
+    native.release(this.#core.handle, ticket);
   }
 
   /** Sets a limiter's mode at run time: limiter 'request_rate' | 'concurrency' | 'fleet' | 'utilization',

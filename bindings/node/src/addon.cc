@@ -550,6 +550,25 @@ Napi::Value Release(const Napi::CallbackInfo &info) {
   return info.Env().Undefined();
 }
 
+// canBlock(handle): whether the store is a network one (fw_client_can_block): lib/index.js batches its writes.
+Napi::Value CanBlock(const Napi::CallbackInfo &info) {
+  int out = 0;
+  Check(info.Env(), fw_client_can_block(Client::From(info)->raw(), &out));
+  return Napi::Boolean::New(info.Env(), out != 0);
+}
+
+// hold(handle) and flush(handle): this thread's admits and releases wait for the flush to go out together
+// (fw_client_hold, fw_client_flush). Never throw: after close there is nothing left to hold or to send.
+Napi::Value Hold(const Napi::CallbackInfo &info) {
+  fw_client_hold(Client::From(info)->raw());
+  return info.Env().Undefined();
+}
+
+Napi::Value Flush(const Napi::CallbackInfo &info) {
+  fw_client_flush(Client::From(info)->raw());
+  return info.Env().Undefined();
+}
+
 Napi::Value SetMode(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
   fw_client *c = Client::From(info)->raw();
@@ -828,6 +847,9 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("tenantKey", Napi::Function::New<TenantKey>(env, "tenantKey"));
   exports.Set("ruleNames", Napi::Function::New<RuleNames>(env, "ruleNames"));
   exports.Set("release", Napi::Function::New<Release>(env, "release"));
+  exports.Set("canBlock", Napi::Function::New<CanBlock>(env, "canBlock"));
+  exports.Set("hold", Napi::Function::New<Hold>(env, "hold"));
+  exports.Set("flush", Napi::Function::New<Flush>(env, "flush"));
   exports.Set("setMode", Napi::Function::New<SetMode>(env, "setMode"));
   exports.Set("getMode", Napi::Function::New<GetMode>(env, "getMode"));
   exports.Set("reportUtilization", Napi::Function::New<ReportUtilization>(env, "reportUtilization"));
