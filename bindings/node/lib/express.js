@@ -4,7 +4,7 @@
 // the tenant derived by the core from the request (the same key as floodwall's Python and Ruby
 // middlewares give the same request), the core's RateLimit headers and rejection bodies, 503s from the
 // shedders, 403s for tenants blocked through the admin API, and a ticket released exactly once when the
-// response ends - on 'finish', or on 'close' when the client goes away mid-request.
+// response ends ('close': after 'finish', or when the client goes away mid-request).
 
 // The route family: the mount path plus the route's pattern ('/users/:id', never '/users/42'), so that
 // concurrency.routes can name it and the metrics stay bounded. At app level (no route matched yet) it
@@ -32,22 +32,14 @@ function isThenable(v) {
   return v !== null && (typeof v === 'object' || typeof v === 'function') && typeof v.then === 'function';
 }
 
-// Releases the decision's ticket once, on whichever of 'finish' (response sent) and 'close' (connection
-// gone, possibly mid-request) comes first.
+// Releases the decision's ticket once the response is done: its 'close' comes after 'finish' (the response
+// sent) or when the connection goes away mid-request (Node >= 18), exactly once. One listener, never removed:
+// the response is dropped with it.
 function releaseWhenDone(fw, decision, res) {
   if (!decision.ticket) return;
-  let released = false;
-  const release = () => {
-    if (released) return;
-    released = true;
-    res.off('finish', release);
-    res.off('close', release);
-    fw.release(decision);
-  };
-  res.on('finish', release);
-  res.on('close', release);
-  // On Redis the admit resolves later: the client may have left, or the response ended, meanwhile.
-  if (res.writableFinished || res.destroyed || res.closed) release();
+  // On Redis the admit resolves later: the response may be over, or the client gone, meanwhile.
+  if (res.closed || res.destroyed) fw.release(decision);
+  else res.once('close', () => fw.release(decision));
 }
 
 /**
