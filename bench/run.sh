@@ -14,6 +14,8 @@
 # FW_BENCH_ARGS adds flags to redis_path, e.g. FW_BENCH_ARGS="--seconds 1 --rounds 1" for a quick run.
 # FW_BENCH_CPP_ONLY=1 runs redis_path alone: no peers installed, no script_cost.sh, no language benchmarks,
 # no HTTP section (bench/http/run.js; FW_BENCH_HTTP=0 leaves out that one alone).
+# FW_BENCH_HTTP_ONLY=1 runs the HTTP section alone (bench/http/run.js; about 3 minutes), e.g.
+#   FW_BENCH_HTTP_ONLY=1 FW_BENCH_OUT=/tmp/fw bash bench/run.sh
 # FW_BENCH_OUT=DIR writes RESULTS.md and results.json into DIR instead of bench/ (for a trial run that
 # must not replace the committed figures), e.g.
 #   FW_BENCH_CPP_ONLY=1 FW_BENCH_OUT=/tmp/fw FW_BENCH_ARGS="--sections tls --seconds 1 --rounds 1" bash bench/run.sh
@@ -26,6 +28,7 @@ BUILD=${1:-build}
 [[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
 JOBS=${JOBS:-2}
 CPP_ONLY=${FW_BENCH_CPP_ONLY:-0}
+HTTP_ONLY=${FW_BENCH_HTTP_ONLY:-0}
 OUT=${FW_BENCH_OUT:-$ROOT/bench}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -64,6 +67,7 @@ trap 'rm -rf "$WORK"' EXIT  # until the server runs (below: stop it, then this)
 # Does redis_path run its cluster section? It does unless FW_BENCH_ARGS names sections without it (the
 # last --sections counts, as in redis_path).
 WANT_CLUSTER=1
+[[ $HTTP_ONLY != 1 ]] || WANT_CLUSTER=0
 read -ra BENCH_ARGS <<<"${FW_BENCH_ARGS:-}"
 for ((i = 0; i < ${#BENCH_ARGS[@]}; i++)); do
   if [[ ${BENCH_ARGS[i]} == --sections ]]; then
@@ -215,19 +219,21 @@ START=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 
 # --------------------------------------------------------------------------------------- the runs
 status=0
-# shellcheck disable=SC2086 # FW_BENCH_ARGS is a list of flags
-"$BUILD/bench/redis_path" --port "$PORT" --tls-port "$TLS_PORT" --tls-ca "$TLS/ca.crt" --redis-pid "$REDIS_PID" \
-  ${CLUSTER_ARGS[@]+"${CLUSTER_ARGS[@]}"} --json "$WORK/cpp.json" --markdown "$WORK/cpp.md" ${FW_BENCH_ARGS:-} || status=1
+if [[ $HTTP_ONLY != 1 ]]; then
+  # shellcheck disable=SC2086 # FW_BENCH_ARGS is a list of flags
+  "$BUILD/bench/redis_path" --port "$PORT" --tls-port "$TLS_PORT" --tls-ca "$TLS/ca.crt" --redis-pid "$REDIS_PID" \
+    ${CLUSTER_ARGS[@]+"${CLUSTER_ARGS[@]}"} --json "$WORK/cpp.json" --markdown "$WORK/cpp.md" ${FW_BENCH_ARGS:-} || status=1
+fi
 
 # Where the redis-server's time goes inside the script (bench/cpp/PROFILE.md, section 1).
-if [[ $CPP_ONLY != 1 ]]; then
+if [[ $CPP_ONLY != 1 && $HTTP_ONLY != 1 ]]; then
   bash "$ROOT/bench/cpp/script_cost.sh" "$PORT" "$REDIS_PID" "$BUILD/generated/lua" | tee "$WORK/script_cost.txt" || status=1
 fi
 
 declare -A RUNNERS=([python]="${PYTHON:-} bench/python/run.py" [node]="node bench/node/run.js" [ruby]="ruby bench/ruby/run.rb")
 declare -A FILES=([python]=bench/python/run.py [node]=bench/node/run.js [ruby]=bench/ruby/run.rb)
 for lang in python node ruby; do
-  [[ $CPP_ONLY != 1 ]] || break
+  [[ $CPP_ONLY != 1 && $HTTP_ONLY != 1 ]] || break
   [[ -f $ROOT/${FILES[$lang]} ]] || continue
   redis-cli -p "$PORT" flushall >/dev/null
   echo "bench: ${RUNNERS[$lang]}"
@@ -257,7 +263,7 @@ fi
 
 # ------------------------------------------------------------------------------------ the report
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
-export START LOAD_BEFORE LOAD_AFTER WORK ROOT OUT CPP_ONLY
+export START LOAD_BEFORE LOAD_AFTER WORK ROOT OUT CPP_ONLY HTTP_ONLY
 python3 - <<'PY'
 import json, os, platform, subprocess
 
@@ -288,7 +294,8 @@ try:
         cpp_md = f.read()
 except OSError:
     results["cpp"] = None
-    cpp_md = "**The C++ benchmark failed; see the output of bench/run.sh.**\n"
+    cpp_md = ("(not run: FW_BENCH_HTTP_ONLY)\n" if os.environ["HTTP_ONLY"] == "1"
+              else "**The C++ benchmark failed; see the output of bench/run.sh.**\n")
 
 try:
     script_cost = open(os.path.join(work, "script_cost.txt")).read()
@@ -361,6 +368,7 @@ with open(os.path.join(out, "RESULTS.md"), "w") as f:
     f.write("\n".join(md))
 shown = os.path.relpath(out, root) if os.path.commonpath([out, root]) == root else out
 print(f"bench: wrote {shown}/RESULTS.md and {shown}/results.json"
-      + (" (FW_BENCH_CPP_ONLY: the C++ figures alone)" if os.environ["CPP_ONLY"] == "1" else ""))
+      + (" (FW_BENCH_CPP_ONLY: the C++ figures alone)" if os.environ["CPP_ONLY"] == "1" else "")
+      + (" (FW_BENCH_HTTP_ONLY: the HTTP figures alone)" if os.environ["HTTP_ONLY"] == "1" else ""))
 PY
 exit $status
