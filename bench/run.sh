@@ -49,12 +49,12 @@ cmake --build "$BUILD" --target redis_path floodwall -j "$JOBS"
 
 # The language benchmarks' peers, installed here so that `make bench` works from a clean clone. Python:
 # the shared venv (packaging/python-venv.sh) with floodwall from this checkout and `limits` with
-# redis-py (FW_BENCH_PYTHON names another interpreter that has both). Node: `npm install` of the
+# redis-py, Starlette and uvicorn for bench/http (FW_BENCH_PYTHON names another interpreter that has them). Node: `npm install` of the
 # package, whose devDependencies hold rate-limiter-flexible, ioredis, express-rate-limit, rate-limit-redis
 # and autocannon (bench/http). Ruby: rack-attack and
 # redis-rb come from Debian (packaging/install-deps.sh).
 if [[ $CPP_ONLY != 1 ]]; then
-  PYTHON=${FW_BENCH_PYTHON:-$(bash "$ROOT/packaging/python-venv.sh" "limits[redis]>=3.10" | tail -n 1)}
+  PYTHON=${FW_BENCH_PYTHON:-$(bash "$ROOT/packaging/python-venv.sh" "limits[redis]>=3.10" starlette uvicorn | tail -n 1)}
   if [[ ! -d $ROOT/node_modules/rate-limiter-flexible || ! -d $ROOT/node_modules/ioredis || ! -d $ROOT/node_modules/autocannon ||
         ! -d $ROOT/node_modules/express-rate-limit || ! -d $ROOT/node_modules/rate-limit-redis ]]; then
     (cd "$ROOT" && FLOODWALL_BUILD_FROM_SOURCE=1 npm install --no-audit --no-fund --no-package-lock --no-update-notifier --loglevel=error)
@@ -246,15 +246,17 @@ for lang in python node ruby; do
   [[ $rc -eq 0 ]] || status=1
 done
 
-# Middleware over real HTTP (bench/http/run.js): each framework with no limiter, with its incumbent and with
-# floodwall, as apps of their own loaded by autocannon. FW_BENCH_HTTP=0 leaves it out; FW_BENCH_HTTP_ARGS
+# Middleware over real HTTP (bench/http/run.js): Express, Starlette under uvicorn and a Rack app under Puma,
+# each with no limiter, with its incumbent (express-rate-limit, `limits`, rack-attack) and with floodwall, as
+# apps of their own loaded by autocannon. FW_BENCH_HTTP=0 leaves it out; FW_BENCH_HTTP_ARGS
 # adds flags (e.g. "--rounds 1 --seconds 2").
 if [[ $CPP_ONLY != 1 && ${FW_BENCH_HTTP:-1} == 1 ]]; then
   redis-cli -p "$PORT" flushall >/dev/null
   echo "bench: node bench/http/run.js"
   rc=0
   # shellcheck disable=SC2086 # FW_BENCH_HTTP_ARGS is a list of flags
-  (cd "$ROOT" && FW_BENCH_REDIS_PID=$REDIS_PID node bench/http/run.js --markdown "$WORK/http.md" ${FW_BENCH_HTTP_ARGS:-}) \
+  (cd "$ROOT" && FW_BENCH_REDIS_PID=$REDIS_PID FW_BENCH_PYTHON=$PYTHON node bench/http/run.js --markdown "$WORK/http.md" \
+    ${FW_BENCH_HTTP_ARGS:-}) \
     >"$WORK/http.json" || rc=$?
   [[ ! -f $WORK/http.md ]] || cat "$WORK/http.md"
   echo "$rc" >"$WORK/http.rc"

@@ -18,25 +18,7 @@ require "socket"
 
 ROOT = File.expand_path("../..", __dir__)
 QUICK = ENV["QUICK"] == "1"
-
-def load_floodwall
-  require "floodwall" # an installed gem wins
-rescue LoadError
-  gems = File.join(ROOT, "build-ruby/bench-gems")
-  gem = File.join(gems, "floodwall.gem")
-  sources = Dir[File.join(ROOT, "{core,capi,lua,bindings/ruby/lib,bindings/ruby/ext}/**/*"), File.join(ROOT, "CMakeLists.txt")]
-            .reject { |f| f.include?("/vendor/") || File.directory?(f) }
-  unless File.exist?(gem) && sources.all? { |f| File.mtime(f) <= File.mtime(gem) }
-    warn "bench: building and installing the floodwall gem into #{gems}"
-    FileUtils.mkdir_p(gems)
-    system("rake", "-f", File.join(ROOT, "bindings/ruby/Rakefile"), "gem", "GEM_OUT=#{gem}", out: File::NULL,
-           err: File::NULL) or abort "rake gem failed"
-    system({ "GEM_HOME" => gems }, "gem", "install", "--local", "--no-document", gem, out: File::NULL) or
-      abort "gem install failed"
-  end
-  Gem.paths = { "GEM_HOME" => gems, "GEM_PATH" => [gems, *Gem.path].join(File::PATH_SEPARATOR) }
-  require "floodwall"
-end
+require_relative "load_floodwall"
 
 load_floodwall
 require "floodwall/rack"
