@@ -91,13 +91,31 @@ def _policy_text(policy: PolicyLike) -> str:
 
 
 class _LoopWaiter:
-    """Where the decisions of one event loop's pending admits arrive from the core's I/O thread."""
+    """Where the decisions of one event loop's pending admits arrive from the core's I/O thread.
+
+    It also batches what the loop sends (a network store only): the first admit of a loop iteration holds
+    the store's writes (fw_client_hold: this thread's admits and releases are queued, not sent) and
+    schedules the flush with call_soon, which runs first in the next iteration, before the loop waits on
+    I/O (a ready callback makes its select return at once): one write for an iteration's requests."""
 
     def __init__(self, client: _floodwall.Client, loop: asyncio.AbstractEventLoop) -> None:
         self.client = client
+        self.loop = loop
         self.queue = _floodwall.CompletionQueue()
         self.futures: Dict[int, asyncio.Future] = {}
+        self.batching = client.can_block
+        self.held = False
         loop.add_reader(self.queue.fileno(), self._on_readable)
+
+    def hold(self) -> None:
+        if self.batching and not self.held:
+            self.held = True
+            self.client.hold()
+            self.loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self.held = False
+        self.client.flush()
 
     def _on_readable(self) -> None:
         for token, result in self.client.drain(self.queue):
@@ -247,12 +265,20 @@ class Floodwall:
         if waiter is None:
             waiter = self._waiters[loop] = _LoopWaiter(self._c, loop)
         token = next(self._tokens)
+        waiter.hold()
         d = self._c.admit_async(waiter.queue, token, tenant, headers, peer, route, method, cost, critical, sandbox)
         if d is not None:
             return d
         fut = loop.create_future()
         waiter.futures[token] = fut
         return await fut
+
+    def _hold_writes(self) -> None:
+        """From a coroutine of this client's loop: what this thread sends the store until the loop's next
+        iteration goes out in one write (see _LoopWaiter); the ASGI middleware calls it before a release."""
+        waiter = self._waiters.get(asyncio.get_running_loop())
+        if waiter is not None:
+            waiter.hold()
 
     def tenant_key(
         self,

@@ -107,6 +107,8 @@ class FloodwallMiddleware:
     ) -> None:
         self.app = app
         self.client = client
+        # A Floodwall batches the loop's writes; anything else with admit_async() (a wrapper) need not.
+        self._hold_writes = getattr(client, "_hold_writes", None)
         routes = getattr(getattr(app, "router", None), "routes", None)
         if route is default_route and routes is not None:
             # Wrapping a Starlette app from the outside: scope["app"] is not set yet, the app is known.
@@ -179,6 +181,8 @@ class FloodwallMiddleware:
 
             await self.app(scope, receive, send_with_limits)
         finally:
+            if self._hold_writes is not None:
+                self._hold_writes()  # sent with the loop iteration's other admits and releases
             decision.release()  # normal end, exception, cancellation (disconnect): always, once
 
 

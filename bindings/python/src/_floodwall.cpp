@@ -742,6 +742,10 @@ PYBIND11_MODULE(_floodwall, m) {
       .def("drain", &client_drain)
       .def("tenant_key", &client_tenant_key)
       .def("release", [](Handle &h, fw_ticket t) { release_ticket(h, t); })
+      // fw_client_hold / fw_client_flush: this thread's admits and releases go out together at the flush.
+      // Never raise: after close there is nothing left to hold or to send.
+      .def("hold", [](Handle &h) { fw_client_hold(h.c); })
+      .def("flush", [](Handle &h) { fw_client_flush(h.c); })
       .def("set_mode",
            [](Handle &h, py::handle limiter, py::handle mode) {
              fw_limiter l = limiter_of(limiter);
