@@ -42,6 +42,14 @@ fw_client *redis_client(int port) {
   return c;
 }
 
+// A request naming `tenant`, which must outlive it.
+fw_request request_for(const std::string &tenant) {
+  fw_request r = FW_REQUEST_INIT;
+  r.tenant = tenant.data();
+  r.tenant_len = tenant.size();
+  return r;
+}
+
 void wait_for(const std::atomic<int> &n, int want) {
   for (int i = 0; i < 1000 && n.load() < want; i++) std::this_thread::sleep_for(std::chrono::milliseconds(5));
 }
@@ -49,9 +57,8 @@ void wait_for(const std::atomic<int> &n, int want) {
 TEST(Hold, AHeldTurnReachesRedisInOneWrite) {
   RedisServer redis;
   fw_client *c = redis_client(redis.port());
-  fw_request r = FW_REQUEST_INIT;
-  r.tenant = "warm";
-  r.tenant_len = 4;
+  const std::string warm = "warm";
+  fw_request r = request_for(warm);
   fw_decision d = FW_DECISION_INIT;
   ASSERT_EQ(fw_admit(c, &r, &d), FW_OK);  // connected, scripts loaded
   fw_release(c, d.ticket);
@@ -63,9 +70,7 @@ TEST(Hold, AHeldTurnReachesRedisInOneWrite) {
   int64_t before = reads_processed(redis.port());
   ASSERT_EQ(fw_client_hold(c), FW_OK);
   for (const std::string &t : tenants) {
-    fw_request q = FW_REQUEST_INIT;
-    q.tenant = t.data();
-    q.tenant_len = t.size();
+    fw_request q = request_for(t);
     fw_decision out = FW_DECISION_INIT;
     int decided = 0;
     ASSERT_EQ(fw_admit_async3(c, &q, &out, &decided, on_decision, &done), FW_OK);
@@ -88,9 +93,8 @@ TEST(Hold, AHeldTurnReachesRedisInOneWrite) {
 TEST(Hold, BlockingAdmitsAndOtherThreadsAreNeverHeld) {
   RedisServer redis;
   fw_client *c = redis_client(redis.port());
-  fw_request r = FW_REQUEST_INIT;
-  r.tenant = "a";
-  r.tenant_len = 1;
+  const std::string a = "a";
+  fw_request r = request_for(a);
   Done done;
   // This thread holds, with an async admit queued: its own blocking admit is sent (and the held one with it).
   ASSERT_EQ(fw_client_hold(c), FW_OK);
@@ -124,9 +128,8 @@ TEST(Hold, InProcessStoresAndBadArguments) {
   fw_client *c = nullptr;
   ASSERT_EQ(fw_client_new(&c, "{\"request_rate\": {\"rate\": 1, \"burst\": 2}}"), FW_OK);
   EXPECT_EQ(fw_client_hold(c), FW_OK);
-  fw_request r = FW_REQUEST_INIT;
-  r.tenant = "m";
-  r.tenant_len = 1;
+  const std::string m = "m";
+  fw_request r = request_for(m);
   fw_decision d = FW_DECISION_INIT;
   ASSERT_EQ(fw_admit(c, &r, &d), FW_OK);  // decided at once all the same
   EXPECT_TRUE(d.allowed);
