@@ -42,8 +42,7 @@ bool RedisStore::direct_admit(const AdmitOp &op, AdmitResult &r) {
       // No byte within the deadline: let the I/O thread judge it (it opens the breaker unless its own
       // connections are answering), so that the next admit does not wait a deadline too.
       direct_silent_since_.store(sent_us, std::memory_order_release);
-      uint64_t one = 1;
-      (void)!write(wake_fd_, &one, sizeof one);
+      wake_io();
       // It is idle in poll: wait (briefly) for its verdict, so that this caller's next admit sees it.
       for (int i = 0; i < 400 && direct_silent_since_.load(std::memory_order_acquire) != 0; i++)
         std::this_thread::sleep_for(std::chrono::microseconds(50));

@@ -93,10 +93,7 @@ RedisStore::RedisStore(const Policy &p, RedisUrl url, ClusterHooks *cluster)
       so.password = url_.password;
     }
     so.connect_timeout_ms = opt_.connect_timeout_ms;
-    sentinel_ = std::make_unique<SentinelWatch>(url_, tls_.get(), std::move(so), [this] {
-      uint64_t one = 1;
-      (void)!write(wake_fd_, &one, sizeof one);
-    });
+    sentinel_ = std::make_unique<SentinelWatch>(url_, tls_.get(), std::move(so), [this] { wake_io(); });
     sentinel_->wait_known(opt_.connect_timeout_ms);
   }
   conns_.resize(static_cast<size_t>(opt_.connections));
@@ -120,8 +117,7 @@ RedisStore::~RedisStore() {
   if (sentinel_) sentinel_->stop();  // first: it wakes the I/O thread through wake_fd_
   unregister_store(this);
   stop_.store(true);
-  uint64_t one = 1;
-  (void)!write(wake_fd_, &one, sizeof one);
+  wake_io();
   if (io_.joinable()) io_.join();
   fds_.clear(kWakeFdSlot);
   close(wake_fd_);
@@ -150,8 +146,7 @@ bool RedisStore::target(RedisEndpoint &to, uint64_t &generation) const {
 
 void RedisStore::flush_for_exit() {
   if (in_forked_child()) return;  // a parent's store: its I/O thread is not here
-  uint64_t one = 1;
-  (void)!write(wake_fd_, &one, sizeof one);
+  wake_io();
   // Every call queued or on the wire is answered (or times out) within its deadline; releases have
   // a second. Calls abandoned to a stopped Redis may never be answered: give up after that long.
   auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<int64_t>(1000, opt_.deadline_ms));
@@ -520,10 +515,7 @@ void RedisStore::submit(Call *c) {
       held_pending_ = false;
     }
   }
-  if (wake) {
-    uint64_t one = 1;
-    (void)!write(wake_fd_, &one, sizeof one);
-  }
+  if (wake) wake_io();
 }
 
 void RedisStore::hold_writes() {
@@ -544,10 +536,7 @@ void RedisStore::end_hold(const void *only) {
     wake = held_pending_;
     held_pending_ = false;
   }
-  if (wake) {
-    uint64_t one = 1;
-    (void)!write(wake_fd_, &one, sizeof one);
-  }
+  if (wake) wake_io();
 }
 
 void RedisStore::poll_flags() {

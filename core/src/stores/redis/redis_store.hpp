@@ -26,6 +26,8 @@
 // - A late reply is matched to its own call and dropped (a slot it took after all is released at once).
 #pragma once
 
+#include <unistd.h>
+
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -184,6 +186,11 @@ class RedisStore final : public Store {
     uint64_t releases_sent = 0, releases_done = 0, drain_to = 0;
   };
   void submit(Call *c);
+  // Wakes the I/O thread (its eventfd): a call queued, the master changed, stop.
+  void wake_io() {
+    uint64_t one = 1;
+    (void)!::write(wake_fd_, &one, sizeof one);
+  }
   // Ends the hold (hold_writes) when `only` holds it, or whoever does when null; wakes the I/O thread for
   // what was held.
   void end_hold(const void *only);
