@@ -223,6 +223,25 @@ for (const [name, expressLib] of EXPRESSES) {
       }
     });
 
+    test('each hook runs once per request, synchronous or not', async () => {
+      const fw = new Floodwall({ request_rate: { rate: 0.001, burst: 10 } });
+      const calls = { keyGenerator: 0, route: 0, cost: 0 };
+      const srv = await serve(expressLib, fw, {
+        keyGenerator: async (req) => { calls.keyGenerator++; return req.get('x-tenant'); },
+        route: (req) => { calls.route++; return req.path; },
+        cost: () => { calls.cost++; return 1; },
+      });
+      try {
+        for (let i = 0; i < 3; i++) {
+          assert.equal((await request(srv.port, '/ok', { headers: { 'x-tenant': 'once' } })).status, 200);
+        }
+        assert.deepEqual(calls, { keyGenerator: 3, route: 3, cost: 3 });
+      } finally {
+        await srv.close();
+        fw.close();
+      }
+    });
+
     test('without a keyGenerator one Bearer token is one bucket, whichever peer it comes from', async () => {
       const fw = new Floodwall({ request_rate: { rate: 0.001, burst: 5 } });
       const srv = await serve(expressLib, fw, { keyGenerator: undefined });

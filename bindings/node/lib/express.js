@@ -97,10 +97,11 @@ function express(fw, options = {}) {
     };
   }
 
-  // Some hook or option answered with a promise: every one of them is awaited, in the order above.
-  async function decideLater(req, res, skipped) {
+  // Some hook or option answered with a promise: every one of them is awaited, in the order above. Each hook
+  // runs once: `request` is the fields already asked for, when skip was not a promise.
+  async function decideLater(req, res, skipped, request) {
     if (await skipped) return null;
-    const request = fields(req, res);
+    if (request === undefined) request = fields(req, res);
     for (const key of ['tenant', 'route', 'cost', 'critical', 'sandbox']) request[key] = await request[key];
     return admit(request);
   }
@@ -120,7 +121,7 @@ function express(fw, options = {}) {
         const request = fields(req, res);
         const later = isThenable(request.tenant) || isThenable(request.route) || isThenable(request.cost) ||
           isThenable(request.critical) || isThenable(request.sandbox);
-        decided = later ? decideLater(req, res, false) : admit(request);
+        decided = later ? decideLater(req, res, false, request) : admit(request);
       }
     } catch (err) {
       return next(err);
