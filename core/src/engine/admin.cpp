@@ -19,6 +19,27 @@ nlohmann::json name_or_null(const std::string &s) {
   return s.empty() ? nlohmann::json(nullptr) : nlohmann::json(s);
 }
 
+// A tenant's control record as every admin answer shows it: tenant, tier, override, blocked, blocked_until. A
+// timed block that has run out at now_s is no block (the admit scripts read it so), though its record stays.
+nlohmann::json control_json(const TenantKey &t, const TenantControl &c, int64_t now_s) {
+  bool blocked = c.blocked && (c.blocked_until_s == 0 || c.blocked_until_s > now_s);
+  return {{"tenant", t.printable()},
+          {"tier", name_or_null(c.tier)},
+          {"override", c.rate_m > 0 ? nlohmann::json{{"rate", static_cast<double>(c.rate_m) / 1e6},
+                                                     {"burst", c.burst_m / 1'000'000}}
+                                    : nlohmann::json(nullptr)},
+          {"blocked", blocked},
+          {"blocked_until",
+           blocked && c.blocked_until_s > 0 ? nlohmann::json(utc_time(c.blocked_until_s)) : nlohmann::json(nullptr)}};
+}
+
+// The records a store lists (Store::controlled), each as control_json shows it.
+nlohmann::json controlled_json(const std::vector<std::pair<std::string, TenantControl>> &records, int64_t now_s) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto &[id, c] : records) out.push_back(control_json(TenantKey::from_canonical(id), c, now_s));
+  return out;
+}
+
 }  // namespace
 
 // A tenant as fw_admit takes it; control characters are refused (an operator's typo, or an attack on
@@ -124,17 +145,8 @@ std::string Guard::admin_show(std::string_view tenant) {
     op.burst_m = st.control.burst_m;
   }
   if (tier >= 0 || op.rate) st = store_->inspect(op);
-  nlohmann::json j;
-  j["tenant"] = t.printable();
-  j["tier"] = name_or_null(st.control.tier);
+  nlohmann::json j = control_json(t, st.control, st.now_s);
   if (!st.control.tier.empty() && tier < 0) j["tier_unknown"] = true;  // named by the store, not by this policy
-  j["override"] = st.control.rate_m > 0 ? nlohmann::json{{"rate", static_cast<double>(st.control.rate_m) / 1e6},
-                                                         {"burst", st.control.burst_m / 1'000'000}}
-                                        : nlohmann::json(nullptr);
-  bool blocked = st.control.blocked && (st.control.blocked_until_s == 0 || st.control.blocked_until_s > st.now_s);
-  j["blocked"] = blocked;
-  j["blocked_until"] = blocked && st.control.blocked_until_s > 0 ? nlohmann::json(utc_time(st.control.blocked_until_s))
-                                                                 : nlohmann::json(nullptr);
   if (op.rate) {
     int64_t burst_m = st.control.rate_m > 0 ? st.control.burst_m : op.burst_m;
     int64_t rate_m = st.control.rate_m > 0 ? st.control.rate_m : op.rate_m;
@@ -209,7 +221,7 @@ std::string Guard::admin_status() {
                 {"capacity", policy_.fleet ? nlohmann::json(policy_.fleet->capacity) : nlohmann::json(nullptr)}};
   j["controlled"] = st.controlled;
   nlohmann::json overrides = nlohmann::json::array(), blocks = nlohmann::json::array();
-  for (const nlohmann::json &e : nlohmann::json::parse(admin_list(1000))) {
+  for (const nlohmann::json &e : controlled_json(store_->controlled(1000), floor_div(clock_.wall_us(), 1'000'000))) {
     if (!e["tier"].is_null() || !e["override"].is_null()) overrides.push_back(e);
     if (e["blocked"].get<bool>()) blocks.push_back(e);
   }
@@ -220,24 +232,7 @@ std::string Guard::admin_status() {
 
 std::string Guard::admin_list(size_t limit) {
   if (limit == 0) throw BadRequest("limit: must be at least 1");
-  nlohmann::json out = nlohmann::json::array();
-  int64_t now_s = floor_div(clock_.wall_us(), 1'000'000);
-  for (const auto &[id, c] : store_->controlled(limit)) {
-    TenantKey t = TenantKey::from_canonical(id);
-    nlohmann::json e;
-    e["tenant"] = t.printable();
-    e["tier"] = name_or_null(c.tier);
-    e["override"] =
-        c.rate_m > 0 ? nlohmann::json{{"rate", static_cast<double>(c.rate_m) / 1e6}, {"burst", c.burst_m / 1'000'000}}
-                     : nlohmann::json(nullptr);
-    // A timed block that has run out is no block (the admit scripts read it so), though its record stays.
-    bool blocked = c.blocked && (c.blocked_until_s == 0 || c.blocked_until_s > now_s);
-    e["blocked"] = blocked;
-    e["blocked_until"] =
-        blocked && c.blocked_until_s > 0 ? nlohmann::json(utc_time(c.blocked_until_s)) : nlohmann::json(nullptr);
-    out.push_back(e);
-  }
-  return out.dump();
+  return controlled_json(store_->controlled(limit), floor_div(clock_.wall_us(), 1'000'000)).dump();
 }
 
 }  // namespace floodwall
