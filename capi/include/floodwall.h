@@ -377,7 +377,8 @@ FW_EXTERN int fw_admin_list(fw_client *c, size_t limit, fw_buf *out);
 /**
  * The fleet as the store holds it now, as a JSON object: store (its URL, any password redacted), prefix,
  * server, topology, round_trip_ms (one PING over the admin connection), breaker (this client's), modes (each
- * limiter's fleet-wide mode, null when none is set), fleet (in_flight: the fleet shedder's live slots and the
+ * limiter's fleet-wide mode, null when none is set), modes_fleet_wide (false for memory:// and shm://, whose
+ * modes are each process's own), fleet (in_flight: the fleet shedder's live slots and the
  * clients' live reports; reporting_clients; capacity, this client's policy's), controlled (tenants with a
  * control record), overrides and blocks (as fw_admin_list's entries, at most 1,000 records read).
  */

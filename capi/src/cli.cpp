@@ -321,7 +321,6 @@ void call(int rc) {
 struct Client {
   fw_client *c = nullptr;
   std::string store;  // as given (never printed: redacted first)
-  bool shm = false;
   ~Client() { fw_client_free(c); }
 };
 
@@ -355,7 +354,6 @@ void open_client(const Args &a, Client &cl) {
     throw UsageError(
         "--store: memory:// is one process's own store: the floodwall command reaches a shared one "
         "(redis://, rediss://, redis+cluster://, redis+sentinel://, shm://NAME)");
-  cl.shm = cl.store.rfind("shm:", 0) == 0;
   doc["store"] = cl.store;
   if (a.prefix) doc["prefix"] = *a.prefix;
   int rc = fw_client_new(&cl.c, doc.dump().c_str());
@@ -449,7 +447,7 @@ std::string tenant_text(const json &t) {
   return o;
 }
 
-std::string status_text(const json &s, bool shm) {
+std::string status_text(const json &s) {
   std::string o = row("store", s["store"].get<std::string>() + " (" + s["server"].get<std::string>() + ", " +
                                    s["topology"].get<std::string>() + ")");
   o += row("prefix", s["prefix"].get<std::string>());
@@ -464,7 +462,7 @@ std::string status_text(const json &s, bool shm) {
     const json &m = s["modes"][l];
     modes += (modes.empty() ? "" : "  ") + std::string(l) + "=" + (m.is_null() ? "default" : m.get<std::string>());
   }
-  o += row("modes", shm ? "per process (shm:// keeps no fleet-wide mode)" : modes);
+  o += row("modes", s["modes_fleet_wide"].get<bool>() ? modes : "per process (the store keeps no fleet-wide mode)");
   const json &f = s["fleet"];
   std::string fleet = num(f["in_flight"]) + " in flight";
   if (!f["capacity"].is_null()) fleet += " of " + num(f["capacity"]);
@@ -587,13 +585,13 @@ int run_command(const Args &a, std::string &out) {
     fw_buf b = FW_BUF_INIT;
     call(fw_admin_status(fc, &b));
     json s = parsed(b);
-    if (cl.shm)
-      for (auto &[l, m] : s["modes"].items()) m = "per_process";
-    out += a.json ? s.dump(2) + "\n" : status_text(s, cl.shm);
+    out += a.json ? s.dump(2) + "\n" : status_text(s);
     return kDone;
   }
   if (name == "mode") {
-    if (cl.shm)
+    int network = 0;  // an in-process store (shm://; memory:// was refused) keeps each process's own modes
+    call(fw_client_can_block(fc, &network));
+    if (!network)
       throw CommandError(
           "mode: shm:// keeps no fleet-wide mode (each process's own applies: its policy, "
           "fw_set_mode); a Redis store carries one",

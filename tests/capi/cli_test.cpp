@@ -200,6 +200,7 @@ TEST(Cli, EveryCommandOnRedisSeenByAnotherProcess) {
   json s = st.parsed();
   EXPECT_EQ(s["store"], url);
   EXPECT_EQ(s["topology"], "standalone");
+  EXPECT_TRUE(s["modes_fleet_wide"].get<bool>());
   EXPECT_EQ(s["server"].get<std::string>().rfind("redis ", 0), 0u) << s;
   EXPECT_TRUE(s["round_trip_ms"].is_number());
   for (const char *l : {"request_rate", "concurrency", "fleet", "utilization"}) EXPECT_TRUE(s["modes"][l].is_null());
@@ -419,6 +420,27 @@ TEST(Cli, BadInputIsNamedAndNothingIsWritten) {
   EXPECT_EQ(std::string(out.ptr, out.size), std::string("floodwall ") + fw_version() + "\n");
   fw_buf_dispose(&out);
   fw_buf_dispose(&err);
+}
+
+// shm://: control records for the machine's processes, but no fleet-wide mode (each process keeps its own):
+// status says so (from the core: modes_fleet_wide), `mode` refuses, a block reaches another process.
+TEST(Cli, ShmKeepsControlRecordsButNoFleetWideModes) {
+  std::string name = "fw-cli-" + std::to_string(getpid());
+  std::string url = "shm://" + name;
+  {
+    Client fleet({{"store", url}, {"request_rate", {{"rate", 1}, {"burst", 5}}}});
+    Ran st = floodwall_cmd({"status", "--json"}, url);
+    ASSERT_EQ(st.code, 0) << st;
+    EXPECT_FALSE(st.parsed()["modes_fleet_wide"].get<bool>());
+    Ran text = floodwall_cmd({"status"}, url);
+    EXPECT_NE(text.out.find("per process (the store keeps no fleet-wide mode)"), std::string::npos) << text;
+    Ran mode = floodwall_cmd({"mode", "fleet", "dark"}, url);
+    EXPECT_EQ(mode.code, 1) << mode;
+    EXPECT_NE(mode.err.find("shm:// keeps no fleet-wide mode"), std::string::npos) << mode;
+    ASSERT_EQ(floodwall_cmd({"block", "shm-t"}, url).code, 0);
+    EXPECT_EQ(fleet.admit("shm-t").status, 403);
+  }
+  std::remove(("/dev/shm/floodwall." + name).c_str());
 }
 
 TEST(Cli, CheckSaysEveryErrorWithItsPath) {

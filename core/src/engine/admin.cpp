@@ -216,6 +216,7 @@ std::string Guard::admin_status() {
         m < 0 ? nlohmann::json(nullptr) : nlohmann::json(mode_name(static_cast<Mode>(m)));
   }
   j["modes"] = modes;  // null: no fleet-wide mode, each process's policy (and fw_set_mode) decides
+  j["modes_fleet_wide"] = st.fleet_wide_modes;
   j["fleet"] = {{"in_flight", st.fleet_in_flight},
                 {"reporting_clients", st.reporting_clients},
                 {"capacity", policy_.fleet ? nlohmann::json(policy_.fleet->capacity) : nlohmann::json(nullptr)}};

@@ -262,6 +262,7 @@ using FleetModes = std::array<int8_t, kLimiterCount>;
 // What the store holds for the fleet as a whole, read at once for an operator (`floodwall status`).
 struct StoreStatus {
   FleetModes modes{};             // the fleet-wide modes the store holds now (-1: none)
+  bool fleet_wide_modes = false;  // whether they are every client's (Redis), not only this process's (memory, shm)
   int64_t fleet_in_flight = -1;   // the fleet shedder's live slots plus the clients' live reports; -1: unknown
   int64_t reporting_clients = 0;  // clients whose report of in-process fleet usage is live (leases)
   int64_t controlled = 0;         // tenants with a control record

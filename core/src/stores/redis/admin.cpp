@@ -162,6 +162,7 @@ StoreStatus admin_status(const AdminRunner &flags_node, const AdminRunner &fleet
                          const std::string &prefix, const std::string &fleet_key, const std::string &reports_key,
                          int64_t fleet_ttl_us) {
   StoreStatus st;
+  st.fleet_wide_modes = true;  // <prefix>:flags, which every client polls
   auto t0 = std::chrono::steady_clock::now();
   auto ping = flags_node({{"PING"}});
   st.round_trip_us =
