@@ -203,8 +203,10 @@ TEST(SentinelHarness, TlsTopologyNamesTlsPortsAndFailsOver) {
   for (int s : sentinels) {
     EXPECT_EQ(t.command(s, {"SENTINEL", "GET-MASTER-ADDR-BY-NAME", "fwtls"}), "127.0.0.1 " + std::to_string(data[1]));
   }
-  // The sentinels demote the old master over TLS, and it replicates from the new one over TLS.
-  EXPECT_TRUE(t.wait_replica_of(master, new_master, 20.0));
+  // The sentinels demote the old master over TLS, and it replicates from the new one over TLS. On a loaded
+  // machine (the sanitizer suite beside it) a sentinel's link to the old master can stay broken for several
+  // seconds after the failover (seen once in CI: "link err" 7 s): 40 s.
+  EXPECT_TRUE(t.wait_replica_of(master, new_master, 40.0));
   RecordProperty("demoted_s", std::to_string(seconds_since(t0)));
 }
 
