@@ -73,9 +73,10 @@ typedef enum fw_limiter {
   FW_LIMITER_REQUEST_RATE = 1, /* token bucket per tenant, 429 */
   FW_LIMITER_CONCURRENCY = 2,  /* in-flight requests per tenant, 429 */
   FW_LIMITER_FLEET = 3,        /* non-critical in-flight requests fleet-wide, 503 */
-  FW_LIMITER_UTILIZATION = 4   /* per-box worker utilization controller, 503 */
+  FW_LIMITER_UTILIZATION = 4,  /* per-box worker utilization controller, 503 */
+  FW_LIMITER_ADAPTIVE = 5      /* in-flight requests under a limit the measured latency moves, 503 */
 } fw_limiter;
-#define FW_LIMITER_COUNT 5
+#define FW_LIMITER_COUNT 6
 
 typedef enum fw_mode {
   FW_MODE_ENFORCE = 0, /* decide and block */
@@ -95,7 +96,7 @@ typedef enum fw_fail_reason {
   FW_FAIL_CLUSTER = 7     /* a Redis Cluster could not serve the slot now (CLUSTERDOWN, TRYAGAIN) */
 } fw_fail_reason;
 
-/** Lower-case names: "request_rate", "concurrency", "fleet", "utilization"; "none" for NONE. */
+/** Lower-case names: "request_rate", "concurrency", "fleet", "utilization", "adaptive"; "none" for NONE. */
 FW_EXTERN const char *fw_limiter_name(fw_limiter l);
 /** "enforce", "dark", "off". */
 FW_EXTERN const char *fw_mode_name(fw_mode m);

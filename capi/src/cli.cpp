@@ -71,7 +71,8 @@ const CommandHelp kCommands[] = {
      "  floodwall --store redis://redis.internal:6379 status\n"
      "  floodwall status --json | jq .modes\n"},
     {"mode", "mode LIMITER enforce|dark|off|default", "set a limiter's fleet-wide mode",
-     "Sets the mode of LIMITER (request_rate, concurrency, fleet, utilization) for every client of the store:\n"
+     "Sets the mode of LIMITER (request_rate, concurrency, fleet, utilization, adaptive) for every\n"
+     "client of the store:\n"
      "enforce (decide and refuse), dark (decide, count what would be refused, refuse nothing), off (not\n"
      "evaluated), or default (no fleet-wide mode: each process's policy and fw_set_mode decide again).\n"
      "Every client takes it at its next poll of the flags (redis.flags_poll_ms, 1 s by default).\n"
@@ -458,7 +459,7 @@ std::string status_text(const json &s) {
     o += row("round trip", rt.str());
   }
   std::string modes;
-  for (const char *l : {"request_rate", "concurrency", "fleet", "utilization"}) {
+  for (const char *l : {"request_rate", "concurrency", "fleet", "utilization", "adaptive"}) {
     const json &m = s["modes"][l];
     modes += (modes.empty() ? "" : "  ") + std::string(l) + "=" + (m.is_null() ? "default" : m.get<std::string>());
   }
@@ -551,8 +552,9 @@ int run_command(const Args &a, std::string &out) {
           ops.size() < 2 ? "mode: needs LIMITER and MODE" : "mode: unexpected argument \"" + shown(ops[2]) + "\"",
           "mode");
     if (fw_limiter_from_name(&limiter, ops[0].c_str()) != FW_OK)
-      throw UsageError(
-          "LIMITER: unknown limiter \"" + shown(ops[0]) + "\" (request_rate, concurrency, fleet, utilization)", "mode");
+      throw UsageError("LIMITER: unknown limiter \"" + shown(ops[0]) +
+                           "\" (request_rate, concurrency, fleet, utilization, adaptive)",
+                       "mode");
     fw_mode m;
     if (ops[1] == "default")
       mode = -1;

@@ -126,7 +126,7 @@ int raw(const E &e) {
 }
 
 bool valid_limiter(int l) {
-  return l >= FW_LIMITER_REQUEST_RATE && l <= FW_LIMITER_UTILIZATION;
+  return l >= FW_LIMITER_REQUEST_RATE && l <= FW_LIMITER_ADAPTIVE;
 }
 bool valid_mode(int m) {
   return m >= FW_MODE_ENFORCE && m <= FW_MODE_OFF;
@@ -145,7 +145,7 @@ const fw_error *fw_error_last(void) {
 }
 
 const char *fw_limiter_name(fw_limiter l) {
-  if (raw(l) < FW_LIMITER_NONE || raw(l) > FW_LIMITER_UTILIZATION) return "unknown";
+  if (raw(l) < FW_LIMITER_NONE || raw(l) > FW_LIMITER_ADAPTIVE) return "unknown";
   return floodwall::limiter_name(static_cast<floodwall::Limiter>(raw(l)));
 }
 
@@ -162,13 +162,14 @@ const char *fw_fail_reason_name(fw_fail_reason r) {
 int fw_limiter_from_name(fw_limiter *out, const char *name) {
   return guarded([&]() -> int {
     if (!out || !name) throw floodwall::BadRequest("limiter: must not be NULL");
-    for (int l = FW_LIMITER_REQUEST_RATE; l <= FW_LIMITER_UTILIZATION; l++) {
+    for (int l = FW_LIMITER_REQUEST_RATE; l <= FW_LIMITER_ADAPTIVE; l++) {
       if (std::strcmp(name, fw_limiter_name(static_cast<fw_limiter>(l))) == 0) {
         *out = static_cast<fw_limiter>(l);
         return FW_OK;
       }
     }
-    return fail(FW_EINVAL, "limiter: unknown name (expected request_rate, concurrency, fleet or utilization)");
+    return fail(FW_EINVAL,
+                "limiter: unknown name (expected request_rate, concurrency, fleet, utilization or adaptive)");
   });
 }
 

@@ -23,6 +23,7 @@ static_assert(FW_LIMITER_REQUEST_RATE == static_cast<int>(floodwall::Limiter::re
 static_assert(FW_LIMITER_CONCURRENCY == static_cast<int>(floodwall::Limiter::concurrency));
 static_assert(FW_LIMITER_FLEET == static_cast<int>(floodwall::Limiter::fleet));
 static_assert(FW_LIMITER_UTILIZATION == static_cast<int>(floodwall::Limiter::utilization));
+static_assert(FW_LIMITER_ADAPTIVE == static_cast<int>(floodwall::Limiter::adaptive));
 static_assert(FW_LIMITER_COUNT == floodwall::kLimiterCount);
 static_assert(FW_MODE_ENFORCE == static_cast<int>(floodwall::Mode::enforce));
 static_assert(FW_MODE_DARK == static_cast<int>(floodwall::Mode::dark));

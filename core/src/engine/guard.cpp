@@ -13,9 +13,13 @@ constexpr size_t idx(Limiter l) {
 
 Guard::Guard(Policy policy, std::unique_ptr<Store> store, const Clock &clock, Rng &rng)
     : policy_(std::move(policy)), store_(std::move(store)), clock_(clock), rng_(rng), meter_(clock.now_us()) {
-  for (Limiter l : {Limiter::request_rate, Limiter::concurrency, Limiter::fleet, Limiter::utilization})
-    local_modes_[idx(l)] = static_cast<uint8_t>(policy_.configured_mode(l));
+  for (Limiter l : kLimiters) local_modes_[idx(l)] = static_cast<uint8_t>(policy_.configured_mode(l));
   if (policy_.utilization) controller_ = std::make_unique<UtilizationController>(*policy_.utilization, clock_.now_us());
+  if (policy_.adaptive) {
+    size_t n = std::max<size_t>(1, policy_.adaptive->routes.size());
+    for (size_t i = 0; i < n; i++)
+      adaptive_.push_back(std::make_unique<AdaptiveLimit>(*policy_.adaptive, clock_.now_us()));
+  }
   bool remote = policy_.store.rfind("redis", 0) == 0;
   if (remote && policy_.redis.fallback == Fallback::local)
     fallback_ = std::make_unique<MemoryStore>(clock_, policy_.max_tenants);
@@ -166,6 +170,42 @@ void Guard::prepare(const Request &rq, Prepared &p) {
       if (reject && m == Mode::dark) p.shed_dark = true;
     }
   }
+  if (!adaptive_.empty() && !p.shed) prepare_adaptive(rq, method, p);
+}
+
+// The adaptive limit, last of the local checks (the request is admitted from here unless the store refuses
+// it): a slot of the request's limit, measured from now to its release.
+void Guard::prepare_adaptive(const Request &rq, std::string_view method, Prepared &p) {
+  int family = 0;
+  const auto &routes = policy_.adaptive->routes;
+  if (!routes.empty()) {
+    auto it = std::find(routes.begin(), routes.end(), rq.route);
+    if (it == routes.end()) return;  // a route family it does not limit
+    family = static_cast<int>(it - routes.begin());
+  }
+  Mode m = mode_in_force(Limiter::adaptive);
+  if (m == Mode::off) return;
+  bool over = false;
+  uint64_t slot = adaptive_[static_cast<size_t>(family)]->acquire(tier_of(rq.sandbox, rq.critical, method),
+                                                                  m == Mode::enforce, clock_.now_us(), over);
+  metrics_.count(p.route, Limiter::adaptive,
+                 !over                ? Outcome::allowed
+                 : m == Mode::enforce ? Outcome::rejected
+                                      : Outcome::dark_rejected);
+  if (slot == 0) {
+    p.shed = true;
+    p.shed_by = Limiter::adaptive;
+    return;
+  }
+  p.adaptive = family;
+  p.adaptive_slot = slot;
+  p.adaptive_dark = over;
+}
+
+void Guard::drop_adaptive(Prepared &p) {
+  if (p.adaptive_slot == 0) return;
+  adaptive_[static_cast<size_t>(p.adaptive)]->release(p.adaptive_slot, false, clock_.now_us());
+  p.adaptive_slot = 0;
 }
 
 Ticket Guard::hold(const Held &h) {
@@ -225,15 +265,25 @@ void Guard::rule_verdicts(const Prepared &p, const AdmitResult &r, Decision &d) 
   }
 }
 
+// A request the adaptive limit admitted keeps its slot only when it is admitted: one that another limiter
+// or the store refuses gives it back unmeasured.
 Decision Guard::finish(const Prepared &p, const AdmitResult &store_result) {
+  Decision d = decide(p, store_result);
+  if (p.adaptive_slot != 0 && !d.allowed)
+    adaptive_[static_cast<size_t>(p.adaptive)]->release(p.adaptive_slot, false, clock_.now_us());
+  return d;
+}
+
+Decision Guard::decide(const Prepared &p, const AdmitResult &store_result) {
   if (store_result.other_tier) {  // the tenant's tier kept changing under this admit: the fallback decides
     AdmitResult undecided;
     undecided.reason = FailReason::error;
-    return finish(p, undecided);
+    return decide(p, undecided);
   }
   Decision d = kAllowed;
   d.cost = p.cost;
   if (p.shed_dark) d.dark_limiter = Limiter::utilization;
+  if (p.adaptive_dark && d.dark_limiter == Limiter::none) d.dark_limiter = Limiter::adaptive;
   const AdmitOp &op = p.op;
   if (p.bucket) {
     d.limit = p.bucket->burst;
@@ -244,8 +294,11 @@ Decision Guard::finish(const Prepared &p, const AdmitResult &store_result) {
   if (p.shed) {
     d.allowed = false;
     d.status = 503;
-    d.limiter = Limiter::utilization;
-    d.retry_after_s = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(policy_.utilization->sample_s)));
+    d.limiter = p.shed_by;
+    // The adaptive limit frees a slot as soon as any request ends: retry soon. The shedder moves each sample.
+    d.retry_after_s = p.shed_by == Limiter::adaptive
+                          ? 1
+                          : std::max<int64_t>(1, static_cast<int64_t>(std::ceil(policy_.utilization->sample_s)));
     return d;
   }
   d.rules = p.rules;
@@ -339,7 +392,8 @@ Decision Guard::finish(const Prepared &p, const AdmitResult &store_result) {
   if (!d.allowed) return d;
   bool conc = op.conc && r.decided && r.committed && r.conc_ok;
   bool fleet = op.fleet && r.decided && r.committed && r.fleet_ok;
-  if (!(conc || fleet || p.util_counted)) return d;  // nothing to give back: no ticket (leased ones included)
+  if (!(conc || fleet || p.util_counted || p.adaptive_slot))
+    return d;  // nothing to give back: no ticket (leased ones included)
   Held h;
   h.tenant = op.tenant;
   h.slot = r.slot_leased ? r.leased_slot : op.slot;
@@ -350,6 +404,8 @@ Decision Guard::finish(const Prepared &p, const AdmitResult &store_result) {
   h.fleet = fleet && !h.fleet_in_process;
   h.in_flight = p.util_counted;
   h.local = d.degraded;
+  h.adaptive = p.adaptive;
+  h.adaptive_slot = p.adaptive_slot;
   if (h.in_flight) meter_.change(+1, clock_.now_us());
   d.ticket = hold(h);
   return d;
@@ -397,6 +453,7 @@ Decision Guard::admit(const Request &rq) {
     if (asks) r = store_->admit(p.op);
     if (r.other_tier && attempt < kTierAttempts) {
       learn_tier(p.op.tenant, r.tier);  // nothing was consumed: decide again in that tier
+      drop_adaptive(p);
       continue;
     }
     if (e && !r.other_tier && !r.blocked) hot_->learn(*e, p.op, r, sent);
@@ -437,6 +494,7 @@ class Guard::Pending final : public AdmitCompletion, public LeaseWaiter {
         } else {
           std::string tenant(p.op.tenant.view());
           rq.tenant = tenant;
+          g_.drop_adaptive(p);
           Prepared again;
           g_.prepare(rq, again);
           p = again;
@@ -515,6 +573,7 @@ void Guard::release(Ticket t) {
     shard.held.erase(it);
   }
   if (h.in_flight) meter_.change(-1, clock_.now_us());
+  if (h.adaptive_slot) adaptive_[static_cast<size_t>(h.adaptive)]->release(h.adaptive_slot, true, clock_.now_us());
   if (h.leased) hot_->release_slot(h.tenant, h.slot, h.slot_lease_until_us);
   if (h.fleet_in_process) hot_->release_fleet_share();
   if (h.conc || h.fleet) {
@@ -532,11 +591,14 @@ Gauges Guard::gauges() {
   g.shedding_amount = shedding_amount();
   g.utilization = last_util_.load();
   g.in_flight = meter_.in_flight();
-  for (Limiter l : {Limiter::request_rate, Limiter::concurrency, Limiter::fleet, Limiter::utilization}) {
+  for (Limiter l : kLimiters) {
     g.configured[idx(l)] = policy_.configured(l);
     g.modes[idx(l)] = mode(l);
   }
   for (const Rule &r : policy_.rules) g.rules.push_back(r.name);
+  for (size_t i = 0; i < adaptive_.size(); i++)
+    g.adaptive.push_back({policy_.adaptive->routes.empty() ? "*" : policy_.adaptive->routes[i], adaptive_[i]->limit(),
+                          adaptive_[i]->in_flight()});
   if (hot_) {
     HotTenants::Held held = hot_->held();
     g.leases = true;

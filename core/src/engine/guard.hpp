@@ -14,6 +14,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "engine/adaptive_limit.hpp"
 #include "engine/decision.hpp"
 #include "engine/hot_tenants.hpp"
 #include "engine/utilization_shedder.hpp"
@@ -71,8 +72,12 @@ class Guard {
   struct Prepared {
     AdmitOp op;
     int route = 0;
-    bool shed = false;       // the utilization shedder rejects (enforced)
-    bool shed_dark = false;  // it would have rejected (dark)
+    bool shed = false;  // a local limiter rejects (enforced): shed_by
+    Limiter shed_by = Limiter::utilization;
+    bool shed_dark = false;      // the utilization shedder would have rejected (dark)
+    bool adaptive_dark = false;  // the adaptive limit would have rejected (dark)
+    int adaptive = -1;           // the adaptive limit the request holds a slot of (adaptive_), and its slot
+    uint64_t adaptive_slot = 0;
     bool util_counted = false;
     const BucketLimits *bucket = nullptr;
     uint64_t cost = 1;   // the tokens asked for (0 counted as 1), for the rejection's message
@@ -88,6 +93,8 @@ class Guard {
     // count this client reports.
     bool leased = false, fleet_in_process = false;
     int64_t slot_lease_until_us = 0;
+    int adaptive = -1;  // a slot of adaptive_[adaptive], measured at its release
+    uint64_t adaptive_slot = 0;
   };
   class Pending;
   void resume_hot(Pending *pending);  // an async admit of a hot tenant: decided, waiting, or exact
@@ -101,6 +108,9 @@ class Guard {
   void prepare(const Request &rq, Prepared &p);
   void prepare_rules(std::string_view route, std::string_view method, uint64_t cost, Prepared &p);
   Decision finish(const Prepared &p, const AdmitResult &r);
+  Decision decide(const Prepared &p, const AdmitResult &r);  // finish() but for the adaptive slot
+  void prepare_adaptive(const Request &rq, std::string_view method, Prepared &p);
+  void drop_adaptive(Prepared &p);  // a prepared request that is not going on: its adaptive slot back
   void rule_verdicts(const Prepared &p, const AdmitResult &r, Decision &d);
   TenantKey admin_tenant(std::string_view tenant) const;
   AdmitOp admin_op(const TenantKey &t, int tier, size_t first_rule, size_t &next_rule) const;
@@ -134,6 +144,9 @@ class Guard {
   InFlightMeter meter_;
   std::atomic<double> reported_{NAN};
   std::atomic<double> last_util_{0};
+
+  // The adaptive concurrency limits: one for every request, or one per route family policy_.adaptive names.
+  std::vector<std::unique_ptr<AdaptiveLimit>> adaptive_;
 
   // Tickets: what each admitted request holds until it is released.
   static constexpr size_t kTicketShards = 16;

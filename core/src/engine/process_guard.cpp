@@ -60,8 +60,7 @@ void ProcessGuard::rebirth() {
   Guard *old = guard_.load(std::memory_order_acquire);
   try {
     auto fresh = std::make_unique<Guard>(old->policy(), make_store(old->policy(), clock_), clock_, rng_);
-    for (Limiter l : {Limiter::request_rate, Limiter::concurrency, Limiter::fleet, Limiter::utilization})
-      fresh->set_mode(l, old->local_mode(l));
+    for (Limiter l : kLimiters) fresh->set_mode(l, old->local_mode(l));
     if (old->policy().store.rfind("memory", 0) == 0) warn_memory_store_per_process();
     // The old guard is left as it is (a parent thread may have held one of its locks at the fork), and
     // leaked: only its inherited descriptors are closed.

@@ -151,7 +151,7 @@ HeaderFields response_headers(const Decision &d, const Policy *p) {
   // before asking the store, knows the policy but not the bucket's state: it advertises only the policy.
   // A degraded decision advertises the local table's state, which is what decided it.
   bool unavailable = !d.allowed && d.limiter == Limiter::none;  // (or blocked: no limit's state either)
-  bool state = !d.failed_open && !unavailable && d.limiter != Limiter::utilization;
+  bool state = !d.failed_open && !unavailable && d.limiter != Limiter::utilization && d.limiter != Limiter::adaptive;
   // A limit or quota closer to exhaustion than the tenant's bucket (or the one that rejected) stands in
   // for the bucket in RateLimit and the older drafts' fields.
   const Rule *shown = rule_at(p, d.shown_rule);
@@ -278,6 +278,14 @@ std::string format_body(const Decision &d, const Policy &p) {
       message =
           "Service unavailable: the rate limiter cannot reach its store, and this service refuses requests it "
           "cannot limit. Retry with backoff after " +
+          std::to_string(retry) + "s.";
+      break;
+    case Limiter::adaptive:
+      type = "service_unavailable";
+      limit_type = "adaptive";
+      message =
+          "Service degraded: this server is at the concurrency limit its latency allows and is shedding load. "
+          "Retry with backoff after " +
           std::to_string(retry) + "s.";
       break;
     default:

@@ -172,7 +172,6 @@ const char *breaker_name(BreakerState b) {
   return "closed";
 }
 
-constexpr Limiter kLimiters[] = {Limiter::request_rate, Limiter::concurrency, Limiter::fleet, Limiter::utilization};
 constexpr Outcome kOutcomes[] = {Outcome::allowed, Outcome::rejected, Outcome::dark_rejected, Outcome::failed_open};
 
 }  // namespace
@@ -320,6 +319,16 @@ void Metrics::visit(const StoreStats &st, const Gauges &g, MetricsVisitor &v) co
   v.number("shedding_amount", {Family::shedding_amount}, g.shedding_amount);
   v.number("utilization", {Family::utilization}, g.utilization);
   v.number("in_flight", {Family::in_flight}, g.in_flight);
+  if (!g.adaptive.empty()) {
+    v.begin_object("adaptive");
+    for (const Gauges::Adaptive &a : g.adaptive) {
+      v.begin_object(a.routes);
+      v.number("limit", {Family::adaptive_limit, {a.routes}}, a.limit);
+      v.number("in_flight", {Family::adaptive_in_flight, {a.routes}}, a.in_flight);
+      v.end();
+    }
+    v.end();
+  }
 }
 
 }  // namespace floodwall

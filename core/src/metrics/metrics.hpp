@@ -55,6 +55,12 @@ struct Gauges {
   bool leases = false;  // the policy leases: the "leases" section is shown
   int64_t hot_tenants = 0, tokens_in_hand = 0, slots_in_hand = 0;
   std::vector<std::string> rules;  // the policy's limits and quotas, by index: their counters' names
+  struct Adaptive {
+    std::string routes;  // the route family it limits; "*": every request
+    double limit = 0;
+    int64_t in_flight = 0;
+  };
+  std::vector<Adaptive> adaptive;  // the adaptive concurrency limits (none when not configured)
 };
 
 class Metrics {

@@ -23,6 +23,8 @@ enum class Family : uint8_t {
   shedding_amount,
   utilization,
   in_flight,
+  adaptive_limit,
+  adaptive_in_flight,
   store_evictions_total,
   store_tenants,
   store_connections_in_use,

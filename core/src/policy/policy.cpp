@@ -93,9 +93,14 @@ bool Policy::configured(Limiter l) const {
     case Limiter::concurrency: return concurrency.has_value();
     case Limiter::fleet: return fleet.has_value();
     case Limiter::utilization: return utilization.has_value();
+    case Limiter::adaptive: return adaptive.has_value();
     case Limiter::none: break;
   }
   return false;
+}
+
+const char *adaptive_algorithm_name(AdaptivePolicy::Algorithm a) {
+  return a == AdaptivePolicy::Algorithm::vegas ? "vegas" : "gradient2";
 }
 
 Mode Policy::configured_mode(Limiter l) const {
@@ -104,6 +109,7 @@ Mode Policy::configured_mode(Limiter l) const {
     case Limiter::concurrency: return concurrency ? concurrency->mode : Mode::off;
     case Limiter::fleet: return fleet ? fleet->mode : Mode::off;
     case Limiter::utilization: return utilization ? utilization->mode : Mode::off;
+    case Limiter::adaptive: return adaptive ? adaptive->mode : Mode::off;
     case Limiter::none: break;
   }
   return Mode::off;
@@ -593,6 +599,57 @@ BucketLimits bucket_limits(double rate, double burst) {
 
 namespace {
 
+// "adaptive": {"enabled": true} is the whole of what most services need; every other field has a default that
+// works (README, "The adaptive concurrency limit"). {"enabled": false} parses and checks the rest, and configures
+// nothing.
+void parse_adaptive(const json &j, Policy &p) {
+  Section s(j, "adaptive",
+            {"enabled", "algorithm", "initial_limit", "min_limit", "max_limit", "smoothing", "window_ms", "tolerance",
+             "critical_reserve", "ttl_s", "probe_interval_s", "routes", "mode"});
+  AdaptivePolicy a;
+  bool enabled = s.boolean("enabled", true);
+  if (s.has("algorithm")) {
+    std::string name = s.string("algorithm", "gradient2");
+    if (name == "gradient2")
+      a.algorithm = AdaptivePolicy::Algorithm::gradient2;
+    else if (name == "vegas")
+      a.algorithm = AdaptivePolicy::Algorithm::vegas;
+    else
+      throw PolicyError("adaptive.algorithm",
+                        "must be \"gradient2\" or \"vegas\" (got " + show(s.at("algorithm")) + ")");
+  }
+  a.min_limit = s.integer("min_limit", a.min_limit, 1, 1'000'000);
+  a.max_limit = s.integer("max_limit", a.max_limit, 1, 1'000'000);
+  if (a.min_limit > a.max_limit)
+    throw PolicyError("adaptive.min_limit", "must be at most adaptive.max_limit, " + std::to_string(a.max_limit) +
+                                                " (got " + std::to_string(a.min_limit) + ")");
+  a.initial_limit = s.integer("initial_limit", std::clamp(a.initial_limit, a.min_limit, a.max_limit), 1, 1'000'000);
+  if (a.initial_limit < a.min_limit || a.initial_limit > a.max_limit)
+    throw PolicyError("adaptive.initial_limit", "must be between adaptive.min_limit and adaptive.max_limit (" +
+                                                    std::to_string(a.min_limit) + " to " + std::to_string(a.max_limit) +
+                                                    ", got " + std::to_string(a.initial_limit) + ")");
+  a.smoothing = s.number("smoothing", a.smoothing, 0, true, 1);
+  a.window_ms = s.integer("window_ms", a.window_ms, 1, 60'000);
+  a.tolerance = s.number("tolerance", a.tolerance, 1, false, 100);
+  a.critical_reserve = s.number("critical_reserve", a.critical_reserve, 0, false, 0.9);
+  a.ttl_s = s.number("ttl_s", a.ttl_s, 0, true, 86400);
+  a.probe_interval_s = s.number("probe_interval_s", a.probe_interval_s, 0, true, 86400);
+  a.mode = s.mode();
+  if (s.has("routes")) {
+    const json &r = s.at("routes");
+    if (!r.is_array()) throw PolicyError("adaptive.routes", "must be an array of route names");
+    for (size_t i = 0; i < r.size(); i++) {
+      if (!r[i].is_string() || r[i].get<std::string>().empty())
+        throw PolicyError("adaptive.routes[" + std::to_string(i) + "]", "must be a non-empty string");
+      if (std::find(a.routes.begin(), a.routes.end(), r[i].get<std::string>()) != a.routes.end())
+        throw PolicyError("adaptive.routes[" + std::to_string(i) + "]", "names " + show(r[i]) + " twice");
+      a.routes.push_back(r[i].get<std::string>());
+    }
+    if (a.routes.size() > 64) throw PolicyError("adaptive.routes", "must name at most 64 route families");
+  }
+  if (enabled) p.adaptive = std::move(a);
+}
+
 // The document's parts, each parsed on its own: without a sink the first error is thrown (parse_policy);
 // with one, each part's first error is kept and the next part parsed (policy_errors, `floodwall check`).
 Policy parse_parts(std::string_view text, std::vector<PolicyError> *errors) {
@@ -604,7 +661,7 @@ Policy parse_parts(std::string_view text, std::vector<PolicyError> *errors) {
   }
   const std::set<std::string> keys = {"store",        "prefix",      "docs_url", "body_format", "max_tenants",
                                       "request_rate", "concurrency", "fleet",    "utilization", "redis",
-                                      "description",  "tenant",      "quotas",   "tiers"};
+                                      "description",  "tenant",      "quotas",   "tiers",       "adaptive"};
   auto part = [errors](auto &&parse) {
     try {
       parse();
@@ -736,6 +793,7 @@ Policy parse_parts(std::string_view text, std::vector<PolicyError> *errors) {
       u.mode = s.mode();
       p.utilization = u;
     });
+  if (top.has("adaptive")) part([&] { parse_adaptive(top.at("adaptive"), p); });
   if (top.has("redis"))
     part([&] {
       if (top.at("redis").is_object() && top.at("redis").contains("breaker_failures"))

@@ -119,6 +119,26 @@ struct UtilizationPolicy {
   Mode mode = Mode::enforce;
 };
 
+// The adaptive concurrency limit (engine/adaptive_limit.hpp): the in-flight requests this process admits,
+// a limit moved by the latency it measures from each admit to its release.
+struct AdaptivePolicy {
+  enum class Algorithm : uint8_t { gradient2 = 0, vegas = 1 } algorithm = Algorithm::gradient2;
+  int64_t initial_limit = 20;
+  int64_t min_limit = 3;  // also the concurrency the no-load latency is measured at (probe_interval_s)
+  int64_t max_limit = 1000;
+  double smoothing = 0.2;        // the share of a window's new estimate taken at once
+  int64_t window_ms = 100;       // one latency sample per window (and at least kMinWindowSamples releases)
+  double tolerance = 1.5;        // gradient2: the latency over the no-load one tolerated before the limit falls
+  double probe_interval_s = 30;  // how often the no-load latency is measured again (at min_limit in flight)
+  // The share of the limit kept for critical requests: the others stop before it, in the utilization
+  // shedder's order (sandbox first, then GET, then other writes; critical last, up to the whole limit).
+  double critical_reserve = 0.3;
+  double ttl_s = 60;  // a ticket never released stops counting after this long, as a concurrency slot does
+  std::vector<std::string> routes;  // empty: one limit for every request; else one limit per route family
+  Mode mode = Mode::enforce;
+};
+const char *adaptive_algorithm_name(AdaptivePolicy::Algorithm a);
+
 // What decides when the store cannot answer in time (a time-out, a broken connection, the breaker, a
 // queue beyond what the store answers within the deadline, a store error).
 enum class Fallback : uint8_t {
@@ -176,6 +196,7 @@ struct Policy {
   std::optional<ConcurrencyPolicy> concurrency;
   std::optional<FleetPolicy> fleet;
   std::optional<UtilizationPolicy> utilization;
+  std::optional<AdaptivePolicy> adaptive;  // present when "adaptive" is enabled
   RedisOptions redis;
   TenantPolicy tenant;      // how a request that names no tenant gets one (request_tenant.hpp)
   std::vector<Rule> rules;  // request_rate.limits, then quotas, then each tier's; at most kMaxPolicyRules

@@ -8,6 +8,7 @@ const char *limiter_name(Limiter l) {
     case Limiter::concurrency: return "concurrency";
     case Limiter::fleet: return "fleet";
     case Limiter::utilization: return "utilization";
+    case Limiter::adaptive: return "adaptive";
     case Limiter::none: break;
   }
   return "none";

@@ -1,15 +1,24 @@
-// The words every part of the core speaks: the four limiters, a limiter's mode, and why the store did not
-// decide. The C ABI's fw_limiter, fw_mode and fw_fail_reason carry the same values (capi/src checks each
-// with a static_assert), so a value crosses the ABI as a cast.
+// The words every part of the core speaks: the limiters (the seed's four and the adaptive limit), a limiter's mode, and
+// why the store did not decide. The C ABI's fw_limiter, fw_mode and fw_fail_reason carry the same values (capi/src
+// checks each with a static_assert), so a value crosses the ABI as a cast.
 #pragma once
 
 #include <cstdint>
 
 namespace floodwall {
 
-enum class Limiter : uint8_t { none = 0, request_rate = 1, concurrency = 2, fleet = 3, utilization = 4 };
-constexpr int kLimiterCount = 5;
-const char *limiter_name(Limiter l);  // "request_rate", ...; "none"
+enum class Limiter : uint8_t {
+  none = 0,
+  request_rate = 1,
+  concurrency = 2,
+  fleet = 3,
+  utilization = 4,
+  adaptive = 5  // the adaptive concurrency limit (engine/adaptive_limit.hpp)
+};
+constexpr int kLimiterCount = 6;
+constexpr Limiter kLimiters[] = {Limiter::request_rate, Limiter::concurrency, Limiter::fleet, Limiter::utilization,
+                                 Limiter::adaptive};  // every one but none, in the path's order of building
+const char *limiter_name(Limiter l);                  // "request_rate", ...; "none"
 
 enum class Mode : uint8_t { enforce = 0, dark = 1, off = 2 };
 const char *mode_name(Mode m);

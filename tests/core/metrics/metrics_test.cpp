@@ -66,6 +66,7 @@ Gauges leasing_gauges() {
   Gauges g;
   g.shedding_amount = 0.25;
   g.utilization = 1.0 / 3;
+  g.adaptive = {{"*", 11.25, 7}};
   g.in_flight = 17;
   g.modes[static_cast<size_t>(Limiter::request_rate)] = Mode::enforce;
   g.modes[static_cast<size_t>(Limiter::concurrency)] = Mode::dark;
@@ -85,37 +86,40 @@ Gauges leasing_gauges() {
 TEST(MetricsOutput, JsonWithEverySection) {
   Metrics m;
   count_everything(m);
-  EXPECT_EQ(
-      m.json(redis_stats(), leasing_gauges()),
-      R"({"decisions":{"request_rate":{"allowed":51,"rejected":54,"dark_rejected":57,"failed_open":60},)"
-      R"("concurrency":{"allowed":63,"rejected":66,"dark_rejected":69,"failed_open":72},"fleet":{"allowed":75,)"
-      R"("rejected":78,"dark_rejected":81,"failed_open":84},"utilization":{"allowed":87,"rejected":90,)"
-      R"("dark_rejected":93,"failed_open":96}},"routes":{"default":{"request_rate":{"allowed":1,"rejected":2,)"
-      R"("dark_rejected":3,"failed_open":4},"concurrency":{"allowed":5,"rejected":6,"dark_rejected":7,)"
-      R"("failed_open":8},"fleet":{"allowed":9,"rejected":10,"dark_rejected":11,"failed_open":12},)"
-      R"("utilization":{"allowed":13,"rejected":14,"dark_rejected":15,"failed_open":16}},)"
-      R"("/v1/items":{"request_rate":{"allowed":17,"rejected":18,"dark_rejected":19,"failed_open":20},)"
-      R"("concurrency":{"allowed":21,"rejected":22,"dark_rejected":23,"failed_open":24},"fleet":{"allowed":25,)"
-      R"("rejected":26,"dark_rejected":27,"failed_open":28},"utilization":{"allowed":29,"rejected":30,)"
-      R"("dark_rejected":31,"failed_open":32}},"/v1/\"q\"\\p\n\u0001\u007f":{"request_rate":{"allowed":33,)"
-      R"("rejected":34,"dark_rejected":35,"failed_open":36},"concurrency":{"allowed":37,"rejected":38,)"
-      R"("dark_rejected":39,"failed_open":40},"fleet":{"allowed":41,"rejected":42,"dark_rejected":43,)"
-      R"("failed_open":44},"utilization":{"allowed":45,"rejected":46,"dark_rejected":47,"failed_open":48}}},)"
-      R"("sources":{"store":1,"fallback":2,"failed_open":3,"refused":4},)"
-      R"("store_failures":{"request_rate":{"timeout":11,"connection":12,"breaker":13,"config":14,"error":15,)"
-      R"("overload":16,"cluster":17},"concurrency":{"timeout":21,"connection":22,"breaker":23,"config":24,"error":25,)"
-      R"("overload":26,"cluster":27},"fleet":{"timeout":31,"connection":32,"breaker":33,"config":34,"error":35,"overload":36,"cluster":37},)"
-      R"("utilization":{"timeout":41,"connection":42,"breaker":43,"config":44,"error":45,"overload":46,"cluster":47}},)"
-      R"("config_errors":9,"blocked":0,"modes":{"request_rate":"enforce","concurrency":"dark","fleet":"off",)"
-      R"("utilization":"unconfigured"},"top_tenants":[{"tenant":"globex","requests":1,"rejections":1,)"
-      R"("rejection_rate":1},{"tenant":"acme","requests":3,"rejections":2,"rejection_rate":0.6666666666666666},)"
-      R"({"tenant":"evil\\x22\\x0a\\x01","requests":2,"rejections":1,"rejection_rate":0.5}],)"
-      R"("breaker":"half_open","store":{"tenants":42,"evictions":7,"release_errors":3,"repairs":2,"reconnects":5,)"
-      R"("noscript_reloads":1,"connections_in_use":4,"waiting":6,"waiting_cap":128},"leases":{"hot_tenants":2,)"
-      R"("tokens_in_hand":30,"slots_in_hand":5,"decisions_in_process":100,"decisions_after_lease_call":101,)"
-      R"("exact_admits":102,"lease_calls":103,"give_backs":104,"fleet_reports":105,"releases_in_process":106,)"
-      R"("tokens_leased":107,"tokens_given_back":108,"slots_leased":109,"slots_given_back":110,)"
-      R"("redis_commands_saved":-5},"shedding_amount":0.25,"utilization":0.3333333333333333,"in_flight":17})");
+  EXPECT_EQ(m.json(redis_stats(), leasing_gauges()),
+            R"({"decisions":{"request_rate":{"allowed":51,"rejected":54,"dark_rejected":57,"failed_open":60},"concu)"
+            R"(rrency":{"allowed":63,"rejected":66,"dark_rejected":69,"failed_open":72},"fleet":{"allowed":75,"reje)"
+            R"(cted":78,"dark_rejected":81,"failed_open":84},"utilization":{"allowed":87,"rejected":90,"dark_reject)"
+            R"(ed":93,"failed_open":96},"adaptive":{"allowed":0,"rejected":0,"dark_rejected":0,"failed_open":0}},"r)"
+            R"(outes":{"default":{"request_rate":{"allowed":1,"rejected":2,"dark_rejected":3,"failed_open":4},"conc)"
+            R"(urrency":{"allowed":5,"rejected":6,"dark_rejected":7,"failed_open":8},"fleet":{"allowed":9,"rejected)"
+            R"(":10,"dark_rejected":11,"failed_open":12},"utilization":{"allowed":13,"rejected":14,"dark_rejected":)"
+            R"(15,"failed_open":16},"adaptive":{"allowed":0,"rejected":0,"dark_rejected":0,"failed_open":0}},"/v1/i)"
+            R"(tems":{"request_rate":{"allowed":17,"rejected":18,"dark_rejected":19,"failed_open":20},"concurrency")"
+            R"(:{"allowed":21,"rejected":22,"dark_rejected":23,"failed_open":24},"fleet":{"allowed":25,"rejected":2)"
+            R"(6,"dark_rejected":27,"failed_open":28},"utilization":{"allowed":29,"rejected":30,"dark_rejected":31,)"
+            R"("failed_open":32},"adaptive":{"allowed":0,"rejected":0,"dark_rejected":0,"failed_open":0}},"/v1/\"q\)"
+            R"("\\p\n\u0001\u007f":{"request_rate":{"allowed":33,"rejected":34,"dark_rejected":35,"failed_open":36})"
+            R"(,"concurrency":{"allowed":37,"rejected":38,"dark_rejected":39,"failed_open":40},"fleet":{"allowed":4)"
+            R"(1,"rejected":42,"dark_rejected":43,"failed_open":44},"utilization":{"allowed":45,"rejected":46,"dark)"
+            R"(_rejected":47,"failed_open":48},"adaptive":{"allowed":0,"rejected":0,"dark_rejected":0,"failed_open")"
+            R"(:0}}},"sources":{"store":1,"fallback":2,"failed_open":3,"refused":4},"store_failures":{"request_rate)"
+            R"(":{"timeout":11,"connection":12,"breaker":13,"config":14,"error":15,"overload":16,"cluster":17},"con)"
+            R"(currency":{"timeout":21,"connection":22,"breaker":23,"config":24,"error":25,"overload":26,"cluster":)"
+            R"(27},"fleet":{"timeout":31,"connection":32,"breaker":33,"config":34,"error":35,"overload":36,"cluster)"
+            R"(":37},"utilization":{"timeout":41,"connection":42,"breaker":43,"config":44,"error":45,"overload":46,)"
+            R"("cluster":47},"adaptive":{"timeout":0,"connection":0,"breaker":0,"config":0,"error":0,"overload":0,")"
+            R"(cluster":0}},"config_errors":9,"blocked":0,"modes":{"request_rate":"enforce","concurrency":"dark","f)"
+            R"(leet":"off","utilization":"unconfigured","adaptive":"unconfigured"},"top_tenants":[{"tenant":"globex)"
+            R"(","requests":1,"rejections":1,"rejection_rate":1},{"tenant":"acme","requests":3,"rejections":2,"reje)"
+            R"(ction_rate":0.6666666666666666},{"tenant":"evil\\x22\\x0a\\x01","requests":2,"rejections":1,"rejecti)"
+            R"(on_rate":0.5}],"breaker":"half_open","store":{"tenants":42,"evictions":7,"release_errors":3,"repairs)"
+            R"(":2,"reconnects":5,"noscript_reloads":1,"connections_in_use":4,"waiting":6,"waiting_cap":128},"lease)"
+            R"(s":{"hot_tenants":2,"tokens_in_hand":30,"slots_in_hand":5,"decisions_in_process":100,"decisions_afte)"
+            R"(r_lease_call":101,"exact_admits":102,"lease_calls":103,"give_backs":104,"fleet_reports":105,"release)"
+            R"(s_in_process":106,"tokens_leased":107,"tokens_given_back":108,"slots_leased":109,"slots_given_back":)"
+            R"(110,"redis_commands_saved":-5},"shedding_amount":0.25,"utilization":0.3333333333333333,"in_flight":1)"
+            R"(7,"adaptive":{"*":{"limit":11.25,"in_flight":7}}})");
 }
 
 TEST(MetricsOutput, PrometheusWithEverySection) {
@@ -140,6 +144,10 @@ floodwall_decisions_total{limiter="utilization",outcome="allowed",route="default
 floodwall_decisions_total{limiter="utilization",outcome="rejected",route="default"} 14
 floodwall_decisions_total{limiter="utilization",outcome="dark_rejected",route="default"} 15
 floodwall_decisions_total{limiter="utilization",outcome="failed_open",route="default"} 16
+floodwall_decisions_total{limiter="adaptive",outcome="allowed",route="default"} 0
+floodwall_decisions_total{limiter="adaptive",outcome="rejected",route="default"} 0
+floodwall_decisions_total{limiter="adaptive",outcome="dark_rejected",route="default"} 0
+floodwall_decisions_total{limiter="adaptive",outcome="failed_open",route="default"} 0
 floodwall_decisions_total{limiter="request_rate",outcome="allowed",route="/v1/items"} 17
 floodwall_decisions_total{limiter="request_rate",outcome="rejected",route="/v1/items"} 18
 floodwall_decisions_total{limiter="request_rate",outcome="dark_rejected",route="/v1/items"} 19
@@ -156,6 +164,10 @@ floodwall_decisions_total{limiter="utilization",outcome="allowed",route="/v1/ite
 floodwall_decisions_total{limiter="utilization",outcome="rejected",route="/v1/items"} 30
 floodwall_decisions_total{limiter="utilization",outcome="dark_rejected",route="/v1/items"} 31
 floodwall_decisions_total{limiter="utilization",outcome="failed_open",route="/v1/items"} 32
+floodwall_decisions_total{limiter="adaptive",outcome="allowed",route="/v1/items"} 0
+floodwall_decisions_total{limiter="adaptive",outcome="rejected",route="/v1/items"} 0
+floodwall_decisions_total{limiter="adaptive",outcome="dark_rejected",route="/v1/items"} 0
+floodwall_decisions_total{limiter="adaptive",outcome="failed_open",route="/v1/items"} 0
 floodwall_decisions_total{limiter="request_rate",outcome="allowed",route="/v1/\"q\"\\p\n??"} 33
 floodwall_decisions_total{limiter="request_rate",outcome="rejected",route="/v1/\"q\"\\p\n??"} 34
 floodwall_decisions_total{limiter="request_rate",outcome="dark_rejected",route="/v1/\"q\"\\p\n??"} 35
@@ -172,6 +184,10 @@ floodwall_decisions_total{limiter="utilization",outcome="allowed",route="/v1/\"q
 floodwall_decisions_total{limiter="utilization",outcome="rejected",route="/v1/\"q\"\\p\n??"} 46
 floodwall_decisions_total{limiter="utilization",outcome="dark_rejected",route="/v1/\"q\"\\p\n??"} 47
 floodwall_decisions_total{limiter="utilization",outcome="failed_open",route="/v1/\"q\"\\p\n??"} 48
+floodwall_decisions_total{limiter="adaptive",outcome="allowed",route="/v1/\"q\"\\p\n??"} 0
+floodwall_decisions_total{limiter="adaptive",outcome="rejected",route="/v1/\"q\"\\p\n??"} 0
+floodwall_decisions_total{limiter="adaptive",outcome="dark_rejected",route="/v1/\"q\"\\p\n??"} 0
+floodwall_decisions_total{limiter="adaptive",outcome="failed_open",route="/v1/\"q\"\\p\n??"} 0
 # HELP floodwall_decisions_by_source_total Who decided the requests that reached the store: the store, the local fallback, nobody (failed open) or nobody and refused (fallback closed).
 # TYPE floodwall_decisions_by_source_total counter
 floodwall_decisions_by_source_total{source="store"} 1
@@ -208,6 +224,13 @@ floodwall_store_failures_total{limiter="utilization",reason="config"} 44
 floodwall_store_failures_total{limiter="utilization",reason="error"} 45
 floodwall_store_failures_total{limiter="utilization",reason="overload"} 46
 floodwall_store_failures_total{limiter="utilization",reason="cluster"} 47
+floodwall_store_failures_total{limiter="adaptive",reason="timeout"} 0
+floodwall_store_failures_total{limiter="adaptive",reason="connection"} 0
+floodwall_store_failures_total{limiter="adaptive",reason="breaker"} 0
+floodwall_store_failures_total{limiter="adaptive",reason="config"} 0
+floodwall_store_failures_total{limiter="adaptive",reason="error"} 0
+floodwall_store_failures_total{limiter="adaptive",reason="overload"} 0
+floodwall_store_failures_total{limiter="adaptive",reason="cluster"} 0
 # HELP floodwall_config_errors_total Store operations refused as misconfigured (wrong key type, CROSSSLOT).
 # TYPE floodwall_config_errors_total counter
 floodwall_config_errors_total 9
@@ -236,6 +259,12 @@ floodwall_utilization 0.3333333333333333
 # HELP floodwall_in_flight Requests admitted and not yet released.
 # TYPE floodwall_in_flight gauge
 floodwall_in_flight 17
+# HELP floodwall_adaptive_limit The adaptive concurrency limit now, per route family it limits ("*": every request).
+# TYPE floodwall_adaptive_limit gauge
+floodwall_adaptive_limit{route="*"} 11.25
+# HELP floodwall_adaptive_in_flight Requests holding a slot of the adaptive concurrency limit, per route family it limits.
+# TYPE floodwall_adaptive_in_flight gauge
+floodwall_adaptive_in_flight{route="*"} 7
 # HELP floodwall_store_evictions_total Tenants evicted from the memory store beyond max_tenants.
 # TYPE floodwall_store_evictions_total counter
 floodwall_store_evictions_total 7
@@ -302,23 +331,25 @@ floodwall_blocked_total 0
 
 TEST(MetricsOutput, JsonOfAFreshMemoryStore) {
   Metrics m;
-  EXPECT_EQ(
-      m.json(StoreStats{}, Gauges{}),
-      R"({"decisions":{"request_rate":{"allowed":0,"rejected":0,"dark_rejected":0,"failed_open":0},)"
-      R"("concurrency":{"allowed":0,"rejected":0,"dark_rejected":0,"failed_open":0},"fleet":{"allowed":0,)"
-      R"("rejected":0,"dark_rejected":0,"failed_open":0},"utilization":{"allowed":0,"rejected":0,)"
-      R"("dark_rejected":0,"failed_open":0}},"routes":{"default":{"request_rate":{"allowed":0,"rejected":0,)"
-      R"("dark_rejected":0,"failed_open":0},"concurrency":{"allowed":0,"rejected":0,"dark_rejected":0,)"
-      R"("failed_open":0},"fleet":{"allowed":0,"rejected":0,"dark_rejected":0,"failed_open":0},)"
-      R"("utilization":{"allowed":0,"rejected":0,"dark_rejected":0,"failed_open":0}}},"sources":{"store":0,)"
-      R"("fallback":0,"failed_open":0,"refused":0},"store_failures":{"request_rate":{"timeout":0,"connection":0,)"
-      R"("breaker":0,"config":0,"error":0,"overload":0,"cluster":0},"concurrency":{"timeout":0,"connection":0,"breaker":0,)"
-      R"("config":0,"error":0,"overload":0,"cluster":0},"fleet":{"timeout":0,"connection":0,"breaker":0,"config":0,"error":0,)"
-      R"("overload":0,"cluster":0},"utilization":{"timeout":0,"connection":0,"breaker":0,"config":0,"error":0,"overload":0,"cluster":0}},)"
-      R"("config_errors":0,"blocked":0,"modes":{"request_rate":"unconfigured","concurrency":"unconfigured",)"
-      R"("fleet":"unconfigured","utilization":"unconfigured"},"top_tenants":[],"breaker":"closed",)"
-      R"("store":{"tenants":0,"evictions":0,"release_errors":0,"repairs":0,"reconnects":0,"noscript_reloads":0,)"
-      R"("connections_in_use":0,"waiting":0,"waiting_cap":0},"shedding_amount":0,"utilization":0,"in_flight":0})");
+  EXPECT_EQ(m.json(StoreStats{}, Gauges{}),
+            R"({"decisions":{"request_rate":{"allowed":0,"rejected":0,"dark_rejected":0,"failed_open":0},"concurren)"
+            R"(cy":{"allowed":0,"rejected":0,"dark_rejected":0,"failed_open":0},"fleet":{"allowed":0,"rejected":0,")"
+            R"(dark_rejected":0,"failed_open":0},"utilization":{"allowed":0,"rejected":0,"dark_rejected":0,"failed_)"
+            R"(open":0},"adaptive":{"allowed":0,"rejected":0,"dark_rejected":0,"failed_open":0}},"routes":{"default)"
+            R"(":{"request_rate":{"allowed":0,"rejected":0,"dark_rejected":0,"failed_open":0},"concurrency":{"allow)"
+            R"(ed":0,"rejected":0,"dark_rejected":0,"failed_open":0},"fleet":{"allowed":0,"rejected":0,"dark_reject)"
+            R"(ed":0,"failed_open":0},"utilization":{"allowed":0,"rejected":0,"dark_rejected":0,"failed_open":0},"a)"
+            R"(daptive":{"allowed":0,"rejected":0,"dark_rejected":0,"failed_open":0}}},"sources":{"store":0,"fallba)"
+            R"(ck":0,"failed_open":0,"refused":0},"store_failures":{"request_rate":{"timeout":0,"connection":0,"bre)"
+            R"(aker":0,"config":0,"error":0,"overload":0,"cluster":0},"concurrency":{"timeout":0,"connection":0,"br)"
+            R"(eaker":0,"config":0,"error":0,"overload":0,"cluster":0},"fleet":{"timeout":0,"connection":0,"breaker)"
+            R"(":0,"config":0,"error":0,"overload":0,"cluster":0},"utilization":{"timeout":0,"connection":0,"breake)"
+            R"(r":0,"config":0,"error":0,"overload":0,"cluster":0},"adaptive":{"timeout":0,"connection":0,"breaker")"
+            R"(:0,"config":0,"error":0,"overload":0,"cluster":0}},"config_errors":0,"blocked":0,"modes":{"request_r)"
+            R"(ate":"unconfigured","concurrency":"unconfigured","fleet":"unconfigured","utilization":"unconfigured")"
+            R"(,"adaptive":"unconfigured"},"top_tenants":[],"breaker":"closed","store":{"tenants":0,"evictions":0,")"
+            R"(release_errors":0,"repairs":0,"reconnects":0,"noscript_reloads":0,"connections_in_use":0,"waiting":0)"
+            R"(,"waiting_cap":0},"shedding_amount":0,"utilization":0,"in_flight":0})");
 }
 
 TEST(MetricsOutput, PrometheusOfAFreshMemoryStore) {
@@ -342,6 +373,10 @@ floodwall_decisions_total{limiter="utilization",outcome="allowed",route="default
 floodwall_decisions_total{limiter="utilization",outcome="rejected",route="default"} 0
 floodwall_decisions_total{limiter="utilization",outcome="dark_rejected",route="default"} 0
 floodwall_decisions_total{limiter="utilization",outcome="failed_open",route="default"} 0
+floodwall_decisions_total{limiter="adaptive",outcome="allowed",route="default"} 0
+floodwall_decisions_total{limiter="adaptive",outcome="rejected",route="default"} 0
+floodwall_decisions_total{limiter="adaptive",outcome="dark_rejected",route="default"} 0
+floodwall_decisions_total{limiter="adaptive",outcome="failed_open",route="default"} 0
 # HELP floodwall_decisions_by_source_total Who decided the requests that reached the store: the store, the local fallback, nobody (failed open) or nobody and refused (fallback closed).
 # TYPE floodwall_decisions_by_source_total counter
 floodwall_decisions_by_source_total{source="store"} 0
@@ -378,6 +413,13 @@ floodwall_store_failures_total{limiter="utilization",reason="config"} 0
 floodwall_store_failures_total{limiter="utilization",reason="error"} 0
 floodwall_store_failures_total{limiter="utilization",reason="overload"} 0
 floodwall_store_failures_total{limiter="utilization",reason="cluster"} 0
+floodwall_store_failures_total{limiter="adaptive",reason="timeout"} 0
+floodwall_store_failures_total{limiter="adaptive",reason="connection"} 0
+floodwall_store_failures_total{limiter="adaptive",reason="breaker"} 0
+floodwall_store_failures_total{limiter="adaptive",reason="config"} 0
+floodwall_store_failures_total{limiter="adaptive",reason="error"} 0
+floodwall_store_failures_total{limiter="adaptive",reason="overload"} 0
+floodwall_store_failures_total{limiter="adaptive",reason="cluster"} 0
 # HELP floodwall_config_errors_total Store operations refused as misconfigured (wrong key type, CROSSSLOT).
 # TYPE floodwall_config_errors_total counter
 floodwall_config_errors_total 0
@@ -431,7 +473,7 @@ TEST(MetricsOutput, RoutesBeyondTheCapAreOther) {
   EXPECT_NE(prom.find("floodwall_decisions_total{limiter=\"request_rate\",outcome=\"allowed\",route=\"other\"} 6\n"),
             std::string::npos)
       << prom;
-  EXPECT_NE(prom.find("floodwall_decisions_total{limiter=\"utilization\",outcome=\"failed_open\",route=\"other\"} 0\n"
+  EXPECT_NE(prom.find("floodwall_decisions_total{limiter=\"adaptive\",outcome=\"failed_open\",route=\"other\"} 0\n"
                       "# HELP floodwall_decisions_by_source_total"),
             std::string::npos)
       << prom;
@@ -439,5 +481,5 @@ TEST(MetricsOutput, RoutesBeyondTheCapAreOther) {
   for (size_t at = prom.find("floodwall_decisions_total{"); at != std::string::npos;
        at = prom.find("floodwall_decisions_total{", at + 1))
     lines++;
-  EXPECT_EQ(lines, Metrics::kMaxRoutes * 4 * 4 + 4 * 4) << "64 route families (default among them) and other";
+  EXPECT_EQ(lines, Metrics::kMaxRoutes * 5 * 4 + 5 * 4) << "64 route families (default among them) and other";
 }
