@@ -1,6 +1,6 @@
 // Type declarations of the floodwall package (bindings/node/lib/*.js).
 
-export type LimiterName = 'request_rate' | 'concurrency' | 'fleet' | 'utilization';
+export type LimiterName = 'request_rate' | 'concurrency' | 'fleet' | 'utilization' | 'adaptive';
 export type Mode = 'enforce' | 'dark' | 'off';
 export type FailReason = 'timeout' | 'connection' | 'breaker' | 'config' | 'error' | 'overload' | 'cluster';
 export type Ticket = number | bigint;
@@ -75,6 +75,22 @@ export interface Policy {
     sample_s?: number;
     mode?: Mode;
   };
+  /** The adaptive concurrency limit: in-flight requests under a limit the measured latency moves (503). */
+  adaptive?: {
+    enabled?: boolean;
+    algorithm?: 'gradient2' | 'vegas';
+    initial_limit?: number;
+    min_limit?: number;
+    max_limit?: number;
+    smoothing?: number;
+    window_ms?: number;
+    tolerance?: number;
+    critical_reserve?: number;
+    ttl_s?: number;
+    probe_interval_s?: number;
+    routes?: string[];
+    mode?: Mode;
+  };
   redis?: {
     deadline_ms?: number;
     connect_timeout_ms?: number;
@@ -129,7 +145,7 @@ export interface AdmitRequest extends RequestIdentity {
 export class Decision {
   private constructor();
   readonly allowed: boolean;
-  /** 200, 403 (blocked through the admin API), 429 (request_rate, concurrency) or 503 (fleet, utilization). */
+  /** 200, 403 (blocked through the admin API), 429 (request_rate, concurrency) or 503 (fleet, utilization, adaptive). */
   readonly status: 200 | 403 | 429 | 503;
   readonly limiter: LimiterName | null;
   readonly darkLimiter: LimiterName | null;

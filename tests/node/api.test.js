@@ -434,3 +434,23 @@ describe('metrics, modes and close', () => {
     assert.throws(() => d.headers, ClosedError, 'formatting needs the client');
   });
 });
+
+test('the adaptive limit sheds with its own 503, and dark mode says so', () =>
+  withClient(
+    { adaptive: { enabled: true, min_limit: 2, max_limit: 2, initial_limit: 2, critical_reserve: 0 } },
+    async (fw) => {
+      const held = [await fw.admit({ tenant: 'acme' }), await fw.admit({ tenant: 'acme' })];
+      assert.ok(held.every((d) => d.allowed));
+      const shed = await fw.admit({ tenant: 'acme' });
+      assert.deepEqual([shed.allowed, shed.status, shed.limiter], [false, 503, 'adaptive']);
+      assert.equal(shed.headers['Retry-After'], '1');
+      assert.equal(JSON.parse(shed.body).error.limit_type, 'adaptive');
+      fw.setMode('adaptive', 'dark');
+      const dark = await fw.admit({ tenant: 'acme' });
+      assert.deepEqual([dark.allowed, dark.darkLimiter], [true, 'adaptive']);
+      fw.setMode('adaptive', 'enforce');
+      for (const d of held) fw.release(d);
+      assert.ok((await fw.admit({ tenant: 'acme' })).allowed);
+      assert.match(fw.prometheus(), /floodwall_adaptive_limit\{route="\*"\} 2\n/);
+    },
+  ));

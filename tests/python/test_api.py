@@ -301,3 +301,23 @@ def test_versions_agree():
     assert floodwall.__version__ == version  # the core's fw_version()
     from importlib.metadata import version as dist_version
     assert dist_version("floodwall") == version  # the wheel's metadata, which pyproject reads from VERSION
+
+
+def test_the_adaptive_limit_sheds_with_its_own_503_and_dark_mode_says_so(make_client):
+    # At most two in flight (min = max = 2): a third is shed by "adaptive", with the core's 503.
+    fw = make_client({"adaptive": {"enabled": True, "min_limit": 2, "max_limit": 2, "initial_limit": 2,
+                                   "critical_reserve": 0}})
+    held = [fw.admit("acme"), fw.admit("acme")]
+    assert all(d.allowed for d in held)
+    d = fw.admit("acme")
+    assert (d.allowed, d.status, d.limiter) == (False, 503, "adaptive")
+    assert d.headers["Retry-After"] == "1"
+    assert json.loads(d.body)["error"]["limit_type"] == "adaptive"
+    fw.set_mode("adaptive", "dark")
+    d = fw.admit("acme")
+    assert (d.allowed, d.dark_limiter) == (True, "adaptive")
+    fw.set_mode("adaptive", "enforce")
+    for h in held:
+        fw.release(h)
+    assert fw.admit("acme").allowed
+    assert 'floodwall_adaptive_limit{route="*"} 2' in fw.prometheus()

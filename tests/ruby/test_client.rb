@@ -335,4 +335,24 @@ class TestClient < Minitest::Test
     client = Floodwall::Client.open(SEED) { |fw| fw }
     assert client.closed?
   end
+
+  def test_the_adaptive_limit_sheds_with_its_own_503_and_dark_mode_says_so
+    fw = Floodwall::Client.new(adaptive: { enabled: true, min_limit: 2, max_limit: 2, initial_limit: 2,
+                                           critical_reserve: 0 })
+    held = Array.new(2) { fw.admit(tenant: "acme") }
+    assert held.all?(&:allowed?)
+    shed = fw.admit(tenant: "acme")
+    assert_equal [false, 503, "adaptive"], [shed.allowed?, shed.status, shed.limiter]
+    assert_equal "1", shed.headers["Retry-After"]
+    assert_equal "adaptive", JSON.parse(shed.body)["error"]["limit_type"]
+    fw.set_mode("adaptive", "dark")
+    dark = fw.admit(tenant: "acme")
+    assert_equal [true, "adaptive"], [dark.allowed?, dark.dark_limiter]
+    fw.set_mode("adaptive", "enforce")
+    held.each { |d| fw.release(d) }
+    assert fw.admit(tenant: "acme").allowed?
+    assert_includes fw.prometheus, %(floodwall_adaptive_limit{route="*"} 2\n)
+  ensure
+    fw&.close
+  end
 end

@@ -5,10 +5,11 @@
 // limits and quotas (the rules) are kept only for a decision that one of them applied to, and named on
 // first use from the client's names, asked once (core.ruleNames).
 
-const LIMITERS = [null, 'request_rate', 'concurrency', 'fleet', 'utilization'];
-const LIMITER_CODES = { request_rate: 1, concurrency: 2, fleet: 3, utilization: 4 };
 // The core's names, by code (the addon is the module index.js loaded; require caches it).
-const FAIL_REASONS = [null, ...require(require('./addon_path').addonPath()).failReasons];
+const addon = require(require('./addon_path').addonPath());
+const LIMITERS = [null, ...addon.limiters];
+const LIMITER_CODES = Object.fromEntries(addon.limiters.map((name, i) => [name, i + 1]));
+const FAIL_REASONS = [null, ...addon.failReasons];
 const TWO_32 = 2 ** 32;
 // Where the rules' fields start in the raw array (src/addon.cc, kRawRulesHigh): the mask's high and low
 // halves, then rule, dark_rule, shown_rule, rule_limit, rule_remaining, rule_reset_s, rule_window_end_s.
@@ -27,7 +28,7 @@ class Decision {
     this.#core = core;
     /** The request may proceed (also true in dark mode when degraded and when failed open). */
     this.allowed = raw[0] !== 0;
-    /** 200, 403 (blocked through the admin API), 429 (request_rate, concurrency) or 503 (fleet, utilization). */
+    /** 200, 403 (blocked through the admin API), 429 (request_rate, concurrency) or 503 (fleet, utilization, adaptive). */
     this.status = raw[1];
     /** The enforcing limiter that rejected, or null. */
     this.limiter = LIMITERS[raw[2]];

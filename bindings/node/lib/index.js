@@ -169,7 +169,7 @@ class Floodwall {
     native.release(this.#core.handle, ticket);
   }
 
-  /** Sets a limiter's mode at run time: limiter 'request_rate' | 'concurrency' | 'fleet' | 'utilization',
+  /** Sets a limiter's mode at run time: limiter 'request_rate' | 'concurrency' | 'fleet' | 'utilization' | 'adaptive',
    * mode 'enforce' | 'dark' | 'off'. */
   setMode(limiter, mode) {
     native.setMode(this.#core.handle, limiter, mode);

@@ -890,6 +890,11 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
     reasons.Set(reasons.Length(), name);
   }
   exports.Set("failReasons", reasons);
+  // The same for the limiters (lib/decision.js: a decision's limiter by code).
+  Napi::Array limiters = Napi::Array::New(env);
+  for (int l = FW_LIMITER_NONE + 1; l < FW_LIMITER_COUNT; l++)
+    limiters.Set(limiters.Length(), fw_limiter_name(static_cast<fw_limiter>(l)));
+  exports.Set("limiters", limiters);
   Napi::Object codes = Napi::Object::New(env);
   codes.Set("FW_ERROR", static_cast<int>(FW_ERROR));
   codes.Set("FW_ENOMEM", static_cast<int>(FW_ENOMEM));

@@ -89,8 +89,8 @@ module Floodwall
       nil
     end
 
-    # Switches a limiter ("request_rate", "concurrency", "fleet", "utilization") to "enforce", "dark" or
-    # "off" at run time. A fleet-wide mode set in Redis overrides it.
+    # Switches a limiter ("request_rate", "concurrency", "fleet", "utilization", "adaptive") to "enforce",
+    # "dark" or "off" at run time. A fleet-wide mode set in Redis overrides it.
     def set_mode(limiter, mode)
       Native.set_mode(@handle, Native.limiter_from_name(limiter.to_s), Native.mode_from_name(mode.to_s))
       nil

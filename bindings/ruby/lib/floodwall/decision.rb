@@ -21,7 +21,8 @@ module Floodwall
       allowed != 0
     end
 
-    # The enforcing limiter that rejected: "request_rate", "concurrency", "fleet", "utilization", or nil.
+    # The enforcing limiter that rejected: "request_rate", "concurrency", "fleet", "utilization", "adaptive",
+    # or nil.
     def limiter
       LIMITERS[limiter_value]
     end
