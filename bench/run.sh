@@ -16,6 +16,8 @@
 # no HTTP section (bench/http/run.js; FW_BENCH_HTTP=0 leaves out that one alone).
 # FW_BENCH_HTTP_ONLY=1 runs the HTTP section alone (bench/http/run.js; about 3 minutes), e.g.
 #   FW_BENCH_HTTP_ONLY=1 FW_BENCH_OUT=/tmp/fw bash bench/run.sh
+# FW_BENCH_ADAPTIVE_ONLY=1 runs the adaptive concurrency limit's box alone (bench/cpp/adaptive_box.cpp, about
+# 80 s; FW_BENCH_ADAPTIVE=0 leaves out that one alone).
 # FW_BENCH_OUT=DIR writes RESULTS.md and results.json into DIR instead of bench/ (for a trial run that
 # must not replace the committed figures), e.g.
 #   FW_BENCH_CPP_ONLY=1 FW_BENCH_OUT=/tmp/fw FW_BENCH_ARGS="--sections tls --seconds 1 --rounds 1" bash bench/run.sh
@@ -29,6 +31,10 @@ BUILD=${1:-build}
 JOBS=${JOBS:-2}
 CPP_ONLY=${FW_BENCH_CPP_ONLY:-0}
 HTTP_ONLY=${FW_BENCH_HTTP_ONLY:-0}
+ADAPTIVE_ONLY=${FW_BENCH_ADAPTIVE_ONLY:-0}
+if [[ $ADAPTIVE_ONLY == 1 ]]; then
+  CPP_ONLY=1  # no peers, no languages, no HTTP: the box alone
+fi
 OUT=${FW_BENCH_OUT:-$ROOT/bench}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -67,7 +73,7 @@ trap 'rm -rf "$WORK"' EXIT  # until the server runs (below: stop it, then this)
 # Does redis_path run its cluster section? It does unless FW_BENCH_ARGS names sections without it (the
 # last --sections counts, as in redis_path).
 WANT_CLUSTER=1
-[[ $HTTP_ONLY != 1 ]] || WANT_CLUSTER=0
+[[ $HTTP_ONLY != 1 && $ADAPTIVE_ONLY != 1 ]] || WANT_CLUSTER=0
 read -ra BENCH_ARGS <<<"${FW_BENCH_ARGS:-}"
 for ((i = 0; i < ${#BENCH_ARGS[@]}; i++)); do
   if [[ ${BENCH_ARGS[i]} == --sections ]]; then
@@ -219,10 +225,17 @@ START=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 
 # --------------------------------------------------------------------------------------- the runs
 status=0
-if [[ $HTTP_ONLY != 1 ]]; then
+if [[ $HTTP_ONLY != 1 && $ADAPTIVE_ONLY != 1 ]]; then
   # shellcheck disable=SC2086 # FW_BENCH_ARGS is a list of flags
   "$BUILD/bench/redis_path" --port "$PORT" --tls-port "$TLS_PORT" --tls-ca "$TLS/ca.crt" --redis-pid "$REDIS_PID" \
     ${CLUSTER_ARGS[@]+"${CLUSTER_ARGS[@]}"} --json "$WORK/cpp.json" --markdown "$WORK/cpp.md" ${FW_BENCH_ARGS:-} || status=1
+fi
+
+# The adaptive concurrency limit on a box of real threads: no limiter, gradient2 and vegas, then the
+# capacity halved (bench/cpp/adaptive_box.cpp).
+if [[ $HTTP_ONLY != 1 && ${FW_BENCH_ADAPTIVE:-1} == 1 ]]; then
+  echo "bench: adaptive_box"
+  "$BUILD/bench/adaptive_box" --markdown "$WORK/adaptive.md" --json "$WORK/adaptive.json" || status=1
 fi
 
 # Where the redis-server's time goes inside the script (bench/cpp/PROFILE.md, section 1).
@@ -265,7 +278,7 @@ fi
 
 # ------------------------------------------------------------------------------------ the report
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
-export START LOAD_BEFORE LOAD_AFTER WORK ROOT OUT CPP_ONLY HTTP_ONLY
+export START LOAD_BEFORE LOAD_AFTER WORK ROOT OUT CPP_ONLY HTTP_ONLY ADAPTIVE_ONLY
 python3 - <<'PY'
 import json, os, platform, subprocess
 
@@ -297,6 +310,7 @@ try:
 except OSError:
     results["cpp"] = None
     cpp_md = ("(not run: FW_BENCH_HTTP_ONLY)\n" if os.environ["HTTP_ONLY"] == "1"
+              else "(not run: FW_BENCH_ADAPTIVE_ONLY)\n" if os.environ["ADAPTIVE_ONLY"] == "1"
               else "**The C++ benchmark failed; see the output of bench/run.sh.**\n")
 
 try:
@@ -306,6 +320,13 @@ except OSError:
 results["redis_cpu_us_per_call"] = {
     line.rsplit(None, 1)[0]: float(line.rsplit(None, 1)[1])
     for line in script_cost.splitlines()[1:] if line.strip() and line.rsplit(None, 1)[-1].replace(".", "", 1).isdigit()}
+adaptive_md = None
+try:
+    results["adaptive"] = json.load(open(os.path.join(work, "adaptive.json")))
+    adaptive_md = open(os.path.join(work, "adaptive.md")).read()
+except (OSError, ValueError):
+    if os.environ["HTTP_ONLY"] != "1":
+        adaptive_md = "**bench/cpp/adaptive_box failed, or was left out; see the output of bench/run.sh.**\n"
 langs = {}
 for lang, path in (("python", "bench/python/run.py"), ("node", "bench/node/run.js"), ("ruby", "bench/ruby/run.rb")):
     if not os.path.exists(os.path.join(work, lang + ".rc")):
@@ -355,6 +376,11 @@ md = ["# floodwall benchmark results", "",
       "`redis-benchmark -c 64 -P 16`; the redis-server's CPU time per call, best of 3 runs.", "",
       "```", script_cost.rstrip(), "```", "",
       "Where the time goes and what to change: `bench/cpp/PROFILE.md`.", ""]
+if adaptive_md is not None:
+    md += ["## The adaptive concurrency limit (`bench/cpp/adaptive_box.cpp`)", "",
+           "A box of 4 workers, 5 ms +-20% of work per request (a request beyond 4 waits for a worker), 64 callers "
+           "in a closed loop through the C ABI on memory:// with `{\"adaptive\": {\"enabled\": true}}` (a shed "
+           "caller sends again 5 ms later); latency from admit to release.", "", adaptive_md]
 if http_md is not None:
     md += ["## Middleware over real HTTP (`bench/http/run.js`)", "",
            "Each app a process of its own on the same redis-server, the limit never reached; the overhead is "
@@ -370,7 +396,9 @@ with open(os.path.join(out, "RESULTS.md"), "w") as f:
     f.write("\n".join(md))
 shown = os.path.relpath(out, root) if os.path.commonpath([out, root]) == root else out
 print(f"bench: wrote {shown}/RESULTS.md and {shown}/results.json"
-      + (" (FW_BENCH_CPP_ONLY: the C++ figures alone)" if os.environ["CPP_ONLY"] == "1" else "")
-      + (" (FW_BENCH_HTTP_ONLY: the HTTP figures alone)" if os.environ["HTTP_ONLY"] == "1" else ""))
+      + (" (FW_BENCH_CPP_ONLY: the C++ figures alone)"
+         if os.environ["CPP_ONLY"] == "1" and os.environ["ADAPTIVE_ONLY"] != "1" else "")
+      + (" (FW_BENCH_HTTP_ONLY: the HTTP figures alone)" if os.environ["HTTP_ONLY"] == "1" else "")
+      + (" (FW_BENCH_ADAPTIVE_ONLY: the adaptive box alone)" if os.environ["ADAPTIVE_ONLY"] == "1" else ""))
 PY
 exit $status

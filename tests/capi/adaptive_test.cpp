@@ -4,7 +4,10 @@
 // arithmetic and a simulated box are in tests/core/engine/adaptive_test.cpp.
 #include <floodwall.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <floodwall.hpp>
 #include <string>
 #include <vector>
@@ -140,4 +143,37 @@ TEST(CApiAdaptive, RouteFamiliesHaveLimitsOfTheirOwn) {
   std::string prom = fw.prometheus();
   EXPECT_NE(prom.find("floodwall_adaptive_in_flight{route=\"/search\"} 1\n"), std::string::npos) << prom;
   EXPECT_NE(prom.find("floodwall_adaptive_in_flight{route=\"/upload\"} 1\n"), std::string::npos) << prom;
+}
+
+// The limit is per process, on shm:// too (README): a forked worker with its own client on the same segment
+// admits up to its own limit while the parent holds all of its own.
+TEST(CApiAdaptive, TheLimitIsPerProcessEvenOnShm) {
+  std::string name = "fw-adaptive-" + std::to_string(getpid());
+  std::string policy = R"({"store": "shm://)" + name + R"(", "adaptive": {"min_limit": 2, "max_limit": 2,
+                          "initial_limit": 2, "critical_reserve": 0}})";
+  {
+    floodwall::Client parent(policy);
+    auto a = parent.admit("t");
+    auto b = parent.admit("t");
+    ASSERT_TRUE(a.allowed() && b.allowed());
+    ASSERT_EQ(parent.admit("t").limiter(), FW_LIMITER_ADAPTIVE);
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      int code = 0;
+      {
+        floodwall::Client child(policy);
+        auto c = child.admit("t");
+        auto d = child.admit("t");
+        if (!c.allowed() || !d.allowed()) code = 1;                       // its own two slots
+        if (child.admit("t").limiter() != FW_LIMITER_ADAPTIVE) code = 2;  // and no more
+      }
+      _exit(code);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "1: the child was shed below its own limit; 2: it was not shed beyond it";
+  }
+  std::remove(("/dev/shm/floodwall." + name).c_str());
 }
