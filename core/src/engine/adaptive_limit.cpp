@@ -21,15 +21,16 @@ uint64_t AdaptiveLimit::acquire(Tier t, bool enforce, int64_t now_us, bool &over
   if (now_us >= next_sweep_us_) sweep(now_us);
   if (!probing_ && now_us >= next_probe_us_) {
     probing_ = true;
-    probe_first_id_ = next_id_;
+    probe_epoch_++;  // what is in flight now began before the probe: not its samples
     probe_samples_.clear();
   }
   auto in_flight = static_cast<int64_t>(started_.size());
   // While the no-load latency is measured, every tier waits for min_limit.
   over = in_flight >= (probing_ ? p_.min_limit : cap(limit_, t));
   if (over && enforce) return 0;
+  if (over && probing_) probe_epoch_++;  // admitted beyond min_limit (dark): spoils the samples in flight
   uint64_t id = next_id_++;
-  started_.emplace(id, now_us);
+  started_.emplace(id, Slot{now_us, probing_ && !over ? probe_epoch_ : 0});
   window_peak_ = std::max(window_peak_, in_flight + 1);
   return id;
 }
@@ -38,11 +39,12 @@ void AdaptiveLimit::release(uint64_t id, bool sample, int64_t now_us) {
   std::lock_guard lock(mu_);
   auto it = started_.find(id);
   if (it == started_.end()) return;  // expired, or given back already
-  int64_t latency = std::max<int64_t>(1, now_us - it->second);
+  int64_t latency = std::max<int64_t>(1, now_us - it->second.started_us);
+  bool clean = it->second.probe_epoch == probe_epoch_;
   started_.erase(it);
   if (!sample) return;
   if (probing_) {
-    if (id >= probe_first_id_) probe_samples_.push_back(latency);
+    if (clean) probe_samples_.push_back(latency);
     if (probe_samples_.size() >= kProbeSamples) end_probe(now_us);
     return;
   }
@@ -67,7 +69,7 @@ void AdaptiveLimit::end_probe(int64_t now_us) {
 void AdaptiveLimit::sweep(int64_t now_us) {
   auto ttl_us = static_cast<int64_t>(p_.ttl_s * 1e6);
   for (auto it = started_.begin(); it != started_.end();) {
-    if (now_us - it->second >= ttl_us)
+    if (now_us - it->second.started_us >= ttl_us)
       it = started_.erase(it);
     else
       ++it;

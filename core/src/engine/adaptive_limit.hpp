@@ -5,10 +5,11 @@
 // call of the bindings'). Both algorithms compare the latency now with the service's latency at no load,
 // which the limit measures itself, as envoy's gradient controller does: at its start and every
 // probe_interval_s it admits at most min_limit requests at once until kProbeSamples of them have ended,
-// and takes their median. (Netflix's Gradient2 compares with a long-term average instead, and that
-// average, fed by the queued requests' latency, drifts up under sustained overload: the limit with it.)
-// Between probes the samples of a window (window_ms and at least kMinWindowSamples releases) give one
-// average latency, and the algorithm moves the limit once per window:
+// and takes their median (in dark mode, where requests beyond it are admitted too, a sample counts only if
+// none was admitted beyond it while it ran: under a dark flood the probe waits for enforcement). (Netflix's Gradient2
+// compares with a long-term average instead, and that average, fed by the queued requests' latency, drifts up under
+// sustained overload: the limit with it.) Between probes the samples of a window (window_ms and at least
+// kMinWindowSamples releases) give one average latency, and the algorithm moves the limit once per window:
 //   gradient2 (default): gradient = clamp(tolerance * base / latency, 0.5, 1); new = limit * gradient +
 //     sqrt(limit); the limit does not grow while the window's peak in-flight stayed under half of it.
 //   vegas: queue = limit * (1 - base / latency); under log10(limit) the limit grows by 6 log10, under
@@ -62,7 +63,11 @@ class AdaptiveLimit {
   const AdaptivePolicy p_;
   mutable std::mutex mu_;
   double limit_;
-  std::unordered_map<uint64_t, int64_t> started_;  // in flight: id -> admitted at (us)
+  struct Slot {
+    int64_t started_us;
+    uint64_t probe_epoch;  // probe_epoch_ when it was admitted under min_limit during a probe; else 0
+  };
+  std::unordered_map<uint64_t, Slot> started_;  // in flight, by id
   uint64_t next_id_ = 1;
   // The current window.
   int64_t window_start_us_;
@@ -73,7 +78,9 @@ class AdaptiveLimit {
   // The no-load latency, and its probe.
   double base_us_ = 0;
   bool probing_ = true;
-  uint64_t probe_first_id_ = 1;  // requests admitted since the probe began are its samples
+  // A probe's sample is a request admitted under min_limit that ended with no request admitted beyond
+  // min_limit meanwhile (dark mode admits those): each such admission begins a new epoch.
+  uint64_t probe_epoch_ = 1;
   std::vector<int64_t> probe_samples_;
   int64_t next_probe_us_ = 0;
 };

@@ -125,6 +125,24 @@ TEST(AdaptiveLimitMath, TheNoLoadLatencyIsMeasuredAtMinLimitFirstAndAgainEveryPr
   EXPECT_EQ(a.acquire(Tier::critical, true, now, over), 0u);
 }
 
+// Dark mode admits beyond min_limit while the probe runs: such a flood says nothing about the latency at no
+// load, so its requests are not samples; once enforced, the probe measures the service at min_limit.
+TEST(AdaptiveLimitMath, ADarkFloodIsNotMistakenForTheNoLoadLatency) {
+  AdaptivePolicy p;  // min_limit 3
+  AdaptiveLimit a(p, 0);
+  bool over = false;
+  int64_t now = 0;
+  for (int round = 0; round < 10; round++) {  // 10 at once, 300 ms each (queued behind each other)
+    std::vector<uint64_t> ids;
+    for (int i = 0; i < 10; i++) ids.push_back(a.acquire(Tier::critical, false, now, over));
+    now += 300'000;
+    for (uint64_t id : ids) a.release(id, true, now);
+  }
+  EXPECT_EQ(a.base_latency_us(), 0) << "100 releases, none a sample: the probe goes on";
+  now = measure_base(a, now, 20'000);  // enforced: one at a time, 20 ms each
+  EXPECT_DOUBLE_EQ(a.base_latency_us(), 20'000);
+}
+
 TEST(AdaptiveLimitMath, TiersStopInTheShedderOrderAndCriticalUsesTheWholeLimit) {
   AdaptivePolicy p;
   p.initial_limit = 10;
