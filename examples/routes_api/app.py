@@ -4,6 +4,9 @@
                                   costs ceil(N/10) tokens, at most 20 in flight per tenant
     GET  /v1/routes/{id}          a cheap read, critical
     GET  /v1/analytics/{report}   a heavy aggregate query, not critical (the fleet shedder's)
+    GET  /v1/eta/{id}             an arrival estimate from a pool of 4 solver workers (50 ms each, about 80/s
+                                  per box), critical: beyond 4 at once a request waits for a worker (the
+                                  adaptive concurrency limit's scene)
     POST /v1/analytics/exports    a non-critical write
 
 One API key is one tenant (Authorization: Bearer <key>); keys starting sk_test_ are sandbox traffic.
@@ -13,10 +16,12 @@ One API key is one tenant (Authorization: Bearer <key>); keys starting sk_test_ 
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import math
 import os
 import sys
+import time
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -73,6 +78,21 @@ async def analytics(request: Request) -> JSONResponse:
     return JSONResponse({"report": request.path_params["report"], "rows": 1234})
 
 
+# The ETA solvers: 4 workers per box. A request beyond them waits for one, so latency grows with what is in
+# flight: what the adaptive limit measures (policy.json limits this route family only).
+ETA_WORKERS = 4
+eta_workers: "asyncio.Semaphore | None" = None
+
+
+async def eta(request: Request) -> JSONResponse:
+    global eta_workers
+    if eta_workers is None:
+        eta_workers = asyncio.Semaphore(ETA_WORKERS)
+    async with eta_workers:
+        await asyncio.sleep(0.05)
+    return JSONResponse({"id": request.path_params["id"], "eta_s": 1260})
+
+
 async def export(request: Request) -> JSONResponse:
     await asyncio.sleep(query_float(request, "hold_s"))
     return JSONResponse({"export": "queued"}, status_code=202)
@@ -84,6 +104,7 @@ api = Starlette(
         Route("/v1/routes/{id}", get_route, methods=["GET"]),
         Route("/v1/analytics/exports", export, methods=["POST"]),
         Route("/v1/analytics/{report}", analytics, methods=["GET"]),
+        Route("/v1/eta/{id}", eta, methods=["GET"]),
     ]
 )
 
@@ -110,7 +131,7 @@ def cost(scope) -> int:
 
 
 def critical(scope) -> bool:
-    return scope["path"].startswith("/v1/routes")
+    return scope["path"].startswith(("/v1/routes", "/v1/eta"))
 
 
 protected = FloodwallMiddleware(
@@ -123,14 +144,43 @@ protected = FloodwallMiddleware(
 )
 
 
+# The ETA route's requests as this box saw them, for the adaptive limit's scene: (ended at, seconds from
+# arrival to the end of the response, status), the last 10 s.
+eta_log: "collections.deque[tuple]" = collections.deque(maxlen=20000)
+
+
+def eta_stats(window_s: float = 2.0) -> dict:
+    now = time.monotonic()
+    recent = [(lat, status) for at, lat, status in eta_log if at > now - window_s]
+    served = sorted(lat for lat, status in recent if status < 400)
+    return {"window_s": window_s, "served_per_s": len(served) / window_s,
+            "p99_ms": 1000 * served[len(served) * 99 // 100] if served else 0.0,
+            "shed_per_s": sum(1 for _, status in recent if status == 503) / window_s}
+
+
+async def timed(scope, receive, send):
+    started, status = time.monotonic(), [0]
+
+    async def sending(message):
+        if message["type"] == "http.response.start":
+            status[0] = message["status"]
+        await send(message)
+
+    await protected(scope, receive, sending)
+    eta_log.append((time.monotonic(), time.monotonic() - started, status[0]))
+
+
 async def app(scope, receive, send):
     path = scope.get("path", "")
+    if scope["type"] == "http" and path.startswith("/v1/eta/"):
+        await timed(scope, receive, send)
+        return
     if scope["type"] == "http" and path in ("/metrics", "/metrics.json", "/admin/mode"):
         request = Request(scope, receive)
         if path == "/metrics":
             response = PlainTextResponse(fw.prometheus(), media_type="text/plain; version=0.0.4")
         elif path == "/metrics.json":
-            response = JSONResponse({**fw.metrics(), "pid": os.getpid()})
+            response = JSONResponse({**fw.metrics(), "pid": os.getpid(), "eta": eta_stats()})
         else:
             limiter, mode = request.query_params.get("limiter", ""), request.query_params.get("mode", "")
             try:

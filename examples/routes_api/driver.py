@@ -5,7 +5,7 @@
     python driver.py --redis redis://127.0.0.1:6379/0
 
 Prints per scene what was sent and how floodwall answered, with one sample rejection, and draws the timeline
-(allowed and rejected per limiter, and the utilization shedder's amount) into a PNG.
+(allowed and rejected per limiter, the utilization shedder's amount and the adaptive limit) into a PNG.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Dict, List, Optional, Tuple
 import httpx
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-LIMITERS = ("request_rate", "concurrency", "fleet", "utilization")
+LIMITERS = ("request_rate", "concurrency", "fleet", "utilization", "adaptive")
 
 
 def free_port() -> int:
@@ -59,6 +59,7 @@ class Run:
         self.t0 = time.monotonic()
         self.events: List[Tuple[float, str]] = []  # (t, outcome) outcome: allowed | <limiter>
         self.amounts: List[Tuple[float, float]] = []
+        self.limits: List[Tuple[float, float]] = []  # the adaptive limit, averaged over the boxes
         self.scenes: List[Scene] = []
         self.client = httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=400))
 
@@ -124,7 +125,10 @@ class Run:
     async def sample_amounts(self) -> None:
         while True:
             try:
-                self.amounts.append((self.now(), (await self.metrics())["shedding_amount"]))
+                m = await self.metrics()
+                self.amounts.append((self.now(), m["shedding_amount"]))
+                for limit in m.get("adaptive", {}).values():
+                    self.limits.append((self.now(), limit["limit"] / self.processes))
             except (httpx.HTTPError, KeyError, ValueError):
                 pass
             await asyncio.sleep(0.5)
@@ -214,6 +218,7 @@ async def scenes(run: Run) -> None:
     report(s)
 
     await utilization_scene(run)
+    await adaptive_scene(run)
 
     s = run.scene("A limiter launched dark first (decided and counted, nothing blocked), then enforced")
     before = (await run.metrics())["decisions"]["request_rate"]["dark_rejected"]
@@ -308,6 +313,52 @@ async def utilization_scene(run: Run) -> None:
     report(s)
 
 
+async def adaptive_scene(run: Run) -> None:
+    s = run.scene("The same kind of saturated box with the adaptive limit instead of the hand-set shedder: "
+                  "64 callers on 4 ETA workers (50 ms each)")
+    await run.set_mode("utilization", "off")
+    stop = asyncio.Event()
+
+    async def caller(i: int) -> None:
+        while not stop.is_set():
+            r = await run.call(s, "GET", f"/v1/eta/rt_{i}", f"sk_live_eta_{i}")
+            if r.status_code == 503:
+                await asyncio.sleep(float(r.headers.get("retry-after", "1")))  # as a well-behaved client does
+
+    async def box_stats() -> dict:
+        """Served/s and 503/s summed, p99 the worst box's: each box measures its own requests, from arrival
+        to the end of the response (what a client would see on a fast network)."""
+        boxes = [(await run.client.get(base + "/metrics.json")).json()["eta"] for base in run.bases]
+        return {"served": sum(b["served_per_s"] for b in boxes), "shed": sum(b["shed_per_s"] for b in boxes),
+                "p99": max(b["p99_ms"] for b in boxes)}
+
+    print(f"     {'t':>4} {'adaptive':>8} {'limit':>6} {'served/s':>9} {'p99 ms':>7} {'503/s':>6}", flush=True)
+    callers = [asyncio.create_task(caller(i)) for i in range(64)]
+    start = time.monotonic()
+    summary: Dict[str, dict] = {}
+    for mode, seconds in (("dark", 8), ("enforce", 12)):
+        await run.set_mode("adaptive", mode)
+        phase = time.monotonic()
+        while time.monotonic() - phase < seconds:
+            await asyncio.sleep(2)
+            st = await box_stats()
+            limits = [lim for at, lim in run.limits if at > time.monotonic() - run.t0 - 1.0]
+            print(f"     {time.monotonic() - start:4.0f} {mode:>8} {limits[-1] if limits else 0:6.1f} "
+                  f"{st['served']:9.0f} {st['p99']:7.0f} {st['shed']:6.0f}", flush=True)
+            summary[mode] = st  # the phase's last 2 s: settled
+    stop.set()
+    await asyncio.gather(*callers)
+    await run.clear_mode("adaptive")
+    await run.clear_mode("utilization")
+    dark, enforced = summary["dark"], summary["enforce"]
+    s.notes.append(f"dark (measured, nothing shed): {dark['served']:.0f} served/s, p99 {dark['p99']:.0f} ms: "
+                   "every caller queues for a worker")
+    s.notes.append(f"enforced: {enforced['served']:.0f} served/s "
+                   f"({100 * enforced['served'] / max(dark['served'], 1):.0f}%), p99 {enforced['p99']:.0f} ms; the "
+                   "rest answered 503 at once (Retry-After: 1), and nobody set a number")
+    report(s)
+
+
 def plot(run: Run, path: str) -> None:
     import matplotlib
 
@@ -320,15 +371,15 @@ def plot(run: Run, path: str) -> None:
         series[outcome][min(int(t), end - 1)] += 1
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(14, 7), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
     colors = {"allowed": "#4c9a2a", "request_rate": "#d1495b", "concurrency": "#edae49", "fleet": "#00798c",
-              "utilization": "#7b3294"}
+              "utilization": "#7b3294", "adaptive": "#2b6cb0"}
     labels = {"allowed": "allowed", "request_rate": "429 request rate", "concurrency": "429 concurrency",
-              "fleet": "503 fleet shedder", "utilization": "503 utilization shedder"}
+              "fleet": "503 fleet shedder", "utilization": "503 utilization shedder", "adaptive": "503 adaptive limit"}
     xs = list(range(end))
     for k in series:
         top.plot(xs, series[k], label=labels[k], color=colors[k], linewidth=1.4)
     top.set_yscale("symlog")
     top.set_ylabel("responses per second")
-    top.legend(loc="lower center", bbox_to_anchor=(0.5, 1.01), ncol=5, fontsize=8, frameon=False)
+    top.legend(loc="lower center", bbox_to_anchor=(0.5, 1.01), ncol=6, fontsize=8, frameon=False)
     for s in run.scenes:
         for ax in (top, bottom):
             ax.axvspan(s.start, s.end, color="#000000", alpha=0.04 if s.number % 2 else 0.0)
@@ -336,7 +387,11 @@ def plot(run: Run, path: str) -> None:
     if run.amounts:
         bottom.plot([a[0] for a in run.amounts], [a[1] for a in run.amounts], color=colors["utilization"])
     bottom.axhline(0, color="#888888", linewidth=0.6)
-    bottom.set_ylabel("shedding amount")
+    bottom.set_ylabel("shedding amount", color=colors["utilization"])
+    if run.limits:
+        right = bottom.twinx()
+        right.plot([a[0] for a in run.limits], [a[1] for a in run.limits], color=colors["adaptive"])
+        right.set_ylabel("adaptive limit", color=colors["adaptive"])
     bottom.set_xlabel("seconds (scene numbers above)")
     fig.suptitle("routes-api under pressure: floodwall's decisions over time (numbers: scenes)")
     fig.tight_layout()
@@ -419,7 +474,8 @@ async def main() -> int:
                  if redis else "the embedded memory store")
         print(f"routes-api on {', '.join(bases)}, protected by floodwall's ASGI middleware, on {store}")
         print("policy: 100 requests/s sustained, bursts to 500; 20 solves in flight per tenant; analytics may hold 16"
-              " requests fleet-wide; the utilization shedder watches 24 workers per box")
+              " requests fleet-wide; the utilization shedder watches 24 workers per box; the ETA route has an adaptive"
+              " concurrency limit")
         run = Run(bases, redis)
         sampler = asyncio.create_task(run.sample_amounts())
         await scenes(run)
