@@ -7,10 +7,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <floodwall.hpp>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include "../core/redis_server.hpp"
 
 namespace {
 
@@ -176,4 +180,31 @@ TEST(CApiAdaptive, TheLimitIsPerProcessEvenOnShm) {
     EXPECT_EQ(WEXITSTATUS(status), 0) << "1: the child was shed below its own limit; 2: it was not shed beyond it";
   }
   std::remove(("/dev/shm/floodwall." + name).c_str());
+}
+
+// The kill switch as for the other limiters: a fleet-wide mode in the store's flags (fw_admin_set_mode, what
+// `floodwall mode adaptive off` calls) reaches every client at its next poll, and -1 gives each its own again.
+TEST(CApiAdaptive, TheFleetWideKillSwitchReachesAnotherClient) {
+  floodwall::testing::RedisServer redis;
+  std::string policy = R"({"store": "redis://127.0.0.1:)" + std::to_string(redis.port()) + R"(/0",
+      "redis": {"flags_poll_ms": 50, "deadline_ms": 2000},
+      "adaptive": {"min_limit": 1, "max_limit": 1, "initial_limit": 1}})";
+  floodwall::Client ops(policy), app(policy);
+  auto held = app.admit("t");
+  ASSERT_TRUE(held.allowed());
+  ASSERT_EQ(app.admit("t").limiter(), FW_LIMITER_ADAPTIVE);
+  ASSERT_EQ(fw_admin_set_mode(ops.get(), FW_LIMITER_ADAPTIVE, FW_MODE_OFF), FW_OK);
+  auto eventually = [&](bool want_allowed) {
+    for (int i = 0; i < 200; i++) {
+      if (app.admit("t").allowed() == want_allowed) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  };
+  EXPECT_TRUE(eventually(true)) << "off fleet-wide: admitted beyond the limit";
+  fw_mode m = FW_MODE_ENFORCE;
+  EXPECT_EQ(fw_get_mode(app.get(), FW_LIMITER_ADAPTIVE, &m), FW_OK);
+  EXPECT_EQ(m, FW_MODE_OFF);
+  ASSERT_EQ(fw_admin_set_mode(ops.get(), FW_LIMITER_ADAPTIVE, -1), FW_OK);
+  EXPECT_TRUE(eventually(false)) << "each client's own mode (enforce) again";
 }

@@ -203,7 +203,8 @@ TEST(Cli, EveryCommandOnRedisSeenByAnotherProcess) {
   EXPECT_TRUE(s["modes_fleet_wide"].get<bool>());
   EXPECT_EQ(s["server"].get<std::string>().rfind("redis ", 0), 0u) << s;
   EXPECT_TRUE(s["round_trip_ms"].is_number());
-  for (const char *l : {"request_rate", "concurrency", "fleet", "utilization"}) EXPECT_TRUE(s["modes"][l].is_null());
+  for (const char *l : {"request_rate", "concurrency", "fleet", "utilization", "adaptive"})
+    EXPECT_TRUE(s["modes"][l].is_null()) << l;
   EXPECT_EQ(s["controlled"], 0);
   EXPECT_EQ(s["fleet"]["in_flight"], 0);
 
