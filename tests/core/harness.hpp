@@ -1,4 +1,4 @@
-// A Guard on the memory store in simulated time, for the core tests.
+// A Guard on the memory store in simulated time, and a policy's error, for the core tests.
 #pragma once
 
 #include <memory>
@@ -10,6 +10,16 @@
 #include "util/clock.hpp"
 
 namespace floodwall::testing {
+
+// The error a policy is refused with, "(accepted)" when it is not.
+inline std::string policy_error(const std::string &json) {
+  try {
+    parse_policy(json);
+  } catch (const PolicyError &e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
 
 struct Sim {
   explicit Sim(const std::string &policy_json, uint64_t seed = 42) : rng(seed) {

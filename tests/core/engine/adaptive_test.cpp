@@ -18,23 +18,10 @@ using floodwall::AdaptivePolicy;
 using floodwall::Decision;
 using floodwall::Limiter;
 using floodwall::parse_policy;
-using floodwall::PolicyError;
 using floodwall::Ticket;
 using floodwall::Tier;
+using floodwall::testing::policy_error;
 using floodwall::testing::Sim;
-
-namespace {
-
-std::string policy_error(const std::string &json) {
-  try {
-    parse_policy(json);
-  } catch (const PolicyError &e) {
-    return e.what();
-  }
-  return "";
-}
-
-}  // namespace
 
 TEST(AdaptivePolicy, EnabledAloneHasDefaultsThatWork) {
   auto p = parse_policy(R"({"adaptive": {"enabled": true}})");

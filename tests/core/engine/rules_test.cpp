@@ -18,6 +18,7 @@
 
 #include "each_store.hpp"
 #include "engine/guard.hpp"
+#include "harness.hpp"
 #include "http/formatter.hpp"
 #include "policy/policy.hpp"
 #include "redis_server.hpp"
@@ -32,21 +33,12 @@ extern const std::string_view tenant_admit;
 
 using floodwall::Admission;
 using floodwall::Client;
-using floodwall::PolicyError;
+using floodwall::testing::policy_error;
 using floodwall::testing::RedisServer;
 
 namespace {
 
 // ------------------------------------------------------------------------------------------- policy
-
-std::string policy_error(const std::string &json) {
-  try {
-    floodwall::parse_policy(json);
-  } catch (const PolicyError &e) {
-    return e.what();
-  }
-  return "(accepted)";
-}
 
 TEST(RulesPolicy, ErrorsNameTheJsonPath) {
   auto field = [](const std::string &json) {
