@@ -205,8 +205,8 @@ typedef uint64_t fw_ticket;
 typedef struct fw_decision {
   unsigned version;           /* set by the caller to FW_DECISION_VERSION */
   int allowed;                /* non-zero when the request may proceed */
-  int status;                 /* 200, 429 (request rate, concurrency), 503 (fleet, utilization, or the store
-                                 unavailable under redis.fallback "closed": limiter NONE, fail_reason set) */
+  int status;                 /* 200, 429 (request rate, concurrency), 503 (fleet, utilization, adaptive, or the
+                                 store unavailable under redis.fallback "closed": limiter NONE, fail_reason set) */
   fw_limiter limiter;         /* the enforcing limiter that rejected, or FW_LIMITER_NONE */
   fw_limiter dark_limiter;    /* the first dark-mode limiter that would have rejected, or NONE */
   int failed_open;            /* non-zero when allowed with no limiter at all (redis.fallback "open") */
