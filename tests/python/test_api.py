@@ -254,6 +254,8 @@ def test_off_mode_skips_the_limiter(make_client):
 
 
 def test_every_limiter_and_mode_name_is_accepted(make_client):
+    # The core's names (fw_limiter_name), as Node and Ruby take them too.
+    assert floodwall.LIMITERS == ("request_rate", "concurrency", "fleet", "utilization", "adaptive")
     fw = make_client({})
     for limiter in floodwall.LIMITERS:
         for mode in floodwall.MODES:

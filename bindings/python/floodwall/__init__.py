@@ -65,7 +65,7 @@ __all__ = [
 __version__ = _floodwall.version()
 
 #: The limiter names of set_mode() and Decision.limiter.
-LIMITERS = ("request_rate", "concurrency", "fleet", "utilization", "adaptive")
+LIMITERS: Tuple[str, ...] = _floodwall.LIMITERS  # the core's names: request_rate ... adaptive
 #: The modes of set_mode().
 MODES = ("enforce", "dark", "off")
 

@@ -9,6 +9,7 @@ def version() -> str: ...
 def cli_run(argv: List[str]) -> Tuple[int, bytes, bytes]: ...
 
 BACKOFF_DEFAULTS: Dict[str, Union[float, int]]
+LIMITERS: Tuple[str, ...]
 
 def backoff_delay(
     base_s: float, cap_s: float, attempts: int, attempt: int, retry_after_s: float, random01: float

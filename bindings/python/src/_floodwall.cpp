@@ -669,6 +669,12 @@ PYBIND11_MODULE(_floodwall, m) {
   backoff_defaults["cap_s"] = defaults.cap_s;
   backoff_defaults["attempts"] = defaults.attempts;
   m.attr("BACKOFF_DEFAULTS") = backoff_defaults;
+  // The core's limiter names (fw_limiter_name), in the order of fw_limiter: never a list of our own that a new
+  // limiter could slip past.
+  py::list limiters;
+  for (int l = FW_LIMITER_NONE + 1; l < FW_LIMITER_COUNT; l++)
+    limiters.append(fw_limiter_name(static_cast<fw_limiter>(l)));
+  m.attr("LIMITERS") = py::tuple(limiters);
   m.def("backoff_delay", &backoff_delay, py::arg("base_s"), py::arg("cap_s"), py::arg("attempts"), py::arg("attempt"),
         py::arg("retry_after_s"), py::arg("random01"), "fw_backoff_delay: the wait in seconds before a retry.");
   m.def("parse_retry_after", &parse_retry_after, py::arg("value"), py::arg("now_unix_s"),

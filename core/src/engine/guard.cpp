@@ -202,9 +202,12 @@ void Guard::prepare_adaptive(const Request &rq, std::string_view method, Prepare
   p.adaptive_dark = over;
 }
 
+void Guard::release_adaptive(int family, uint64_t slot, bool measured) {
+  if (slot != 0) adaptive_[static_cast<size_t>(family)]->release(slot, measured, clock_.now_us());
+}
+
 void Guard::drop_adaptive(Prepared &p) {
-  if (p.adaptive_slot == 0) return;
-  adaptive_[static_cast<size_t>(p.adaptive)]->release(p.adaptive_slot, false, clock_.now_us());
+  release_adaptive(p.adaptive, p.adaptive_slot, false);
   p.adaptive_slot = 0;
 }
 
@@ -269,8 +272,7 @@ void Guard::rule_verdicts(const Prepared &p, const AdmitResult &r, Decision &d) 
 // or the store refuses gives it back unmeasured.
 Decision Guard::finish(const Prepared &p, const AdmitResult &store_result) {
   Decision d = decide(p, store_result);
-  if (p.adaptive_slot != 0 && !d.allowed)
-    adaptive_[static_cast<size_t>(p.adaptive)]->release(p.adaptive_slot, false, clock_.now_us());
+  if (!d.allowed) release_adaptive(p.adaptive, p.adaptive_slot, false);
   return d;
 }
 
@@ -573,7 +575,7 @@ void Guard::release(Ticket t) {
     shard.held.erase(it);
   }
   if (h.in_flight) meter_.change(-1, clock_.now_us());
-  if (h.adaptive_slot) adaptive_[static_cast<size_t>(h.adaptive)]->release(h.adaptive_slot, true, clock_.now_us());
+  release_adaptive(h.adaptive, h.adaptive_slot, true);
   if (h.leased) hot_->release_slot(h.tenant, h.slot, h.slot_lease_until_us);
   if (h.fleet_in_process) hot_->release_fleet_share();
   if (h.conc || h.fleet) {

@@ -111,6 +111,7 @@ class Guard {
   Decision decide(const Prepared &p, const AdmitResult &r);  // finish() but for the adaptive slot
   void prepare_adaptive(const Request &rq, std::string_view method, Prepared &p);
   void drop_adaptive(Prepared &p);  // a prepared request that is not going on: its adaptive slot back
+  void release_adaptive(int family, uint64_t slot, bool measured);  // slot 0: none
   void rule_verdicts(const Prepared &p, const AdmitResult &r, Decision &d);
   TenantKey admin_tenant(std::string_view tenant) const;
   AdmitOp admin_op(const TenantKey &t, int tier, size_t first_rule, size_t &next_rule) const;
