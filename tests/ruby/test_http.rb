@@ -164,6 +164,34 @@ class TestHTTPPuma < Minitest::Test
 
   def server_kind = :puma
 
+  # Puma's rack.after_reply releases the ticket: the app's Array body reaches Puma as it is, which then
+  # answers with its Content-Length (a Rack::BodyProxy around it would make Puma answer chunked), and the
+  # slot is back once each response is over.
+  def test_puma_answers_with_a_content_length_and_the_slot_is_back_after_each_response
+    seen = []
+    inner = lambda do |env|
+      seen << env["rack.after_reply"].size
+      [200, { "Content-Type" => "text/plain" }, ["hello"]]
+    end
+    serve({ concurrency: { limit: 1 } }, inner) do |server|
+      5.times do
+        socket = TCPSocket.new("127.0.0.1", server.port)
+        socket.write("GET / HTTP/1.1\r\nHost: x\r\nX-API-Key: acme\r\nConnection: close\r\n\r\n")
+        response = socket.read
+        socket.close
+        head, body = response.split("\r\n\r\n", 2)
+        assert_match(%r{\AHTTP/1.1 200}, head)
+        assert_match(/^Content-Length: 5$/i, head)
+        refute_match(/^Transfer-Encoding:/i, head)
+        assert_equal "hello", body
+        assert_includes head.split("\r\n"), 'RateLimit: "concurrency";r=0'
+        # Puma runs its after-reply hooks once the response is written: the slot comes back then.
+        assert eventually { @fw.admit(tenant: api_key("acme")).tap { |d| @fw.release(d) }.allowed? }
+      end
+    end
+    assert_equal [0] * 5, seen, "the middleware registers its release only after the app answered"
+  end
+
   # The client reads one chunk of a streamed body and hangs up: Puma closes the body, which releases.
   def test_the_slot_is_released_when_the_client_disconnects_mid_stream
     streamed = Enumerator.new do |y|

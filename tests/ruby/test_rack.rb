@@ -182,7 +182,7 @@ class TestRack < Minitest::Test
       assert_nil last_response.headers["RateLimit-Limit"], "nor decided"
     end
     assert_equal 2, @fw.metrics.dig("decisions", "request_rate").values_at("allowed", "rejected").sum
-    assert_equal 1, @fw.releases.values.sum, "the one allowed decision was released; the skipped ones had none"
+    assert_equal 0, @fw.releases.values.sum, "nothing to release: the allowed decision held no slot, the skipped ones had none"
   end
 
   # on_reject builds the rejection; the limit headers it did not set are added (names without case), the
@@ -270,7 +270,32 @@ class TestRack < Minitest::Test
     critical = app.call(Rack::MockRequest.env_for("/stops", "HTTP_X_API_KEY" => "acme", "HTTP_X_CRITICAL" => "1"))
     assert_equal 200, critical[0]
     assert_equal %w[/reports /stops], seen
-    [held, critical].each { |r| r[2].close }
+    assert_respond_to held[2], :close, "the held slot is released when the body is closed (no after-reply hook here)"
+    held[2].close
+    assert_equal 1, @fw.releases.values.sum, "released once, on close"
+    assert_equal ["ok"], critical[2], "a critical request held no slot: its body is the app's own"
+  end
+
+  # A server's after-the-response hook (Rack 3's rack.response_finished, Puma's rack.after_reply) releases
+  # the ticket, once, and the app's body is handed on as it is.
+  def test_a_servers_after_response_hook_releases_the_ticket_and_leaves_the_body_alone
+    @fw.close
+    @fw = CountingClient.new(concurrency: { limit: 1 })
+    @inner = ->(_env) { [200, {}, ["ok"]] }
+    [["rack.response_finished", [Rack::MockRequest.env_for("/"), 200, {}, nil]], ["rack.after_reply", []]].each do |hook, args|
+      env = Rack::MockRequest.env_for("/", "HTTP_X_API_KEY" => "acme", hook => [])
+      status, headers, body = app.call(env)
+      assert_equal 200, status
+      assert_equal ["ok"], body, "#{hook}: the app's Array body, unwrapped"
+      assert_equal '"concurrency";r=0', headers["RateLimit"] || headers["ratelimit"]
+      assert_equal 1, env[hook].size
+      tenant = "acme" # the key option of setup
+      refute @fw.admit(tenant: tenant).allowed?, "#{hook}: held until the hook runs"
+      before = @fw.releases.values.sum
+      env[hook].each { |hook_fn| hook_fn.call(*args) }
+      assert_equal before + 1, @fw.releases.values.sum, "#{hook}: one release"
+      assert @fw.admit(tenant: tenant).tap { |d| @fw.release(d) }.allowed?, "#{hook}: released by the hook"
+    end
   end
 
   def test_headers_follow_the_rack_version

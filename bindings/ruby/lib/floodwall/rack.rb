@@ -29,9 +29,13 @@ module Floodwall
   # Every decided response carries the core's limit headers; a rejection is answered (unless on_reject
   # does) with the decision's status (429/503, or 403 for a tenant blocked through Client#admin), the core's
   # body and its Content-Type, and Retry-After.
-  # The ticket is released exactly once: when the response body is closed (as a Rack server does at the
-  # end of the response, on a client abort, or when a body is closed early), or at once when the app
-  # raises.
+  # The ticket is released exactly once: once the response is over, or at once when the app raises. "Over"
+  # is the server's own after-the-response hook when it has one (Rack 3's rack.response_finished; Puma's
+  # rack.after_reply), which it calls after the body is written and closed, a client abort included; with
+  # neither, when the response body is closed (as a Rack server does at the end of the response, on a
+  # client abort, or when a body is closed early). The hooks leave the app's body as it is: a
+  # Rack::BodyProxy around it hides an Array body, and Puma then answers with chunked encoding instead of
+  # a Content-Length (three writes instead of one; it costs more than everything else floodwall does).
   class Rack
     # Rack 3 wants lower-case header names; Rack 2 takes the formatter's names as they are.
     LOWERCASE = Gem::Version.new(::Rack.release) >= Gem::Version.new("3")
@@ -71,15 +75,29 @@ module Floodwall
       begin
         status, headers, body = @app.call(env)
         headers = with_limit_headers(headers, decision)
-        # BodyProxy runs the block once, on the first close, even when the body's own close raises.
-        [status, headers, ::Rack::BodyProxy.new(body) { @client.release(decision) }]
       rescue Exception # every exception, Interrupt included: release, then re-raise
         @client.release(decision)
         raise
       end
+      [status, headers, release_when_over(env, body, decision)]
     end
 
     private
+
+    # The body, and the ticket's release registered for when the response is over (see the class's notes).
+    def release_when_over(env, body, decision)
+      return body if decision.ticket.zero? # nothing held (request rate alone)
+
+      if (finished = env["rack.response_finished"]).is_a?(Array)
+        finished << ->(*) { @client.release(decision) }
+      elsif (after_reply = env["rack.after_reply"]).is_a?(Array)
+        after_reply << -> { @client.release(decision) }
+      else
+        # BodyProxy runs the block once, on the first close, even when the body's own close raises.
+        return ::Rack::BodyProxy.new(body) { @client.release(decision) }
+      end
+      body
+    end
 
     def admit(env)
       tenant = @key&.call(env)
