@@ -72,6 +72,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
           "quotas": [{"name": "monthly", "limit": 1000000000000, "period": "month", "timezone": "UTC-12:00"}]})");
   floodwall::Policy p = rules;
   p.body_format = in.ConsumeBool() ? floodwall::BodyFormat::problem_json : floodwall::BodyFormat::json;
+  p.headers = static_cast<floodwall::HeaderSet>(in.ConsumeIntegralInRange<int>(0, 2));
   p.docs_url = in.ConsumeRemainingBytesAsString();  // parse_policy bounds it to 512 bytes; any bytes here
 
   floodwall::HeaderFields h = floodwall::response_headers(d, &p);

@@ -13,6 +13,8 @@ export interface Policy {
   docs_url?: string;
   /** The body of a rejection: floodwall's JSON (default) or RFC 9457 problem details. */
   body_format?: 'json' | 'problem+json';
+  /** The limit headers on every decided response: all five (default), the IETF fields alone, or none. */
+  headers?: 'all' | 'ietf' | 'none';
   max_tenants?: number;
   /** Where the core takes the tenant of a request that names none (admit without a tenant, the middleware's default). */
   tenant?: {

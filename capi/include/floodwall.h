@@ -417,7 +417,8 @@ FW_EXTERN int fw_format_body(fw_client *c, const fw_decision *d, fw_buf *out);
 /**
  * Everything a middleware needs to answer for a decision, as name/value pairs: no binding parses text.
  * headers are the limit headers in a fixed order (RateLimit-Policy, RateLimit, RateLimit-Limit,
- * RateLimit-Remaining, RateLimit-Reset, then Retry-After on a rejection); names are static, values point
+ * RateLimit-Remaining, RateLimit-Reset, then Retry-After on a rejection; the policy's "headers": "ietf"
+ * leaves out the three older fields, "none" all but Retry-After); names are static, values point
  * into memory the struct owns. On a rejection, body and content_type are the body to send (policy
  * "body_format": "json", or "problem+json" for RFC 9457); for an allowed decision both are empty.
  */

@@ -306,6 +306,36 @@ for (const [name, expressLib] of EXPRESSES) {
       }
     });
 
+    test('the policy\'s headers: "ietf" sends the two IETF fields alone, "none" only Retry-After on a rejection', async () => {
+      const ietf = new Floodwall({ request_rate: { rate: 0.001, burst: 1 }, concurrency: { limit: 5 }, headers: 'ietf' });
+      const none = new Floodwall({ request_rate: { rate: 0.001, burst: 1 }, headers: 'none' });
+      const a = await serve(expressLib, ietf);
+      const b = await serve(expressLib, none);
+      try {
+        const limitHeaders = (res) => Object.keys(res.headers).filter((h) => h.startsWith('ratelimit') || h === 'retry-after').sort();
+        const ok = await request(a.port, '/ok');
+        assert.equal(ok.status, 200);
+        assert.deepEqual(limitHeaders(ok), ['ratelimit', 'ratelimit-policy']);
+        assert.equal(ok.headers.ratelimit, '"request_rate";r=0;t=1000');
+        const refused = await request(a.port, '/ok');
+        assert.equal(refused.status, 429);
+        assert.deepEqual(limitHeaders(refused), ['ratelimit', 'ratelimit-policy', 'retry-after']);
+
+        const plain = await request(b.port, '/ok');
+        assert.equal(plain.status, 200);
+        assert.deepEqual(limitHeaders(plain), []);
+        const shut = await request(b.port, '/ok');
+        assert.equal(shut.status, 429);
+        assert.deepEqual(limitHeaders(shut), ['retry-after']);
+        assert.equal(JSON.parse(shut.body).error.limit_type, 'request_rate', 'the body is unchanged');
+      } finally {
+        await a.close();
+        await b.close();
+        ietf.close();
+        none.close();
+      }
+    });
+
     test('the default handler sends the core\'s content type: problem+json when the policy asks', async () => {
       const fw = new Floodwall({ request_rate: { rate: 0.001, burst: 1 }, body_format: 'problem+json' });
       const srv = await serve(expressLib, fw);

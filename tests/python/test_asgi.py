@@ -433,6 +433,24 @@ def test_the_content_type_of_a_rejection_is_the_decisions(make_client, serve):
     assert problem["status"] == 429 and problem["type"].startswith("https://")
 
 
+def test_the_policys_headers_choose_the_ietf_fields_alone_or_none(make_client, serve):
+    def limit_headers(r):
+        return sorted(h for h in r.headers if h.startswith("ratelimit") or h == "retry-after")
+
+    server, _ = serve(make_client({"request_rate": {"rate": 1, "burst": 1}, "headers": "ietf"}))
+    with httpx.Client(base_url=server.url) as http:
+        ok, refused = http.get("/hello"), http.get("/hello")
+    assert ok.status_code == 200 and limit_headers(ok) == ["ratelimit", "ratelimit-policy"]
+    assert refused.status_code == 429 and limit_headers(refused) == ["ratelimit", "ratelimit-policy", "retry-after"]
+
+    server, _ = serve(make_client({"request_rate": {"rate": 1, "burst": 1}, "headers": "none"}))
+    with httpx.Client(base_url=server.url, headers={"X-API-Key": "another tenant"}) as http:
+        ok, refused = http.get("/hello"), http.get("/hello")
+    assert ok.status_code == 200 and limit_headers(ok) == []
+    assert refused.status_code == 429 and limit_headers(refused) == ["retry-after"]
+    assert refused.json()["error"]["limit_type"] == "request_rate"
+
+
 def test_a_429_from_a_named_limit_names_it_in_the_body_and_the_headers(make_client, serve):
     from test_api import RULES
 

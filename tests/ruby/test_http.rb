@@ -53,6 +53,22 @@ module HTTPSuite
     end
   end
 
+  def test_the_policys_headers_choose_the_ietf_fields_alone_or_none
+    limit_headers = ->(r) { r.to_hash.keys.select { |h| h.start_with?("ratelimit") || h == "retry-after" }.sort }
+    serve(request_rate: { rate: 1, burst: 1 }, headers: "ietf") do |server|
+      ok = server.get("/", "X-API-Key" => "acme")
+      refused = server.get("/", "X-API-Key" => "acme")
+      assert_equal ["200", %w[ratelimit ratelimit-policy]], [ok.code, limit_headers.(ok)]
+      assert_equal ["429", %w[ratelimit ratelimit-policy retry-after]], [refused.code, limit_headers.(refused)]
+    end
+    serve(request_rate: { rate: 1, burst: 1 }, headers: "none") do |server|
+      ok = server.get("/", "X-API-Key" => "acme")
+      refused = server.get("/", "X-API-Key" => "acme")
+      assert_equal ["200", []], [ok.code, limit_headers.(ok)]
+      assert_equal ["429", %w[retry-after]], [refused.code, limit_headers.(refused)]
+    end
+  end
+
   def test_503_from_the_fleet_shedder_and_release_after_each_response
     gate = Queue.new
     inner = lambda do |env|

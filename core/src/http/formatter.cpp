@@ -131,6 +131,11 @@ HeaderFields response_headers(const Decision &d, const Policy *p) {
     if (!d.allowed && d.blocked_until_s > 0) add(h, "Retry-After", std::to_string(retry_after(d)));
     return h;
   }
+  HeaderSet set = p ? p->headers : HeaderSet::all;
+  if (set == HeaderSet::none) {
+    if (!d.allowed) add(h, "Retry-After", std::to_string(retry_after(d)));
+    return h;
+  }
   bool rate = d.limit > 0 && d.rate > 0;
   bool conc = d.concurrency_limit > 0;
   std::string policy;
@@ -174,7 +179,7 @@ HeaderFields response_headers(const Decision &d, const Policy *p) {
       add(h, "RateLimit", "\"concurrency\";r=" + std::to_string(d.concurrency_remaining));
     else
       add(h, "RateLimit", "\"" + name + "\";r=" + std::to_string(remaining) + ";t=" + std::to_string(t));
-    if (counted) {
+    if (counted && set == HeaderSet::all) {
       add(h, "RateLimit-Limit", std::to_string(limit));
       add(h, "RateLimit-Remaining", std::to_string(remaining));
       add(h, "RateLimit-Reset", std::to_string(t));

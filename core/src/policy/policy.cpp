@@ -659,9 +659,9 @@ Policy parse_parts(std::string_view text, std::vector<PolicyError> *errors) {
   } catch (const json::exception &e) {  // parse_error, and out_of_range for a number beyond a double (1e400)
     throw PolicyError("policy", std::string("is not valid JSON (") + e.what() + ")");
   }
-  const std::set<std::string> keys = {"store",        "prefix",      "docs_url", "body_format", "max_tenants",
-                                      "request_rate", "concurrency", "fleet",    "utilization", "redis",
-                                      "description",  "tenant",      "quotas",   "tiers",       "adaptive"};
+  const std::set<std::string> keys = {
+      "store",       "prefix", "docs_url",    "body_format", "max_tenants", "request_rate", "concurrency", "fleet",
+      "utilization", "redis",  "description", "tenant",      "quotas",      "tiers",        "adaptive",    "headers"};
   auto part = [errors](auto &&parse) {
     try {
       parse();
@@ -698,6 +698,17 @@ Policy parse_parts(std::string_view text, std::vector<PolicyError> *errors) {
       else
         throw PolicyError("body_format",
                           "must be \"json\" or \"problem+json\" (got " + show(top.at("body_format")) + ")");
+    }
+    if (top.has("headers")) {
+      std::string h = top.string("headers", "all");
+      if (h == "all")
+        p.headers = HeaderSet::all;
+      else if (h == "ietf")
+        p.headers = HeaderSet::ietf;
+      else if (h == "none")
+        p.headers = HeaderSet::none;
+      else
+        throw PolicyError("headers", "must be \"all\", \"ietf\" or \"none\" (got " + show(top.at("headers")) + ")");
     }
     top.string("description", "");
     p.max_tenants = top.integer("max_tenants", p.max_tenants, 1, 100'000'000);

@@ -186,11 +186,17 @@ struct RedisOptions {
 // The body of a rejection: floodwall's JSON ({"error": {...}}) or an RFC 9457 problem document.
 enum class BodyFormat : uint8_t { json = 0, problem_json = 1 };
 
+// The limit headers a response carries: all of them (the IETF RateLimit-Policy and RateLimit fields and
+// the older drafts' RateLimit-Limit, -Remaining and -Reset), the IETF fields alone, or none (a rejection
+// still carries Retry-After).
+enum class HeaderSet : uint8_t { all = 0, ietf = 1, none = 2 };
+
 struct Policy {
   std::string store = "memory://";
   std::string prefix = "floodwall";
   std::string docs_url;  // appended to rejection messages when set
   BodyFormat body_format = BodyFormat::json;
+  HeaderSet headers = HeaderSet::all;
   int64_t max_tenants = 100000;  // memory store bound; the oldest tenants are evicted beyond it
   std::optional<RequestRatePolicy> request_rate;
   std::optional<ConcurrencyPolicy> concurrency;

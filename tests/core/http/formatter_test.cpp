@@ -29,6 +29,35 @@ TEST(Formatter, AllowedResponseCarriesTheDraftsFieldsAndTheLegacyOnes) {
   EXPECT_EQ(floodwall::format_body(d, s.guard->policy()), "");
 }
 
+// The policy's "headers": the IETF fields alone, or none at all (a rejection keeps its Retry-After).
+TEST(Formatter, ThePolicyChoosesTheIetfFieldsAloneOrNoLimitHeaders) {
+  Sim ietf(R"({"request_rate": {"rate": 100, "burst": 500}, "concurrency": {"limit": 20}, "headers": "ietf"})");
+  EXPECT_EQ(floodwall::format_headers(ietf.admit("t"), &ietf.guard->policy()),
+            "RateLimit-Policy: \"request_rate\";q=500;w=5, \"concurrency\";q=20;qu=\"concurrent-requests\"\r\n"
+            "RateLimit: \"concurrency\";r=19\r\n");
+  for (int i = 0; i < 20; i++) ietf.admit("u");  // the slots are held: the 21st is refused
+  EXPECT_EQ(floodwall::format_headers(ietf.admit("u"), &ietf.guard->policy()),
+            "RateLimit-Policy: \"request_rate\";q=500;w=5, \"concurrency\";q=20;qu=\"concurrent-requests\"\r\n"
+            "RateLimit: \"concurrency\";r=0\r\n"
+            "Retry-After: 1\r\n");
+
+  Sim none(R"({"request_rate": {"rate": 100, "burst": 500}, "headers": "none"})");
+  EXPECT_EQ(floodwall::format_headers(none.admit("t"), &none.guard->policy()), "");
+  for (int i = 0; i < 499; i++) none.admit("t");
+  Decision rejected = none.admit("t");
+  ASSERT_FALSE(rejected.allowed);
+  EXPECT_EQ(floodwall::format_headers(rejected, &none.guard->policy()), "Retry-After: 1\r\n");
+  EXPECT_NE(floodwall::format_body(rejected, none.guard->policy()), "") << "the body is the same";
+
+  Sim all(R"({"request_rate": {"rate": 100, "burst": 500}, "headers": "all"})");
+  EXPECT_EQ(floodwall::format_headers(all.admit("t"), &all.guard->policy()),
+            "RateLimit-Policy: \"request_rate\";q=500;w=5\r\n"
+            "RateLimit: \"request_rate\";r=499;t=1\r\n"
+            "RateLimit-Limit: 500\r\n"
+            "RateLimit-Remaining: 499\r\n"
+            "RateLimit-Reset: 1\r\n");
+}
+
 // On a rejection the effective window t is the Retry-After value: the draft forbids a Retry-After earlier
 // than the end of the window RateLimit states (t=5 with Retry-After 1 was the bug).
 TEST(Formatter, RequestRateRejectionSaysWhichLimitWhatItIsAndWhenToComeBack) {

@@ -62,6 +62,8 @@ TEST(Policy, EveryBadValueNamesItsField) {
       {R"({"redis": {"breaker_min_calls": 0}})", "redis.breaker_min_calls"},
       {R"({"redis": {"breaker_failures": 5}})", "redis.breaker_failures"},
       {R"({"fleet": []})", "fleet"},
+      {R"({"headers": "draft-7"})", "headers"},
+      {R"({"headers": false})", "headers"},
       // Leases: larger than the bucket (or the limit), no time to live, not whole numbers, unknown keys.
       {R"({"request_rate": {"rate": 100, "burst": 50, "lease": {"max_tokens": 51, "ttl_ms": 100}}})",
        "request_rate.lease.max_tokens"},

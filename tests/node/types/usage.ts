@@ -10,6 +10,7 @@ const policy: Policy = {
   concurrency: { limit: 20, routes: ['/search'] },
   tenant: { from: ['authorization', 'ip'], trusted_proxies: ['10.0.0.0/8'], ipv6_prefix: 56 },
   body_format: 'problem+json',
+  headers: 'ietf',
 };
 new Floodwall({
   request_rate: { rate: 10, burst: 20, limits: [{ name: 'writes', routes: ['/orders/*'], methods: ['POST'], rate: 1, burst: 5 }] },
