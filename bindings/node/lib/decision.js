@@ -144,7 +144,9 @@ class Decision {
     }
     // The names and values come as one string, cut by the lengths of the core's name/value pairs, which
     // the addon leaves in the scratch array; the object keeps the core's order.
-    const [contentType, body, fields] = this.#core.native.formatResponse(this.#core.handle);
+    const formatted = this.#core.native.formatResponse(this.#core.handle);
+    let fields = formatted, contentType = null, body = null;
+    if (typeof formatted !== 'string') [fields, contentType, body] = formatted;
     const headers = {};
     for (let i = 0, at = 0; i < raw[0]; i++) {
       const name = at + raw[1 + 2 * i];

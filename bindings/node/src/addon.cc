@@ -604,9 +604,11 @@ Napi::Value SheddingAmount(const Napi::CallbackInfo &info) {
   return Napi::Number::New(env, amount);
 }
 
-// formatResponse(handle): [contentType, body, fields] for the decision that lib/decision.js wrote back into
-// the scratch array; on return the scratch array holds [header count, name length, value length, ...] and
-// `fields` is the headers' names and values, in the core's order, one after the other. The lengths are the
+// formatResponse(handle): `fields` for the decision that lib/decision.js wrote back into the scratch array,
+// or [fields, contentType, body] for a rejection (an allowed decision has neither: no array, and no two
+// empty strings, to make for every response); on return the scratch array holds [header count, name
+// length, value length, ...] and `fields` is the headers' names and values, in the core's order, one after
+// the other. The lengths are the
 // core's fw_header lengths (names and values are ASCII: a byte is a character), so lib/decision.js slices
 // the pairs out without reading a byte of them; one string instead of one per name and value, each of which
 // costs more to create through Node-API than the core takes to format them all.
@@ -633,12 +635,16 @@ Napi::Value FormatResponse(const Napi::CallbackInfo &info) {
     lengths[1 + 2 * i] = static_cast<double>(h.name_len);
     lengths[2 + 2 * i] = static_cast<double>(h.value_len);
   }
-  Napi::Array out = Napi::Array::New(env, 3);
-  out.Set(0u, Napi::String::New(env, resp.content_type ? resp.content_type : ""));
-  out.Set(1u, Napi::String::New(env, resp.body ? resp.body : "", resp.body_len));
   napi_value text;
   CheckNapi(env, napi_create_string_latin1(env, fields.data(), fields.size(), &text));
-  out.Set(2u, text);
+  if (!resp.body || resp.body_len == 0) {
+    fw_response_dispose(&resp);
+    return Napi::Value(env, text);
+  }
+  Napi::Array out = Napi::Array::New(env, 3);
+  out.Set(0u, text);
+  out.Set(1u, Napi::String::New(env, resp.content_type ? resp.content_type : ""));
+  out.Set(2u, Napi::String::New(env, resp.body, resp.body_len));
   fw_response_dispose(&resp);
   return out;
 }
