@@ -322,6 +322,14 @@ FW_EXTERN int fw_client_flush(fw_client *c);
 FW_EXTERN int fw_client_rule_name(fw_client *c, int index, const char **out, int *is_quota);
 
 /**
+ * The request header names (lower case, static) that the policy's tenant derivation reads (section
+ * "tenant": authorization, x-api-key, and the forwarded header when there are trusted proxies), by index
+ * from 0: a binding may hand fw_admit and fw_tenant_key only the headers named here, since no other header
+ * is ever read (a request's cookies and user agent need not cross). FW_EINVAL for an index past the last.
+ */
+FW_EXTERN int fw_client_tenant_header(fw_client *c, int index, const char **out);
+
+/**
  * Releases what a ticket holds. Idempotent: releasing twice, releasing 0 or an unknown ticket is a
  * no-op returning 0. Never fails the caller: a store error is counted and the slot heals after ttl_s.
  */

@@ -401,6 +401,19 @@ int fw_client_rule_name(fw_client *c, int index, const char **out, int *is_quota
   });
 }
 
+int fw_client_tenant_header(fw_client *c, int index, const char **out) {
+  return guarded([&]() -> int {
+    Use use(c);
+    if (!out) throw floodwall::BadRequest("out: must not be NULL");
+    std::vector<const char *> names = floodwall::tenant_header_names(guard_of(c).policy().tenant);
+    if (index < 0 || static_cast<size_t>(index) >= names.size())
+      throw floodwall::BadRequest("index: the tenant derivation reads no header " + std::to_string(index) +
+                                  " (it reads " + std::to_string(names.size()) + ")");
+    *out = names[static_cast<size_t>(index)];
+    return FW_OK;
+  });
+}
+
 // ------------------------------------------------------------------------------------------ admin
 
 namespace {

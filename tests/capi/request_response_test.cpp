@@ -65,6 +65,53 @@ TEST(CApiRequest, AdmitsWithoutATenantDeriveItFromHeadersAndPeer) {
   EXPECT_FALSE(d.allowed);
 }
 
+namespace {
+std::vector<std::string> tenant_headers(fw_client *c) {
+  std::vector<std::string> names;
+  const char *name = nullptr;
+  for (int i = 0; fw_client_tenant_header(c, i, &name) == FW_OK; i++) names.emplace_back(name);
+  return names;
+}
+}  // namespace
+
+// The header names the tenant derivation reads, which a binding may hand over alone: the credentials the
+// policy names, and the forwarded header only when some proxy is trusted. The key from those headers
+// alone is the key from all of them.
+TEST(CApiRequest, TheTenantHeadersAreTheOnesThePolicysDerivationReads) {
+  floodwall::Client plain(R"({"request_rate": {"rate": 1, "burst": 1}})");
+  EXPECT_EQ(tenant_headers(plain.get()), (std::vector<std::string>{"authorization", "x-api-key"}));
+  floodwall::Client proxied(R"({"request_rate": {"rate": 1, "burst": 1},
+      "tenant": {"from": ["x-api-key", "ip"], "trusted_proxies": ["10.0.0.0/8"], "forwarded_header": "forwarded"}})");
+  EXPECT_EQ(tenant_headers(proxied.get()), (std::vector<std::string>{"x-api-key", "forwarded"}));
+  floodwall::Client ip_only(R"({"request_rate": {"rate": 1, "burst": 1}, "tenant": {"from": ["ip"]}})");
+  EXPECT_EQ(tenant_headers(ip_only.get()), std::vector<std::string>{});
+
+  const char *name = nullptr;
+  EXPECT_EQ(fw_client_tenant_header(plain.get(), 2, &name), FW_EINVAL);
+  EXPECT_NE(std::string(fw_error_last()->message).find("index"), std::string::npos) << fw_error_last()->message;
+  EXPECT_EQ(fw_client_tenant_header(plain.get(), -1, &name), FW_EINVAL);
+  EXPECT_EQ(fw_client_tenant_header(plain.get(), 0, nullptr), FW_EINVAL);
+
+  std::vector<std::pair<std::string, std::string>> all = {{"Host", "api"},
+                                                          {"Cookie", "session=1"},
+                                                          {"X-Forwarded-For", "203.0.113.7"},
+                                                          {"Forwarded", "for=198.51.100.2"},
+                                                          {"X-Api-Key", "k1"}};
+  for (fw_client *c : {plain.get(), proxied.get(), ip_only.get()}) {
+    std::vector<std::string> wanted = tenant_headers(c);
+    std::vector<std::pair<std::string, std::string>> kept;
+    for (const auto &[n, v] : all) {
+      std::string lower;
+      for (char ch : n) lower += static_cast<char>(ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch);
+      for (const std::string &w : wanted)
+        if (w == lower) kept.emplace_back(n, v);
+    }
+    EXPECT_EQ(key_of(c, kept, "10.1.2.3"), key_of(c, all, "10.1.2.3"));
+  }
+  all.pop_back();  // no API key: the address, through the trusted proxy's Forwarded header
+  EXPECT_EQ(key_of(proxied.get(), all, "10.1.2.3"), "ip:198.51.100.2");
+}
+
 TEST(CApiRequest, AnEmptyTenantIsTheAnonymousOneAndNeverSkipped) {
   floodwall::Client fw(R"({"request_rate": {"rate": 0.001, "burst": 1}})");
   fw_request r = FW_REQUEST_INIT;

@@ -210,8 +210,16 @@ const char *BytesOf(const Napi::Value &v, size_t *len) {
 // how node:http (and fetch's Headers) hold the bytes of a header, so the core hashes the bytes the client
 // sent, as it does in every language. Buffers are taken as they are. The bytes live here until the next
 // request; one list per client, reused, so a request allocates nothing once the buffers have grown.
+// Only the fields the policy's tenant derivation reads are kept (fw_client_tenant_header): the value of
+// any other (a cookie, a user agent) is checked to be a string or a Buffer, never copied.
 class HeaderList {
  public:
+  // The header names (lower case) the client's policy derives a tenant from.
+  void Want(fw_client *c) {
+    const char *name = nullptr;
+    for (int i = 0; fw_client_tenant_header(c, i, &name) == FW_OK; i++) wanted_.emplace_back(name);
+  }
+
   // Reads the JS array `list`; data() and its pointers stay valid until the next Read.
   void Read(Napi::Env env, napi_value list) {
     bytes_.clear();
@@ -233,18 +241,18 @@ class HeaderList {
         CheckNapi(env, napi_is_array(env, pair, &is_array));
         if (is_array) CheckNapi(env, napi_get_array_length(env, pair, &len));
         if (!is_array || len != 2) Bad(env, "entry " + std::to_string(i) + " must be a [name, value] pair");
-        for (uint32_t k = 0; k < 2; k++) {
-          napi_value item;
-          CheckNapi(env, napi_get_element(env, pair, k, &item));
-          Append(env, item, i);
-        }
+        napi_value name, value;
+        CheckNapi(env, napi_get_element(env, pair, 0, &name));
+        CheckNapi(env, napi_get_element(env, pair, 1, &value));
+        Field(env, name, value, i, i);
       }
     } else {
       if (n % 2) Bad(env, "a flat list must hold names and values in turn (an even length)");
-      for (uint32_t i = 0; i < n; i++) {
-        napi_value item;
-        CheckNapi(env, napi_get_element(env, list, i, &item));
-        Append(env, item, i);
+      for (uint32_t i = 0; i < n; i += 2) {
+        napi_value name, value;
+        CheckNapi(env, napi_get_element(env, list, i, &name));
+        CheckNapi(env, napi_get_element(env, list, i + 1, &value));
+        Field(env, name, value, i, i + 1);
       }
     }
     // Only now that bytes_ has stopped growing do the pointers into it hold.
@@ -260,6 +268,40 @@ class HeaderList {
  private:
   [[noreturn]] static void Bad(Napi::Env env, const std::string &why) {
     Throw(env, FW_EINVAL, "headers: " + why + " (a flat [name, value, ...] array or [name, value] pairs)");
+  }
+
+  // One field: its name read, and its value too when the name is one the tenant derivation reads.
+  void Field(Napi::Env env, napi_value name, napi_value value, uint32_t name_entry, uint32_t value_entry) {
+    size_t at = bytes_.size();
+    Append(env, name, name_entry);
+    std::string_view got(bytes_.data() + at, bytes_.size() - at);
+    if (Wanted(got)) {
+      Append(env, value, value_entry);
+      return;
+    }
+    bytes_.resize(at);
+    spans_.pop_back();
+    napi_valuetype type;
+    CheckNapi(env, napi_typeof(env, value, &type));
+    if (type == napi_string) return;
+    bool typed = false;
+    CheckNapi(env, napi_is_typedarray(env, value, &typed));
+    if (!typed || Napi::Value(env, value).As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array)
+      Bad(env, "entry " + std::to_string(value_entry) + " must be a string or a Buffer");
+  }
+
+  bool Wanted(std::string_view name) const {
+    for (const std::string &w : wanted_) {
+      if (w.size() != name.size()) continue;
+      bool same = true;
+      for (size_t i = 0; same && i < w.size(); i++) {
+        char ch = name[i];
+        if (ch >= 'A' && ch <= 'Z') ch = static_cast<char>(ch - 'A' + 'a');
+        same = ch == w[i];
+      }
+      if (same) return true;
+    }
+    return false;
   }
 
   void Append(Napi::Env env, napi_value item, uint32_t entry) {
@@ -297,6 +339,7 @@ class HeaderList {
   std::string bytes_;
   std::vector<std::pair<size_t, size_t>> spans_;  // (offset, length) in bytes_: name, value, name, value...
   std::vector<fw_header> headers_;
+  std::vector<std::string> wanted_;
 };
 
 // The tenant, headers and peer of a request (three arguments from `first` on) set into *req for one call.
@@ -360,6 +403,7 @@ class Client {
   // crash Node at environment teardown, when every finalizer runs in one sweep.
   Client(Napi::Env env, fw_client *c, Napi::Float64Array scratch)
       : env_(env), core_(c, fw_client_free), c_(c), scratch_(scratch.Data()) {
+    headers_.Want(c);
     tsfn_ = Tsfn::New(env, "floodwall.admit", 0, 1, this);
     tsfn_.Unref(env);  // an idle client must not keep the process alive; Admit refs it while admits wait
     // At environment teardown this hook runs before the thread-safe function's own (hooks run last-in,

@@ -504,6 +504,22 @@ const char *source_name(TenantPolicy::Source s) {
   return "ip";
 }
 
+std::vector<const char *> tenant_header_names(const TenantPolicy &p) {
+  std::vector<const char *> names;
+  for (TenantPolicy::Source s : p.from) {
+    switch (s) {
+      case TenantPolicy::Source::authorization: names.push_back("authorization"); break;
+      case TenantPolicy::Source::api_key: names.push_back("x-api-key"); break;
+      case TenantPolicy::Source::ip:  // the forwarded header is believed only from a trusted proxy
+        if (!p.trusted_proxies.empty())
+          names.push_back(p.forwarded_header == TenantPolicy::ForwardedHeader::x_forwarded_for ? "x-forwarded-for"
+                                                                                               : "forwarded");
+        break;
+    }
+  }
+  return names;
+}
+
 std::string derive_tenant(const TenantPolicy &p, const RequestHeader *headers, size_t header_count,
                           std::string_view peer) {
   if (!headers) header_count = 0;

@@ -95,6 +95,10 @@ struct RequestHeader {
   size_t value_len;
 };
 
+// The request header names (lower case, static) that derive_tenant reads under this policy: a caller may
+// hand over only these, since no other header is ever looked at.
+std::vector<const char *> tenant_header_names(const TenantPolicy &p);
+
 // The tenant id for a request that named none (rules above). Never throws for any input bytes (hostile
 // headers, 1 MiB values, NUL, CR/LF); headers may be NULL when header_count is 0.
 std::string derive_tenant(const TenantPolicy &p, const RequestHeader *headers, size_t header_count,
