@@ -2,7 +2,8 @@
 // One Express app behind one limiter (FW_HTTP_LIMITER), for bench/http/run.js: none, express-rate-limit
 // with its memory store or with rate-limit-redis (ioredis, auto-pipelined), or floodwall's Express
 // middleware on memory:// or Redis with the README's example policy (100 requests/s per tenant, bursts to
-// 500, 20 in flight), and on Redis with its request rate alone (floodwall-redis-rate). The tenant is the
+// 500, 20 in flight), and on Redis with its request rate alone (floodwall-redis-rate); the -ietf variants
+// send the two IETF limit headers alone (policy "headers": "ietf") instead of the default five. The tenant is the
 // X-API-Key header in every variant; no limit is ever reached at the load the benchmark offers (1,000
 // tenants). Prints "listening on PORT" once it serves.
 const express = require('express');
@@ -16,10 +17,12 @@ async function middleware() {
   if (limiter === 'none') return null;
   if (limiter.startsWith('floodwall-')) {
     const { Floodwall, express: floodwall } = require('../..');
-    const store = limiter === 'floodwall-memory' ? 'memory://' : redisUrl;
+    const store = limiter.startsWith('floodwall-memory') ? 'memory://' : redisUrl;
     // floodwall-redis-rate: the request rate alone, the one limiter express-rate-limit has (like for like).
     const concurrency = limiter === 'floodwall-redis-rate' ? {} : { concurrency: { limit: 20 } };
-    fw = new Floodwall({ store, prefix: 'fwhttp', request_rate: { rate: 100, burst: 500 }, ...concurrency });
+    // *-ietf: the policy's "headers": "ietf" (the two IETF fields, as express-rate-limit sends them here).
+    const headers = limiter.endsWith('-ietf') ? { headers: 'ietf' } : {};
+    fw = new Floodwall({ store, prefix: 'fwhttp', request_rate: { rate: 100, burst: 500 }, ...concurrency, ...headers });
     return floodwall(fw);
   }
   const { rateLimit } = require('express-rate-limit');

@@ -41,6 +41,8 @@ const CONTENDERS = [
   { name: 'express + express-rate-limit + rate-limit-redis', framework: 'express', limiter: 'erl-redis', cmd: ['node', [path.join(HERE, 'express_app.js')]] },
   { name: 'express + floodwall (redis://)', framework: 'express', limiter: 'floodwall-redis', cmd: ['node', [path.join(HERE, 'express_app.js')]] },
   { name: 'express + floodwall (redis://, request rate alone)', framework: 'express', limiter: 'floodwall-redis-rate', cmd: ['node', [path.join(HERE, 'express_app.js')]] },
+  { name: 'express + floodwall (memory://, headers: ietf)', framework: 'express', limiter: 'floodwall-memory-ietf', cmd: ['node', [path.join(HERE, 'express_app.js')]] },
+  { name: 'express + floodwall (redis://, headers: ietf)', framework: 'express', limiter: 'floodwall-redis-ietf', cmd: ['node', [path.join(HERE, 'express_app.js')]] },
   { name: 'starlette (uvicorn)', framework: 'starlette', limiter: 'none', cmd: starlette },
   { name: 'starlette + limits (async redis, fixed window)', framework: 'starlette', limiter: 'limits-redis', cmd: starlette },
   { name: 'starlette + floodwall (memory://)', framework: 'starlette', limiter: 'floodwall-memory', cmd: starlette },
@@ -231,7 +233,28 @@ function markdown(result) {
     lines.push(`| ${r.name} | ${f(r.rps)} | ${r.limiter === 'none' ? '-' : `${f(r.overhead_us, 1)} us`} | ${f(r.p99_ms)} ms | ` +
       `${f(r.app_cpu_us, 1)} us | ${f(r.redis_cpu_us, 1)} us | ${r.not_answered === null ? '-' : `${(r.not_answered * 100).toFixed(4)}%`} |`);
   }
+  // Each floodwall contender's overhead against its framework's incumbent (the issue's measure: at most 0.5x).
+  const ratios = [];
+  for (const r of result.contenders) {
+    const against = incumbent(r);
+    const base = against && result.contenders.find((x) => x.framework === r.framework && x.limiter === against);
+    if (base && Number.isFinite(r.overhead_us) && base.overhead_us > 0) {
+      const redisCpu = r.limiter.includes('redis') ? `; Redis CPU ${f(r.redis_cpu_us, 1)} against ${f(base.redis_cpu_us, 1)} us per request` : '';
+      ratios.push(`- ${r.name}: ${(r.overhead_us / base.overhead_us).toFixed(2)}x the overhead of ${base.name.replace(`${r.framework} + `, '')} ` +
+        `(p99 ${f(r.p99_ms)} against ${f(base.p99_ms)} ms${redisCpu})`);
+    }
+  }
+  if (ratios.length) lines.push('', 'Against the incumbent of each framework (same store kind):', '', ...ratios);
   return lines.join('\n') + '\n';
+}
+
+// The incumbent a floodwall contender is measured against: the same framework's limiter on the same kind of store.
+function incumbent(c) {
+  if (!c.limiter.startsWith('floodwall-')) return null;
+  if (c.framework === 'express') return c.limiter.startsWith('floodwall-memory') ? 'erl-memory' : 'erl-redis';
+  if (c.framework === 'starlette') return 'limits-redis';
+  if (c.framework === 'rack') return 'rack-attack-redis';
+  return null;
 }
 
 main().catch((err) => {
