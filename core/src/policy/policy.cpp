@@ -5,9 +5,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "stores/token_bucket.hpp"
 
@@ -241,13 +243,26 @@ class Section {
     return v.get<std::string>();
   }
 
+  // One of a few names, as the value it stands for (dflt when the key is absent); any other value is an
+  // error that lists them: must be "a", "b" or "c" (got ...).
+  template <typename E>
+  E choice(const char *k, E dflt, std::initializer_list<std::pair<const char *, E>> names) const {
+    if (!has(k)) return dflt;
+    std::string v = string(k, "");
+    for (const auto &[name, value] : names)
+      if (v == name) return value;
+    std::string list;
+    size_t i = 0;
+    for (const auto &[name, value] : names) {
+      (void)value;
+      if (i++) list += i == names.size() ? " or " : ", ";
+      list.append(1, '"').append(name).append(1, '"');  // appends: GCC 12 at -O3 warns on "\"" + std::string
+    }
+    throw PolicyError(field(k), "must be " + list + " (got " + show(at(k)) + ")");
+  }
+
   Mode mode() const {
-    if (!has("mode")) return Mode::enforce;
-    std::string m = string("mode", "enforce");
-    if (m == "enforce") return Mode::enforce;
-    if (m == "dark") return Mode::dark;
-    if (m == "off") return Mode::off;
-    throw PolicyError(field("mode"), "must be \"enforce\", \"dark\" or \"off\" (got " + show(at("mode")) + ")");
+    return choice("mode", Mode::enforce, {{"enforce", Mode::enforce}, {"dark", Mode::dark}, {"off", Mode::off}});
   }
 
  private:
@@ -314,15 +329,8 @@ void redis_access(const Section &s, Policy &p) {
     if (!v || !*v) throw PolicyError("redis.sentinel_password_env", "the environment variable " + var + " is not set");
     p.redis.sentinel_password = v;
   }
-  if (s.has("clock")) {
-    std::string c = s.string("clock", "redis");
-    if (c == "redis")
-      p.redis.clock = RedisOptions::Clock::redis;
-    else if (c == "client")
-      p.redis.clock = RedisOptions::Clock::client;
-    else
-      throw PolicyError("redis.clock", "must be \"redis\" or \"client\" (got " + show(s.at("clock")) + ")");
-  }
+  using Clock = RedisOptions::Clock;
+  p.redis.clock = s.choice("clock", p.redis.clock, {{"redis", Clock::redis}, {"client", Clock::client}});
 }
 
 BucketLimits bucket(const Section &s) {
@@ -394,16 +402,9 @@ TenantPolicy tenant_policy(const json &v) {
     }
     normalize_networks(t.trusted_proxies);
   }
-  if (s.has("forwarded_header")) {
-    std::string h = s.string("forwarded_header", "x-forwarded-for");
-    if (h == "x-forwarded-for")
-      t.forwarded_header = TenantPolicy::ForwardedHeader::x_forwarded_for;
-    else if (h == "forwarded")
-      t.forwarded_header = TenantPolicy::ForwardedHeader::forwarded;
-    else
-      throw PolicyError("tenant.forwarded_header",
-                        "must be \"x-forwarded-for\" or \"forwarded\" (got " + show(s.at("forwarded_header")) + ")");
-  }
+  using Forwarded = TenantPolicy::ForwardedHeader;
+  t.forwarded_header = s.choice("forwarded_header", t.forwarded_header,
+                                {{"x-forwarded-for", Forwarded::x_forwarded_for}, {"forwarded", Forwarded::forwarded}});
   t.ipv6_prefix = static_cast<int>(s.integer("ipv6_prefix", t.ipv6_prefix, 1, 128));
   return t;
 }
@@ -525,15 +526,8 @@ void parse_quotas(const json &v, Policy &p, std::set<std::string> &seen, const s
     r.name = rule_name(s, seen);
     r.quota_limit = s.integer("limit", std::nullopt, 1, 1'000'000'000'000);
     if (!s.has("period")) throw PolicyError(s.field("period"), "is required (\"hour\", \"day\" or \"month\")");
-    std::string period = s.string("period", "");
-    if (period == "hour")
-      r.period = QuotaPeriod::hour;
-    else if (period == "day")
-      r.period = QuotaPeriod::day;
-    else if (period == "month")
-      r.period = QuotaPeriod::month;
-    else
-      throw PolicyError(s.field("period"), "must be \"hour\", \"day\" or \"month\" (got " + show(s.at("period")) + ")");
+    r.period = s.choice("period", QuotaPeriod::hour,
+                        {{"hour", QuotaPeriod::hour}, {"day", QuotaPeriod::day}, {"month", QuotaPeriod::month}});
     r.routes = rule_routes(s, false);
     r.methods = rule_methods(s);
     r.utc_offset_s = utc_offset(s);
@@ -608,16 +602,8 @@ void parse_adaptive(const json &j, Policy &p) {
              "critical_reserve", "ttl_s", "probe_interval_s", "routes", "mode"});
   AdaptivePolicy a;
   bool enabled = s.boolean("enabled", true);
-  if (s.has("algorithm")) {
-    std::string name = s.string("algorithm", "gradient2");
-    if (name == "gradient2")
-      a.algorithm = AdaptivePolicy::Algorithm::gradient2;
-    else if (name == "vegas")
-      a.algorithm = AdaptivePolicy::Algorithm::vegas;
-    else
-      throw PolicyError("adaptive.algorithm",
-                        "must be \"gradient2\" or \"vegas\" (got " + show(s.at("algorithm")) + ")");
-  }
+  using Algorithm = AdaptivePolicy::Algorithm;
+  a.algorithm = s.choice("algorithm", a.algorithm, {{"gradient2", Algorithm::gradient2}, {"vegas", Algorithm::vegas}});
   a.min_limit = s.integer("min_limit", a.min_limit, 1, 1'000'000);
   a.max_limit = s.integer("max_limit", a.max_limit, 1, 1'000'000);
   if (a.min_limit > a.max_limit)
@@ -689,27 +675,10 @@ Policy parse_parts(std::string_view text, std::vector<PolicyError> *errors) {
     if (!valid_prefix(p.prefix)) throw PolicyError("prefix", "must be 1-64 characters of [A-Za-z0-9_.:-]");
     p.docs_url = top.string("docs_url", "");
     if (p.docs_url.size() > 512) throw PolicyError("docs_url", "must be at most 512 characters");
-    if (top.has("body_format")) {
-      std::string f = top.string("body_format", "json");
-      if (f == "json")
-        p.body_format = BodyFormat::json;
-      else if (f == "problem+json")
-        p.body_format = BodyFormat::problem_json;
-      else
-        throw PolicyError("body_format",
-                          "must be \"json\" or \"problem+json\" (got " + show(top.at("body_format")) + ")");
-    }
-    if (top.has("headers")) {
-      std::string h = top.string("headers", "all");
-      if (h == "all")
-        p.headers = HeaderSet::all;
-      else if (h == "ietf")
-        p.headers = HeaderSet::ietf;
-      else if (h == "none")
-        p.headers = HeaderSet::none;
-      else
-        throw PolicyError("headers", "must be \"all\", \"ietf\" or \"none\" (got " + show(top.at("headers")) + ")");
-    }
+    p.body_format = top.choice("body_format", p.body_format,
+                               {{"json", BodyFormat::json}, {"problem+json", BodyFormat::problem_json}});
+    p.headers = top.choice("headers", p.headers,
+                           {{"all", HeaderSet::all}, {"ietf", HeaderSet::ietf}, {"none", HeaderSet::none}});
     top.string("description", "");
     p.max_tenants = top.integer("max_tenants", p.max_tenants, 1, 100'000'000);
   });
@@ -819,18 +788,8 @@ Policy parse_parts(std::string_view text, std::vector<PolicyError> *errors) {
       p.redis.deadline_ms = s.integer("deadline_ms", p.redis.deadline_ms, 1, 60'000);
       p.redis.connect_timeout_ms = s.integer("connect_timeout_ms", p.redis.connect_timeout_ms, 1, 60'000);
       p.redis.connections = s.integer("connections", p.redis.connections, 1, 16);
-      if (s.has("fallback")) {
-        std::string f = s.string("fallback", "local");
-        if (f == "local")
-          p.redis.fallback = Fallback::local;
-        else if (f == "open")
-          p.redis.fallback = Fallback::open;
-        else if (f == "closed")
-          p.redis.fallback = Fallback::closed;
-        else
-          throw PolicyError("redis.fallback",
-                            "must be \"local\", \"open\" or \"closed\" (got " + show(s.at("fallback")) + ")");
-      }
+      p.redis.fallback = s.choice("fallback", p.redis.fallback,
+                                  {{"local", Fallback::local}, {"open", Fallback::open}, {"closed", Fallback::closed}});
       p.redis.breaker_min_calls = s.integer("breaker_min_calls", p.redis.breaker_min_calls, 1, 1'000'000);
       p.redis.breaker_failure_ratio = s.number("breaker_failure_ratio", p.redis.breaker_failure_ratio, 0, true, 1);
       p.redis.breaker_window_ms = s.integer("breaker_window_ms", p.redis.breaker_window_ms, 10, 3'600'000);
