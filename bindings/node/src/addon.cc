@@ -283,11 +283,17 @@ class HeaderList {
     spans_.pop_back();
     napi_valuetype type;
     CheckNapi(env, napi_typeof(env, value, &type));
-    if (type == napi_string) return;
+    if (type != napi_string && !IsBytes(env, value)) NotBytes(env, value_entry);
+  }
+
+  // A Uint8Array (a Buffer), the one kind of field that is not a string.
+  static bool IsBytes(Napi::Env env, napi_value item) {
     bool typed = false;
-    CheckNapi(env, napi_is_typedarray(env, value, &typed));
-    if (!typed || Napi::Value(env, value).As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array)
-      Bad(env, "entry " + std::to_string(value_entry) + " must be a string or a Buffer");
+    CheckNapi(env, napi_is_typedarray(env, item, &typed));
+    return typed && Napi::Value(env, item).As<Napi::TypedArray>().TypedArrayType() == napi_uint8_array;
+  }
+  [[noreturn]] static void NotBytes(Napi::Env env, uint32_t entry) {
+    Bad(env, "entry " + std::to_string(entry) + " must be a string or a Buffer");
   }
 
   bool Wanted(std::string_view name) const {
@@ -325,15 +331,10 @@ class HeaderList {
     }
     bytes_.resize(at);
     if (st != napi_string_expected) CheckNapi(env, st);
-    bool typed = false;
-    CheckNapi(env, napi_is_typedarray(env, item, &typed));
-    if (typed && Napi::Value(env, item).As<Napi::TypedArray>().TypedArrayType() == napi_uint8_array) {
-      const char *p = BytesOf(Napi::Value(env, item), &len);
-      bytes_.append(p, len);
-      spans_.emplace_back(at, len);
-      return;
-    }
-    Bad(env, "entry " + std::to_string(entry) + " must be a string or a Buffer");
+    if (!IsBytes(env, item)) NotBytes(env, entry);
+    const char *p = BytesOf(Napi::Value(env, item), &len);
+    bytes_.append(p, len);
+    spans_.emplace_back(at, len);
   }
 
   std::string bytes_;
@@ -652,10 +653,10 @@ Napi::Value SheddingAmount(const Napi::CallbackInfo &info) {
 // or [fields, contentType, body] for a rejection (an allowed decision has neither: no array, and no two
 // empty strings, to make for every response); on return the scratch array holds [header count, name
 // length, value length, ...] and `fields` is the headers' names and values, in the core's order, one after
-// the other. The lengths are the
-// core's fw_header lengths (names and values are ASCII: a byte is a character), so lib/decision.js slices
-// the pairs out without reading a byte of them; one string instead of one per name and value, each of which
-// costs more to create through Node-API than the core takes to format them all.
+// the other. The lengths are the core's fw_header lengths (names and values are ASCII: a byte is a
+// character), so lib/decision.js slices the pairs out without reading a byte of them; one string instead of
+// one per name and value, each of which costs more to create through Node-API than the core takes to
+// format them all.
 static_assert(1 + 2 * FW_RESPONSE_MAX_HEADERS <= kRawSize, "the scratch array holds the header lengths");
 
 Napi::Value FormatResponse(const Napi::CallbackInfo &info) {
