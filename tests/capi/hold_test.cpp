@@ -1,6 +1,7 @@
 // fw_client_hold / fw_client_flush against a real redis-server: a held turn's admits and releases reach Redis
 // in one write (Redis reads them at once), every one decided by the store; a blocking admit of the holding
-// thread is never held; another thread's calls are never held; the in-process stores ignore both.
+// thread is never held; another thread's calls are never held, nor do they send the held ones; a turn
+// longer than the deadline is still Redis'; the in-process stores ignore both.
 #include <floodwall.h>
 #include <gtest/gtest.h>
 
@@ -109,18 +110,64 @@ TEST(Hold, BlockingAdmitsAndOtherThreadsAreNeverHeld) {
   EXPECT_EQ(done.by_store.load(), 1);
   fw_release(c, d.ticket);
 
-  // Held again, with an async admit queued: another thread's admit wakes the I/O thread for both.
+  // Held again, with an async admit queued: another thread's admit is never held, and the I/O thread it
+  // wakes leaves this thread's held admit alone (were it taken, a reply arriving mid-turn would split the
+  // turn into small writes); the flush sends it.
   ASSERT_EQ(fw_client_hold(c), FW_OK);
   ASSERT_EQ(fw_admit_async3(c, &r, &out, &decided, on_decision, &done), FW_OK);
   fw_decision other = FW_DECISION_INIT;
-  std::thread t([&] { EXPECT_EQ(fw_admit(c, &r, &other), FW_OK); });
+  std::thread t([&] {
+    for (int i = 0; i < 20; i++) {
+      EXPECT_EQ(fw_admit(c, &r, &other), FW_OK);
+      EXPECT_EQ(other.fail_reason, FW_FAIL_NONE);
+      EXPECT_FALSE(other.degraded);
+      fw_release(c, other.ticket);
+    }
+  });
   t.join();
-  EXPECT_EQ(other.fail_reason, FW_FAIL_NONE);
-  EXPECT_FALSE(other.degraded);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(done.calls.load(), 1) << "the held admit went out before its turn's flush";
+  EXPECT_EQ(fw_client_flush(c), FW_OK);
   wait_for(done.calls, 2);
   EXPECT_EQ(done.by_store.load(), 2);
-  EXPECT_EQ(fw_client_flush(c), FW_OK);
-  fw_release(c, other.ticket);
+  fw_client_free(c);
+}
+
+TEST(Hold, ALongTurnIsNotTakenForASilentRedis) {
+  // A turn that holds its calls longer than the store's deadline (a long callback, a collector's pause):
+  // the deadline counts from the flush, so Redis still decides them and the breaker stays closed.
+  RedisServer redis;
+  std::string policy = "{\"store\": \"redis://127.0.0.1:" + std::to_string(redis.port()) +
+                       "\", \"request_rate\": {\"rate\": 1000, \"burst\": 1000}, \"concurrency\": {\"limit\": 100},"
+                       " \"redis\": {\"deadline_ms\": 20, \"breaker_min_calls\": 1, \"flags_poll_ms\": 3600000}}";
+  fw_client *c = nullptr;
+  ASSERT_EQ(fw_client_new(&c, policy.c_str()), FW_OK);
+  const std::string warm = "warm";
+  fw_request r = request_for(warm);
+  fw_decision d = FW_DECISION_INIT;
+  ASSERT_EQ(fw_admit(c, &r, &d), FW_OK);  // connected, scripts loaded
+  ASSERT_EQ(d.fail_reason, FW_FAIL_NONE);
+  fw_release(c, d.ticket);
+
+  Done done;
+  std::vector<std::string> tenants;
+  for (int i = 0; i < 10; i++) tenants.push_back("long" + std::to_string(i));
+  std::vector<fw_decision> outs(tenants.size(), FW_DECISION_INIT);
+  ASSERT_EQ(fw_client_hold(c), FW_OK);
+  for (size_t i = 0; i < tenants.size(); i++) {
+    fw_request q = request_for(tenants[i]);
+    int decided = 0;
+    ASSERT_EQ(fw_admit_async3(c, &q, &outs[i], &decided, on_decision, &done), FW_OK);
+    std::this_thread::sleep_for(std::chrono::milliseconds(15));  // the turn lasts 150 ms: 7 deadlines
+  }
+  ASSERT_EQ(fw_client_flush(c), FW_OK);
+  wait_for(done.calls, static_cast<int>(tenants.size()));
+  EXPECT_EQ(done.calls.load(), static_cast<int>(tenants.size()));
+  EXPECT_EQ(done.by_store.load(), static_cast<int>(tenants.size()));
+  ASSERT_EQ(fw_admit(c, &r, &d), FW_OK);  // and the next admit is Redis' too: no breaker opened
+  EXPECT_EQ(d.fail_reason, FW_FAIL_NONE);
+  EXPECT_FALSE(d.degraded);
+  fw_release(c, d.ticket);
   fw_client_free(c);
 }
 

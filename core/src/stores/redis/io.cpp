@@ -242,6 +242,7 @@ void RedisStore::run() {
       bool pending;
       {
         std::lock_guard lock(queue_mu_);
+        (void)release_held();  // closing: a hold that was never flushed ends here
         pending = !queue_.empty() || !parked_.empty() || !try_again_.empty();
       }
       for (Conn &conn : conns_)
@@ -359,6 +360,7 @@ void RedisStore::run() {
   // Shutting down: nobody may wait forever on a call of ours.
   {
     std::lock_guard lock(queue_mu_);
+    (void)release_held();
     batch.swap(queue_);
   }
   batch.insert(batch.begin(), parked_.begin(), parked_.end());

@@ -496,31 +496,47 @@ void RedisStore::fleet_report_async(const FleetReportOp &op, FleetReportCompleti
 }
 
 void RedisStore::submit(Call *c) {
-  bool wake;
+  bool wake = false;
   const void *self = &tl_submitter;
   bool counted = tl_io_of != this;
   {
     std::lock_guard lock(queue_mu_);
-    bool was_empty = queue_.empty();
-    queue_.push_back(c);
     if (counted && self != last_submitter_) {
       if (last_submitter_) submitter_changes_++;
       last_submitter_ = self;
     }
-    if (held_by_ == self) {  // the holder's flush_writes() wakes the I/O thread once for the turn
-      held_pending_ = true;
-      wake = false;
-    } else {  // a queue with held calls in it was not empty, and no wake-up is on its way for them
-      wake = was_empty || held_pending_;
-      held_pending_ = false;
+    if (held_by_ == self) {
+      if (held_.empty()) held_since_us_ = now_us();
+      held_.push_back(c);  // out of the I/O thread's reach until the holder's flush_writes()
+    } else {
+      wake = queue_.empty();  // else a wake-up is on its way for what is queued already
+      queue_.push_back(c);
     }
   }
   if (wake) wake_io();
 }
 
+bool RedisStore::release_held() {
+  if (held_.empty()) return false;
+  // A call's deadline is for Redis to answer: the time it waited for its turn to end (a long turn, a
+  // pause of the collector) is given back, so that a late flush is not taken for a silent Redis.
+  int64_t held_for = now_us() - held_since_us_;
+  for (Call *c : held_) c->deadline_us += held_for;
+  bool wake = queue_.empty();
+  queue_.insert(queue_.end(), held_.begin(), held_.end());
+  held_.clear();
+  return wake;
+}
+
 void RedisStore::hold_writes() {
-  std::lock_guard lock(queue_mu_);
-  held_by_ = &tl_submitter;
+  bool wake;
+  {
+    std::lock_guard lock(queue_mu_);
+    // Another thread's hold ends here: its calls go out now, not at this thread's flush.
+    wake = held_by_ != &tl_submitter && release_held();
+    held_by_ = &tl_submitter;
+  }
+  if (wake) wake_io();
 }
 
 void RedisStore::flush_writes() {
@@ -533,8 +549,7 @@ void RedisStore::end_hold(const void *only) {
     std::lock_guard lock(queue_mu_);
     if (only && held_by_ != only) return;
     held_by_ = nullptr;
-    wake = held_pending_;
-    held_pending_ = false;
+    wake = release_held();
   }
   if (wake) wake_io();
 }

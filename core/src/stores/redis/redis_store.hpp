@@ -194,6 +194,8 @@ class RedisStore final : public Store {
   // Ends the hold (hold_writes) when `only` holds it, or whoever does when null; wakes the I/O thread for
   // what was held.
   void end_hold(const void *only);
+  // queue_mu_ held: moves the held calls to queue_; whether the I/O thread needs waking for them.
+  bool release_held();
   void format_admit(const AdmitOp &op, std::string &cmd) const;
   bool direct_admit(const AdmitOp &op, AdmitResult &r);
   void run();
@@ -312,9 +314,12 @@ class RedisStore final : public Store {
   std::mutex queue_mu_;
   std::vector<Call *> queue_;
   const void *last_submitter_ = nullptr;  // queue_mu_: the thread that submitted last in this window
-  const void *held_by_ = nullptr;         // queue_mu_: the thread whose calls wait for its flush_writes()
-  bool held_pending_ = false;             // queue_mu_: calls were queued without waking the I/O thread
-  uint32_t submitter_changes_ = 0;        // queue_mu_: calls from another thread than the one before
+  // queue_mu_: the thread whose calls wait for its flush_writes(), and those calls: kept apart from queue_,
+  // so that the I/O thread, woken by a reply, cannot take a turn's first calls and write them alone.
+  const void *held_by_ = nullptr;
+  std::vector<Call *> held_;
+  int64_t held_since_us_ = 0;       // queue_mu_: when the first of held_ came
+  uint32_t submitter_changes_ = 0;  // queue_mu_: calls from another thread than the one before
   // Several threads submit when a window has this many changes of submitter: an event loop beside a
   // thread that admits now and then (a health check) keeps one connection, busy threads get them all.
   static constexpr uint32_t kSeveralChanges = 4;
