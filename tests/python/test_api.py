@@ -112,6 +112,16 @@ def test_trusted_proxies_hand_the_key_to_the_forwarded_client(make_client):
     assert fw.tenant_key(headers=xff, peer="192.0.2.1") == "ip:192.0.2.1"  # an untrusted peer is the client
 
 
+def test_tenant_headers_are_the_ones_the_policy_reads(make_client):
+    assert make_client({}).tenant_headers == ("authorization", "x-api-key")
+    assert make_client({"tenant": {"from": ["x-api-key", "ip"]}}).tenant_headers == ("x-api-key",)
+    # The forwarded header only once a proxy is trusted, and the one the policy names.
+    proxied = {"trusted_proxies": ["10.0.0.0/8"]}
+    assert make_client({"tenant": proxied}).tenant_headers == ("authorization", "x-api-key", "x-forwarded-for")
+    rfc = {**proxied, "forwarded_header": "forwarded"}
+    assert make_client({"tenant": rfc}).tenant_headers == ("authorization", "x-api-key", "forwarded")
+
+
 def test_can_block_is_true_only_for_a_network_store(make_client, store):
     fw = make_client({})
     assert fw.can_block is store["store"].startswith("redis://")

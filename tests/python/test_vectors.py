@@ -12,6 +12,7 @@ import pytest
 
 import floodwall
 from floodwall import backoff
+from floodwall.wsgi import FloodwallMiddleware, request_headers
 
 VECTORS_PATH = pathlib.Path(__file__).resolve().parents[2] / "tests" / "vectors.json"
 SECTIONS = ("tenant_keys", "backoff", "retry_after", "decisions")
@@ -68,6 +69,30 @@ def test_tenant_key(case):
         # admit() derives that same key: the request spends the one token of the tenant named by the key.
         assert fw.admit(headers=pairs(case["headers"], False), peer=case["peer"]).allowed
         assert fw.admit(case["key"]).status == 429, case
+
+
+@pytest.mark.parametrize("case", section("tenant_keys"))
+def test_tenant_key_through_the_wsgi_middleware(case):
+    # The WSGI middleware looks up only the headers the policy reads (Floodwall.tenant_headers) among the
+    # environ's, which a cookie, a user agent and the rest sit beside: the tenant it charges is the one
+    # that every header of the request names.
+    case = present("tenant_keys", case)
+    policy: Dict[str, Any] = {"request_rate": {"rate": 0.001, "burst": 1}}
+    if "tenant" in case:
+        policy["tenant"] = case["tenant"]
+    environ: Dict[str, Any] = {"REQUEST_METHOD": "GET", "PATH_INFO": "/", "HTTP_COOKIE": "session=" + "c" * 900,
+                               "HTTP_USER_AGENT": "Mozilla/5.0", "HTTP_ACCEPT_LANGUAGE": "en"}
+    for name, value in case["headers"]:
+        key = "HTTP_" + name.upper().replace("-", "_")
+        environ[key] = environ[key] + "," + value if key in environ else value  # as a server joins them
+    if case["peer"] is not None:
+        environ["REMOTE_ADDR"] = case["peer"]
+    with floodwall.Floodwall(policy) as fw:
+        app = FloodwallMiddleware(lambda env, start: start("200 OK", []) or [b"ok"], fw, route="/")
+        result = app(environ, lambda status, headers, exc_info=None: None)
+        result.close()
+        every_header = fw.tenant_key(headers=request_headers(environ), peer=case["peer"])
+        assert fw.admit(every_header).status == 429, (case, every_header)
 
 
 @pytest.mark.parametrize("case", section("backoff"))

@@ -301,6 +301,13 @@ class Floodwall:
         releases the GIL exactly when this is True."""
         return self._c.can_block
 
+    @property
+    def tenant_headers(self) -> Tuple[str, ...]:
+        """The request header names (lower case) that the policy's tenant derivation reads: authorization
+        and x-api-key, and the forwarded header when tenant.trusted_proxies is set. admit() and tenant_key()
+        read no other header, so a middleware may hand them only these (the WSGI one does)."""
+        return self._c.tenant_headers
+
     def release(self, decision: Union[Decision, int]) -> None:
         """Releases what a decision holds (concurrency and fleet slots). Idempotent; never raises for a
         decision. Prefer the decision itself (``decision.release()``): it always goes to its own client."""

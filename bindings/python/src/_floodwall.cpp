@@ -93,6 +93,8 @@ struct Handle : std::enable_shared_from_this<Handle> {
   // The policy's limits and quotas by index (fw_client_rule_name), asked once after fw_client_new: they
   // never change, and a decision names its rules by these indices.
   std::vector<std::string> rule_names;
+  // The request headers the policy's tenant derivation reads (fw_client_tenant_header), asked once.
+  py::tuple tenant_headers;
 
   // The last reference is gone, so no call is in progress: fw_client_free may close and free. Async admits
   // still pending are decided by it; their callbacks never need the GIL.
@@ -408,6 +410,9 @@ std::shared_ptr<Handle> client_new(const std::string &policy_json) {
   if (fw_client_can_block(h->c, &blocks) == FW_OK) h->can_block = blocks != 0;  // else assume it can
   const char *name = nullptr;
   for (int i = 0; fw_client_rule_name(h->c, i, &name, nullptr) == FW_OK; i++) h->rule_names.emplace_back(name);
+  py::list wanted;
+  for (int i = 0; fw_client_tenant_header(h->c, i, &name) == FW_OK; i++) wanted.append(py::str(name));
+  h->tenant_headers = py::tuple(wanted);
   return h;
 }
 
@@ -743,6 +748,7 @@ PYBIND11_MODULE(_floodwall, m) {
       .def("close", &client_close)
       .def_property_readonly("closed", [](Handle &h) { return h.closed.load(); })
       .def_property_readonly("can_block", [](Handle &h) { return h.can_block; })
+      .def_property_readonly("tenant_headers", [](Handle &h) { return h.tenant_headers; })
       .def("admit", &client_admit)
       .def("admit_async", &client_admit_async)
       .def("drain", &client_drain)
