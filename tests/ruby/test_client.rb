@@ -109,6 +109,17 @@ class TestClient < Minitest::Test
   end
 
   # Only a store that does I/O (Redis) makes admits give up the GVL: the core says which (fw_client_can_block).
+  def test_tenant_headers_are_the_ones_the_policy_reads
+    names = ->(tenant) { Floodwall::Client.open(tenant ? { "tenant" => tenant } : {}, &:tenant_headers) }
+    assert_equal %w[authorization x-api-key], names.call(nil)
+    assert_predicate names.call(nil), :frozen?
+    assert_equal %w[x-api-key], names.call({ "from" => %w[x-api-key ip] })
+    # The forwarded header only once a proxy is trusted, and the one the policy names.
+    proxied = { "trusted_proxies" => ["10.0.0.0/8"] }
+    assert_equal %w[authorization x-api-key x-forwarded-for], names.call(proxied)
+    assert_equal %w[authorization x-api-key forwarded], names.call(proxied.merge("forwarded_header" => "forwarded"))
+  end
+
   def test_the_in_process_stores_do_not_block
     segment = "/dev/shm/floodwall.fw-rb-#{Process.pid}" # shm://NAME's segment, removed afterwards
     ["memory://", "shm://fw-rb-#{Process.pid}"].each do |store|

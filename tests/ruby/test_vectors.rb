@@ -39,6 +39,29 @@ class TestVectors < Minitest::Test
     assert_empty failures, failures.join("\n")
   end
 
+  # Floodwall::Rack looks up only the headers the policy reads (Client#tenant_headers) among the env's,
+  # beside a cookie, a user agent and the rest: the tenant it charges is the one all the headers name.
+  def test_tenant_keys_through_the_rack_middleware
+    failures = section("tenant_keys").filter_map do |v|
+      policy = { "request_rate" => { "rate" => 0.001, "burst" => 1 } }
+      policy["tenant"] = v["tenant"] if v.key?("tenant")
+      env = { "REQUEST_METHOD" => "GET", "PATH_INFO" => "/", "HTTP_COOKIE" => "session=#{"c" * 900}",
+              "HTTP_USER_AGENT" => "Mozilla/5.0", "HTTP_ACCEPT_LANGUAGE" => "en" }
+      v.fetch("headers").each do |name, value|
+        key = "HTTP_#{name.upcase.tr("-", "_")}"
+        env[key] = env.key?(key) ? "#{env[key]},#{value}" : value # as a server joins them
+      end
+      env["REMOTE_ADDR"] = v["peer"] unless v["peer"].nil?
+      Floodwall::Client.open(policy) do |fw|
+        Floodwall::Rack.new(->(_env) { [200, {}, ["ok"]] }, client: fw, route: "/").call(env)
+        every_header = fw.tenant_key(headers: Floodwall::Rack.headers(env), peer: v["peer"])
+        status = fw.admit(tenant: every_header).status
+        "#{v["name"]}: #{every_header} not charged (#{status})" unless status == 429
+      end
+    end
+    assert_empty failures, failures.join("\n")
+  end
+
   def test_backoff
     defaults = Floodwall::Backoff.new
     failures = section("backoff").filter_map do |v|

@@ -303,6 +303,17 @@ static VALUE fw_rb_tenant_key(VALUE handle, VALUE tenant, VALUE headers, VALUE p
   return key;
 }
 
+/* The request header names (lower case, frozen) that the policy's tenant derivation reads
+   (fw_client_tenant_header): no other header is ever read for the tenant. */
+static VALUE fw_rb_tenant_headers(VALUE handle) {
+  fw_rb_handle *h = (fw_rb_handle *)fw_rb_unwrap(handle, SWIGTYPE_p_fw_rb_handle);
+  VALUE out = rb_ary_new();
+  const char *name = NULL;
+  for (int i = 0; fw_client_tenant_header(h->client, i, &name) == FW_OK; i++)
+    rb_ary_push(out, rb_enc_interned_str(name, (long)strlen(name), rb_utf8_encoding()));
+  return rb_ary_freeze(out);
+}
+
 /* A Rack env's request headers as a Hash of header names: HTTP_X_API_KEY -> "x-api-key" (frozen,
    interned names), the env's own value Strings. CONTENT_TYPE and CONTENT_LENGTH are left out (no
    tenant comes from them), and so is any entry whose key or value is not a String. */
@@ -742,6 +753,7 @@ static VALUE fw_rb_cli_run(VALUE argv) {
 %ignore fw_client_free;
 %ignore fw_client_can_block;
 %ignore fw_client_rule_name;
+%ignore fw_client_tenant_header;
 %ignore fw_admit;
 %ignore fw_admit_async;
 %ignore fw_admit_async2;
@@ -871,6 +883,7 @@ VALUE fw_rb_admit(VALUE handle, VALUE tenant, VALUE route, VALUE method, VALUE c
                   VALUE headers = Qnil, VALUE peer = Qnil);
 VALUE fw_rb_tenant_key(VALUE handle, VALUE tenant, VALUE headers, VALUE peer);
 VALUE fw_rb_rack_headers(VALUE env);
+VALUE fw_rb_tenant_headers(VALUE handle);
 int fw_rb_release(fw_rb_handle *h, fw_ticket ticket);
 VALUE fw_rb_response(VALUE decision, VALUE lowercase);
 VALUE fw_rb_rule_name(VALUE decision, VALUE index);

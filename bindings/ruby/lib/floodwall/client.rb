@@ -83,6 +83,13 @@ module Floodwall
       Native.tenant_key(@handle, tenant, headers, peer)
     end
 
+    # The request header names (lower case, frozen) that the policy's tenant derivation reads:
+    # "authorization" and "x-api-key", and the forwarded header when tenant.trusted_proxies is set. #admit
+    # and #tenant_key read no other header, so a middleware may hand them only these (Floodwall::Rack does).
+    def tenant_headers
+      @tenant_headers ||= Native.tenant_headers(@handle)
+    end
+
     # Gives back what a decision (or a ticket) holds. Idempotent, never fails.
     def release(decision)
       Native.release(@handle, decision.is_a?(Decision) ? decision.ticket : decision)
