@@ -3,8 +3,10 @@ thread per request) over real HTTP, driven by httpx."""
 
 from __future__ import annotations
 
+import io
 import threading
 import time
+import wsgiref.util
 
 import httpx
 import pytest
@@ -170,6 +172,46 @@ def test_the_iterable_closed_early_releases_exactly_once(make_client):
     body.close()  # a second close is harmless
     assert client.released == client.admitted
     assert client.fw.admit(tenant).allowed
+
+
+def file_response(client, file_wrapper):
+    """The middleware answering with environ["wsgi.file_wrapper"](a file), as a server offering
+    `file_wrapper` calls it: (the iterable it returns, the environ, the file)."""
+    f = io.BytesIO(b"file bytes")
+
+    def app(environ, start_response):
+        start_response("200 OK", [("Content-Length", "10")])
+        return environ["wsgi.file_wrapper"](f, 4)
+
+    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/f", "REMOTE_ADDR": "127.0.0.1", "wsgi.file_wrapper": file_wrapper}
+    return FloodwallMiddleware(app, client, route="/")(environ, lambda *a: None), environ, f
+
+
+def test_a_file_wrapper_response_stays_the_servers_and_releases_on_close(make_client):
+    """PEP 3333's optional file handling: the response is still an instance of the server's wrapper (gunicorn
+    sends it with sendfile only then, see tests/e2e/test_wsgi_file_wrapper.py), and its close() closes
+    the file and gives the slot back, once."""
+    client = CountingClient(make_client({"concurrency": {"limit": 1}}))
+    tenant = client.fw.tenant_key(peer="127.0.0.1")
+    body, environ, f = file_response(client, wsgiref.util.FileWrapper)
+    assert isinstance(body, wsgiref.util.FileWrapper)
+    assert environ["wsgi.file_wrapper"] is wsgiref.util.FileWrapper  # given back for what comes after
+    assert b"".join(body) == b"file bytes"
+    assert not client.fw.admit(tenant).allowed  # the slot is held until the server closes the response
+    body.close()
+    body.close()
+    assert f.closed
+    assert client.released == client.admitted
+    assert client.fw.admit(tenant).allowed
+
+
+def test_a_file_wrapper_that_is_not_a_class_gets_the_releasing_iterable(make_client):
+    client = CountingClient(make_client({"concurrency": {"limit": 1}}))
+    body, _, f = file_response(client, lambda filelike, blksize=8192: wsgiref.util.FileWrapper(filelike, blksize))
+    assert not isinstance(body, wsgiref.util.FileWrapper)  # wrapped: the server iterates it
+    assert b"".join(body) == b"file bytes"
+    body.close()
+    assert f.closed and client.released == client.admitted
 
 
 def test_the_default_key_is_the_bearer_token_else_the_client_address(make_client, serve):

@@ -8,7 +8,9 @@ Every response gets the core's limit headers; a rejected request is answered wit
 (application/json, or application/problem+json under the policy's "body_format") and Retry-After,
 without reaching the application. The ticket is released exactly once: when the application raises, or
 when the server closes the response iterable (PEP 3333 servers call close() after the last byte, after
-an error while iterating, and when the client disconnects or a streaming body is abandoned early).
+an error while iterating, and when the client disconnects or a streaming body is abandoned early). A file
+answered through the server's ``wsgi.file_wrapper`` comes back as an instance of the server's own wrapper
+(a subclass whose close() also releases), so the server still sends it its fast way (gunicorn: sendfile).
 
 The tenant: by default the middleware hands the core the request's headers (the environ's ``HTTP_*``
 keys turned back into header names: ``HTTP_X_API_KEY`` is ``x-api-key``) and the peer address
@@ -38,7 +40,7 @@ Options, constants or callables of the WSGI environ:
 from __future__ import annotations
 
 from http import HTTPStatus
-from typing import Any, Callable, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from . import Decision, Floodwall
 from ._middleware import Option, resolve, with_limits
@@ -118,6 +120,54 @@ class _Releasing:
             self._decision.release()
 
 
+# The server's wsgi.file_wrapper class -> its subclass that also releases a ticket on close() (None when the
+# server's is not a class that can be subclassed): made once per server class.
+_releasing_file_wrappers: Dict[Any, Optional[type]] = {}
+
+
+def _releasing_file_wrapper(server_wrapper: Any) -> Optional[type]:
+    """A subclass of the server's file wrapper whose close() also releases the ticket it carries. A file
+    response made with it is an instance of the server's own class, so the server still sends it by its
+    platform's fast path (gunicorn: sendfile), which it takes only for its wrapper's instances."""
+    try:
+        return _releasing_file_wrappers[server_wrapper]
+    except (KeyError, TypeError):  # TypeError: an unhashable callable
+        pass
+    made: Optional[type] = None
+    if isinstance(server_wrapper, type):
+        try:
+
+            class ReleasingFileWrapper(server_wrapper):  # type: ignore[misc, valid-type]
+                _fw_decision: Optional[Decision] = None
+                # A close() the server's wrapper sets on its instance (gunicorn's and wsgiref's: the file's).
+                _fw_close: Optional[Callable[[], Any]] = None
+
+                def _fw_release_on_close(self) -> None:
+                    decision, self._fw_decision = self._fw_decision, None
+                    try:
+                        close = self._fw_close
+                        if close is None:
+                            close = getattr(super(), "close", None)
+                        if close is not None:
+                            close()
+                    finally:
+                        if decision is not None:
+                            decision.release()
+
+                # A property, so that the instance attribute the server's __init__ assigns lands in
+                # _fw_close instead of hiding the release.
+                close = property(lambda self: self._fw_release_on_close, lambda self, f: setattr(self, "_fw_close", f))
+
+            made = ReleasingFileWrapper
+        except TypeError:  # a final class
+            made = None
+    try:
+        _releasing_file_wrappers[server_wrapper] = made
+    except TypeError:
+        pass
+    return made
+
+
 class FloodwallMiddleware:
     def __init__(
         self,
@@ -189,7 +239,21 @@ class FloodwallMiddleware:
                 decision.release()  # a rejection holds nothing; releasing keeps "every path" literal
                 return [body]
 
-            result = self.app(environ, start_with_limits)
+            server_wrapper = environ.get("wsgi.file_wrapper")
+            releasing = _releasing_file_wrapper(server_wrapper) if server_wrapper is not None else None
+            if releasing is None:
+                result = self.app(environ, start_with_limits)
+            else:
+                # A file response reaches the server as its own wrapper's instance (see above); the environ
+                # gets the server's class back for whatever looks at it after the application.
+                environ["wsgi.file_wrapper"] = releasing
+                try:
+                    result = self.app(environ, start_with_limits)
+                finally:
+                    environ["wsgi.file_wrapper"] = server_wrapper
+                if type(result) is releasing:
+                    result._fw_decision = decision
+                    return result
         except BaseException:
             decision.release()
             raise
