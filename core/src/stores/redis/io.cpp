@@ -255,8 +255,13 @@ void RedisStore::run() {
       if (conn.state == Conn::State::down && now >= conn.reconnect_at_us) start_connect(conn, now);
     return_spent();
     bool window_over = now >= next_lane_check_us_, several = false, idle = false;
+    int64_t held_until = INT64_MAX;  // when the calls held now must go out, flushed or not
     {
       std::lock_guard lock(queue_mu_);
+      // A hold is a turn of an event loop, flushed at its end; one held longer (a loop that stopped
+      // before its flush ran, a turn that runs on and on) goes out without it.
+      if (!held_.empty() && now - held_since_us_ >= kHoldLimitUs) (void)release_held();
+      if (!held_.empty()) held_until = held_since_us_ + kHoldLimitUs;
       batch.swap(queue_);
       if (window_over) {
         several = submitter_changes_ >= kSeveralChanges;
@@ -316,6 +321,7 @@ void RedisStore::run() {
     if (any_ready()) wake_at = std::min(wake_at, breaker_.next_probe_us());
     if (lanes_wanted_ != lanes_) wake_at = std::min(wake_at, switch_by_us_);
     if (try_again_at_us_) wake_at = std::min(wake_at, try_again_at_us_);
+    wake_at = std::min(wake_at, held_until);
     fds.clear();
     fds.push_back({wake_fd_, POLLIN, 0});
     for (Conn &conn : conns_) {
