@@ -292,9 +292,9 @@ class Store {
   // Whether admit() can wait on I/O (a network store); the in-process stores answer at once.
   virtual bool can_block() const { return false; }
   // Batching for an event loop (fw_client_hold, fw_client_flush): from hold_writes until flush_writes, the
-  // async admits and releases of the calling thread are queued for the I/O thread without waking it, so
-  // that a turn's calls go out in one write (one read for Redis); a blocking admit flushes first. No-ops
-  // for the in-process stores.
+  // async admits and releases of the calling thread are kept from the I/O thread, so that a turn's calls
+  // go out in one write (one read for Redis); a blocking admit flushes first, and a hold never flushed
+  // ends by itself after a while. No-ops for the in-process stores.
   virtual void hold_writes() {}
   virtual void flush_writes() {}
 
