@@ -34,11 +34,13 @@ void on_decision(void *payload, int status, const fw_decision *d, const char *) 
   done->calls++;
 }
 
-// A client of the redis-server at `port`; `rest` is the policy's other fields.
+// A client of the redis-server at `port`; `rest` is the policy's other fields. By default a held call waits
+// for its flush however long the turn (redis.batch_window_us 1 s), so that what a hold keeps back is seen.
 fw_client *redis_client(int port, const std::string &rest =
                                       "\"request_rate\": {\"rate\": 1000, \"burst\": 1000}, "
                                       "\"concurrency\": {\"limit\": 100}, "
-                                      "\"redis\": {\"deadline_ms\": 2000, \"flags_poll_ms\": 3600000}") {
+                                      "\"redis\": {\"deadline_ms\": 2000, \"flags_poll_ms\": 3600000, "
+                                      "\"batch_window_us\": 1000000}") {
   std::string policy = "{\"store\": \"redis://127.0.0.1:" + std::to_string(port) + "\", " + rest + "}";
   fw_client *c = nullptr;
   EXPECT_EQ(fw_client_new(&c, policy.c_str()), FW_OK);
@@ -119,7 +121,7 @@ TEST(Hold, BlockingAdmitsAndOtherThreadsAreNeverHeld) {
   ASSERT_EQ(fw_admit_async3(c, &r, &out, &decided, on_decision, &done), FW_OK);
   fw_decision other = FW_DECISION_INIT;
   std::thread t([&] {
-    for (int i = 0; i < 5; i++) {  // a few round trips: far within the hold's limit (kHoldLimitUs, 20 ms)
+    for (int i = 0; i < 5; i++) {  // a few round trips, well within the 1 s window
       EXPECT_EQ(fw_admit(c, &r, &other), FW_OK);
       EXPECT_EQ(other.fail_reason, FW_FAIL_NONE);
       EXPECT_FALSE(other.degraded);
@@ -136,13 +138,14 @@ TEST(Hold, BlockingAdmitsAndOtherThreadsAreNeverHeld) {
 }
 
 TEST(Hold, ALongTurnIsNotTakenForASilentRedis) {
-  // A turn that holds its calls longer than the store's deadline (a long callback, a collector's pause):
-  // the deadline counts from when a call leaves the hold (the flush, or the hold's limit), so Redis still
-  // decides them and the breaker stays closed.
+  // A turn that holds its calls longer than the store's deadline (a long callback, a collector's pause;
+  // here within a 1 s batch window, so that only the flush sends them): the deadline counts from when a
+  // call leaves the hold, so Redis still decides them and the breaker stays closed.
   RedisServer redis;
   fw_client *c = redis_client(redis.port(),
                               "\"request_rate\": {\"rate\": 1000, \"burst\": 1000}, \"concurrency\": {\"limit\": 100}, "
-                              "\"redis\": {\"deadline_ms\": 20, \"breaker_min_calls\": 1, \"flags_poll_ms\": 3600000}");
+                              "\"redis\": {\"deadline_ms\": 20, \"breaker_min_calls\": 1, \"flags_poll_ms\": 3600000, "
+                              "\"batch_window_us\": 1000000}");
   ASSERT_NE(c, nullptr);
   const std::string warm = "warm";
   fw_request r = request_for(warm);
@@ -175,8 +178,8 @@ TEST(Hold, ALongTurnIsNotTakenForASilentRedis) {
 
 TEST(Hold, AHoldNeverFlushedStillGoesOut) {
   // An event loop that stopped between a hold and its flush (asyncio.run ending with the flush still
-  // scheduled): its admit and its release still reach Redis, a little late, instead of waiting for a flush
-  // that never comes (the released slot would stay taken until its ttl).
+  // scheduled): its admit and its release still reach Redis once past the batch window (the default,
+  // 200 us), instead of waiting for a flush that never comes (the released slot would stay taken).
   RedisServer redis;
   fw_client *c = redis_client(redis.port(), "\"concurrency\": {\"limit\": 1}, \"redis\": {\"deadline_ms\": 2000}");
   ASSERT_NE(c, nullptr);

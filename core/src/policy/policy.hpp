@@ -163,6 +163,10 @@ struct RedisOptions {
   int64_t breaker_window_ms = 1000;
   int64_t breaker_open_ms = 1000;  // how long it stays open before a probe
   int64_t flags_poll_ms = 1000;    // how often the fleet-wide modes are read
+  // An event loop's turn holds its calls until its flush (fw_client_hold): one write for the turn. Once
+  // held this long, the I/O thread sends them when it is awake anyway (replies arriving), so that Redis
+  // works while a long turn runs on; the flush sends the rest. 0 sends every call as the I/O thread wakes.
+  int64_t batch_window_us = 200;
   // rediss:// (redis.tls): verification is always on unless `insecure`; the CA bundle is OpenSSL's
   // default one unless ca_file names another; cert_file + key_file make it mutual TLS; server_name is the
   // name sent (SNI) and verified (default: the URL's host).

@@ -293,8 +293,8 @@ class Store {
   virtual bool can_block() const { return false; }
   // Batching for an event loop (fw_client_hold, fw_client_flush): from hold_writes until flush_writes, the
   // async admits and releases of the calling thread are kept from the I/O thread, so that a turn's calls
-  // go out in one write (one read for Redis); a blocking admit flushes first, and a hold never flushed
-  // ends by itself after a while. No-ops for the in-process stores.
+  // go out in one write (one read for Redis), or a long turn's in a few (redis.batch_window_us); a blocking
+  // admit flushes first. No-ops for the in-process stores.
   virtual void hold_writes() {}
   virtual void flush_writes() {}
 

@@ -21,6 +21,7 @@ TEST(Policy, DefaultsAreTheSeeds) {
   EXPECT_EQ(p.redis.deadline_ms, 50);
   EXPECT_EQ(p.redis.breaker_min_calls, 20);
   EXPECT_DOUBLE_EQ(p.redis.breaker_failure_ratio, 0.5);
+  EXPECT_EQ(p.redis.batch_window_us, 200);
 }
 
 TEST(Policy, RatesBecomeExactMicroTokens) {
@@ -60,6 +61,8 @@ TEST(Policy, EveryBadValueNamesItsField) {
       {R"({"redis": {"fallback": 1}})", "redis.fallback"},
       {R"({"redis": {"breaker_failure_ratio": 1.5}})", "redis.breaker_failure_ratio"},
       {R"({"redis": {"breaker_min_calls": 0}})", "redis.breaker_min_calls"},
+      {R"({"redis": {"batch_window_us": -1}})", "redis.batch_window_us"},
+      {R"({"redis": {"batch_window_us": 2000000}})", "redis.batch_window_us"},
       {R"({"redis": {"breaker_failures": 5}})", "redis.breaker_failures"},
       {R"({"fleet": []})", "fleet"},
       {R"({"headers": "draft-7"})", "headers"},

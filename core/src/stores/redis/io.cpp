@@ -258,10 +258,10 @@ void RedisStore::run() {
     int64_t held_until = INT64_MAX;  // when the calls held now must go out, flushed or not
     {
       std::lock_guard lock(queue_mu_);
-      // A hold is a turn of an event loop, flushed at its end; one held longer (a loop that stopped
-      // before its flush ran, a turn that runs on and on) goes out without it.
-      if (!held_.empty() && now - held_since_us_ >= kHoldLimitUs) (void)release_held();
-      if (!held_.empty()) held_until = held_since_us_ + kHoldLimitUs;
+      // A hold is a turn of an event loop, flushed at its end; calls held longer than redis.batch_window_us
+      // go out without it (a long turn, a loop that stopped before its flush ran).
+      if (!held_.empty() && now - held_since_us_ >= opt_.batch_window_us) (void)release_held();
+      if (!held_.empty()) held_until = held_since_us_ + opt_.batch_window_us;
       batch.swap(queue_);
       if (window_over) {
         several = submitter_changes_ >= kSeveralChanges;

@@ -318,11 +318,7 @@ class RedisStore final : public Store {
   // so that the I/O thread, woken by a reply, cannot take a turn's first calls and write them alone.
   const void *held_by_ = nullptr;
   std::vector<Call *> held_;
-  int64_t held_since_us_ = 0;  // queue_mu_: when the first of held_ came
-  // How long the I/O thread leaves held calls to their flush: far above a turn's length under load (a few
-  // ms), so that it only bounds a hold that is never flushed (its loop stopped) to about this, plus up to
-  // the 100 ms the I/O thread may sleep when nothing else wakes it.
-  static constexpr int64_t kHoldLimitUs = 20'000;
+  int64_t held_since_us_ = 0;       // queue_mu_: when the first of held_ came
   uint32_t submitter_changes_ = 0;  // queue_mu_: calls from another thread than the one before
   // Several threads submit when a window has this many changes of submitter: an event loop beside a
   // thread that admits now and then (a health check) keeps one connection, busy threads get them all.
