@@ -304,15 +304,14 @@ FW_EXTERN int fw_client_can_block(fw_client *c, int *out);
 /**
  * Batches this thread's store writes, for an event loop (as ioredis' auto-pipelining does): from
  * fw_client_hold until fw_client_flush, the fw_admit_async* and fw_release calls of the calling thread are
- * kept back (the store's I/O thread sends none of them, even when other calls or replies wake it), and
- * fw_client_flush hands them over at once, to be written in one syscall (one pipeline: Redis reads them at
- * once, instead of one read per request). A call held longer than redis.batch_window_us (200 us) goes out
- * as soon as the I/O thread is awake anyway (a reply arriving; within 100 ms at most), so that Redis works
- * while a long turn runs on and a hold never flushed still goes out. A call's deadline counts from when it
- * leaves the hold. The loop holds
- * while it runs a turn's callbacks and flushes before it waits for I/O again, so that a call waits at most
- * for the rest of its turn. A blocking fw_admit of the holding thread flushes first; other threads' calls
- * are never held. No-ops on the in-process stores.
+ * kept back (a reply that wakes the store's I/O thread mid-turn does not send them), and fw_client_flush
+ * hands them over at once, to be written in one syscall (one pipeline: Redis reads them at once, instead
+ * of one read per request). A call held longer than redis.batch_window_us (200 us) goes out as soon as the
+ * I/O thread is awake anyway (a reply arriving; within 100 ms at most), so that Redis works while a long
+ * turn runs on and a hold never flushed still goes out. A call's deadline counts from when it leaves the
+ * hold. The loop holds while it runs a turn's callbacks and flushes before it waits for I/O again, so that
+ * a call waits at most for the rest of its turn. A blocking fw_admit of the holding thread flushes first;
+ * other threads' calls are never held. No-ops on the in-process stores.
  */
 FW_EXTERN int fw_client_hold(fw_client *c);
 FW_EXTERN int fw_client_flush(fw_client *c);
