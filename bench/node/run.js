@@ -1,7 +1,11 @@
 'use strict';
 // node bench/node/run.js [--quick]
 // 1. Memory store: what one `await fw.admit()` costs beyond the promise itself and the core's own work.
-// 2. Redis: admits/s from Node, floodwall against rate-limiter-flexible (ioredis) on the same redis-server,
+// 2. The Express middleware called alone on the memory store (no socket, no HTTP parsing: a real
+//    http.ServerResponse per request), floodwall's (the README's example policy, with the default five
+//    limit headers and with "headers": "ietf") against express-rate-limit's (draft-7 headers, the X-API-Key
+//    as the key, as bench/http/express_app.js configures both): what each adds to a request in JavaScript.
+// 3. Redis: admits/s from Node, floodwall against rate-limiter-flexible (ioredis) on the same redis-server,
 //    in one run, with the same number of requests in flight.
 // Starts its own redis-server on a free port (or uses REDIS_URL, and REDIS_PID for its CPU per call).
 const { execFileSync } = require('node:child_process');
@@ -73,6 +77,59 @@ async function memory() {
     best.headers = Math.min(best.headers, await timeAwait(MEM_N / 4, async () => (await fw.admit(request)).headers));
   }
   fw.close();
+  return best;
+}
+
+// The middleware called alone, ns per request: n requests through `mw`, each a real http.ServerResponse
+// whose 'close' is emitted once next() was called (a concurrency slot is released then). The request
+// rotates over TENANTS X-API-Keys among a browser's usual headers; the round's own ServerResponse and
+// promise are timed too (the `none` middleware only calls next()).
+async function middlewareNs(mw, n) {
+  const http = require('node:http');
+  const socket = { remoteAddress: '203.0.113.9', on() {}, once() {}, removeListener() {} };
+  const reqs = [];
+  for (let i = 0; i < TENANTS; i++) {
+    const req = new http.IncomingMessage(socket);
+    req.method = 'GET';
+    req.url = '/v1/things';
+    req.rawHeaders = ['Host', 'api.example.com', 'User-Agent', 'Mozilla/5.0 (X11; Linux x86_64)', 'Accept', '*/*',
+      'X-API-Key', `key-${i}`, 'Accept-Encoding', 'gzip, deflate, br', 'Connection', 'keep-alive'];
+    req.headers = Object.fromEntries(Array.from({ length: req.rawHeaders.length / 2 }, (_, j) =>
+      [req.rawHeaders[2 * j].toLowerCase(), req.rawHeaders[2 * j + 1]]));
+    reqs.push(req);
+  }
+  const one = async (i) => {
+    const req = reqs[i % TENANTS];
+    const res = new http.ServerResponse(req);
+    await new Promise((resolve, reject) => mw(req, res, (err) => (err ? reject(err) : resolve())));
+    res.emit('close');
+  };
+  for (let i = 0; i < 20_000; i++) await one(i); // warm up the JIT
+  const start = process.hrtime.bigint();
+  for (let i = 0; i < n; i++) await one(i);
+  return nsPerOp(start, n);
+}
+
+async function middleware() {
+  const { express: floodwall } = require('../..');
+  const { rateLimit } = require('express-rate-limit');
+  const policy = { store: 'memory://', request_rate: { rate: 1e6, burst: 1e6 }, concurrency: { limit: 20 } };
+  const fw = new Floodwall(policy);
+  const fwIetf = new Floodwall({ ...policy, headers: 'ietf' });
+  const contenders = {
+    'none (next() alone)': (req, res, next) => next(),
+    'express-rate-limit (memory store, draft-7 headers)': rateLimit({ windowMs: 60_000, limit: 1e9,
+      standardHeaders: 'draft-7', legacyHeaders: false, keyGenerator: (req) => req.headers['x-api-key'], validate: false }),
+    'floodwall express() (memory://, the five headers)': floodwall(fw),
+    'floodwall express() (memory://, headers: ietf)': floodwall(fwIetf),
+  };
+  const n = quick ? 20_000 : 200_000;
+  const best = {};
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const [name, mw] of Object.entries(contenders)) best[name] = Math.min(best[name] ?? Infinity, await middlewareNs(mw, n));
+  }
+  fw.close();
+  fwIetf.close();
   return best;
 }
 
@@ -220,6 +277,12 @@ async function main() {
   row('await fw.admit({ tenant })', m.admit.toFixed(0));
   row('binding overhead = admit - promise - core', overhead.toFixed(0), overhead < 1000 ? '  (goal < 1000: met)' : '  (goal < 1000: MISSED)');
   row('await fw.admit() and read .headers', m.headers.toFixed(0), '  (formatting is lazy: paid only when used)');
+
+  const mw = await middleware();
+  const none = mw['none (next() alone)'];
+  console.log(`\n${`the Express middleware called alone, memory store, ${ROUNDS > 1 ? 'best of ' + ROUNDS : 'one round'}`.padEnd(54)}` +
+    ' ns/request   over none');
+  for (const [name, ns] of Object.entries(mw)) row(name, ns.toFixed(0), `${(ns - none).toFixed(0).padStart(11)}`);
 
   const ownRedis = process.env.REDIS_URL ? null : await startRedis();
   try {
