@@ -260,8 +260,8 @@ void RedisStore::run() {
       std::lock_guard lock(queue_mu_);
       // A hold is a turn of an event loop, flushed at its end; calls held longer than redis.batch_window_us
       // go out without it (a long turn, a loop that stopped before its flush ran).
-      if (!held_.empty() && now - held_since_us_ >= opt_.batch_window_us) (void)release_held();
-      if (!held_.empty()) held_until = held_since_us_ + opt_.batch_window_us;
+      if (!held_.empty() && now - held_.front()->held_us >= opt_.batch_window_us) (void)release_held();
+      if (!held_.empty()) held_until = held_.front()->held_us + opt_.batch_window_us;
       batch.swap(queue_);
       if (window_over) {
         several = submitter_changes_ >= kSeveralChanges;

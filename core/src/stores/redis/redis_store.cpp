@@ -506,7 +506,7 @@ void RedisStore::submit(Call *c) {
       last_submitter_ = self;
     }
     if (held_by_ == self) {
-      if (held_.empty()) held_since_us_ = now_us();
+      c->held_us = now_us();
       held_.push_back(c);  // out of the I/O thread's reach until the holder's flush_writes()
     } else {
       wake = queue_.empty();  // else a wake-up is on its way for what is queued already
@@ -518,10 +518,14 @@ void RedisStore::submit(Call *c) {
 
 bool RedisStore::release_held() {
   if (held_.empty()) return false;
-  // A call's deadline is for Redis to answer: the time it waited for its turn to end (a long turn, a
-  // pause of the collector) is given back, so that a late flush is not taken for a silent Redis.
-  int64_t held_for = now_us() - held_since_us_;
-  for (Call *c : held_) c->deadline_us += held_for;
+  // A call's deadline, and the latency its reply measures, are Redis': the time it waited for its turn to
+  // end (a long turn, a pause of the collector) is given back, so that a late flush is not taken for a
+  // silent or slow Redis.
+  int64_t now = now_us();
+  for (Call *c : held_) {
+    c->deadline_us += now - c->held_us;
+    c->sent_us += now - c->held_us;
+  }
   bool wake = queue_.empty();
   queue_.insert(queue_.end(), held_.begin(), held_.end());
   held_.clear();

@@ -138,6 +138,7 @@ class RedisStore final : public Store {
     int64_t deadline_us = 0;
     int64_t sent_us = 0;      // admit: when it was submitted (for the reply latency)
     int64_t appended_us = 0;  // when it went into a connection's output buffer
+    int64_t held_us = 0;      // when a hold (hold_writes) kept it from the I/O thread
     AdmitCompletion *done = nullptr;
     LeaseCompletion *lease_done = nullptr;
     FleetReportCompletion *report_done = nullptr;
@@ -314,11 +315,11 @@ class RedisStore final : public Store {
   std::mutex queue_mu_;
   std::vector<Call *> queue_;
   const void *last_submitter_ = nullptr;  // queue_mu_: the thread that submitted last in this window
-  // queue_mu_: the thread whose calls wait for its flush_writes(), and those calls: kept apart from queue_,
-  // so that the I/O thread, woken by a reply, cannot take a turn's first calls and write them alone.
+  // queue_mu_: the thread whose calls wait for its flush_writes(), and those calls (oldest first): kept
+  // apart from queue_, so that the I/O thread, woken by a reply, cannot take a turn's first calls and write
+  // them alone.
   const void *held_by_ = nullptr;
   std::vector<Call *> held_;
-  int64_t held_since_us_ = 0;       // queue_mu_: when the first of held_ came
   uint32_t submitter_changes_ = 0;  // queue_mu_: calls from another thread than the one before
   // Several threads submit when a window has this many changes of submitter: an event loop beside a
   // thread that admits now and then (a health check) keeps one connection, busy threads get them all.
