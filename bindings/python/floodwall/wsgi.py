@@ -97,74 +97,65 @@ def _method(environ: Environ) -> str:
     return environ.get("REQUEST_METHOD", "GET")
 
 
+def _close_then_release(close: Optional[Callable[[], Any]], decision: Optional[Decision]) -> None:
+    """Closes what the application answered with, then releases its ticket, even when close() raises."""
+    try:
+        if close is not None:
+            close()
+    finally:
+        if decision is not None:
+            decision.release()
+
+
 class _Releasing:
     """The application's response iterable, releasing the ticket when the server closes it."""
 
     def __init__(self, result: Iterable[bytes], decision: Decision) -> None:
         self._result = result
-        self._decision = decision
-        self._closed = False
+        self._decision: Optional[Decision] = decision
 
     def __iter__(self) -> Iterator[bytes]:
         return iter(self._result)
 
     def close(self) -> None:
-        if self._closed:  # some servers and wrappers close twice; release once
-            return
-        self._closed = True
-        try:
-            close = getattr(self._result, "close", None)
-            if close is not None:
-                close()
-        finally:
-            self._decision.release()
+        # Some servers and wrappers close twice: release once.
+        decision, self._decision = self._decision, None
+        if decision is not None:
+            _close_then_release(getattr(self._result, "close", None), decision)
 
 
-# The server's wsgi.file_wrapper class -> its subclass that also releases a ticket on close() (None when the
-# server's is not a class that can be subclassed): made once per server class.
-_releasing_file_wrappers: Dict[Any, Optional[type]] = {}
+# The server's wsgi.file_wrapper class -> its subclass that also releases a ticket on close() (None for a
+# class that cannot be subclassed): made once per server class.
+_releasing_file_wrappers: Dict[type, Optional[type]] = {}
 
 
-def _releasing_file_wrapper(server_wrapper: Any) -> Optional[type]:
+def _releasing_file_wrapper(server_wrapper: type) -> Optional[type]:
     """A subclass of the server's file wrapper whose close() also releases the ticket it carries. A file
     response made with it is an instance of the server's own class, so the server still sends it by its
     platform's fast path (gunicorn: sendfile), which it takes only for its wrapper's instances."""
-    try:
+    if server_wrapper in _releasing_file_wrappers:
         return _releasing_file_wrappers[server_wrapper]
-    except (KeyError, TypeError):  # TypeError: an unhashable callable
-        pass
     made: Optional[type] = None
-    if isinstance(server_wrapper, type):
-        try:
-
-            class ReleasingFileWrapper(server_wrapper):  # type: ignore[misc, valid-type]
-                _fw_decision: Optional[Decision] = None
-                # A close() the server's wrapper sets on its instance (gunicorn's and wsgiref's: the file's).
-                _fw_close: Optional[Callable[[], Any]] = None
-
-                def _fw_release_on_close(self) -> None:
-                    decision, self._fw_decision = self._fw_decision, None
-                    try:
-                        close = self._fw_close
-                        if close is None:
-                            close = getattr(super(), "close", None)
-                        if close is not None:
-                            close()
-                    finally:
-                        if decision is not None:
-                            decision.release()
-
-                # A property, so that the instance attribute the server's __init__ assigns lands in
-                # _fw_close instead of hiding the release.
-                close = property(lambda self: self._fw_release_on_close, lambda self, f: setattr(self, "_fw_close", f))
-
-            made = ReleasingFileWrapper
-        except TypeError:  # a final class
-            made = None
     try:
-        _releasing_file_wrappers[server_wrapper] = made
-    except TypeError:
+
+        class ReleasingFileWrapper(server_wrapper):  # type: ignore[misc, valid-type]
+            _fw_decision: Optional[Decision] = None
+            # A close() the server's wrapper sets on its instance (gunicorn's and wsgiref's: the file's).
+            _fw_close: Optional[Callable[[], Any]] = None
+
+            def _fw_release_on_close(self) -> None:
+                decision, self._fw_decision = self._fw_decision, None
+                close = self._fw_close if self._fw_close is not None else getattr(super(), "close", None)
+                _close_then_release(close, decision)
+
+            # A property, so that the instance attribute the server's __init__ assigns lands in _fw_close
+            # instead of hiding the release.
+            close = property(lambda self: self._fw_release_on_close, lambda self, f: setattr(self, "_fw_close", f))
+
+        made = ReleasingFileWrapper
+    except TypeError:  # a final class
         pass
+    _releasing_file_wrappers[server_wrapper] = made
     return made
 
 
@@ -240,7 +231,7 @@ class FloodwallMiddleware:
                 return [body]
 
             server_wrapper = environ.get("wsgi.file_wrapper")
-            releasing = _releasing_file_wrapper(server_wrapper) if server_wrapper is not None else None
+            releasing = _releasing_file_wrapper(server_wrapper) if isinstance(server_wrapper, type) else None
             if releasing is None:
                 result = self.app(environ, start_with_limits)
             else:
