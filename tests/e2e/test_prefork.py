@@ -50,12 +50,13 @@ def shm_url():
             os.unlink(path)
 
 
-def serve(cmd: list[str], store: str, tmp_path, port: int, policy=None) -> subprocess.Popen:
-    """Starts the server in prefork/ with FW_POLICY naming `policy` (a file), else this module's limits on `store`."""
+def serve(cmd: list[str], store: str, tmp_path, port: int, policy=None, env=None) -> subprocess.Popen:
+    """Starts the server in prefork/ with FW_POLICY naming `policy` (a file), else this module's limits on
+    `store`, and `env`'s variables besides."""
     if policy is None:
         policy = tmp_path / "policy.json"
         policy.write_text(json.dumps({"store": store, "request_rate": {"rate": RATE, "burst": BURST}}))
-    env = dict(os.environ, FW_POLICY=str(policy))
+    env = dict(os.environ, **(env or {}), FW_POLICY=str(policy))
     proc = subprocess.Popen(cmd, cwd=APPS, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
     wait_http(f"http://127.0.0.1:{port}/work", proc, cmd[0])
     return proc

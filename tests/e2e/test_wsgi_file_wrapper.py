@@ -19,10 +19,9 @@ def test_a_file_wrapper_response_goes_out_by_sendfile_and_gives_its_slot_back(tm
     path.write_bytes(data)
     policy = tmp_path / "policy.json"
     policy.write_text(json.dumps({"concurrency": {"limit": 1}}))
-    os.environ["FW_FILE"] = str(path)
     port = free_port()
     proc = serve([PY, "-m", "gunicorn", "-w", "1", "-b", f"127.0.0.1:{port}", "file_app:app"], "memory://",
-                 tmp_path, port, policy=policy)
+                 tmp_path, port, policy=policy, env={"FW_FILE": str(path)})
     try:
         for i in range(3):  # one slot: each request passes only if the one before gave it back
             r = httpx.get(f"http://127.0.0.1:{port}/file", timeout=10)
@@ -31,4 +30,3 @@ def test_a_file_wrapper_response_goes_out_by_sendfile_and_gives_its_slot_back(tm
             assert r.headers["ratelimit"] == '"concurrency";r=0', r.headers
     finally:
         stop(proc)
-        os.environ.pop("FW_FILE", None)
