@@ -108,7 +108,8 @@ export interface Policy {
     breaker_window_ms?: number;
     breaker_open_ms?: number;
     flags_poll_ms?: number;
-    /** How long an event-loop turn's admits and releases may wait for the turn's single write (us, 0 to 1,000,000). */
+    /** How long an event-loop turn's admits and releases may wait for the turn's single write, and a release
+     * outside a turn for a call to ride with (us, 0 to 1,000,000). */
     batch_window_us?: number;
   };
 }

@@ -312,6 +312,10 @@ FW_EXTERN int fw_client_can_block(fw_client *c, int *out);
  * hold. The loop holds while it runs a turn's callbacks and flushes before it waits for I/O again, so that
  * a call waits at most for the rest of its turn. A blocking fw_admit of the holding thread flushes first;
  * other threads' calls are never held. No-ops on the in-process stores.
+ *
+ * Without a hold, fw_release waits for a ride too: it goes out with the next call any thread sends (a
+ * worker's next admit, behind the release), or alone once it has waited redis.batch_window_us, so that a
+ * thread pool or a one-thread worker does not cost Redis a read and a reply per release.
  */
 FW_EXTERN int fw_client_hold(fw_client *c);
 FW_EXTERN int fw_client_flush(fw_client *c);

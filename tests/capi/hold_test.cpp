@@ -26,11 +26,13 @@ int64_t reads_processed(int port) {
 
 struct Done {
   std::atomic<int> calls{0}, by_store{0};
+  std::atomic<fw_ticket> ticket{0};  // the last decision's
 };
 
 void on_decision(void *payload, int status, const fw_decision *d, const char *) {
   auto *done = static_cast<Done *>(payload);
   if (status == FW_OK && d->allowed && d->fail_reason == FW_FAIL_NONE && !d->degraded) done->by_store++;
+  if (status == FW_OK) done->ticket = d->ticket;
   done->calls++;
 }
 
@@ -211,7 +213,109 @@ TEST(Hold, AHoldNeverFlushedStillGoesOut) {
     EXPECT_EQ(again.fail_reason, FW_FAIL_NONE);
     fw_release(c, again.ticket);
   }).join();
-  fw_release(c, out.ticket);
+  fw_release(c, done.ticket.load());
+  fw_client_free(c);
+}
+
+// How many tenants have a slot taken in Redis (their concurrency sets; an emptied set is gone).
+int64_t tenants_with_slots(int port) {
+  return std::stoll(command_at(port, {"EVAL", "return #redis.call('KEYS', '*:conc')", "0"}));
+}
+
+TEST(Hold, AReleaseRidesWithTheNextCall) {
+  // A thread pool (Puma, a threaded WSGI server): a release made while another request's admit waits on
+  // Redis is not written alone; it goes out with the next call anyone makes, ahead of it.
+  RedisServer redis;
+  fw_client *c = redis_client(redis.port());
+  const std::string a = "a", b = "b";
+  fw_request ra = request_for(a), rb = request_for(b);
+  fw_decision da = FW_DECISION_INIT;
+  ASSERT_EQ(fw_admit(c, &ra, &da), FW_OK);
+  ASSERT_EQ(da.fail_reason, FW_FAIL_NONE);
+  ASSERT_NE(da.ticket, 0u);
+
+  ASSERT_EQ(command_at(redis.port(), {"CLIENT", "PAUSE", "300", "ALL"}), "OK");
+  Done done;
+  fw_decision out = FW_DECISION_INIT;
+  int decided = 0;
+  const std::string waits = "waits";
+  fw_request q = request_for(waits);
+  ASSERT_EQ(fw_admit_async3(c, &q, &out, &decided, on_decision, &done), FW_OK);
+  ASSERT_EQ(decided, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // written (a release queued with it would go too)
+  fw_release(c, da.ticket);                                    // an admit waits on Redis: this release waits for a ride
+  wait_for(done.calls, 1);
+  ASSERT_EQ(done.by_store.load(), 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // time for Redis to run it, had it been sent
+  EXPECT_EQ(tenants_with_slots(redis.port()), 2) << "the release was written alone";  // a's and waits'
+
+  // The next call takes it along, ahead of itself: by b's answer, a's slot is free.
+  fw_decision db = FW_DECISION_INIT;
+  ASSERT_EQ(fw_admit(c, &rb, &db), FW_OK);
+  EXPECT_EQ(db.fail_reason, FW_FAIL_NONE);
+  EXPECT_EQ(tenants_with_slots(redis.port()), 2);  // waits' and b's
+  fw_release(c, db.ticket);
+  fw_release(c, done.ticket.load());
+  fw_client_free(c);
+}
+
+TEST(Hold, AReleaseWithNoRideGoesOutByTheWindow) {
+  // A release with no call after it goes out alone once it has waited redis.batch_window_us (50 ms here):
+  // one made while an admit waits on Redis (that admit's reply brings the I/O thread round), and one made
+  // when nothing does (the I/O thread is woken to time it).
+  RedisServer redis;
+  fw_client *c = redis_client(redis.port(),
+                              "\"concurrency\": {\"limit\": 100}, \"redis\": {\"deadline_ms\": 2000, "
+                              "\"flags_poll_ms\": 3600000, \"batch_window_us\": 50000}");
+  ASSERT_NE(c, nullptr);
+  auto slots_become = [&](int64_t want) {
+    int64_t now = -1;
+    for (int i = 0; i < 200 && (now = tenants_with_slots(redis.port())) != want; i++)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return now;
+  };
+  const std::string a = "a";
+  fw_request ra = request_for(a);
+  fw_decision da = FW_DECISION_INIT;
+  ASSERT_EQ(fw_admit(c, &ra, &da), FW_OK);
+  ASSERT_EQ(da.fail_reason, FW_FAIL_NONE);
+  ASSERT_EQ(command_at(redis.port(), {"CLIENT", "PAUSE", "300", "ALL"}), "OK");
+  Done done;
+  fw_decision out = FW_DECISION_INIT;
+  int decided = 0;
+  const std::string waits = "waits";
+  fw_request q = request_for(waits);
+  ASSERT_EQ(fw_admit_async3(c, &q, &out, &decided, on_decision, &done), FW_OK);
+  ASSERT_EQ(decided, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  fw_release(c, da.ticket);
+  wait_for(done.calls, 1);
+  ASSERT_EQ(done.by_store.load(), 1);
+  EXPECT_EQ(slots_become(1), 1) << "a's release never went out";  // waits' slot alone
+
+  fw_release(c, done.ticket.load());  // nothing waits on Redis now
+  EXPECT_EQ(slots_become(0), 0) << "waits' release never went out";
+  fw_client_free(c);
+}
+
+TEST(Hold, AThreadsReleaseStaysAheadOfItsNextAdmit) {
+  // One slot, one thread, a 1 s window: each release waits for a ride, and the thread's next admit is
+  // that ride, sent behind it, so that it finds the slot free.
+  RedisServer redis;
+  fw_client *c = redis_client(redis.port(),
+                              "\"concurrency\": {\"limit\": 1}, \"redis\": {\"deadline_ms\": 2000, "
+                              "\"flags_poll_ms\": 3600000, \"batch_window_us\": 1000000}");
+  ASSERT_NE(c, nullptr);
+  const std::string t = "one";
+  fw_request r = request_for(t);
+  for (int i = 0; i < 50; i++) {
+    fw_decision d = FW_DECISION_INIT;
+    ASSERT_EQ(fw_admit(c, &r, &d), FW_OK);
+    EXPECT_TRUE(d.allowed) << "admit " << i;
+    EXPECT_EQ(d.fail_reason, FW_FAIL_NONE);
+    EXPECT_FALSE(d.degraded);
+    fw_release(c, d.ticket);
+  }
   fw_client_free(c);
 }
 

@@ -508,8 +508,19 @@ void RedisStore::submit(Call *c) {
     if (held_by_ == self) {
       c->held_us = now_us();
       held_.push_back(c);  // out of the I/O thread's reach until the holder's flush_writes()
+    } else if (held_by_ == nullptr && c->kind == Kind::release && queue_.empty() && opt_.batch_window_us > 0) {
+      // A release outside any hold: nobody waits on it, so it rides with the next call anyone sends (a
+      // worker's next admit, or another thread's) instead of costing Redis a read and a reply of its own,
+      // and goes alone once it has waited redis.batch_window_us. The I/O thread is woken only to time it:
+      // not when an admit's reply (or deadline) will bring it round anyway, nor for a second release.
+      wake = waiting_.load(std::memory_order_relaxed) == 0 && held_.empty();
+      c->held_us = now_us();
+      held_.push_back(c);
     } else {
       wake = queue_.empty();  // else a wake-up is on its way for what is queued already
+      // Releases waiting for a ride (no hold: the held calls are those) go first: a thread's release stays
+      // ahead of its next admit.
+      if (held_by_ == nullptr) (void)release_held();
       queue_.push_back(c);
     }
   }

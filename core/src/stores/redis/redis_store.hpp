@@ -317,7 +317,7 @@ class RedisStore final : public Store {
   const void *last_submitter_ = nullptr;  // queue_mu_: the thread that submitted last in this window
   // queue_mu_: the thread whose calls wait for its flush_writes(), and those calls (oldest first): kept
   // apart from queue_, so that the I/O thread, woken by a reply, cannot take a turn's first calls and write
-  // them alone.
+  // them alone. With no holder, held_ has the releases waiting to ride with the next call (submit).
   const void *held_by_ = nullptr;
   std::vector<Call *> held_;
   uint32_t submitter_changes_ = 0;  // queue_mu_: calls from another thread than the one before
