@@ -558,6 +558,15 @@ void RedisStore::flush_writes() {
   end_hold(nullptr);
 }
 
+void RedisStore::send_riders() {
+  bool wake;
+  {
+    std::lock_guard lock(queue_mu_);
+    wake = held_by_ == nullptr && release_held();
+  }
+  if (wake) wake_io();
+}
+
 void RedisStore::end_hold(const void *only) {
   bool wake;
   {

@@ -197,6 +197,8 @@ class RedisStore final : public Store {
   void end_hold(const void *only);
   // queue_mu_ held: moves the held calls to queue_; whether the I/O thread needs waking for them.
   bool release_held();
+  // Sends the releases waiting for a ride (submit) now, when no hold keeps them.
+  void send_riders();
   void format_admit(const AdmitOp &op, std::string &cmd) const;
   bool direct_admit(const AdmitOp &op, AdmitResult &r);
   void run();
