@@ -321,6 +321,26 @@ describe('admit on the memory store', () => {
     });
   });
 
+  test('a decision formatted after later ones keeps its own headers and body', async () => {
+    await withClient({ request_rate: { rate: 0.001, burst: 2 }, concurrency: { limit: 5 } }, async (fw) => {
+      const first = await fw.admit({ tenant: 'a' });
+      const second = await fw.admit({ tenant: 'a' });
+      const third = await fw.admit({ tenant: 'a' }); // rejected: the bucket is empty
+      assert.equal(third.status, 429);
+      assert.equal(third.headers['RateLimit-Remaining'], '0');
+      assert.ok(third.body.includes('request_rate'));
+      // Formatted after the client's later decisions (and after a formatting): each its own numbers.
+      assert.equal(first.headers['RateLimit-Remaining'], '1');
+      assert.equal(first.body, null);
+      assert.equal(second.headers['RateLimit-Remaining'], '0');
+      assert.equal(second.headers['Retry-After'], undefined);
+      assert.equal(first.headers['RateLimit'], '"request_rate";r=1;t=1000');
+      assert.match(second.headers['RateLimit'], /^"request_rate";r=0;/);
+      fw.release(first);
+      fw.release(second);
+    });
+  });
+
   test('many admits in one tick all resolve, each with its own decision', async () => {
     await withClient({ request_rate: { rate: 0.001, burst: 1000 } }, async (fw) => {
       const decisions = await Promise.all(Array.from({ length: 1000 }, () => fw.admit({ tenant: 't' })));

@@ -60,6 +60,8 @@ class Decision {
     this.blockedUntil = this.blocked && raw[BLOCKED_AT + 1] > 0 ? raw[BLOCKED_AT + 1] : null;
     // Only the mask is read when no limit or quota applied: the fields after it are then left unwritten.
     if (raw[RULES_AT] !== 0 || raw[RULES_AT + 1] !== 0) this.#rules = raw.slice(RULES_AT, RULES_END);
+    // The scratch array holds this decision until the client's next one (or a formatting) overwrites it.
+    if (raw === core.scratch) core.inScratch = this;
   }
 
   /** Why the store did not decide: 'timeout', 'connection', 'breaker', 'config', 'error', 'overload', 'cluster', or null. */
@@ -112,11 +114,33 @@ class Decision {
     return { ...this, failReason, rule, darkRule, rules, headers, contentType, body };
   }
 
-  // fw_format_response of this decision, once: written back into the client's scratch array, where the
-  // addon reads it.
+  // fw_format_response of this decision, once, from the client's scratch array, where the addon reads it:
+  // written back into it first unless it still holds this decision (the middleware formats right after the
+  // admit).
   #format() {
     if (this.#response !== undefined) return this.#response;
-    const raw = this.#core.scratch;
+    const core = this.#core;
+    const raw = core.scratch;
+    if (core.inScratch !== this) this.#writeBack(raw);
+    core.inScratch = null; // the scratch array holds the header lengths now
+    // The names and values come as one string, cut by the lengths of the core's name/value pairs, which
+    // the addon leaves in the scratch array; the object keeps the core's order.
+    const formatted = core.native.formatResponse(core.handle);
+    let fields = formatted, contentType = null, body = null;
+    if (typeof formatted !== 'string') [fields, contentType, body] = formatted;
+    const headers = {};
+    for (let i = 0, at = 0; i < raw[0]; i++) {
+      const name = at + raw[1 + 2 * i];
+      const end = name + raw[2 + 2 * i];
+      headers[fields.slice(at, name)] = fields.slice(name, end);
+      at = end;
+    }
+    this.#response = { headers, contentType: contentType || null, body: body || null };
+    return this.#response;
+  }
+
+  // This decision's numbers, back into the scratch array `raw` (see the constructor).
+  #writeBack(raw) {
     raw[0] = this.allowed ? 1 : 0;
     raw[1] = this.status;
     raw[2] = LIMITER_CODES[this.limiter] || 0;
@@ -142,20 +166,6 @@ class Decision {
     } else {
       raw.set(this.#rules, RULES_AT);
     }
-    // The names and values come as one string, cut by the lengths of the core's name/value pairs, which
-    // the addon leaves in the scratch array; the object keeps the core's order.
-    const formatted = this.#core.native.formatResponse(this.#core.handle);
-    let fields = formatted, contentType = null, body = null;
-    if (typeof formatted !== 'string') [fields, contentType, body] = formatted;
-    const headers = {};
-    for (let i = 0, at = 0; i < raw[0]; i++) {
-      const name = at + raw[1 + 2 * i];
-      const end = name + raw[2 + 2 * i];
-      headers[fields.slice(at, name)] = fields.slice(name, end);
-      at = end;
-    }
-    this.#response = { headers, contentType: contentType || null, body: body || null };
-    return this.#response;
   }
 }
 

@@ -38,8 +38,9 @@ function isThenable(v) {
 function releaseWhenDone(fw, decision, res) {
   if (!decision.ticket) return;
   // On Redis the admit resolves later: the response may be over, or the client gone, meanwhile.
+  // on, not once: 'close' comes once, and once() would wrap the listener in two more objects per request.
   if (res.closed || res.destroyed) fw.release(decision);
-  else res.once('close', () => fw.release(decision));
+  else res.on('close', () => fw.release(decision));
 }
 
 /**

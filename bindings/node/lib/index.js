@@ -78,7 +78,7 @@ function requestObject(request) {
 }
 
 class Floodwall {
-  #core; // { native, handle, scratch, ruleNames }: shared with the decisions, which format themselves through it
+  #core; // { native, handle, scratch, ruleNames, inScratch }: shared with the decisions, which format themselves through it
   #closed = false;
   #admin;
   // A network store (Redis): the admits and releases of one event-loop turn go out in one write, as ioredis'
@@ -100,7 +100,7 @@ class Floodwall {
     const scratch = new Float64Array(native.rawSize);
     const handle = native.create(policyJson(policy), scratch);
     // The names of the policy's limits and quotas by index: they never change, so they are asked once.
-    this.#core = { native, handle, scratch, ruleNames: Object.freeze(native.ruleNames(handle)) };
+    this.#core = { native, handle, scratch, ruleNames: Object.freeze(native.ruleNames(handle)), inScratch: null };
     this.#admin = new Admin(native, handle);
     this.#batching = native.canBlock(handle);
   }
