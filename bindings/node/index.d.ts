@@ -101,6 +101,8 @@ export interface Policy {
      * event loop) they all take one of them; calls from several threads spread over all.
      */
     connections?: number;
+    /** A blocking caller thread's own connections (0 to 8; Node's admits never block, so they go through the I/O thread). */
+    direct_connections?: number;
     /** Who decides when Redis cannot answer in time: the local table of the same policy (default), nobody, or a 503. */
     fallback?: 'local' | 'open' | 'closed';
     breaker_min_calls?: number;

@@ -222,11 +222,18 @@ int64_t tenants_with_slots(int port) {
   return std::stoll(command_at(port, {"EVAL", "return #redis.call('KEYS', '*:conc')", "0"}));
 }
 
+// A client whose blocking callers go through the I/O thread (redis.direct_connections 0), as every call of
+// a thread that holds does, and a blocking caller's when its own connection is busy.
+const std::string kThroughIo =
+    "\"request_rate\": {\"rate\": 1000, \"burst\": 1000}, \"concurrency\": {\"limit\": 100}, "
+    "\"redis\": {\"deadline_ms\": 2000, \"flags_poll_ms\": 3600000, \"batch_window_us\": 1000000, "
+    "\"direct_connections\": 0}";
+
 TEST(Hold, AReleaseRidesWithTheNextCall) {
-  // A thread pool (Puma, a threaded WSGI server): a release made while another request's admit waits on
-  // Redis is not written alone; it goes out with the next call anyone makes, ahead of it.
+  // A release that the I/O thread sends, made while another request's admit waits on Redis, is not
+  // written alone; it goes out with the next call anyone makes, ahead of it.
   RedisServer redis;
-  fw_client *c = redis_client(redis.port());
+  fw_client *c = redis_client(redis.port(), kThroughIo);
   const std::string a = "a", b = "b";
   fw_request ra = request_for(a), rb = request_for(b);
   fw_decision da = FW_DECISION_INIT;
@@ -266,7 +273,7 @@ TEST(Hold, AReleaseWithNoRideGoesOutByTheWindow) {
   RedisServer redis;
   fw_client *c = redis_client(redis.port(),
                               "\"concurrency\": {\"limit\": 100}, \"redis\": {\"deadline_ms\": 2000, "
-                              "\"flags_poll_ms\": 3600000, \"batch_window_us\": 50000}");
+                              "\"flags_poll_ms\": 3600000, \"batch_window_us\": 50000, \"direct_connections\": 0}");
   ASSERT_NE(c, nullptr);
   auto slots_become = [&](int64_t want) {
     int64_t now = -1;
@@ -299,24 +306,29 @@ TEST(Hold, AReleaseWithNoRideGoesOutByTheWindow) {
 }
 
 TEST(Hold, AThreadsReleaseStaysAheadOfItsNextAdmit) {
-  // One slot, one thread, a 1 s window: each release waits for a ride, and the thread's next admit is
-  // that ride, sent behind it, so that it finds the slot free.
-  RedisServer redis;
-  fw_client *c = redis_client(redis.port(),
-                              "\"concurrency\": {\"limit\": 1}, \"redis\": {\"deadline_ms\": 2000, "
-                              "\"flags_poll_ms\": 3600000, \"batch_window_us\": 1000000}");
-  ASSERT_NE(c, nullptr);
-  const std::string t = "one";
-  fw_request r = request_for(t);
-  for (int i = 0; i < 50; i++) {
-    fw_decision d = FW_DECISION_INIT;
-    ASSERT_EQ(fw_admit(c, &r, &d), FW_OK);
-    EXPECT_TRUE(d.allowed) << "admit " << i;
-    EXPECT_EQ(d.fail_reason, FW_FAIL_NONE);
-    EXPECT_FALSE(d.degraded);
-    fw_release(c, d.ticket);
+  // One slot, one thread, a 1 s window: each release goes ahead of the thread's next admit, so that it
+  // finds the slot free: through the I/O thread (the release waits for a ride, and the admit is that
+  // ride), and on the thread's own connection (the direct path: both written there, in order).
+  for (const char *direct : {"0", "8"}) {
+    SCOPED_TRACE(std::string("direct_connections ") + direct);
+    RedisServer redis;
+    fw_client *c = redis_client(redis.port(), std::string("\"concurrency\": {\"limit\": 1}, \"redis\": {") +
+                                                  "\"deadline_ms\": 2000, \"flags_poll_ms\": 3600000, "
+                                                  "\"batch_window_us\": 1000000, \"direct_connections\": " +
+                                                  direct + "}");
+    ASSERT_NE(c, nullptr);
+    const std::string t = "one";
+    fw_request r = request_for(t);
+    for (int i = 0; i < 50; i++) {
+      fw_decision d = FW_DECISION_INIT;
+      ASSERT_EQ(fw_admit(c, &r, &d), FW_OK);
+      EXPECT_TRUE(d.allowed) << "admit " << i;
+      EXPECT_EQ(d.fail_reason, FW_FAIL_NONE);
+      EXPECT_FALSE(d.degraded);
+      fw_release(c, d.ticket);
+    }
+    fw_client_free(c);
   }
-  fw_client_free(c);
 }
 
 TEST(Hold, InProcessStoresAndBadArguments) {

@@ -25,7 +25,7 @@ inline uint64_t fork_generation() {
 // cleared before it is closed, so that the child closes only descriptors that were open at the fork.
 class InheritedFds {
  public:
-  static constexpr int kMax = 24;
+  static constexpr int kMax = 32;
   InheritedFds() {
     for (auto &f : fds_) f.store(-1, std::memory_order_relaxed);
   }

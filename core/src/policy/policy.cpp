@@ -783,7 +783,7 @@ Policy parse_parts(std::string_view text, std::vector<PolicyError> *errors) {
       Section s(top.at("redis"), "redis",
                 {"deadline_ms", "connect_timeout_ms", "connections", "fallback", "breaker_min_calls",
                  "breaker_failure_ratio", "breaker_window_ms", "breaker_open_ms", "flags_poll_ms", "tls", "username",
-                 "password_env", "sentinel_password_env", "clock", "batch_window_us"});
+                 "password_env", "sentinel_password_env", "clock", "batch_window_us", "direct_connections"});
       redis_access(s, p);
       p.redis.deadline_ms = s.integer("deadline_ms", p.redis.deadline_ms, 1, 60'000);
       p.redis.connect_timeout_ms = s.integer("connect_timeout_ms", p.redis.connect_timeout_ms, 1, 60'000);
@@ -796,6 +796,7 @@ Policy parse_parts(std::string_view text, std::vector<PolicyError> *errors) {
       p.redis.breaker_open_ms = s.integer("breaker_open_ms", p.redis.breaker_open_ms, 1, 3'600'000);
       p.redis.flags_poll_ms = s.integer("flags_poll_ms", p.redis.flags_poll_ms, 10, 3'600'000);
       p.redis.batch_window_us = s.integer("batch_window_us", p.redis.batch_window_us, 0, 1'000'000);
+      p.redis.direct_connections = s.integer("direct_connections", p.redis.direct_connections, 0, 8);
     });
   if (top.has("tenant")) part([&] { p.tenant = tenant_policy(top.at("tenant")); });
   if (top.has("quotas")) part([&] { parse_quotas(top.at("quotas"), p, rule_names, "quotas", -1); });

@@ -167,6 +167,9 @@ struct RedisOptions {
   // held this long, the I/O thread sends them when it is awake anyway (replies arriving), so that Redis
   // works while a long turn runs on; the flush sends the rest. 0 sends every call as the I/O thread wakes.
   int64_t batch_window_us = 200;
+  // Blocking callers' own connections (a thread pool's workers: Puma, gunicorn): each thread makes its round
+  // trips on one of these itself, with no hop to the I/O thread. 0 sends every call through the I/O thread.
+  int64_t direct_connections = 8;
   // rediss:// (redis.tls): verification is always on unless `insecure`; the CA bundle is OpenSSL's
   // default one unless ca_file names another; cert_file + key_file make it mutual TLS; server_name is the
   // name sent (SNI) and verified (default: the URL's host).

@@ -22,6 +22,7 @@ TEST(Policy, DefaultsAreTheSeeds) {
   EXPECT_EQ(p.redis.breaker_min_calls, 20);
   EXPECT_DOUBLE_EQ(p.redis.breaker_failure_ratio, 0.5);
   EXPECT_EQ(p.redis.batch_window_us, 200);
+  EXPECT_EQ(p.redis.direct_connections, 8);
 }
 
 TEST(Policy, RatesBecomeExactMicroTokens) {
@@ -63,6 +64,8 @@ TEST(Policy, EveryBadValueNamesItsField) {
       {R"({"redis": {"breaker_min_calls": 0}})", "redis.breaker_min_calls"},
       {R"({"redis": {"batch_window_us": -1}})", "redis.batch_window_us"},
       {R"({"redis": {"batch_window_us": 2000000}})", "redis.batch_window_us"},
+      {R"({"redis": {"direct_connections": -1}})", "redis.direct_connections"},
+      {R"({"redis": {"direct_connections": 9}})", "redis.direct_connections"},
       {R"({"redis": {"breaker_failures": 5}})", "redis.breaker_failures"},
       {R"({"fleet": []})", "fleet"},
       {R"({"headers": "draft-7"})", "headers"},

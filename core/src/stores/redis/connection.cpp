@@ -448,17 +448,21 @@ bool Connection::connect_blocking(const RedisEndpoint &to, const TlsContext *tls
   }
 }
 
-redisReply *Connection::roundtrip(std::string_view cmd, int64_t deadline_us) {
+bool Connection::send_blocking(std::string_view cmd, int64_t deadline_us) {
   append(cmd);
   for (;;) {
     bool all = false;
-    if (!write(all)) return nullptr;
-    if (all) break;
+    if (!write(all)) return false;
+    if (all) return true;
     if (!wait(POLLOUT | POLLIN, deadline_us)) {
       fail(FailReason::timeout, "no reply in time");
-      return nullptr;
+      return false;
     }
   }
+}
+
+redisReply *Connection::roundtrip(std::string_view cmd, int64_t deadline_us) {
+  if (!send_blocking(cmd, deadline_us)) return nullptr;
   return next_blocking(deadline_us);
 }
 

@@ -1,7 +1,7 @@
 // One connection to Redis on the store's own non-blocking socket, plain TCP or TLS (OpenSSL), with
 // hiredis kept as the RESP reader (redisReader). The I/O thread drives it from poll(): it asks
 // events() what to wait for and calls advance() / write() / read() when the socket is ready; the
-// direct path (a lone blocking caller) uses the blocking helpers at the end, with deadlines.
+// direct path (a blocking caller's own connection) uses the blocking helpers at the end, with deadlines.
 //
 // TLS goes through memory BIOs: OpenSSL encrypts into a buffer and this class sends it with
 // send(MSG_NOSIGNAL), and what recv() reads is handed to OpenSSL. So a broken connection is an error,
@@ -97,6 +97,8 @@ class Connection {
   // failure() timeout / connection / error.
   bool connect_blocking(const RedisEndpoint &to, const TlsContext *tls, int64_t deadline_us);
   redisReply *roundtrip(std::string_view cmd, int64_t deadline_us);
+  // roundtrip's first half: the command written (false with failure() when it could not be in time).
+  bool send_blocking(std::string_view cmd, int64_t deadline_us);
   // The next reply the server sends (a subscription's message), or null at the deadline (failure()
   // timeout) or on an error.
   redisReply *next_blocking(int64_t deadline_us);

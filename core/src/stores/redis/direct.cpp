@@ -1,4 +1,4 @@
-// The Redis store's direct path: a lone blocking caller makes its round trip itself (redis_store.hpp).
+// The Redis store's direct path: a blocking caller makes its round trips on its own connection (redis_store.hpp).
 #include <hiredis/hiredis.h>
 #include <unistd.h>
 
@@ -22,20 +22,82 @@ std::vector<std::string> RedisStore::setup_commands() const {
   return out;
 }
 
-void RedisStore::free_direct() {
-  if (!direct_) return;
-  fds_.clear(kDirectFdSlot);
-  direct_.reset();
+void RedisStore::free_direct(Direct &d) {
+  static_assert(kFirstDirectFdSlot + kDirectConns <= InheritedFds::kMax, "a forked child closes every one");
+  if (!d.conn) return;
+  fds_.clear(direct_fd_slot(d));
+  d.conn.reset();
+  d.unread = 0;
+}
+
+RedisStore::Direct &RedisStore::direct_of_thread() {
+  // One number per thread for every store, so that a thread keeps to its connection of each store however
+  // it alternates between clients.
+  static std::atomic<uint32_t> threads{0};
+  thread_local uint32_t tl_thread = threads.fetch_add(1, std::memory_order_relaxed);
+  return direct_[tl_thread % static_cast<uint32_t>(opt_.direct_connections)];
+}
+
+bool RedisStore::direct_allowed(const AdmitOp &op) const {
+  if (opt_.direct_connections == 0 || !direct_ok_.load(std::memory_order_relaxed) || !breaker_.closed() ||
+      in_forked_child() || tl_holds)
+    return false;
+  bool quiet = outstanding_.load(std::memory_order_acquire) == 0;
+  // A cluster: a lone caller's request-rate-only admit (a redirected slot admit would have to give its slot
+  // back on the node that took it, which the I/O thread does).
+  if (cluster_) return !op.conc && !op.fleet && lanes_in_use_.load(std::memory_order_relaxed) == 1 && quiet;
+  // Nothing of this thread's left on the I/O thread's side: its releases were written within a release's
+  // deadline, or nothing at all is outstanding there.
+  return quiet || now_us() - tl_io_release_us > std::max<int64_t>(1000, opt_.deadline_ms) * 1000;
+}
+
+bool RedisStore::direct_release(const ReleaseOp &op) {
+  // Not the I/O thread's own releases (a late reply's slot): it never blocks on a caller's connection.
+  if (opt_.direct_connections == 0 || tl_io_of == this || cluster_ || (op.conc && op.fleet) || tl_holds ||
+      !direct_ok_.load(std::memory_order_relaxed) || !breaker_.closed())
+    return false;
+  Direct &d = direct_of_thread();
+  std::unique_lock lock(d.mu, std::try_to_lock);
+  if (!lock.owns_lock() || !d.conn || (sentinel_ && d.gen != sentinel_->generation())) return false;
+  format_release(op, tl_cmd);
+  // Written, not waited for: the reply is read before the next admit's on this connection. (Measured with
+  // CLIENT REPLY SKIP before it, so that Redis writes no reply: no less CPU for Redis under Puma.)
+  if (d.conn->send_blocking(tl_cmd, now_us() + std::max<int64_t>(1000, opt_.deadline_ms) * 1000)) {
+    d.unread++;
+    return true;
+  }
+  free_direct(d);  // broken: the I/O thread sends it
+  return false;
 }
 
 // ------------------------------------------------------------------------------------ callers
 
-// direct_mu_ held. False with r.reason set when Redis did not answer in time (the direct path is then
-// off until the I/O thread sees Redis answer an admit, so that the breaker judges what follows).
-bool RedisStore::direct_admit(const AdmitOp &op, AdmitResult &r) {
+bool RedisStore::direct_admit(Direct &d, const AdmitOp &op, AdmitResult &r) {
   int64_t sent_us = now_us();
+  bool slot = op.conc || op.fleet;
+  // The admit may run in Redis after all (a slow Redis, a reply lost with the connection): its slot is
+  // given back behind it, on the same connection when it can still take a write (Redis runs the two in
+  // order), else through the I/O thread once this connection is gone.
+  auto give_back = [&] {
+    if (!slot) return;
+    ReleaseOp back;
+    back.tenant = op.tenant;
+    back.slot = op.slot;
+    back.conc = op.conc;
+    back.fleet = op.fleet;
+    std::string cmd;
+    format_release(back, cmd);
+    bool sent = false;
+    if (d.conn && d.conn->open()) {
+      d.conn->append(cmd);
+      (void)d.conn->write(sent);
+    }
+    free_direct(d);
+    if (!sent) release_via_io(back);
+  };
   auto give_up = [&](FailReason why) {
-    free_direct();
+    give_back();
+    free_direct(d);
     direct_ok_.store(false, std::memory_order_relaxed);
     failures_[static_cast<size_t>(why)].fetch_add(1, std::memory_order_relaxed);
     if (why == FailReason::timeout) {
@@ -53,42 +115,44 @@ bool RedisStore::direct_admit(const AdmitOp &op, AdmitResult &r) {
   };
   // Each command has the whole deadline, as each call on the I/O thread has.
   auto deadline = [&] { return now_us() + opt_.deadline_ms * 1000; };
-  auto command = [&](const std::string &cmd) -> redisReply * { return direct_->roundtrip(cmd, deadline()); };
+  auto command = [&](const std::string &cmd) -> redisReply * { return d.conn->roundtrip(cmd, deadline()); };
   // No reply: a time-out, a broken connection, or the server refusing our TLS certificate (said once).
   auto lost = [&] {
-    FailReason why = direct_->failure();
-    if (why == FailReason::config) report_tls_failure(*direct_);
+    FailReason why = d.conn->failure();
+    if (why == FailReason::config) report_tls_failure(*d.conn);
     return give_up(why == FailReason::config || why == FailReason::timeout ? why : FailReason::connection);
   };
-  if (direct_ && sentinel_ && direct_gen_ != sentinel_->generation()) free_direct();  // the master moved
-  if (!direct_) {
+  if (d.conn && sentinel_ && d.gen != sentinel_->generation()) free_direct(d);  // the master moved
+  if (!d.conn) {
     RedisEndpoint to;
-    if (!target(to, direct_gen_))
+    if (!target(to, d.gen))
       return give_up(sentinel_->unknown_reason() == FailReason::config ? FailReason::config : FailReason::connection);
-    direct_ = std::make_unique<Connection>();
-    bool up = direct_->connect_blocking(to, tls_.get(), now_us() + opt_.connect_timeout_ms * 1000);
-    if (direct_->fd() >= 0) fds_.set(kDirectFdSlot, direct_->fd());
+    d.conn = std::make_unique<Connection>();
+    bool up = d.conn->connect_blocking(to, tls_.get(), now_us() + opt_.connect_timeout_ms * 1000);
+    if (d.conn->fd() >= 0) fds_.set(direct_fd_slot(d), d.conn->fd());
     if (!up) {
       // A TLS verification failure is the deployment's: said once, counted as config.
-      if (direct_->failure() == FailReason::config) report_tls_failure(*direct_);
-      return give_up(direct_->failure() == FailReason::config ? FailReason::config : FailReason::connection);
+      if (d.conn->failure() == FailReason::config) report_tls_failure(*d.conn);
+      slot = false;  // nothing was sent
+      return give_up(d.conn->failure() == FailReason::config ? FailReason::config : FailReason::connection);
     }
     for (const std::string &cmd : setup_commands()) {
       redisReply *reply = command(cmd);
-      if (!reply) return lost();
+      if (!reply) return slot = false, lost();
       bool error = reply->type == REDIS_REPLY_ERROR;
       freeReplyObject(reply);
-      if (error) return give_up(FailReason::config);  // the I/O thread's connections report it as such
+      if (error) return slot = false, give_up(FailReason::config);  // the I/O thread's connections say it too
     }
     if (sentinel_) {
       // The sentinels' answer may be stale (a failover in progress): the server must say it is the master.
       redisReply *role = command(resp_format({"ROLE"}));
-      if (!role) return lost();
+      if (!role) return slot = false, lost();
       bool master = role->type == REDIS_REPLY_ARRAY && role->elements > 0 && role->element[0]->str &&
                     std::string_view(role->element[0]->str, role->element[0]->len) == "master";
       freeReplyObject(role);
       if (!master) {
-        sentinel_->suspect(direct_gen_);
+        sentinel_->suspect(d.gen);
+        slot = false;
         return give_up(FailReason::connection);
       }
     }
@@ -97,16 +161,25 @@ bool RedisStore::direct_admit(const AdmitOp &op, AdmitResult &r) {
   format_admit(op, cmd);
   sent_us = now_us();
   for (int attempt = 0; attempt < 2; attempt++) {
-    redisReply *rep = command(cmd);
+    if (!d.conn->send_blocking(cmd, deadline())) return lost();
+    // The replies to this thread's releases come first (nobody waits on them; an error is counted).
+    for (; d.unread > 0; d.unread--) {
+      redisReply *back = d.conn->next_blocking(deadline());
+      if (!back) return lost();
+      if (back->type == REDIS_REPLY_ERROR) release_errors_.fetch_add(1, std::memory_order_relaxed);
+      freeReplyObject(back);
+    }
+    redisReply *rep = d.conn->next_blocking(deadline());
     if (!rep) return lost();
     bool noscript = rep->type == REDIS_REPLY_ERROR && std::string_view(rep->str, rep->len).rfind("NOSCRIPT", 0) == 0;
-    bool ok = !noscript && parse_admit_reply(rep, false, op.rules.n, op.rate && op.rate_enforce, r);
+    bool ok = !noscript && parse_admit_reply(rep, slot, op.rules.n, op.rate && op.rate_enforce, r);
     FailReason why = FailReason::error;
     if (!ok && rep->type == REDIS_REPLY_ERROR && sentinel_ &&
         std::string_view(rep->str, rep->len).rfind("READONLY", 0) == 0) {
       // The master moved (a failover): ask the sentinels again; this admit is the fallback's.
       freeReplyObject(rep);
-      sentinel_->suspect(direct_gen_);
+      sentinel_->suspect(d.gen);
+      slot = false;  // a replica ran nothing
       return give_up(FailReason::connection);
     }
     if (!ok && rep->type == REDIS_REPLY_ERROR && cluster_) {
@@ -129,17 +202,19 @@ bool RedisStore::direct_admit(const AdmitOp &op, AdmitResult &r) {
     }
     if (!ok && rep->type == REDIS_REPLY_ERROR) {
       std::string_view err(rep->str, rep->len);
-      if (resp_is_script_refusal(err)) report_refused_script(*direct_, err);
+      if (resp_is_script_refusal(err)) report_refused_script(*d.conn, err);
       if (resp_is_script_refusal(err) || resp_is_config_error(err)) why = FailReason::config;
     }
     freeReplyObject(rep);
     if (ok) return true;
+    slot = slot && !noscript && why != FailReason::config;  // a refused script took nothing
     if (why == FailReason::config) return give_up(why);
     if (!noscript || attempt) return give_up(FailReason::error);
     noscript_reloads_.fetch_add(1, std::memory_order_relaxed);
     redisReply *loaded = command(resp_format({"SCRIPT", "LOAD", scripts_.admit.body}));
     if (!loaded) return lost();
     freeReplyObject(loaded);
+    slot = op.conc || op.fleet;
   }
   return give_up(FailReason::error);
 }

@@ -122,7 +122,7 @@ RedisStore::~RedisStore() {
   fds_.clear(kWakeFdSlot);
   close(wake_fd_);
   for (Call *c : pool_) delete c;
-  free_direct();
+  for (Direct &d : direct_) free_direct(d);
 }
 
 void RedisStore::abandon_after_fork() {
@@ -183,24 +183,22 @@ class SyncWaiter final : public AdmitCompletion {
 }  // namespace
 
 thread_local std::string RedisStore::tl_cmd;
+thread_local bool RedisStore::tl_holds = false;
+thread_local int64_t RedisStore::tl_io_release_us = INT64_MIN / 2;
 thread_local const char RedisStore::tl_submitter = 0;
 thread_local const void *RedisStore::tl_io_of = nullptr;
 
 AdmitResult RedisStore::admit(const AdmitOp &op) {
-  // A lone blocking caller makes its round trip itself: the hop to the I/O thread and back is two
-  // wake-ups on a path where nothing else is waiting to share the write. Only when nothing at all is
-  // outstanding on the I/O thread (so that this admit overtakes no release of this thread's), while one
-  // thread submits (several spread over the connections instead), and for a request-rate-only admit (a
-  // late reply of a slot admit must give its slot back, which the I/O thread does).
-  if (!op.conc && !op.fleet && lanes_in_use_.load(std::memory_order_relaxed) == 1 &&
-      outstanding_.load(std::memory_order_acquire) == 0 && direct_ok_.load(std::memory_order_relaxed) &&
-      breaker_.closed() && !in_forked_child()) {
-    std::unique_lock lock(direct_mu_, std::try_to_lock);
+  // A blocking caller makes its round trip itself, on its own connection (direct.cpp): the hop to the I/O
+  // thread and back is two wake-ups of another thread per admit.
+  if (direct_allowed(op)) {
+    Direct &d = direct_of_thread();
+    std::unique_lock lock(d.mu, std::try_to_lock);  // busy: a thread sharing it (more than kDirectConns)
     if (lock.owns_lock()) {
       // Decided by Redis, or undecided with its reason (the fallback decides, and the next admit takes
       // the I/O thread).
       AdmitResult r;
-      if (direct_admit(op, r) || r.reason != FailReason::none) return r;
+      if (direct_admit(d, op, r) || r.reason != FailReason::none) return r;
       // Undecided with no reason: a cluster's MOVED or ASK, which the I/O thread follows.
     }
   }
@@ -210,8 +208,6 @@ AdmitResult RedisStore::admit(const AdmitOp &op) {
   return waiter.wait();
 }
 
-// direct_mu_ held. False with r.reason set when Redis did not answer in time (the direct path is then
-// off until the I/O thread sees Redis answer an admit, so that the breaker judges what follows).
 void RedisStore::tenant_key_into(std::string &key, const std::string &prefix, const TenantKey &t,
                                  std::string_view limiter) {
   key.assign(prefix);
@@ -368,12 +364,23 @@ void RedisStore::format_admit(const AdmitOp &op, std::string &cmd) const {
 }
 
 void RedisStore::release(const ReleaseOp &op) {
-  int64_t now = now_us();
   if (in_forked_child()) return;  // the parent's slots: they heal after ttl_s
+  if (!direct_release(op)) release_via_io(op);
+}
+
+void RedisStore::release_via_io(const ReleaseOp &op) {
+  int64_t now = now_us();
+  tl_io_release_us = now;
+  format_release(op, tl_cmd);
+  Call *c = take_call(Kind::release, now + std::max<int64_t>(1000, opt_.deadline_ms) * 1000);
+  c->affinity = std::hash<std::string_view>{}(op.tenant.view());
+  submit(c);
+}
+
+void RedisStore::format_release(const ReleaseOp &op, std::string &cmd) const {
   char id[16];
   std::memcpy(id, &op.slot.hi, 8);
   std::memcpy(id + 8, &op.slot.lo, 8);
-  std::string &cmd = tl_cmd;
   if (op.conc && op.fleet && !cluster_) {  // two keys: release.lua frees both in one call
     const char flags[2] = {'1', '1'};
     cmd.assign(release_head_);
@@ -388,9 +395,6 @@ void RedisStore::release(const ReleaseOp &op) {
     resp_bulk(cmd, op.conc || cluster_ ? tenant_key(op.tenant, "conc") : std::string_view(fleet_key_));
   }
   resp_bulk(cmd, std::string_view(id, 16));
-  Call *c = take_call(Kind::release, now + std::max<int64_t>(1000, opt_.deadline_ms) * 1000);
-  c->affinity = std::hash<std::string_view>{}(op.tenant.view());
-  submit(c);
 }
 
 void RedisStore::resp_flags(std::string &cmd, std::string_view flags) const {
@@ -465,6 +469,7 @@ void RedisStore::end_lease(const LeaseOp &op) {
     release_errors_.fetch_add(1, std::memory_order_relaxed);  // stays debited; the slots heal after ttl_s
     return;
   }
+  tl_io_release_us = now;
   LeaseOp back = op;
   back.tokens = back.slots = false;
   format_lease(back, tl_cmd);
@@ -544,6 +549,7 @@ bool RedisStore::release_held() {
 }
 
 void RedisStore::hold_writes() {
+  tl_holds = true;
   bool wake;
   {
     std::lock_guard lock(queue_mu_);

@@ -6,8 +6,9 @@
 // buffers and writes them with one syscall (auto-pipelining). How many of the connections it spreads
 // calls over follows how the calls arrive: while one thread submits them all (an event loop's async
 // admits: Node, asyncio) one connection carries everything, pipelined deepest; once several threads
-// submit (blocking callers), all of them, so that Redis works on one connection's batch while the
-// replies of another are read. Replies come back in order, so each is
+// submit, all of them, so that Redis works on one connection's batch while the replies of another are
+// read. A blocking caller (a thread of Puma, gunicorn) makes its round trips itself, on a connection of its
+// own (the direct path, direct.cpp), with no hop to the I/O thread and back. Replies come back in order, so each is
 // matched to its own call: a call that timed out stays in its connection's queue, marked abandoned,
 // and its late reply is read and dropped (a slot it took after all is released at once), never taken
 // as the answer to a later command.
@@ -200,7 +201,38 @@ class RedisStore final : public Store {
   // Sends the releases waiting for a ride (submit) now, when no hold keeps them.
   void send_riders();
   void format_admit(const AdmitOp &op, std::string &cmd) const;
-  bool direct_admit(const AdmitOp &op, AdmitResult &r);
+  // A release's command: a plain ZREM of one slot, or release.lua for two.
+  void format_release(const ReleaseOp &op, std::string &cmd) const;
+
+  // The direct path (direct.cpp): a blocking caller (a Puma or gunicorn worker thread) makes its round trip
+  // on a connection of its own, with no hop to the I/O thread and back (two wake-ups of another thread per
+  // admit), and writes its releases there too, so that they stay ahead of its next admit. Each thread keeps
+  // to one of kDirectConns connections (more threads share them; a busy one sends the caller to the I/O
+  // thread). Replies to releases are read before the next admit's. redis.direct_connections of them.
+  struct Direct {
+    std::mutex mu;
+    std::unique_ptr<Connection> conn;
+    uint64_t gen = 0;  // redis+sentinel://: the master generation conn was made to
+    int unread = 0;    // releases written on conn whose replies are not read yet
+  };
+  static constexpr size_t kDirectConns = 8;  // at most (redis.direct_connections)
+  Direct &direct_of_thread();
+  // Whether this blocking admit may take the direct path.
+  bool direct_allowed(const AdmitOp &op) const;
+  // d.mu held. False with r.reason set when Redis did not answer in time, or when the connection failed
+  // (the direct path is then off until the I/O thread sees Redis answer an admit, so that the breaker judges
+  // what follows); false with no reason for a cluster's redirection (the I/O thread follows it).
+  bool direct_admit(Direct &d, const AdmitOp &op, AdmitResult &r);
+  // True when the release was written on this thread's own connection.
+  bool direct_release(const ReleaseOp &op);
+  void release_via_io(const ReleaseOp &op);
+  // This thread holds its writes for an event loop (hold_writes): never direct.
+  static thread_local bool tl_holds;
+  // When this thread last handed a release (or a lease's return) to the I/O thread: its next admit does
+  // not go direct while that may still be on its way, so that it overtakes none of them.
+  static thread_local int64_t tl_io_release_us;
+  void free_direct(Direct &d);
+  int direct_fd_slot(const Direct &d) const { return kFirstDirectFdSlot + static_cast<int>(&d - direct_.data()); }
   void run();
   void start_connect(Conn &conn, int64_t now);
   void on_connected(Conn &conn, int64_t now);
@@ -291,9 +323,8 @@ class RedisStore final : public Store {
   bool in_forked_child() const { return generation_ != fork_generation(); }
   // The descriptors a forked child closes when it abandons this store.
   InheritedFds fds_;
-  static constexpr int kWakeFdSlot = 0, kDirectFdSlot = 1;
+  static constexpr int kWakeFdSlot = 0, kFirstDirectFdSlot = 18;  // 2..17: the I/O thread's connections
   int conn_fd_slot(const Conn &conn) const { return 2 + static_cast<int>(&conn - conns_.data()); }
-  void free_direct();
   const Scripts scripts_;
   // Cluster: the cluster store (null otherwise).
   ClusterHooks *const cluster_;
@@ -356,15 +387,12 @@ class RedisStore final : public Store {
   void report_tls_failure(const Connection &link);
   std::atomic<bool> tls_reported_{false};
 
-  // A lone blocking caller's own connection (blocking, with deadlines), under direct_mu_; see admit().
   int64_t seen_ctl_epoch_ = 0;  // I/O thread: the flags' ctl_epoch last read
   std::mutex admin_mu_;
   std::unique_ptr<Connection> admin_;
   uint64_t admin_gen_ = 0;
   std::string store_url_;  // as the policy gave it (redacted when shown)
-  std::mutex direct_mu_;
-  std::unique_ptr<Connection> direct_;
-  uint64_t direct_gen_ = 0;                      // redis+sentinel://: the master generation direct_ was made to
+  std::array<Direct, kDirectConns> direct_;
   std::atomic<bool> direct_ok_{true};            // off after a direct call failed, until the I/O thread sees Redis
   std::atomic<int64_t> direct_silent_since_{0};  // when a direct call that got no byte back was sent
   std::atomic<int64_t> outstanding_{0};          // calls taken and not yet recycled, on the I/O thread's side
