@@ -1,5 +1,6 @@
 // The Redis store's direct path: a blocking caller makes its round trips on its own connection (redis_store.hpp).
 #include <hiredis/hiredis.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -30,6 +31,14 @@ void RedisStore::free_direct(Direct &d) {
   d.unread = 0;
 }
 
+void RedisStore::drop_if_closed(Direct &d, int64_t now) {
+  // In use within the last 50 ms: Redis closes only connections idle for seconds (its `timeout`), and a
+  // restart shows in the command's reply. Else one poll, which sees the peer's close without reading.
+  if (!d.conn || now - d.used_us < 50'000) return;
+  pollfd p{d.conn->fd(), POLLRDHUP, 0};
+  if (poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))) free_direct(d);
+}
+
 RedisStore::Direct &RedisStore::direct_of_thread() {
   // One number per thread for every store, so that a thread keeps to its connection of each store however
   // it alternates between clients.
@@ -58,7 +67,11 @@ bool RedisStore::direct_release(const ReleaseOp &op) {
     return false;
   Direct &d = direct_of_thread();
   std::unique_lock lock(d.mu, std::try_to_lock);
-  if (!lock.owns_lock() || !d.conn || (sentinel_ && d.gen != sentinel_->generation())) return false;
+  if (!lock.owns_lock()) return false;
+  int64_t now = now_us();
+  drop_if_closed(d, now);
+  if (!d.conn || (sentinel_ && d.gen != sentinel_->generation())) return false;
+  d.used_us = now;
   format_release(op, tl_cmd);
   // Written, not waited for: the reply is read before the next admit's on this connection. (Measured with
   // CLIENT REPLY SKIP before it, so that Redis writes no reply: no less CPU for Redis under Puma.)
@@ -123,6 +136,8 @@ bool RedisStore::direct_admit(Direct &d, const AdmitOp &op, AdmitResult &r) {
     return give_up(why == FailReason::config || why == FailReason::timeout ? why : FailReason::connection);
   };
   if (d.conn && sentinel_ && d.gen != sentinel_->generation()) free_direct(d);  // the master moved
+  drop_if_closed(d, sent_us);
+  d.used_us = sent_us;
   if (!d.conn) {
     RedisEndpoint to;
     if (!target(to, d.gen))

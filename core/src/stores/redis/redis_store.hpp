@@ -212,8 +212,9 @@ class RedisStore final : public Store {
   struct Direct {
     std::mutex mu;
     std::unique_ptr<Connection> conn;
-    uint64_t gen = 0;  // redis+sentinel://: the master generation conn was made to
-    int unread = 0;    // releases written on conn whose replies are not read yet
+    uint64_t gen = 0;     // redis+sentinel://: the master generation conn was made to
+    int unread = 0;       // releases written on conn whose replies are not read yet
+    int64_t used_us = 0;  // when a command was last written on conn
   };
   static constexpr size_t kDirectConns = 8;  // at most (redis.direct_connections)
   Direct &direct_of_thread();
@@ -232,6 +233,9 @@ class RedisStore final : public Store {
   // not go direct while that may still be on its way, so that it overtakes none of them.
   static thread_local int64_t tl_io_release_us;
   void free_direct(Direct &d);
+  // d.mu held: drops d's connection when Redis has closed it since it was last used (its idle time-out, a
+  // restart), so that the next command goes on a new one instead of being lost with it.
+  void drop_if_closed(Direct &d, int64_t now);
   int direct_fd_slot(const Direct &d) const { return kFirstDirectFdSlot + static_cast<int>(&d - direct_.data()); }
   void run();
   void start_connect(Conn &conn, int64_t now);

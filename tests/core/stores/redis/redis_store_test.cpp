@@ -993,3 +993,24 @@ TEST(RedisStore, BlockingThreadsGoDirectAndALateSlotAdmitGivesItsSlotBack) {
   EXPECT_EQ(left, "0") << "the late admit's slot stayed taken";
   fw_release(late.get(), d.ticket);
 }
+
+// Redis closes connections idle past its `timeout` (managed Redis often sets one): a thread's own
+// connection found closed is replaced before its next admit or release, not taken for an outage (the
+// fallback would decide that admit) nor left to swallow a release.
+TEST(RedisStore, ADirectConnectionRedisClosedWhileIdleIsReplaced) {
+  RedisServer redis;
+  ASSERT_EQ(redis.command({"CONFIG", "SET", "timeout", "1"}), "OK");
+  floodwall::Client fw(policy(redis, R"("concurrency": {"limit": 5, "ttl_s": 60})"));
+  fw_decision d = admit_raw(fw, "idle");
+  ASSERT_TRUE(d.allowed && !d.degraded);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // Redis closes the idle connections
+  fw_release(fw.get(), d.ticket);                                // on a new connection
+  for (int i = 0; i < 100 && redis.command({"EXISTS", key("idle", "conc")}) != "0"; i++)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(redis.command({"EXISTS", key("idle", "conc")}), "0") << "the release was lost with the old connection";
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  d = admit_raw(fw, "idle");
+  EXPECT_TRUE(d.allowed);
+  EXPECT_FALSE(d.degraded) << "the admit was lost with the old connection: " << d.fail_reason;
+  fw_release(fw.get(), d.ticket);
+}
