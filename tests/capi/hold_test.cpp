@@ -222,6 +222,23 @@ int64_t tenants_with_slots(int port) {
   return std::stoll(command_at(port, {"EVAL", "return #redis.call('KEYS', '*:conc')", "0"}));
 }
 
+// Releases `ticket` while an admit (tenant "waits", answered into `done`) waits on Redis: CLIENT PAUSE holds
+// it there for 300 ms, and the release is made once the admit is written (a release queued with it would
+// go with it). Returns once that admit is answered, by Redis.
+void release_while_an_admit_waits(fw_client *c, int port, fw_ticket ticket, Done &done) {
+  ASSERT_EQ(command_at(port, {"CLIENT", "PAUSE", "300", "ALL"}), "OK");
+  fw_decision out = FW_DECISION_INIT;
+  int decided = 0;
+  const std::string waits = "waits";
+  fw_request q = request_for(waits);
+  ASSERT_EQ(fw_admit_async3(c, &q, &out, &decided, on_decision, &done), FW_OK);
+  ASSERT_EQ(decided, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  fw_release(c, ticket);
+  wait_for(done.calls, 1);
+  ASSERT_EQ(done.by_store.load(), 1);
+}
+
 // A client whose blocking callers go through the I/O thread (redis.direct_connections 0), as every call of
 // a thread that holds does, and a blocking caller's when its own connection is busy.
 const std::string kThroughIo =
@@ -241,18 +258,8 @@ TEST(Hold, AReleaseRidesWithTheNextCall) {
   ASSERT_EQ(da.fail_reason, FW_FAIL_NONE);
   ASSERT_NE(da.ticket, 0u);
 
-  ASSERT_EQ(command_at(redis.port(), {"CLIENT", "PAUSE", "300", "ALL"}), "OK");
-  Done done;
-  fw_decision out = FW_DECISION_INIT;
-  int decided = 0;
-  const std::string waits = "waits";
-  fw_request q = request_for(waits);
-  ASSERT_EQ(fw_admit_async3(c, &q, &out, &decided, on_decision, &done), FW_OK);
-  ASSERT_EQ(decided, 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // written (a release queued with it would go too)
-  fw_release(c, da.ticket);                                    // an admit waits on Redis: this release waits for a ride
-  wait_for(done.calls, 1);
-  ASSERT_EQ(done.by_store.load(), 1);
+  Done done;  // the admit of tenant "waits"
+  release_while_an_admit_waits(c, redis.port(), da.ticket, done);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // time for Redis to run it, had it been sent
   EXPECT_EQ(tenants_with_slots(redis.port()), 2) << "the release was written alone";  // a's and waits'
 
@@ -286,18 +293,8 @@ TEST(Hold, AReleaseWithNoRideGoesOutByTheWindow) {
   fw_decision da = FW_DECISION_INIT;
   ASSERT_EQ(fw_admit(c, &ra, &da), FW_OK);
   ASSERT_EQ(da.fail_reason, FW_FAIL_NONE);
-  ASSERT_EQ(command_at(redis.port(), {"CLIENT", "PAUSE", "300", "ALL"}), "OK");
-  Done done;
-  fw_decision out = FW_DECISION_INIT;
-  int decided = 0;
-  const std::string waits = "waits";
-  fw_request q = request_for(waits);
-  ASSERT_EQ(fw_admit_async3(c, &q, &out, &decided, on_decision, &done), FW_OK);
-  ASSERT_EQ(decided, 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  fw_release(c, da.ticket);
-  wait_for(done.calls, 1);
-  ASSERT_EQ(done.by_store.load(), 1);
+  Done done;  // the admit of tenant "waits"
+  release_while_an_admit_waits(c, redis.port(), da.ticket, done);
   EXPECT_EQ(slots_become(1), 1) << "a's release never went out";  // waits' slot alone
 
   fw_release(c, done.ticket.load());  // nothing waits on Redis now
