@@ -422,12 +422,14 @@ int Connection::next_reply(redisReply **out) {
 
 bool Connection::wait(short ev, int64_t deadline_us) {
   for (;;) {
+    // Past the deadline, one look without waiting: a thread that was not scheduled until after it (a
+    // starved box) must not take a reply already there for a silent Redis.
     int64_t left = deadline_us - steady_us();
-    if (left <= 0) return false;
     pollfd p{fd_, ev, 0};
-    int rc = poll(&p, 1, static_cast<int>((left + 999) / 1000));
+    int rc = poll(&p, 1, left > 0 ? static_cast<int>((left + 999) / 1000) : 0);
     if (rc > 0) return true;
     if (rc < 0 && errno != EINTR) return false;
+    if (left <= 0) return false;
   }
 }
 

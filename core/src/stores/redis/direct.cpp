@@ -186,6 +186,7 @@ bool RedisStore::direct_admit(Direct &d, const AdmitOp &op, AdmitResult &r) {
     }
     redisReply *rep = d.conn->next_blocking(deadline());
     if (!rep) return lost();
+    direct_read_us_.store(now_us(), std::memory_order_relaxed);  // Redis answers (any_answering)
     bool noscript = rep->type == REDIS_REPLY_ERROR && std::string_view(rep->str, rep->len).rfind("NOSCRIPT", 0) == 0;
     bool ok = !noscript && parse_admit_reply(rep, slot, op.rules.n, op.rate && op.rate_enforce, r);
     FailReason why = FailReason::error;

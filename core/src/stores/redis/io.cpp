@@ -65,6 +65,8 @@ bool RedisStore::any_ready() const {
 }
 
 bool RedisStore::any_answering(int64_t since_us) const {
+  // The callers' own connections (the direct path) count too: while they get replies, Redis answers.
+  if (direct_read_us_.load(std::memory_order_relaxed) > since_us) return true;
   for (const Conn &conn : conns_)
     if (conn.state == Conn::State::ready && conn.last_read_us > since_us) return true;
   return false;

@@ -399,6 +399,7 @@ class RedisStore final : public Store {
   std::array<Direct, kDirectConns> direct_;
   std::atomic<bool> direct_ok_{true};            // off after a direct call failed, until the I/O thread sees Redis
   std::atomic<int64_t> direct_silent_since_{0};  // when a direct call that got no byte back was sent
+  std::atomic<int64_t> direct_read_us_{0};       // when a direct connection last read a reply
   std::atomic<int64_t> outstanding_{0};          // calls taken and not yet recycled, on the I/O thread's side
 
   // The breaker: its state is read by every caller, written by the I/O thread.
