@@ -483,7 +483,11 @@ TEST(RedisStore, FallbackOpenAllowsUnlimitedAndSaysSo) {
   RedisServer redis;
   floodwall::Client fw(R"({"store": ")" + redis.url() + R"(", "redis": {"deadline_ms": 50, "fallback": "open"},
                            "request_rate": {"rate": 1, "burst": 2}})");
-  ASSERT_TRUE(by_store(admit_raw(fw, "t")));
+  ASSERT_TRUE(by_store(admit_raw(fw, "t")));  // on this thread's own connection
+  // The I/O thread's connections set up (their replies read): it judges the pause by what they read, and a
+  // setup reply read after the first time-out would pass for Redis answering (then the second admit times
+  // out too instead of finding the breaker open).
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   redis.pause();
   for (int i = 0; i < 20; i++) {
     fw_decision d = admit_raw(fw, "t");
