@@ -75,7 +75,7 @@ bool RedisStore::direct_release(const ReleaseOp &op) {
   format_release(op, tl_cmd);
   // Written, not waited for: the reply is read before the next admit's on this connection. (Measured with
   // CLIENT REPLY SKIP before it, so that Redis writes no reply: no less CPU for Redis under Puma.)
-  if (d.conn->send_blocking(tl_cmd, now_us() + std::max<int64_t>(1000, opt_.deadline_ms) * 1000)) {
+  if (d.conn->send_blocking(tl_cmd, now + std::max<int64_t>(1000, opt_.deadline_ms) * 1000)) {
     d.unread++;
     return true;
   }
@@ -93,11 +93,7 @@ bool RedisStore::direct_admit(Direct &d, const AdmitOp &op, AdmitResult &r) {
   // order), else through the I/O thread once this connection is gone.
   auto give_back = [&] {
     if (!slot) return;
-    ReleaseOp back;
-    back.tenant = op.tenant;
-    back.slot = op.slot;
-    back.conc = op.conc;
-    back.fleet = op.fleet;
+    ReleaseOp back = release_of(op);
     std::string cmd;
     format_release(back, cmd);
     bool sent = false;
@@ -105,12 +101,12 @@ bool RedisStore::direct_admit(Direct &d, const AdmitOp &op, AdmitResult &r) {
       d.conn->append(cmd);
       (void)d.conn->write(sent);
     }
-    free_direct(d);
+    free_direct(d);  // what it sent goes before the close
     if (!sent) release_via_io(back);
   };
   auto give_up = [&](FailReason why) {
     give_back();
-    free_direct(d);
+    free_direct(d);  // when there was nothing to give back
     direct_ok_.store(false, std::memory_order_relaxed);
     failures_[static_cast<size_t>(why)].fetch_add(1, std::memory_order_relaxed);
     if (why == FailReason::timeout) {

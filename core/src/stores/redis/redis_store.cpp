@@ -280,10 +280,7 @@ void RedisStore::admit_async(const AdmitOp &op, AdmitCompletion *done) {
   c->rules = op.rules.n;
   c->rate_enforce = op.rate && op.rate_enforce;
   c->affinity = std::hash<std::string_view>{}(op.tenant.view());
-  c->held.tenant = op.tenant;
-  c->held.slot = op.slot;
-  c->held.conc = op.conc;
-  c->held.fleet = op.fleet;
+  c->held = release_of(op);
   if (cluster_) c->op = op;
   waiting_.fetch_add(1, std::memory_order_relaxed);
   submit(c);

@@ -227,6 +227,8 @@ class RedisStore final : public Store {
   // True when the release was written on this thread's own connection.
   bool direct_release(const ReleaseOp &op);
   void release_via_io(const ReleaseOp &op);
+  // What frees the slots an admit takes (given back when its reply came too late).
+  static ReleaseOp release_of(const AdmitOp &op) { return ReleaseOp{op.tenant, op.slot, op.conc, op.fleet}; }
   // This thread holds its writes for an event loop (hold_writes): never direct.
   static thread_local bool tl_holds;
   // When this thread last handed a release (or a lease's return) to the I/O thread: its next admit does
