@@ -128,13 +128,18 @@ Geometry geometry(int64_t max_tenants) {
   return g;
 }
 
-// A process-shared robust mutex: a holder that died is taken over and the tables carry on (every write
-// to them leaves them usable if it stops half way).
+// A process-shared robust mutex: a holder that died is taken over and the tables carry on. Each write to
+// them leaves them usable if it stops half way, but not always in agreement with the counts kept beside
+// them (a slot erased, its tenant's count not yet lowered): a table's lock takes `repair`, which rebuilds
+// them from the table when the previous holder died inside.
 class Lock {
  public:
-  Lock(pthread_mutex_t &m, std::atomic<uint64_t> &repairs) : m_(m) {
+  Lock(pthread_mutex_t &m, std::atomic<uint64_t> &repairs) : Lock(m, repairs, [] {}) {}
+  template <class Repair>
+  Lock(pthread_mutex_t &m, std::atomic<uint64_t> &repairs, Repair &&repair) : m_(m) {
     int rc = pthread_mutex_lock(&m_);
     if (rc == EOWNERDEAD) {
+      repair();
       pthread_mutex_consistent(&m_);
       repairs.fetch_add(1, std::memory_order_relaxed);
     } else if (rc != 0) {
@@ -422,6 +427,38 @@ size_t ShmStore::sweep(Shard &s, Slot *slots, size_t n, int64_t now, int64_t ttl
   return freed;
 }
 
+// The previous holder of the table's lock died inside it: drops the slots no release can find any more
+// (half written, or left twice by a backward shift it did not finish), then counts again what the table
+// holds, per table and (a shard's, whose slots name their tenant) per tenant.
+void ShmStore::repair(Shard &s, Slot *slots, size_t n, bool tenants) {
+  for (size_t i = 0; i < n;) {
+    const Slot &x = slots[i];
+    bool torn = !is_free(x) && (x.pid <= 0 || x.start_us == 0 || (tenants && x.tenant == 0));
+    if (torn || (!is_free(x) && find_slot(slots, n, SlotId{x.id_hi, x.id_lo}) != &x)) {
+      erase_slot(slots, n, i);  // may pull a later slot into i: look at i again
+      continue;
+    }
+    i++;
+  }
+  s.slots = static_cast<uint64_t>(std::count_if(slots, slots + n, [](const Slot &x) { return !is_free(x); }));
+  if (!tenants) return;
+  Entry *t = entries_of(s);
+  size_t m = layout_->g.table_per_shard;
+  s.count = static_cast<uint64_t>(std::count_if(t, t + m, [](const Entry &e) { return e.hash != 0; }));
+  for (size_t i = 0; i < m; i++) t[i].in_flight = 0;
+  for (size_t i = 0; i < n; i++)
+    if (Entry *e = is_free(slots[i]) ? nullptr : find_hash(s, slots[i].tenant)) e->in_flight++;
+}
+
+void ShmStore::repair_shard(Shard &s) {
+  repair(s, slots_of(s), layout_->g.slots_per_shard, true);
+}
+
+void ShmStore::repair_fleet() {
+  repair(*reinterpret_cast<Shard *>(static_cast<char *>(base_) + layout_->g.fleet_off),
+         reinterpret_cast<Slot *>(static_cast<char *>(base_) + layout_->g.fleet_slots_off), kFleetSlots, false);
+}
+
 // ---------------------------------------------------------------------------------- control records
 
 CtlEntry *ShmStore::ctl_find(uint64_t h, std::string_view key) const {
@@ -518,7 +555,7 @@ StoreStatus ShmStore::status(int64_t fleet_ttl_us) {
   {
     auto *fleet = reinterpret_cast<Shard *>(static_cast<char *>(base_) + layout_->g.fleet_off);
     auto *slots = reinterpret_cast<Slot *>(static_cast<char *>(base_) + layout_->g.fleet_slots_off);
-    Lock lock(fleet->mu, layout_->repairs);
+    Lock lock(fleet->mu, layout_->repairs, [&] { repair_fleet(); });
     sweep(*fleet, slots, kFleetSlots, clock_.now_us(), fleet_ttl_us, [](uint64_t) {});
     st.fleet_in_flight = static_cast<int64_t>(fleet->slots);
   }
@@ -534,7 +571,7 @@ TenantState ShmStore::inspect(const AdmitOp &op) {
   std::string_view key = op.tenant.view();
   uint64_t h = hash(key);
   Shard &s = shard_of(h);
-  Lock lock(s.mu, layout_->repairs);
+  Lock lock(s.mu, layout_->repairs, [&] { repair_shard(s); });
   int64_t now = clock_.now_us(), wall = clock_.wall_us();
   st.now_s = floor_div(wall, 1'000'000);
   Entry *e = find(s, h, key);
@@ -562,7 +599,7 @@ void ShmStore::reset(const AdmitOp &op) {
   std::string_view key = op.tenant.view();
   uint64_t h = hash(key);
   Shard &s = shard_of(h);
-  Lock lock(s.mu, layout_->repairs);
+  Lock lock(s.mu, layout_->repairs, [&] { repair_shard(s); });
   if (Entry *e = find(s, h, key)) {
     e->has_bucket = 0;
     e->full_at_ns = 0;
@@ -589,7 +626,7 @@ AdmitResult ShmStore::admit_tables(const AdmitOp &op) {
   Shard &s = shard_of(h);
   Slot *slots = slots_of(s);
   size_t n_slots = layout_->g.slots_per_shard;
-  Lock lock(s.mu, layout_->repairs);
+  Lock lock(s.mu, layout_->repairs, [&] { repair_shard(s); });
   int64_t now = clock_.now_us();
   Entry *e = find(s, h, key);
 
@@ -620,7 +657,7 @@ AdmitResult ShmStore::admit_tables(const AdmitOp &op) {
   if (op.fleet) {
     fleet = reinterpret_cast<Shard *>(static_cast<char *>(base_) + layout_->g.fleet_off);
     fleet_slots = reinterpret_cast<Slot *>(static_cast<char *>(base_) + layout_->g.fleet_slots_off);
-    fleet_lock.emplace(fleet->mu, layout_->repairs);
+    fleet_lock.emplace(fleet->mu, layout_->repairs, [&] { repair_fleet(); });
     bool full = (fleet->slots + 1) * 4 > kFleetSlots * 3;
     if ((static_cast<int64_t>(fleet->slots) >= op.fleet_cap || full) && now - fleet->last_sweep_us >= kSweepEveryUs) {
       sweep(*fleet, fleet_slots, kFleetSlots, now, op.fleet_ttl_us, [](uint64_t) {});
@@ -690,7 +727,7 @@ void ShmStore::release(const ReleaseOp &op) {
     uint64_t h = hash(op.tenant.view());
     Shard &s = shard_of(h);
     Slot *slots = slots_of(s);
-    Lock lock(s.mu, layout_->repairs);
+    Lock lock(s.mu, layout_->repairs, [&] { repair_shard(s); });
     if (Slot *x = find_slot(slots, layout_->g.slots_per_shard, op.slot)) {
       uint64_t tenant = x->tenant;
       erase_slot(slots, layout_->g.slots_per_shard, static_cast<size_t>(x - slots));
@@ -701,7 +738,7 @@ void ShmStore::release(const ReleaseOp &op) {
   if (op.fleet) {
     auto *fleet = reinterpret_cast<Shard *>(static_cast<char *>(base_) + layout_->g.fleet_off);
     auto *fleet_slots = reinterpret_cast<Slot *>(static_cast<char *>(base_) + layout_->g.fleet_slots_off);
-    Lock lock(fleet->mu, layout_->repairs);
+    Lock lock(fleet->mu, layout_->repairs, [&] { repair_fleet(); });
     if (Slot *x = find_slot(fleet_slots, kFleetSlots, op.slot)) {
       erase_slot(fleet_slots, kFleetSlots, static_cast<size_t>(x - fleet_slots));
       if (fleet->slots) fleet->slots--;

@@ -73,6 +73,10 @@ class ShmStore final : public Store {
   void evict_one(shm::Shard &s);
   // Gives back the slots of a table that are older than ttl_us or whose process is dead; returns how
   // many, and calls on_free(tenant hash) for each.
+  // A table's lock taken over from a holder that died inside it: its counts rebuilt from it.
+  void repair(shm::Shard &s, shm::Slot *slots, size_t n, bool tenants);
+  void repair_shard(shm::Shard &s);
+  void repair_fleet();
   template <class F>
   size_t sweep(shm::Shard &s, shm::Slot *slots, size_t n, int64_t now, int64_t ttl_us, F &&on_free);
 
