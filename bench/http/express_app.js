@@ -5,7 +5,10 @@
 // 500, 20 in flight), and on Redis with its request rate alone (floodwall-redis-rate); the -ietf variants
 // send the two IETF limit headers alone (policy "headers": "ietf") instead of the default five. The tenant is the
 // X-API-Key header in every variant; no limit is ever reached at the load the benchmark offers (1,000
-// tenants). Prints "listening on PORT" once it serves.
+// tenants). Two floors, which decide nothing: floor-next, a middleware that only calls next(), and
+// floor-headers, one that only sets the limit headers every response carries (ARCHITECTURE.md: the five
+// of a floodwall decision on this policy, names and values as floodwall sends them) before next(). Prints
+// "listening on PORT" once it serves.
 const express = require('express');
 
 const limiter = process.env.FW_HTTP_LIMITER || 'none';
@@ -15,6 +18,20 @@ let fw = null; // floodwall's client: its metrics say where each decision came f
 
 async function middleware() {
   if (limiter === 'none') return null;
+  if (limiter === 'floor-next') return (req, res, next) => next();
+  if (limiter === 'floor-headers') {
+    const { Floodwall } = require('../..');
+    const probe = new Floodwall({ store: 'memory://', request_rate: { rate: 100, burst: 500 }, concurrency: { limit: 20 } });
+    const decision = await probe.admit({ tenant: 'tenant-1' });
+    const headers = { ...decision.headers };
+    probe.release(decision);
+    probe.close();
+    // As the floodwall middleware sets them (express.js, answer()).
+    return (req, res, next) => {
+      for (const name in headers) res.setHeader(name, headers[name]);
+      next();
+    };
+  }
   if (limiter.startsWith('floodwall-')) {
     const { Floodwall, express: floodwall } = require('../..');
     const store = limiter.startsWith('floodwall-memory') ? 'memory://' : redisUrl;

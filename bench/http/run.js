@@ -43,6 +43,8 @@ const CONTENDERS = [
   { name: 'express + floodwall (redis://, request rate alone)', framework: 'express', limiter: 'floodwall-redis-rate', cmd: ['node', [path.join(HERE, 'express_app.js')]] },
   { name: 'express + floodwall (memory://, headers: ietf)', framework: 'express', limiter: 'floodwall-memory-ietf', cmd: ['node', [path.join(HERE, 'express_app.js')]] },
   { name: 'express + floodwall (redis://, headers: ietf)', framework: 'express', limiter: 'floodwall-redis-ietf', cmd: ['node', [path.join(HERE, 'express_app.js')]] },
+  { name: 'express + next() alone (a floor)', framework: 'express', limiter: 'floor-next', cmd: ['node', [path.join(HERE, 'express_app.js')]] },
+  { name: 'express + the five limit headers alone (a floor)', framework: 'express', limiter: 'floor-headers', cmd: ['node', [path.join(HERE, 'express_app.js')]] },
   { name: 'starlette (uvicorn)', framework: 'starlette', limiter: 'none', cmd: starlette },
   { name: 'starlette + limits (async redis, fixed window)', framework: 'starlette', limiter: 'limits-redis', cmd: starlette },
   { name: 'starlette + floodwall (memory://)', framework: 'starlette', limiter: 'floodwall-memory', cmd: starlette },
@@ -245,6 +247,15 @@ function markdown(result) {
     }
   }
   if (ratios.length) lines.push('', 'Against the incumbent of each framework (same store kind):', '', ...ratios);
+  // What any middleware pays that sets the headers every response must carry, against the goal (half of the
+  // incumbent's overhead on memory).
+  const floors = [];
+  for (const r of result.contenders.filter((x) => x.limiter.startsWith('floor-'))) {
+    const base = result.contenders.find((x) => x.framework === r.framework && x.limiter === 'erl-memory');
+    if (base && Number.isFinite(r.overhead_us))
+      floors.push(`- ${r.name}: ${f(r.overhead_us, 1)} us per request; half of ${base.name.replace(`${r.framework} + `, '')}'s overhead is ${f(base.overhead_us / 2, 1)} us`);
+  }
+  if (floors.length) lines.push('', 'Floors (middlewares that decide nothing):', '', ...floors);
   return lines.join('\n') + '\n';
 }
 
