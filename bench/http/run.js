@@ -1,5 +1,6 @@
 'use strict';
 // node bench/http/run.js [--quick] [--rounds N] [--seconds S] [--only a,b] [--markdown FILE]
+// (--only: contenders whose name contains a, or whose limiter or framework:limiter is a)
 //
 // Middleware over real HTTP: each app (bench/http/express_app.js, starlette_app.py under uvicorn, config.ru
 // under Puma) behind each limiter is started as a process of its own, loaded by autocannon (64 connections,
@@ -173,7 +174,7 @@ async function runOne(c, redis) {
 
 async function main() {
   const only = flag('--only', '');
-  const contenders = only ? CONTENDERS.filter((c) => only.split(',').some((o) => c.name.includes(o) || c.limiter === o)) : CONTENDERS;
+  const contenders = only ? CONTENDERS.filter((c) => only.split(',').some((o) => c.name.includes(o) || c.limiter === o || `${c.framework}:${c.limiter}` === o)) : CONTENDERS;
   let redis = process.env.FW_BENCH_REDIS ? { url: process.env.FW_BENCH_REDIS, pid: Number(process.env.FW_BENCH_REDIS_PID) } : null;
   let own = null;
   if (!redis || !redis.pid) {
