@@ -433,8 +433,12 @@ size_t ShmStore::sweep(Shard &s, Slot *slots, size_t n, int64_t now, int64_t ttl
 void ShmStore::repair(Shard &s, Slot *slots, size_t n, bool tenants) {
   for (size_t i = 0; i < n;) {
     const Slot &x = slots[i];
+    Slot *first = is_free(x) ? &slots[i] : find_slot(slots, n, SlotId{x.id_hi, x.id_lo});
     bool torn = !is_free(x) && (x.pid <= 0 || x.start_us == 0 || (tenants && x.tenant == 0));
-    if (torn || (!is_free(x) && find_slot(slots, n, SlotId{x.id_hi, x.id_lo}) != &x)) {
+    if (torn || first != &slots[i]) {
+      // Twice: a backward shift copies a slot to an earlier place, the copy perhaps cut short; the later
+      // one is whole. A slot no lookup reaches is dropped.
+      if (!torn && first) *first = x;
       erase_slot(slots, n, i);  // may pull a later slot into i: look at i again
       continue;
     }
