@@ -228,8 +228,7 @@ TEST(ShmStore, AWorkerKilledBetweenASlotAndItsCountLeavesTheCountRight) {
   std::mt19937 rng(7);
   std::vector<pid_t> live;
   int killed = 0;
-  auto t0 = std::chrono::steady_clock::now();
-  while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2)) {
+  while (killed < 1000) {  // a count, not a time: a slow box (a sanitizer build) makes as many kills
     while (live.size() < 3) {
       pid_t pid = fork();
       if (pid == 0) {
@@ -242,7 +241,7 @@ TEST(ShmStore, AWorkerKilledBetweenASlotAndItsCountLeavesTheCountRight) {
       }
       live.push_back(pid);
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(500 + rng() % 1500));
+    std::this_thread::sleep_for(std::chrono::microseconds(200 + rng() % 800));
     size_t victim = rng() % live.size();
     kill(live[victim], SIGKILL);
     waitpid(live[victim], nullptr, 0);
@@ -253,8 +252,7 @@ TEST(ShmStore, AWorkerKilledBetweenASlotAndItsCountLeavesTheCountRight) {
     kill(pid, SIGKILL);
     waitpid(pid, nullptr, 0);
   }
-  EXPECT_GT(killed, 300);
-  EXPECT_GT(sh->decisions.load(), 10000);
+  EXPECT_GT(sh->decisions.load(), 1000) << "the workers kept deciding through the kills";
   // Some kills landed inside the lock (the case in question): the store says it took locks over.
   std::string metrics = probe.metrics_json();
   EXPECT_EQ(metrics.find(R"("repairs":0,)"), std::string::npos) << metrics;
