@@ -80,6 +80,22 @@ int wait_child(pid_t pid, double seconds = 30) {
   }
 }
 
+// Takes `limit` slots of the tenant, each tried for 2 s: the slots of dead workers come back when a tenant
+// at its limit sweeps its shard. Returns the decisions that hold them.
+std::vector<fw_decision> slots_back(fw_client *c, const std::string &tenant, int64_t limit) {
+  std::vector<fw_decision> held;
+  for (int64_t i = 0; i < limit; i++) {
+    fw_decision d = FW_DECISION_INIT;
+    for (int tries = 0; tries < 400 && !d.allowed; tries++) {
+      d = admit(c, tenant);
+      if (!d.allowed) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_TRUE(d.allowed) << "slot " << i << " of " << limit << " came back (limiter " << d.limiter << ")";
+    if (d.allowed) held.push_back(d);
+  }
+  return held;
+}
+
 }  // namespace
 
 TEST(ShmStore, TakesTheBurstThenRejectsLikeTheMemoryStore) {
@@ -200,16 +216,7 @@ TEST(ShmStore, WorkersKilledAtAnyInstantDeadlockNobodyAndTheirSlotsComeBack) {
   EXPECT_LE(sh->admitted.load(), kBurst + static_cast<int64_t>(kRate * (elapsed + 0.5)) + 1)
       << "the bucket's bound held";
   // Every worker is dead: a tenant at its limit sweeps the slots of dead pids, long before the ttl.
-  std::vector<fw_decision> held;
-  for (int i = 0; i < kLimit; i++) {
-    fw_decision d = FW_DECISION_INIT;
-    for (int tries = 0; tries < 400 && !d.allowed; tries++) {
-      d = admit(probe.get(), "victim");
-      if (!d.allowed) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    EXPECT_TRUE(d.allowed) << "slot " << i << " of the dead workers came back (limiter " << d.limiter << ")";
-    if (d.allowed) held.push_back(d);
-  }
+  std::vector<fw_decision> held = slots_back(probe.get(), "victim", kLimit);
   for (auto &d : held) fw_release(probe.get(), d.ticket);
   munmap(sh, sizeof(Shared));
 }
@@ -256,16 +263,7 @@ TEST(ShmStore, AWorkerKilledBetweenASlotAndItsCountLeavesTheCountRight) {
   // Some kills landed inside the lock (the case in question): the store says it took locks over.
   std::string metrics = probe.metrics_json();
   EXPECT_EQ(metrics.find(R"("repairs":0,)"), std::string::npos) << metrics;
-  std::vector<fw_decision> held;
-  for (int i = 0; i < kLimit; i++) {
-    fw_decision d = FW_DECISION_INIT;
-    for (int tries = 0; tries < 200 && !d.allowed; tries++) {
-      d = admit(probe.get(), "torn");
-      if (!d.allowed) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    EXPECT_TRUE(d.allowed) << "slot " << i << " of " << kLimit << " came back";
-    if (d.allowed) held.push_back(d);
-  }
+  std::vector<fw_decision> held = slots_back(probe.get(), "torn", kLimit);
   EXPECT_FALSE(admit(probe.get(), "torn").allowed) << "and no slot beyond the limit";
   for (auto &d : held) fw_release(probe.get(), d.ticket);
   munmap(sh, sizeof(Shared));
