@@ -57,6 +57,16 @@ fw_request request_for(const std::string &tenant) {
   return r;
 }
 
+// Starts an admit of `tenant` that the I/O thread answers later, into `done` (a Redis store does not
+// decide it at once).
+void admit_later(fw_client *c, const std::string &tenant, Done &done) {
+  fw_request q = request_for(tenant);
+  fw_decision out = FW_DECISION_INIT;
+  int decided = 0;
+  ASSERT_EQ(fw_admit_async3(c, &q, &out, &decided, on_decision, &done), FW_OK);
+  ASSERT_EQ(decided, 0);
+}
+
 void wait_for(const std::atomic<int> &n, int want) {
   for (int i = 0; i < 1000 && n.load() < want; i++) std::this_thread::sleep_for(std::chrono::milliseconds(5));
 }
@@ -77,11 +87,7 @@ TEST(Hold, AHeldTurnReachesRedisInOneWrite) {
   int64_t before = reads_processed(redis.port());
   ASSERT_EQ(fw_client_hold(c), FW_OK);
   for (const std::string &t : tenants) {
-    fw_request q = request_for(t);
-    fw_decision out = FW_DECISION_INIT;
-    int decided = 0;
-    ASSERT_EQ(fw_admit_async3(c, &q, &out, &decided, on_decision, &done), FW_OK);
-    ASSERT_EQ(decided, 0);
+    admit_later(c, t, done);
     // An event loop's turn runs a request's JavaScript between two admits: time for the I/O thread to
     // write each one by itself, were it woken for each.
     std::this_thread::sleep_for(std::chrono::microseconds(300));
@@ -105,9 +111,7 @@ TEST(Hold, BlockingAdmitsAndOtherThreadsAreNeverHeld) {
   Done done;
   // This thread holds, with an async admit queued: its own blocking admit is sent (and the held one with it).
   ASSERT_EQ(fw_client_hold(c), FW_OK);
-  fw_decision out = FW_DECISION_INIT;
-  int decided = 0;
-  ASSERT_EQ(fw_admit_async3(c, &r, &out, &decided, on_decision, &done), FW_OK);
+  admit_later(c, a, done);
   fw_decision d = FW_DECISION_INIT;
   ASSERT_EQ(fw_admit(c, &r, &d), FW_OK);
   EXPECT_EQ(d.fail_reason, FW_FAIL_NONE);
@@ -120,7 +124,7 @@ TEST(Hold, BlockingAdmitsAndOtherThreadsAreNeverHeld) {
   // wakes leaves this thread's held admit alone (were it taken, a reply arriving mid-turn would split the
   // turn into small writes); the flush sends it.
   ASSERT_EQ(fw_client_hold(c), FW_OK);
-  ASSERT_EQ(fw_admit_async3(c, &r, &out, &decided, on_decision, &done), FW_OK);
+  admit_later(c, a, done);
   fw_decision other = FW_DECISION_INIT;
   std::thread t([&] {
     for (int i = 0; i < 5; i++) {  // a few round trips, well within the 1 s window
@@ -159,12 +163,9 @@ TEST(Hold, ALongTurnIsNotTakenForASilentRedis) {
   Done done;
   std::vector<std::string> tenants;
   for (int i = 0; i < 10; i++) tenants.push_back("long" + std::to_string(i));
-  std::vector<fw_decision> outs(tenants.size(), FW_DECISION_INIT);
   ASSERT_EQ(fw_client_hold(c), FW_OK);
-  for (size_t i = 0; i < tenants.size(); i++) {
-    fw_request q = request_for(tenants[i]);
-    int decided = 0;
-    ASSERT_EQ(fw_admit_async3(c, &q, &outs[i], &decided, on_decision, &done), FW_OK);
+  for (const std::string &t : tenants) {
+    admit_later(c, t, done);
     std::this_thread::sleep_for(std::chrono::milliseconds(15));  // the turn lasts 150 ms: 7 deadlines
   }
   ASSERT_EQ(fw_client_flush(c), FW_OK);
@@ -193,12 +194,7 @@ TEST(Hold, AHoldNeverFlushedStillGoesOut) {
   ASSERT_EQ(fw_client_hold(c), FW_OK);
   fw_release(c, d.ticket);  // held, never flushed
   Done done;
-  fw_decision out = FW_DECISION_INIT;
-  int decided = 0;
-  const std::string other = "other";
-  fw_request q = request_for(other);
-  ASSERT_EQ(fw_admit_async3(c, &q, &out, &decided, on_decision, &done), FW_OK);
-  ASSERT_EQ(decided, 0);
+  admit_later(c, "other", done);
   wait_for(done.calls, 1);
   EXPECT_EQ(done.by_store.load(), 1);
   // The release went out too: from another thread (never held), the slot is free.
@@ -227,12 +223,7 @@ int64_t tenants_with_slots(int port) {
 // go with it). Returns once that admit is answered, by Redis.
 void release_while_an_admit_waits(fw_client *c, int port, fw_ticket ticket, Done &done) {
   ASSERT_EQ(command_at(port, {"CLIENT", "PAUSE", "300", "ALL"}), "OK");
-  fw_decision out = FW_DECISION_INIT;
-  int decided = 0;
-  const std::string waits = "waits";
-  fw_request q = request_for(waits);
-  ASSERT_EQ(fw_admit_async3(c, &q, &out, &decided, on_decision, &done), FW_OK);
-  ASSERT_EQ(decided, 0);
+  admit_later(c, "waits", done);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   fw_release(c, ticket);
   wait_for(done.calls, 1);

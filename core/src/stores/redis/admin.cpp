@@ -236,7 +236,7 @@ std::vector<ReplyPtr> RedisStore::admin_run(const std::vector<std::vector<std::s
   // Releases waiting for a ride go now, ahead of what this reads, as they went before they could wait.
   send_riders();
   std::lock_guard lock(admin_mu_);
-  int64_t budget_us = std::max<int64_t>(1000, opt_.deadline_ms) * 1000;
+  int64_t budget_us = patient_us();
   auto unreachable = [&](const std::string &why) {
     admin_.reset();
     return StoreError("store: cannot reach " + redact_url(store_url_) + " (" + why + ")");

@@ -47,24 +47,25 @@ RedisStore::Direct &RedisStore::direct_of_thread() {
   return direct_[tl_thread % static_cast<uint32_t>(opt_.direct_connections)];
 }
 
+bool RedisStore::direct_on() const {
+  return opt_.direct_connections > 0 && direct_ok_.load(std::memory_order_relaxed) && breaker_.closed() &&
+         !in_forked_child() && !tl_holds;
+}
+
 bool RedisStore::direct_allowed(const AdmitOp &op) const {
-  if (opt_.direct_connections == 0 || !direct_ok_.load(std::memory_order_relaxed) || !breaker_.closed() ||
-      in_forked_child() || tl_holds)
-    return false;
+  if (!direct_on()) return false;
   bool quiet = outstanding_.load(std::memory_order_acquire) == 0;
   // A cluster: a lone caller's request-rate-only admit (a redirected slot admit would have to give its slot
   // back on the node that took it, which the I/O thread does).
   if (cluster_) return !op.conc && !op.fleet && lanes_in_use_.load(std::memory_order_relaxed) == 1 && quiet;
   // Nothing of this thread's left on the I/O thread's side: its releases were written within a release's
   // deadline, or nothing at all is outstanding there.
-  return quiet || now_us() - tl_io_release_us > std::max<int64_t>(1000, opt_.deadline_ms) * 1000;
+  return quiet || now_us() - tl_io_release_us > patient_us();
 }
 
 bool RedisStore::direct_release(const ReleaseOp &op) {
   // Not the I/O thread's own releases (a late reply's slot): it never blocks on a caller's connection.
-  if (opt_.direct_connections == 0 || tl_io_of == this || cluster_ || (op.conc && op.fleet) || tl_holds ||
-      !direct_ok_.load(std::memory_order_relaxed) || !breaker_.closed())
-    return false;
+  if (!direct_on() || tl_io_of == this || cluster_ || (op.conc && op.fleet)) return false;
   Direct &d = direct_of_thread();
   std::unique_lock lock(d.mu, std::try_to_lock);
   if (!lock.owns_lock()) return false;
@@ -75,7 +76,7 @@ bool RedisStore::direct_release(const ReleaseOp &op) {
   format_release(op, tl_cmd);
   // Written, not waited for: the reply is read before the next admit's on this connection. (Measured with
   // CLIENT REPLY SKIP before it, so that Redis writes no reply: no less CPU for Redis under Puma.)
-  if (d.conn->send_blocking(tl_cmd, now + std::max<int64_t>(1000, opt_.deadline_ms) * 1000)) {
+  if (d.conn->send_blocking(tl_cmd, now + patient_us())) {
     d.unread++;
     return true;
   }

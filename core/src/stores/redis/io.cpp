@@ -134,7 +134,7 @@ void RedisStore::keep_release(Call *c) {
 
 RedisStore::Call *RedisStore::copy_release(const Call *c) {
   tl_cmd = c->cmd;
-  Call *n = take_call(Kind::release, now_us() + std::max<int64_t>(1000, opt_.deadline_ms) * 1000);
+  Call *n = take_call(Kind::release, now_us() + patient_us());
   n->affinity = c->affinity;
   return n;
 }
@@ -285,7 +285,7 @@ void RedisStore::run() {
       std::deque<Call *> again;
       again.swap(unsent_);
       for (Call *c : again) {
-        c->deadline_us = now + std::max<int64_t>(1000, opt_.deadline_ms) * 1000;
+        c->deadline_us = now + patient_us();
         dispatch(c, now);
       }
     }
@@ -310,7 +310,7 @@ void RedisStore::run() {
       next_flags_us_ = now + opt_.flags_poll_ms * 1000;
       if (breaker_.closed()) {
         tl_cmd = resp_format({"EVALSHA", scripts_.flags.sha, "1", flags_key()});
-        dispatch(take_call(Kind::flags, now + std::max<int64_t>(1000, opt_.deadline_ms) * 1000), now);
+        dispatch(take_call(Kind::flags, now + patient_us()), now);
       }
     }
     send_probe(now);

@@ -149,7 +149,7 @@ void RedisStore::flush_for_exit() {
   wake_io();
   // Every call queued or on the wire is answered (or times out) within its deadline; releases have
   // a second. Calls abandoned to a stopped Redis may never be answered: give up after that long.
-  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<int64_t>(1000, opt_.deadline_ms));
+  auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(patient_us());
   // An open breaker drops releases anyway (their slots heal after ttl_s): nothing to wait for then.
   while (outstanding_.load(std::memory_order_acquire) > 0 && breaker_.closed() &&
          std::chrono::steady_clock::now() < until)
@@ -369,7 +369,7 @@ void RedisStore::release_via_io(const ReleaseOp &op) {
   int64_t now = now_us();
   tl_io_release_us = now;
   format_release(op, tl_cmd);
-  Call *c = take_call(Kind::release, now + std::max<int64_t>(1000, opt_.deadline_ms) * 1000);
+  Call *c = take_call(Kind::release, now + patient_us());
   c->affinity = std::hash<std::string_view>{}(op.tenant.view());
   submit(c);
 }
@@ -470,7 +470,7 @@ void RedisStore::end_lease(const LeaseOp &op) {
   LeaseOp back = op;
   back.tokens = back.slots = false;
   format_lease(back, tl_cmd);
-  Call *c = take_call(Kind::lease_end, now + std::max<int64_t>(1000, opt_.deadline_ms) * 1000);
+  Call *c = take_call(Kind::lease_end, now + patient_us());
   c->affinity = std::hash<std::string_view>{}(op.tenant.view());
   submit(c);
 }
@@ -584,7 +584,7 @@ void RedisStore::end_hold(const void *only) {
 void RedisStore::poll_flags() {
   if (in_forked_child() || !breaker_.closed()) return;
   tl_cmd = resp_format({"EVALSHA", scripts_.flags.sha, "1", flags_key()});
-  submit(take_call(Kind::flags, now_us() + std::max<int64_t>(1000, opt_.deadline_ms) * 1000));
+  submit(take_call(Kind::flags, now_us() + patient_us()));
 }
 
 bool RedisStore::wait_connected(int64_t ms) {

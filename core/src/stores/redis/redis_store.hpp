@@ -220,6 +220,8 @@ class RedisStore final : public Store {
   Direct &direct_of_thread();
   // Whether this blocking admit may take the direct path.
   bool direct_allowed(const AdmitOp &op) const;
+  // What both of a thread's calls need to go direct: the path on, Redis answering, a thread that does not hold.
+  bool direct_on() const;
   // d.mu held. False with r.reason set when Redis did not answer in time, or when the connection failed
   // (the direct path is then off until the I/O thread sees Redis answer an admit, so that the breaker judges
   // what follows); false with no reason for a cluster's redirection (the I/O thread follows it).
@@ -346,6 +348,9 @@ class RedisStore final : public Store {
   // The fixed start of each command: EVALSHA, the script's SHA and the key count.
   std::string admit_head_rate_, admit_head_full_, admit_head_ctl_, release_head_;
   int64_t deadline_us_ = 0;  // how long the I/O thread waits for an admit's reply
+  // How long a call that need not be quick may take (a release, a lease's return, a flags read, an admin
+  // call): the deadline, and at least a second, so that a short deadline does not drop what frees slots.
+  int64_t patient_us() const { return std::max<int64_t>(1000, opt_.deadline_ms) * 1000; }
 
   std::mutex pool_mu_;
   std::vector<Call *> pool_;
