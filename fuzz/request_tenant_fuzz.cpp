@@ -1,7 +1,10 @@
-// derive_tenant on hostile requests. The input's first byte picks one of a few policies with trusted
-// proxies (X-Forwarded-For or Forwarded, other source orders and IPv6 prefixes); the rest, split on NUL
-// bytes, is the peer and then header name/value pairs. Every key must be "anonymous", "key:" + 32 hex
-// digits or "ip:" + an address in canonical form: printable ASCII, at most 46 bytes, whatever came in.
+// derive_tenant and request_credential on hostile requests. The input's first byte picks one of a few
+// policies with trusted proxies (X-Forwarded-For or Forwarded, other source orders and IPv6 prefixes,
+// credentials "verified" or "unverified"); the rest, split on NUL bytes, is the peer and then header
+// name/value pairs. Every key must be "anonymous", "key:" + 32 hex digits or "ip:" + an address in
+// canonical form: printable ASCII, at most 46 bytes, whatever came in. A credential names the tenant only
+// when vouched for: the verified key is the credential's key when there is one, and every other answer
+// (unchecked under "verified", rejected) is the key of the same request without it.
 // The address parsers and normalize_networks are checked on every piece along the way.
 #include <algorithm>
 #include <cstdint>
@@ -30,6 +33,7 @@ std::vector<TenantPolicy> make_policies() {
           R"("trusted_proxies": )" + kProxies + "}}",
       std::string(R"({"tenant": {"from": ["x-api-key", "ip", "authorization"], "ipv6_prefix": 128, )") +
           R"("trusted_proxies": )" + kProxies + "}}",
+      std::string(R"({"tenant": {"credentials": "unverified", "trusted_proxies": )") + kProxies + "}}",
   };
   std::vector<TenantPolicy> out;
   for (const auto &d : docs) out.push_back(floodwall::parse_policy(d).tenant);
@@ -109,11 +113,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   // A NULL name or value is read as empty (a binding's mistake must not crash): make one now and then.
   if (!headers.empty() && (data[0] & 0x80)) headers.back().value = nullptr;
 
+  using Check = floodwall::CredentialCheck;
   std::string key = floodwall::derive_tenant(policy, headers.data(), headers.size(), peer);
   check_key(key);
   FW_FUZZ_CHECK(floodwall::derive_tenant(policy, headers.data(), headers.size(), peer) == key);
+  std::string verified = floodwall::derive_tenant(policy, headers.data(), headers.size(), peer, Check::verified);
+  std::string rejected = floodwall::derive_tenant(policy, headers.data(), headers.size(), peer, Check::rejected);
+  check_key(verified);
+  check_key(rejected);
+  FW_FUZZ_CHECK(rejected.rfind("key:", 0) != 0);  // no credential names a tenant the app rejected
+  auto credential = floodwall::request_credential(policy, headers.data(), headers.size(), peer);
+  if (credential) {
+    FW_FUZZ_CHECK(!credential->value.empty());
+    FW_FUZZ_CHECK(verified == floodwall::credential_key(credential->value));
+  } else {
+    FW_FUZZ_CHECK(verified == rejected);  // nothing to vouch for: the answer does not matter
+  }
+  bool unverified = policy.credentials == TenantPolicy::Credentials::unverified;
+  FW_FUZZ_CHECK(key == (unverified ? verified : rejected));
   // No headers: NULL is allowed when the count is 0.
   check_key(floodwall::derive_tenant(policy, nullptr, 0, peer));
+  FW_FUZZ_CHECK(!floodwall::request_credential(policy, nullptr, 0, peer));
 
   std::vector<Cidr> nets;
   std::vector<IpAddr> addrs;

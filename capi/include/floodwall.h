@@ -152,8 +152,18 @@ FW_EXTERN void fw_buf_dispose(fw_buf *buf);
 /* ------------------------------------------------------------------------------------------ request */
 
 /* Version 2 appended headers, header_count and peer: the request as the server saw it, from which the
-   core derives the tenant key (policy section "tenant") when no tenant is given. */
-#define FW_REQUEST_VERSION 2
+   core derives the tenant key (policy section "tenant") when no tenant is given. Version 3 appended
+   credential: what the app said of the request's credential (a verify hook's answer). */
+#define FW_REQUEST_VERSION 3
+
+/* fw_request.credential: whether the request's credential (the Bearer token or API key that
+   fw_request_credential names) may name its tenant. A credential nobody vouched for never does under the
+   default policy (tenant.credentials "verified"): a client cannot mint itself a bucket by inventing keys. */
+typedef enum fw_credential_check {
+  FW_CREDENTIAL_UNCHECKED = 0, /* the app said nothing: the policy's tenant.credentials decides */
+  FW_CREDENTIAL_VERIFIED = 1,  /* the app verified it (its verify hook said yes): it names the tenant */
+  FW_CREDENTIAL_REJECTED = 2   /* the app did not: the request is keyed as if it carried none (its address) */
+} fw_credential_check;
 
 /** One HTTP header field (or any name/value pair): bytes, not NUL-terminated, any case in the name. */
 typedef struct fw_header {
@@ -180,18 +190,28 @@ typedef struct fw_request {
   const char *peer; /* the connection's peer address as text (IPv4, IPv6, IPv4-mapped IPv6; a port or
                        brackets are tolerated); NULL or empty when unknown (a Unix socket) */
   size_t peer_len;
+  /* Version 3. Read only when tenant is NULL. An fw_credential_check; another value is FW_EINVAL. */
+  int credential;
 } fw_request;
 
 #define FW_REQUEST_INIT \
-  { FW_REQUEST_VERSION, NULL, 0, NULL, NULL, 0, 0, 0, NULL, 0, NULL, 0 }
+  { FW_REQUEST_VERSION, NULL, 0, NULL, NULL, 0, 0, 0, NULL, 0, NULL, 0, FW_CREDENTIAL_UNCHECKED }
 
 /**
  * The tenant id that fw_admit would use for this request: req->tenant when given, else the key derived from
- * its headers and peer address (policy section "tenant": a Bearer token or API key hashed to
+ * its headers and peer address (policy section "tenant": a vouched-for Bearer token or API key hashed to
  * "key:<32 hex digits>", else "ip:<address>" with IPv6 grouped to ipv6_prefix bits, else "anonymous").
  * On success *out owns new contents (dispose with fw_buf_dispose).
  */
 FW_EXTERN int fw_tenant_key(fw_client *c, const fw_request *req, fw_buf *out);
+
+/**
+ * The credential a verify hook is asked about: the Bearer token or API key (raw, trimmed) that would name
+ * the request's tenant if the app vouched for it, by the policy's tenant.from. *found is 1 and *out holds
+ * it, or *found is 0 and *out is empty when the request has none that comes before its address. The
+ * request's tenant and credential fields are not read. On success *out owns new contents (fw_buf_dispose).
+ */
+FW_EXTERN int fw_request_credential(fw_client *c, const fw_request *req, fw_buf *out, int *found);
 
 /* ----------------------------------------------------------------------------------------- decision */
 
@@ -300,6 +320,13 @@ FW_EXTERN int fw_admit_async3(fw_client *c, const fw_request *req, fw_decision *
  * decide whether to give up its interpreter lock around an admit.
  */
 FW_EXTERN int fw_client_can_block(fw_client *c, int *out);
+
+/**
+ * The longest an admit waits for the store, in milliseconds (the policy's redis.deadline_ms, 50 by default,
+ * whatever the store). A middleware gives an app's verify hook no longer than this before it treats the
+ * request's credential as not vouched for.
+ */
+FW_EXTERN int fw_client_deadline_ms(fw_client *c, int64_t *out);
 
 /**
  * Batches this thread's store writes, for an event loop (as ioredis' auto-pipelining does): from

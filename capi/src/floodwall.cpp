@@ -362,11 +362,31 @@ int fw_tenant_key(fw_client *c, const fw_request *req, fw_buf *out) {
   });
 }
 
+int fw_request_credential(fw_client *c, const fw_request *req, fw_buf *out, int *found) {
+  return guarded([&]() -> int {
+    Use use(c);
+    if (!found) throw floodwall::BadRequest("found: must not be NULL");
+    RequestSource src = request_source(req);
+    auto credential = floodwall::request_credential(guard_of(c).policy().tenant, src.headers, src.count, src.peer);
+    *found = credential ? 1 : 0;
+    return set_buf(out, credential ? std::string(credential->value) : std::string());
+  });
+}
+
 int fw_client_can_block(fw_client *c, int *out) {
   return guarded([&]() -> int {
     Use use(c);
     if (!out) throw floodwall::BadRequest("out: must not be NULL");
     *out = guard_of(c).store().can_block() ? 1 : 0;
+    return FW_OK;
+  });
+}
+
+int fw_client_deadline_ms(fw_client *c, int64_t *out) {
+  return guarded([&]() -> int {
+    Use use(c);
+    if (!out) throw floodwall::BadRequest("out: must not be NULL");
+    *out = guard_of(c).policy().redis.deadline_ms;
     return FW_OK;
   });
 }

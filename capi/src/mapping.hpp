@@ -166,19 +166,46 @@ static_assert(kRequestV1Size == 56, "the version 1 fw_request layout is frozen")
 
 inline constexpr std::string_view kAnonymous = "anonymous";
 
+// What the app said of the request's credential (version 3); an older request said nothing.
+inline floodwall::CredentialCheck credential_check(const fw_request *req) {
+  if (req->version < 3) return floodwall::CredentialCheck::unchecked;
+  switch (req->credential) {
+    case FW_CREDENTIAL_UNCHECKED: return floodwall::CredentialCheck::unchecked;
+    case FW_CREDENTIAL_VERIFIED: return floodwall::CredentialCheck::verified;
+    case FW_CREDENTIAL_REJECTED: return floodwall::CredentialCheck::rejected;
+  }
+  throw floodwall::BadRequest("credential: must be FW_CREDENTIAL_UNCHECKED, _VERIFIED or _REJECTED (got " +
+                              std::to_string(req->credential) + ")");
+}
+
+// The request's headers and peer, checked: for the tenant's derivation and the credential's look-up.
+struct RequestSource {
+  const floodwall::RequestHeader *headers;
+  size_t count;
+  std::string_view peer;
+};
+
+inline RequestSource request_source(const fw_request *req) {
+  if (!req || req->version < 2) throw floodwall::BadRequest("request.version: must be 2 or more to carry headers");
+  if (req->version > FW_REQUEST_VERSION)
+    throw floodwall::BadRequest("request.version: unsupported (" + std::to_string(req->version) + ")");
+  if ((!req->headers && req->header_count) || (!req->peer && req->peer_len))
+    throw floodwall::BadRequest(!req->peer && req->peer_len ? "peer: NULL with a non-zero length"
+                                                            : "headers: NULL with a non-zero count");
+  return {reinterpret_cast<const floodwall::RequestHeader *>(req->headers),
+          req->headers ? req->header_count : 0,
+          {req->peer ? req->peer : "", req->peer ? req->peer_len : 0}};
+}
+
 // The request as the core takes it. A version 2 request without a tenant has one derived from its
-// headers and peer into `derived`, which must outlive the returned Request.
+// headers, peer and (version 3) credential check into `derived`, which must outlive the returned Request.
 inline floodwall::Request to_request(const fw_request *req, const floodwall::Policy &policy, std::string &derived) {
   if (!req || req->version < 1 || req->version > FW_REQUEST_VERSION || (!req->tenant && req->tenant_len))
     bad_request(req);
   floodwall::Request r;
   if (req->version >= 2 && !req->tenant) {
-    if ((!req->headers && req->header_count) || (!req->peer && req->peer_len))
-      throw floodwall::BadRequest(!req->peer && req->peer_len ? "peer: NULL with a non-zero length"
-                                                              : "headers: NULL with a non-zero count");
-    derived = floodwall::derive_tenant(policy.tenant, reinterpret_cast<const floodwall::RequestHeader *>(req->headers),
-                                       req->headers ? req->header_count : 0,
-                                       {req->peer ? req->peer : "", req->peer ? req->peer_len : 0});
+    RequestSource src = request_source(req);
+    derived = floodwall::derive_tenant(policy.tenant, src.headers, src.count, src.peer, credential_check(req));
     r.tenant = derived;
   } else if (req->version >= 2 && req->tenant_len == 0) {
     r.tenant = kAnonymous;  // an empty key is one anonymous tenant, limited like any other

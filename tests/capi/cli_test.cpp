@@ -286,7 +286,8 @@ TEST(Cli, EveryCommandOnRedisSeenByAnotherProcess) {
   EXPECT_EQ(unblock.out, "acme: unblocked, from its next request\n");
   EXPECT_EQ(fleet.admit("acme").status, 200);
 
-  // --api-key: the key hashed as the middleware hashes it (the request carries it, names no tenant).
+  // --api-key: the key hashed as the middleware hashes it (the request carries it, names no tenant, and the
+  // app's verify hook vouched for it).
   Ran by_key = floodwall_cmd({"block", "--api-key", "sk_live_abc123", "--json"}, url);
   ASSERT_EQ(by_key.code, 0) << by_key;
   std::string key = "sk_live_abc123";
@@ -294,6 +295,7 @@ TEST(Cli, EveryCommandOnRedisSeenByAnotherProcess) {
   fw_request r = FW_REQUEST_INIT;
   r.headers = &h;
   r.header_count = 1;
+  r.credential = FW_CREDENTIAL_VERIFIED;
   fw_buf derived = FW_BUF_INIT;
   ASSERT_EQ(fw_tenant_key(fleet.c, &r, &derived), FW_OK);
   EXPECT_EQ(by_key.parsed()["tenant"], std::string(derived.ptr, derived.size));

@@ -18,13 +18,17 @@ std::vector<fw_header> headers_of(const std::vector<std::pair<std::string, std::
   return out;
 }
 
-std::string key_of(fw_client *c, const std::vector<std::pair<std::string, std::string>> &h, const char *peer) {
+// The key of a request whose credential the app verified (a verify hook said yes), unless `check` says
+// otherwise.
+std::string key_of(fw_client *c, const std::vector<std::pair<std::string, std::string>> &h, const char *peer,
+                   int check = FW_CREDENTIAL_VERIFIED) {
   std::vector<fw_header> hs = headers_of(h);
   fw_request r = FW_REQUEST_INIT;
   r.headers = hs.data();
   r.header_count = hs.size();
   r.peer = peer;
   r.peer_len = peer ? std::strlen(peer) : 0;
+  r.credential = check;
   fw_buf b = FW_BUF_INIT;
   EXPECT_EQ(fw_tenant_key(c, &r, &b), FW_OK);
   std::string key(b.ptr ? b.ptr : "", b.size);
@@ -44,12 +48,16 @@ TEST(CApiRequest, AdmitsWithoutATenantDeriveItFromHeadersAndPeer) {
   EXPECT_EQ(key_of(fw.get(), bearer, "192.0.2.9"), key) << "one credential, one bucket, whatever the address";
   EXPECT_EQ(key_of(fw.get(), {}, "192.0.2.9"), "ip:192.0.2.9");
   EXPECT_EQ(key_of(fw.get(), {}, nullptr), "anonymous");
+  // Nobody vouched for the credential, or the app rejected it: the address.
+  EXPECT_EQ(key_of(fw.get(), bearer, "192.0.2.9", FW_CREDENTIAL_UNCHECKED), "ip:192.0.2.9");
+  EXPECT_EQ(key_of(fw.get(), bearer, "192.0.2.9", FW_CREDENTIAL_REJECTED), "ip:192.0.2.9");
 
   // Two admits from different peers with one token spend one bucket of 2.
   std::vector<fw_header> hs = headers_of(bearer);
   fw_request r = FW_REQUEST_INIT;
   r.headers = hs.data();
   r.header_count = hs.size();
+  r.credential = FW_CREDENTIAL_VERIFIED;
   fw_decision d = FW_DECISION_INIT;
   for (const char *peer : {"10.0.0.1", "10.0.0.2", "10.0.0.3"}) {
     r.peer = peer;
@@ -63,6 +71,58 @@ TEST(CApiRequest, AdmitsWithoutATenantDeriveItFromHeadersAndPeer) {
   explicit_key.tenant_len = key.size();
   ASSERT_EQ(fw_admit(fw.get(), &explicit_key, &d), FW_OK);
   EXPECT_FALSE(d.allowed);
+}
+
+// What a verify hook is asked about, the check the request carries, and the deadline it is given.
+TEST(CApiRequest, TheCredentialAHookIsAskedAboutAndWhatItsAnswerDoes) {
+  floodwall::Client fw(R"({"request_rate": {"rate": 0.001, "burst": 1}, "redis": {"deadline_ms": 75}})");
+  auto credential_of = [&](const std::vector<std::pair<std::string, std::string>> &h, const char *peer, int *found) {
+    std::vector<fw_header> hs = headers_of(h);
+    fw_request r = FW_REQUEST_INIT;
+    r.headers = hs.data();
+    r.header_count = hs.size();
+    r.peer = peer;
+    r.peer_len = peer ? std::strlen(peer) : 0;
+    r.credential = FW_CREDENTIAL_REJECTED;  // not read
+    fw_buf b = FW_BUF_INIT;
+    EXPECT_EQ(fw_request_credential(fw.get(), &r, &b, found), FW_OK) << fw_error_last()->message;
+    std::string out(b.ptr ? b.ptr : "", b.size);
+    fw_buf_dispose(&b);
+    return out;
+  };
+  int found = -1;
+  EXPECT_EQ(credential_of({{"Authorization", " Bearer  s3cret "}}, "10.0.0.1", &found), "s3cret");
+  EXPECT_EQ(found, 1);
+  EXPECT_EQ(credential_of({{"X-Api-Key", "k-1"}}, nullptr, &found), "k-1");
+  EXPECT_EQ(found, 1);
+  EXPECT_EQ(credential_of({{"Host", "api"}}, "10.0.0.1", &found), "");
+  EXPECT_EQ(found, 0);
+
+  fw_request r = FW_REQUEST_INIT;
+  fw_buf b = FW_BUF_INIT;
+  EXPECT_EQ(fw_request_credential(fw.get(), &r, &b, nullptr), FW_EINVAL);
+  EXPECT_NE(std::string(fw_error_last()->message).find("found"), std::string::npos) << fw_error_last()->message;
+  EXPECT_EQ(fw_request_credential(fw.get(), nullptr, &b, &found), FW_EINVAL);
+  r.version = 1;  // a version 1 request has no headers
+  EXPECT_EQ(fw_request_credential(fw.get(), &r, &b, &found), FW_EINVAL);
+  EXPECT_NE(std::string(fw_error_last()->message).find("request.version"), std::string::npos);
+
+  // A check that is none of the three is refused, naming the field; admit and tenant_key alike.
+  fw_request bad = FW_REQUEST_INIT;
+  bad.credential = 7;
+  fw_decision d = FW_DECISION_INIT;
+  EXPECT_EQ(fw_admit(fw.get(), &bad, &d), FW_EINVAL);
+  EXPECT_NE(std::string(fw_error_last()->message).find("credential"), std::string::npos) << fw_error_last()->message;
+  EXPECT_EQ(fw_tenant_key(fw.get(), &bad, &b), FW_EINVAL);
+  // A version 2 request has no check field: unchecked, whatever lies beyond its end.
+  bad.version = 2;
+  EXPECT_EQ(fw_tenant_key(fw.get(), &bad, &b), FW_OK);
+  fw_buf_dispose(&b);
+
+  int64_t deadline = 0;
+  EXPECT_EQ(fw_client_deadline_ms(fw.get(), &deadline), FW_OK);
+  EXPECT_EQ(deadline, 75);
+  EXPECT_EQ(fw_client_deadline_ms(fw.get(), nullptr), FW_EINVAL);
 }
 
 namespace {

@@ -53,6 +53,10 @@ TEST(VectorsDecisions, EveryLanguageAnswersTheSameRequestsTheSameWay) {
         r.header_count = headers.size();
         r.peer = rq.contains("peer") ? peer.data() : nullptr;
         r.peer_len = rq.contains("peer") ? peer.size() : 0;
+        std::string check = rq.value("check", std::string());
+        r.credential = check == "verified"   ? FW_CREDENTIAL_VERIFIED
+                       : check == "rejected" ? FW_CREDENTIAL_REJECTED
+                                             : FW_CREDENTIAL_UNCHECKED;
       }
       r.route = route.c_str();
       r.method = method.c_str();

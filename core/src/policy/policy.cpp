@@ -361,7 +361,7 @@ bool valid_prefix(const std::string &p) {
 
 // The "tenant" section: where a request that names no tenant takes its key from (request_tenant.hpp).
 TenantPolicy tenant_policy(const json &v) {
-  Section s(v, "tenant", {"from", "trusted_proxies", "forwarded_header", "ipv6_prefix"});
+  Section s(v, "tenant", {"from", "trusted_proxies", "forwarded_header", "ipv6_prefix", "credentials"});
   TenantPolicy t;
   if (s.has("from")) {
     const json &from = s.at("from");
@@ -406,6 +406,9 @@ TenantPolicy tenant_policy(const json &v) {
   t.forwarded_header = s.choice("forwarded_header", t.forwarded_header,
                                 {{"x-forwarded-for", Forwarded::x_forwarded_for}, {"forwarded", Forwarded::forwarded}});
   t.ipv6_prefix = static_cast<int>(s.integer("ipv6_prefix", t.ipv6_prefix, 1, 128));
+  using Credentials = TenantPolicy::Credentials;
+  t.credentials = s.choice("credentials", t.credentials,
+                           {{"verified", Credentials::verified}, {"unverified", Credentials::unverified}});
   return t;
 }
 

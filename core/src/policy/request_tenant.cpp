@@ -520,15 +520,46 @@ std::vector<const char *> tenant_header_names(const TenantPolicy &p) {
   return names;
 }
 
-std::string derive_tenant(const TenantPolicy &p, const RequestHeader *headers, size_t header_count,
-                          std::string_view peer) {
+namespace {
+
+bool credentials_apply(const TenantPolicy &p, CredentialCheck check) {
+  return check == CredentialCheck::verified ||
+         (check == CredentialCheck::unchecked && p.credentials == TenantPolicy::Credentials::unverified);
+}
+
+}  // namespace
+
+std::optional<Credential> request_credential(const TenantPolicy &p, const RequestHeader *headers, size_t header_count,
+                                             std::string_view peer) {
   if (!headers) header_count = 0;
   for (TenantPolicy::Source s : p.from) {
     switch (s) {
       case TenantPolicy::Source::authorization:
+        if (auto c = authorization_credential(headers, header_count)) return Credential{s, *c};
+        break;
+      case TenantPolicy::Source::api_key:
+        if (auto c = api_key_credential(headers, header_count)) return Credential{s, *c};
+        break;
+      case TenantPolicy::Source::ip:
+        if (client_address(p, headers, header_count, peer)) return std::nullopt;
+        break;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string derive_tenant(const TenantPolicy &p, const RequestHeader *headers, size_t header_count,
+                          std::string_view peer, CredentialCheck check) {
+  if (!headers) header_count = 0;
+  bool credentials = credentials_apply(p, check);
+  for (TenantPolicy::Source s : p.from) {
+    switch (s) {
+      case TenantPolicy::Source::authorization:
+        if (!credentials) break;
         if (auto c = authorization_credential(headers, header_count)) return credential_key(*c);
         break;
       case TenantPolicy::Source::api_key:
+        if (!credentials) break;
         if (auto c = api_key_credential(headers, header_count)) return credential_key(*c);
         break;
       case TenantPolicy::Source::ip:

@@ -3,6 +3,11 @@
 //
 // - The sources of TenantPolicy::from are tried in order; the first that applies gives the key. None
 //   applies: "anonymous".
+// - A credential (authorization, x-api-key) applies only when it is vouched for (CredentialCheck): the app
+//   verified it (a middleware's verify hook said yes), or the app checked nothing and the policy's
+//   tenant.credentials is "unverified" (a gateway in front already refuses unknown keys). Otherwise it is
+//   skipped as if absent, and the request falls to the next source (the client address): a client that
+//   invents a key per request gets no bucket of its own, and the state such a flood creates is one tenant.
 // - authorization: the first Authorization header (header names are case-insensitive everywhere), trimmed of
 //   spaces and tabs. "Bearer <token>" (scheme case-insensitive, token non-empty) gives the token, trimmed;
 //   any other value is the credential as a whole (so "Bearer" alone is its own credential). Only the first
@@ -81,6 +86,17 @@ struct TenantPolicy {
     forwarded
   } forwarded_header = ForwardedHeader::x_forwarded_for;
   int ipv6_prefix = 64;  // 1..128
+  // "verified" (the default): a credential names a tenant only when the request says the app verified it.
+  // "unverified": every credential does unless the app said it rejected it (opt-in, behind a gateway that
+  // already refuses unknown keys).
+  enum class Credentials : uint8_t { verified, unverified } credentials = Credentials::verified;
+};
+
+// What the app said of a request's credential (fw_request.credential).
+enum class CredentialCheck : uint8_t {
+  unchecked,  // nothing: the policy's tenant.credentials decides
+  verified,   // the app vouches for it: it names the tenant
+  rejected    // the app does not: the request is keyed as if it carried none
 };
 
 const char *source_name(TenantPolicy::Source s);  // "authorization", "x-api-key", "ip"
@@ -99,10 +115,21 @@ struct RequestHeader {
 // hand over only these, since no other header is ever looked at.
 std::vector<const char *> tenant_header_names(const TenantPolicy &p);
 
+// The credential a request's tenant would be keyed on if the app vouched for it: the first source of
+// TenantPolicy::from that applies, when that source is authorization or x-api-key (the raw token or key,
+// trimmed, as the rules above read it); nullopt when an address comes first or nothing applies. This is
+// what a verify hook is asked about. The view points into the headers.
+struct Credential {
+  TenantPolicy::Source source;
+  std::string_view value;
+};
+std::optional<Credential> request_credential(const TenantPolicy &p, const RequestHeader *headers, size_t header_count,
+                                             std::string_view peer);
+
 // The tenant id for a request that named none (rules above). Never throws for any input bytes (hostile
 // headers, 1 MiB values, NUL, CR/LF); headers may be NULL when header_count is 0.
 std::string derive_tenant(const TenantPolicy &p, const RequestHeader *headers, size_t header_count,
-                          std::string_view peer);
+                          std::string_view peer, CredentialCheck check = CredentialCheck::unchecked);
 
 // A credential (an API key, a Bearer token) as its tenant: "key:" + the first 32 hex digits of its SHA-256.
 std::string credential_key(std::string_view credential);

@@ -53,10 +53,12 @@ TEST(RequestTenantPolicy, DefaultsAndEveryField) {
   EXPECT_TRUE(d.trusted_proxies.empty()) << "no forwarded header is believed unless the operator says so";
   EXPECT_EQ(d.forwarded_header, TenantPolicy::ForwardedHeader::x_forwarded_for);
   EXPECT_EQ(d.ipv6_prefix, 64);
+  EXPECT_EQ(d.credentials, TenantPolicy::Credentials::verified) << "no credential names a tenant unless vouched for";
 
   TenantPolicy t = tenant_section(
       R"({"from": ["ip", "x-api-key"], "trusted_proxies": ["10.1.0.0/16", "10.0.0.0/8", "2001:db8::/32", "192.0.2.1"],
-          "forwarded_header": "forwarded", "ipv6_prefix": 56})");
+          "forwarded_header": "forwarded", "ipv6_prefix": 56, "credentials": "unverified"})");
+  EXPECT_EQ(t.credentials, TenantPolicy::Credentials::unverified);
   EXPECT_EQ(t.from, (std::vector<TenantPolicy::Source>{TenantPolicy::Source::ip, TenantPolicy::Source::api_key}));
   // Normalized: sorted (IPv4, being ::ffff:0:0/96, first), the /16 inside the /8 dropped.
   ASSERT_EQ(t.trusted_proxies.size(), 3u);
@@ -97,6 +99,8 @@ TEST(RequestTenantPolicy, EveryBadValueNamesItsPath) {
       {R"({"ipv6_prefix": 129})", "tenant.ipv6_prefix"},
       {R"({"ipv6_prefix": 64.5})", "tenant.ipv6_prefix"},
       {R"({"ipv6_prefix": "64"})", "tenant.ipv6_prefix"},
+      {R"({"credentials": "trusted"})", "tenant.credentials"},
+      {R"({"credentials": true})", "tenant.credentials"},
   };
   for (const auto &[section, field] : cases) {
     try {

@@ -63,7 +63,22 @@ TEST(Vectors, TenantKeys) {
     for (size_t i = 0; i < bytes.size(); i += 2)
       headers.push_back({bytes[i].data(), bytes[i].size(), bytes[i + 1].data(), bytes[i + 1].size()});
     std::string peer = c.at("peer").is_null() ? "" : c.at("peer").get<std::string>();
-    EXPECT_EQ(floodwall::derive_tenant(policy, headers.data(), headers.size(), peer), c.at("key").get<std::string>());
+    std::string check = c.value("check", std::string());
+    ASSERT_TRUE(check.empty() || check == "verified" || check == "rejected") << check;
+    auto said = check == "verified"   ? floodwall::CredentialCheck::verified
+                : check == "rejected" ? floodwall::CredentialCheck::rejected
+                                      : floodwall::CredentialCheck::unchecked;
+    EXPECT_EQ(floodwall::derive_tenant(policy, headers.data(), headers.size(), peer, said),
+              c.at("key").get<std::string>());
+    // What a verify hook would be asked about.
+    auto credential = floodwall::request_credential(policy, headers.data(), headers.size(), peer);
+    ASSERT_TRUE(c.contains("credential"));
+    if (c.at("credential").is_null()) {
+      EXPECT_FALSE(credential.has_value());
+    } else {
+      ASSERT_TRUE(credential.has_value());
+      EXPECT_EQ(credential->value, c.at("credential").get<std::string>());
+    }
   }
 }
 
