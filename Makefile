@@ -7,7 +7,7 @@ TSAN_BUILD ?= build-tsan
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo story test test-core format-check version-check wheels test-sanitizers test-python test-node test-ruby test-e2e bench fuzz soak install format clean
+.PHONY: all deps build build-only demo story test test-core format-check version-check wheels test-sanitizers test-python test-node test-ruby test-e2e bench fuzz soak install format clean
 
 all: build
 
@@ -17,7 +17,10 @@ deps:
 $(BUILD)/build.ninja:
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFW_WERROR=ON $(CMAKE_FLAGS)
 
-build: deps $(BUILD)/build.ninja
+build: deps build-only
+
+# The build alone, for make test, which installs the dependencies as a stage of its own.
+build-only: $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
 demo: build
@@ -27,7 +30,8 @@ demo: build
 story: build
 	@$(BUILD)/examples/floodwall_story
 
-test: build
+# Installs the dependencies, builds, runs every suite, and prints each stage's wall time.
+test:
 	@bash packaging/test-all.sh "$(BUILD)"
 
 test-core: build

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 debs=(
-  build-essential cmake ninja-build pkg-config clang-format clang libclang-rt-14-dev
+  build-essential cmake ninja-build ccache pkg-config clang-format clang libclang-rt-14-dev
   libhiredis-dev libssl-dev openssl nlohmann-json3-dev libgtest-dev googletest redis-server redis-tools
   python3-dev python3-venv
   ruby ruby-dev swig ruby-rack ruby-rack-test ruby-minitest ruby-webrick puma ruby-sinatra ruby-rack-attack ruby-redis
