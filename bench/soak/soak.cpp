@@ -212,13 +212,14 @@ Result run_phase(const char *name, const std::string &store, uint64_t admits) {
       req.tenant = "busy";  // holds its 4 slots: a 429 from concurrency until it releases one (its rate is no limit)
       req.tenant_len = 4;
     } else if (i % 16 == 5) {
-      // Derived from the request: the header's key, hashed by the core.
+      // Derived from the request: the header's key, which the app's verify hook vouched for, hashed by the core.
       header.value_len = static_cast<size_t>(
           std::snprintf(api_key, sizeof api_key, "sk_%llu", static_cast<unsigned long long>(i * 31 % kNormalTenants)));
       req.headers = &header;
       req.header_count = 1;
       req.peer = "198.51.100.7";
       req.peer_len = 12;
+      req.credential = FW_CREDENTIAL_VERIFIED;
     } else {
       int n = std::snprintf(tenant, sizeof tenant, "tenant-%llu",
                             static_cast<unsigned long long>(i * 7919 % kNormalTenants));
