@@ -75,21 +75,22 @@ class TestClient < Minitest::Test
     fw&.close
   end
 
-  # With no tenant, the core derives it (policy section "tenant"): a Bearer token or X-API-Key, hashed,
-  # the same bucket from any address; else the peer address; else one anonymous tenant.
+  # With no tenant, the core derives it (policy section "tenant"): a Bearer token or X-API-Key that the app
+  # verified, hashed, the same bucket from any address; else the peer address; else one anonymous tenant.
   def test_the_core_derives_the_tenant_from_the_headers_and_the_peer
     fw = Floodwall::Client.new(request_rate: { rate: 0.001, burst: 3 })
     bearer = [["Authorization", "Bearer t0k3n"]]
-    key = fw.tenant_key(headers: bearer, peer: "192.0.2.1")
+    key = fw.tenant_key(headers: bearer, peer: "192.0.2.1", verified: true)
     assert_match(/\Akey:\h{32}\z/, key)
     refute_includes key, "t0k3n", "a credential is hashed, never kept raw"
-    assert_equal key, fw.tenant_key(headers: { "authorization" => "bearer t0k3n" }, peer: "198.51.100.9"),
+    assert_equal key, fw.tenant_key(headers: { "authorization" => "bearer t0k3n" }, peer: "198.51.100.9", verified: true),
                  "a Hash of headers, any case, any address: the same key"
-    assert_equal key, fw.tenant_key(headers: [%w[X-API-Key t0k3n]]), "an API key of the same value is the same tenant"
-    assert_equal 2, fw.admit(headers: bearer, peer: "192.0.2.1").remaining
-    assert_equal 1, fw.admit(headers: [["authorization", "Bearer t0k3n"]], peer: "192.0.2.2").remaining
+    assert_equal key, fw.tenant_key(headers: [%w[X-API-Key t0k3n]], verified: true),
+                 "an API key of the same value is the same tenant"
+    assert_equal 2, fw.admit(headers: bearer, peer: "192.0.2.1", verified: true).remaining
+    assert_equal 1, fw.admit(headers: [["authorization", "Bearer t0k3n"]], peer: "192.0.2.2", verified: true).remaining
     assert_equal 0, fw.admit(tenant: key).remaining, "the derived key is the tenant id admit used"
-    refute fw.admit(headers: { authorization: "Bearer t0k3n" }).allowed?, "Symbol names are header names too"
+    refute fw.admit(headers: { authorization: "Bearer t0k3n" }, verified: true).allowed?, "Symbol names are header names too"
 
     assert_equal "ip:192.0.2.1", fw.tenant_key(headers: [%w[Host example]], peer: "192.0.2.1")
     assert_equal "ip:192.0.2.1", fw.tenant_key(peer: "::ffff:192.0.2.1"), "IPv4-mapped IPv6 is IPv4"
@@ -97,6 +98,52 @@ class TestClient < Minitest::Test
     assert_equal "acme", fw.tenant_key(tenant: "acme", headers: bearer), "a tenant given is the tenant"
   ensure
     fw&.close
+  end
+
+  # A credential nobody vouched for names no tenant: unchecked (nil, the default policy) and rejected
+  # (false) are the address; made-up keys from one address all spend that address's bucket.
+  def test_a_credential_names_its_tenant_only_once_verified
+    fw = Floodwall::Client.new(request_rate: { rate: 0.001, burst: 2 })
+    bearer = [["Authorization", "Bearer t0k3n"]]
+    assert_equal "ip:192.0.2.1", fw.tenant_key(headers: bearer, peer: "192.0.2.1"), "nil: the address"
+    assert_equal "ip:192.0.2.1", fw.tenant_key(headers: bearer, peer: "192.0.2.1", verified: false)
+    assert_match(/\Akey:\h{32}\z/, fw.tenant_key(headers: bearer, peer: "192.0.2.1", verified: true))
+
+    made_up = %w[k-1 k-2 k-3].map { |k| fw.admit(headers: [["X-API-Key", k]], peer: "192.0.2.1").status }
+    assert_equal [200, 200, 429], made_up, "three made-up keys from one address: one bucket of 2"
+    assert_equal 200, fw.admit(headers: [["X-API-Key", "k-4"]], peer: "192.0.2.1", verified: true).status,
+                 "a verified key has its own bucket"
+    assert_equal 429, fw.admit(headers: [["X-API-Key", "k-5"]], peer: "192.0.2.1", verified: false).status
+  ensure
+    fw&.close
+  end
+
+  # tenant.credentials "unverified" is the opt-in to the old behaviour (a gateway in front refuses unknown
+  # keys): an unchecked credential names its tenant; a rejected one still does not.
+  def test_credentials_unverified_lets_an_unchecked_credential_name_its_tenant
+    fw = Floodwall::Client.new(tenant: { credentials: "unverified" })
+    bearer = [["Authorization", "Bearer t0k3n"]]
+    assert_equal fw.tenant_key(headers: bearer, verified: true), fw.tenant_key(headers: bearer, peer: "192.0.2.1")
+    assert_equal "ip:192.0.2.1", fw.tenant_key(headers: bearer, peer: "192.0.2.1", verified: false)
+  ensure
+    fw&.close
+  end
+
+  def test_request_credential_names_what_a_verify_hook_is_asked
+    fw = Floodwall::Client.new({})
+    assert_equal "t0k3n", fw.request_credential(headers: [["Authorization", "  Bearer t0k3n "]], peer: "192.0.2.1")
+    assert_equal "k-42", fw.request_credential(headers: { "x-api-key" => "k-42" })
+    assert_equal "t1", fw.request_credential(headers: [%w[X-API-Key k2], ["Authorization", "Bearer t1"]]),
+                 "the policy's order: authorization first"
+    assert_nil fw.request_credential(headers: [%w[Host example]], peer: "192.0.2.1")
+    assert_nil fw.request_credential
+  ensure
+    fw&.close
+  end
+
+  def test_deadline_ms_is_the_policys_redis_deadline
+    assert_equal 50, Floodwall::Client.open({}, &:deadline_ms)
+    assert_equal 250, Floodwall::Client.open({ redis: { deadline_ms: 250 } }, &:deadline_ms)
   end
 
   def test_an_empty_tenant_and_a_request_with_nothing_to_go_by_are_one_anonymous_tenant

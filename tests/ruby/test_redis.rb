@@ -40,15 +40,15 @@ class TestRedis < Minitest::Test
     assert_equal "application/json", d.content_type
   end
 
-  # A derived tenant is one bucket in Redis from any address, and the credential is hashed: no Redis key
-  # holds it.
+  # A tenant derived from a verified credential is one bucket in Redis from any address, and the
+  # credential is hashed: no Redis key holds it.
   def test_a_derived_tenant_shares_one_bucket_and_keeps_its_credential_out_of_redis
     one = client(request_rate: { rate: 0.001, burst: 2 })
     two = client(request_rate: { rate: 0.001, burst: 2 })
     token = [["Authorization", "Bearer s3cr3t-t0k3n"]]
-    assert_equal 1, one.admit(headers: token, peer: "192.0.2.1").remaining
-    assert_equal 0, two.admit(headers: token, peer: "198.51.100.2").remaining
-    refute one.admit(headers: [["X-API-Key", "s3cr3t-t0k3n"]]).allowed?
+    assert_equal 1, one.admit(headers: token, peer: "192.0.2.1", verified: true).remaining
+    assert_equal 0, two.admit(headers: token, peer: "198.51.100.2", verified: true).remaining
+    refute one.admit(headers: [["X-API-Key", "s3cr3t-t0k3n"]], verified: true).allowed?
     keys = @redis.command("KEYS", "*")
     refute_empty keys
     assert(keys.none? { |k| k.include?("s3cr3t") }, keys.inspect)

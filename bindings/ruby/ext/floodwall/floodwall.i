@@ -12,8 +12,9 @@
  * - admit and release, which run fw_admit / fw_release without the GVL when they can wait, so that
  *   Puma's threads do not serialise behind one thread's round trip to Redis;
  * - the request: a tenant String, or the request's headers (an Array of [name, value] pairs or a Hash)
- *   and peer address, from which the core derives the tenant (admit, tenant_key); rack_headers turns a
- *   Rack env's HTTP_* keys back into header names;
+ *   and peer address, from which the core derives the tenant (admit, tenant_key), with what the app said
+ *   of its credential (verified: nil, true or false); request_credential, the credential a verify hook is
+ *   asked about; rack_headers turns a Rack env's HTTP_* keys back into header names;
  * - response: fw_format_response's name/value pairs, content type and body as Ruby objects;
  * - rule_name and rules: the names of a decision's limits and quotas, from the client's names, asked once
  *   (fw_client_rule_name) when its handle is made;
@@ -216,6 +217,16 @@ static void fw_rb_request_tenant(fw_rb_request *q, VALUE tenant, VALUE headers, 
   q->r.header_count = b.count;
 }
 
+/* fw_request.credential from Ruby: nil (the app said nothing), true (it vouched for the credential) or false
+   (it did not). Anything else is a TypeError: a truthy String must not pass for a verification. */
+static int fw_rb_credential_check(VALUE verified) {
+  if (NIL_P(verified)) return FW_CREDENTIAL_UNCHECKED;
+  if (verified == Qtrue) return FW_CREDENTIAL_VERIFIED;
+  if (verified == Qfalse) return FW_CREDENTIAL_REJECTED;
+  rb_raise(rb_eTypeError, "verified: must be true, false or nil, not %s", rb_obj_classname(verified));
+  return FW_CREDENTIAL_UNCHECKED; /* unreachable */
+}
+
 /* Points the fw_request at the Strings: done last, after every conversion that can allocate. */
 static void fw_rb_request_point(fw_rb_request *q) {
   if (!NIL_P(q->tenant)) {
@@ -246,10 +257,11 @@ static void *fw_rb_admit_without_gvl(void *p) {
 }
 
 static VALUE fw_rb_admit(VALUE handle, VALUE tenant, VALUE route, VALUE method, VALUE cost, VALUE critical,
-                         VALUE sandbox, VALUE headers, VALUE peer) {
+                         VALUE sandbox, VALUE headers, VALUE peer, VALUE verified) {
   fw_rb_handle *h = (fw_rb_handle *)fw_rb_unwrap(handle, SWIGTYPE_p_fw_rb_handle);
   fw_decision out = FW_DECISION_INIT;
   fw_rb_request q = {FW_REQUEST_INIT, Qnil, Qnil, Qnil, Qnil, 0};
+  q.r.credential = fw_rb_credential_check(verified);
   fw_rb_request_tenant(&q, tenant, headers, peer, h->blocking);
   if (!NIL_P(route)) q.route = fw_rb_string(route, h->blocking);
   if (!NIL_P(method)) q.method = fw_rb_string(method, h->blocking);
@@ -284,9 +296,10 @@ static VALUE fw_rb_admit(VALUE handle, VALUE tenant, VALUE route, VALUE method, 
 }
 
 /* The tenant id the core would use for the request (fw_tenant_key). It never waits: the GVL stays. */
-static VALUE fw_rb_tenant_key(VALUE handle, VALUE tenant, VALUE headers, VALUE peer) {
+static VALUE fw_rb_tenant_key(VALUE handle, VALUE tenant, VALUE headers, VALUE peer, VALUE verified) {
   fw_rb_handle *h = (fw_rb_handle *)fw_rb_unwrap(handle, SWIGTYPE_p_fw_rb_handle);
   fw_rb_request q = {FW_REQUEST_INIT, Qnil, Qnil, Qnil, Qnil, 0};
+  q.r.credential = fw_rb_credential_check(verified);
   fw_rb_request_tenant(&q, tenant, headers, peer, false);
   fw_rb_request_point(&q);
   fw_buf buf = FW_BUF_INIT;
@@ -301,6 +314,27 @@ static VALUE fw_rb_tenant_key(VALUE handle, VALUE tenant, VALUE headers, VALUE p
   VALUE key = rb_utf8_str_new(buf.ptr ? buf.ptr : "", (long)buf.size);
   fw_buf_dispose(&buf);
   return key;
+}
+
+/* The credential a verify hook is asked about (fw_request_credential): the request's Bearer token or API key,
+   raw and trimmed, or nil when it has none that comes before its address. It never waits: the GVL stays. */
+static VALUE fw_rb_request_credential(VALUE handle, VALUE headers, VALUE peer) {
+  fw_rb_handle *h = (fw_rb_handle *)fw_rb_unwrap(handle, SWIGTYPE_p_fw_rb_handle);
+  fw_rb_request q = {FW_REQUEST_INIT, Qnil, Qnil, Qnil, Qnil, 0};
+  fw_rb_request_tenant(&q, Qnil, headers, peer, false);
+  fw_rb_request_point(&q);
+  fw_buf buf = FW_BUF_INIT;
+  int found = 0;
+  int rc = fw_request_credential(h->client, &q.r, &buf, &found);
+  RB_GC_GUARD(q.peer);
+  if (q.tmp) rb_free_tmp_buffer(&q.tmp);
+  if (rc != FW_OK) {
+    fw_buf_dispose(&buf);
+    fw_rb_raise(rc);
+  }
+  VALUE credential = found ? rb_utf8_str_new(buf.ptr ? buf.ptr : "", (long)buf.size) : Qnil;
+  fw_buf_dispose(&buf);
+  return credential;
 }
 
 /* The request header names (lower case, frozen) that the policy's tenant derivation reads
@@ -762,6 +796,7 @@ static VALUE fw_rb_cli_run(VALUE argv) {
 %ignore fw_admit_cb3;
 %ignore fw_release;
 %ignore fw_tenant_key;
+%ignore fw_request_credential;
 %ignore fw_error;
 %ignore fw_error_last;
 %ignore fw_buf;
@@ -800,7 +835,7 @@ static VALUE fw_rb_cli_run(VALUE argv) {
    out parameter (below) or nil. */
 %typemap(out) int fw_limiter_from_name, int fw_mode_from_name, int fw_set_mode, int fw_get_mode,
               int fw_report_utilization, int fw_shedding_amount, int fw_metrics_json, int fw_metrics_prometheus,
-              int fw_rb_release
+              int fw_client_deadline_ms, int fw_rb_release
   "if ($1 != FW_OK) fw_rb_raise($1); $result = Qnil;"
 
 /* The client parameter of every entry point is a Native::Handle; the core answers FW_ECLOSED for a closed
@@ -823,6 +858,8 @@ static VALUE fw_rb_cli_run(VALUE argv) {
 %typemap(argout) fw_mode *out "$result = INT2NUM((int)v$argnum);"
 %typemap(in, numinputs=0) double *out (double v = 0.0) "$1 = &v;"
 %typemap(argout) double *out "$result = rb_float_new(v$argnum);"
+%typemap(in, numinputs=0) int64_t *out (int64_t v = 0) "$1 = &v;"
+%typemap(argout) int64_t *out "$result = LL2NUM((long long)v$argnum);"
 %typemap(in) VALUE "$1 = $input;"
 
 /* Decisions are values, read-only from Ruby. The raw enums and rule indices keep a _value suffix:
@@ -877,11 +914,14 @@ typedef struct fw_rb_handle {
 }
 
 /* Declared as methods of Native, taking the handle first like the rest of the C ABI. Native.admit's
-   headers and peer may be left out (a tenant String given): one wrapper that counts its arguments. */
+   headers, peer and verified may be left out (a tenant String given): one wrapper that counts its
+   arguments. */
 %feature("compactdefaultargs") fw_rb_admit;
 VALUE fw_rb_admit(VALUE handle, VALUE tenant, VALUE route, VALUE method, VALUE cost, VALUE critical, VALUE sandbox,
-                  VALUE headers = Qnil, VALUE peer = Qnil);
-VALUE fw_rb_tenant_key(VALUE handle, VALUE tenant, VALUE headers, VALUE peer);
+                  VALUE headers = Qnil, VALUE peer = Qnil, VALUE verified = Qnil);
+%feature("compactdefaultargs") fw_rb_tenant_key;
+VALUE fw_rb_tenant_key(VALUE handle, VALUE tenant, VALUE headers, VALUE peer, VALUE verified = Qnil);
+VALUE fw_rb_request_credential(VALUE handle, VALUE headers, VALUE peer);
 VALUE fw_rb_rack_headers(VALUE env);
 VALUE fw_rb_tenant_headers(VALUE handle);
 int fw_rb_release(fw_rb_handle *h, fw_ticket ticket);

@@ -12,7 +12,8 @@ module Floodwall
   #   fw.admit(tenant: "acme", route: "/stops", method: "POST", cost: 3) do |decision|
   #     decision.allowed? ? serve : reject(decision.status, decision.headers, decision.body)
   #   end # the block form always releases
-  #   fw.admit(headers: [["Authorization", "Bearer t0k3n"]], peer: "203.0.113.7") # the core derives the tenant
+  #   fw.admit(headers: [["Authorization", "Bearer t0k3n"]], peer: "203.0.113.7") # keyed by the address
+  #   fw.admit(headers: [["Authorization", "Bearer t0k3n"]], peer: "203.0.113.7", verified: true) # by the token
   class Client
     DEFER = { Object => :never }.freeze # Thread.handle_interrupt masks: see #admit
     DELIVER = { Object => :immediate }.freeze
@@ -49,24 +50,28 @@ module Floodwall
     #
     # The tenant: a String (any bytes; "" is the anonymous tenant, limited like any other), or nil to
     # let the core derive it from the request's headers and peer address as the policy's "tenant"
-    # section says (by default a hashed Bearer token or X-API-Key, else "ip:<peer>", else "anonymous"),
-    # the same in every language. headers: the request's header fields, an Array of [name, value] pairs
-    # (in arrival order, repeats allowed, any case) or a Hash; peer: the connection's peer address
-    # (Rack's REMOTE_ADDR). Both are read only when tenant is nil. route is the route family (nil: the
-    # default route); cost is the tokens it costs.
+    # section says, the same in every language: a Bearer token or X-API-Key (hashed) once the app vouched
+    # for it, else "ip:<peer>", else "anonymous". headers: the request's header fields, an Array of
+    # [name, value] pairs (in arrival order, repeats allowed, any case) or a Hash; peer: the connection's
+    # peer address (Rack's REMOTE_ADDR); verified: what the app said of the request's credential (the one
+    # #request_credential names): true, it checked it and it names the tenant; false, it did not (the
+    # address, as if there were none); nil, nothing (the policy's tenant.credentials decides: by default
+    # "verified", so the address). All three are read only when tenant is nil. route is the route family
+    # (nil: the default route); cost is the tokens it costs.
     #
     # On Redis, an exception sent from another thread (Timeout, Rack::Timeout, Thread#raise or #kill)
     # while the admit waits is held until the decision is in hand, then raised with the decision given
     # back, so it cannot drop a decision that holds a slot. With a block, it is held until the block runs,
     # and the release after the block cannot be cut short by it either. (The in-process stores never wait,
     # so nothing can arrive during their admit, and they skip the masks: they would triple its cost.)
-    def admit(tenant: nil, headers: nil, peer: nil, route: nil, method: "GET", cost: 1, critical: false,
-              sandbox: false, &block)
+    def admit(tenant: nil, headers: nil, peer: nil, verified: nil, route: nil, method: "GET", cost: 1,
+              critical: false, sandbox: false, &block)
       if @waits
-        return admit_deferring_interrupts(tenant, headers, peer, route, method, cost, critical, sandbox, &block)
+        return admit_deferring_interrupts(tenant, headers, peer, verified, route, method, cost, critical, sandbox,
+                                          &block)
       end
 
-      decision = Native.admit(@handle, tenant, route, method, cost, critical, sandbox, headers, peer)
+      decision = Native.admit(@handle, tenant, route, method, cost, critical, sandbox, headers, peer, verified)
       return decision unless block_given?
 
       begin
@@ -77,10 +82,23 @@ module Floodwall
     end
 
     # The tenant id that #admit would use for the same arguments: tenant itself when given, else the key
-    # the core derives from headers and peer ("key:<32 hex digits>" for a hashed credential,
+    # the core derives from headers, peer and verified ("key:<32 hex digits>" for a hashed credential,
     # "ip:<address>", or "anonymous").
-    def tenant_key(tenant: nil, headers: nil, peer: nil)
-      Native.tenant_key(@handle, tenant, headers, peer)
+    def tenant_key(tenant: nil, headers: nil, peer: nil, verified: nil)
+      Native.tenant_key(@handle, tenant, headers, peer, verified)
+    end
+
+    # The credential the app is asked to vouch for before it names the request's tenant: its Bearer token
+    # or API key (raw, trimmed, by the policy's tenant.from), or nil when it has none that comes before its
+    # address. The same header forms as #admit takes. Floodwall::Rack's verify: hook gets this String.
+    def request_credential(headers: nil, peer: nil)
+      Native.request_credential(@handle, headers, peer)
+    end
+
+    # The longest an admit waits for the store, in milliseconds (the policy's redis.deadline_ms, 50 by
+    # default, whatever the store): Floodwall::Rack gives a verify: hook no longer by default.
+    def deadline_ms
+      Native.client_deadline_ms(@handle)
     end
 
     # The request header names (lower case, frozen) that the policy's tenant derivation reads:
@@ -145,9 +163,9 @@ module Floodwall
 
     # Client#admit on Redis: interrupts held while the admit waits and raised only where the decision
     # can still be given back.
-    def admit_deferring_interrupts(tenant, headers, peer, route, method, cost, critical, sandbox)
+    def admit_deferring_interrupts(tenant, headers, peer, verified, route, method, cost, critical, sandbox)
       Thread.handle_interrupt(DEFER) do
-        decision = Native.admit(@handle, tenant, route, method, cost, critical, sandbox, headers, peer)
+        decision = Native.admit(@handle, tenant, route, method, cost, critical, sandbox, headers, peer, verified)
         begin
           Thread.handle_interrupt(DELIVER) {} if Thread.pending_interrupt?
         rescue Exception # every exception, Interrupt included: give the decision back, then re-raise
