@@ -255,11 +255,12 @@ module AdminHTTPSuite
       [200, { "Content-Type" => "application/json" }, [JSON.generate(fw.admin.show(tenant))]]
     end
     app = ::Rack::Builder.new do
-      use Floodwall::Rack, client: fw, skip: ->(env) { env["PATH_INFO"] == "/admin/block" }
+      use Floodwall::Rack, client: fw, skip: ->(env) { env["PATH_INFO"] == "/admin/block" },
+                           verify: ->(api_key, _env) { %w[k-blocked someone-else].include?(api_key) }
       map("/admin/block") { run admin }
       map("/") { run ->(_env) { [200, { "Content-Type" => "text/plain" }, ["hello"]] } }
     end
-    tenant = fw.tenant_key(headers: [["X-API-Key", "k-blocked"]]) # the tenant the middleware derives
+    tenant = fw.tenant_key(headers: [["X-API-Key", "k-blocked"]], verified: true) # the tenant the middleware derives
     query = URI.encode_www_form(tenant: tenant)
     limit_headers = ->(r) { r.each_header.map { |name, _| name }.grep(/\A(ratelimit|retry-after)/i) }
     FloodwallTest::Server.open(app, server_kind) do |server|

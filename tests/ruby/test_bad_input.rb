@@ -27,6 +27,7 @@ class TestBadInput < Minitest::Test
     "tenant.ipv6_prefix: must be between 1 and 128 (got 0)" => { tenant: { ipv6_prefix: 0 } },
     "tenant.ipv6_prefix: must be between 1 and 128 (got 129)" => { tenant: { ipv6_prefix: 129 } },
     "tenant.from[0]" => { tenant: { from: ["cookie"] } },
+    "tenant.credentials" => { tenant: { credentials: "trusted" } },
     "tenant.bogus: unknown key" => { tenant: { bogus: 1 } }
   }.freeze
 
@@ -115,7 +116,7 @@ class TestBadInput < Minitest::Test
     # not parse is not an address.
     def test_cr_and_lf_in_headers_never_reach_the_response
       ["Bearer a\r\nX-Evil: 1", "a\nX-Evil: 1"].each do |credential|
-        key = @fw.tenant_key(headers: [["Authorization", credential], ["X-API-Key", credential]])
+        key = @fw.tenant_key(headers: [["Authorization", credential], ["X-API-Key", credential]], verified: true)
         assert_match(/\A(key:\h{32}|anonymous)\z/, key)
       end
       refute_match(/Evil/, @fw.tenant_key(peer: "1.2.3.4\r\nX-Evil: 1"))
@@ -125,6 +126,37 @@ class TestBadInput < Minitest::Test
       refute d.allowed?
       refute_match(/Evil|\r|\n/, d.headers.to_a.join)
       refute_match(/Evil/, d.body)
+    end
+
+    # verified: is true, false or nil: a truthy String or 1 must not pass for a verification.
+    def test_verified_of_the_wrong_type_names_verified_and_holds_no_slot
+      ["yes", 1, :true].each do |verified|
+        error = assert_raises(TypeError) { @fw.admit(headers: [%w[X-API-Key k]], verified: verified) }
+        assert error.message.start_with?("verified"), error.message
+        assert_raises(TypeError) { @fw.tenant_key(headers: [%w[X-API-Key k]], verified: verified) }
+      end
+      held = Array.new(2) { @fw.admit(tenant: "anonymous") }
+      assert(held.all?(&:allowed?), "the refused admits held no slot")
+      held.each { |d| @fw.release(d) }
+    end
+
+    def test_request_credential_takes_the_headers_admit_takes
+      assert_raises(TypeError) { @fw.request_credential(headers: "x-api-key: k") }
+      assert_raises(TypeError) { @fw.request_credential(headers: [["x-api-key", 5]]) }
+      assert_raises(TypeError) { @fw.request_credential(peer: 127) }
+    end
+
+    def test_the_rack_middlewares_verify_options
+      require "floodwall/rack"
+      app = ->(_env) { [200, {}, ["ok"]] }
+      error = assert_raises(ArgumentError) { Floodwall::Rack.new(app, client: @fw, verify: "nope") }
+      assert error.message.start_with?("verify"), error.message
+      [0, -1, Float::NAN, Float::INFINITY, "0.1"].each do |timeout|
+        error = assert_raises(ArgumentError, timeout.inspect) do
+          Floodwall::Rack.new(app, client: @fw, verify: ->(*) { true }, verify_timeout: timeout)
+        end
+        assert error.message.start_with?("verify_timeout"), error.message
+      end
     end
 
     def test_a_cost_above_the_burst_names_cost_and_consumes_nothing

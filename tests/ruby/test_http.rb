@@ -12,12 +12,16 @@ module HTTPSuite
               'Retry after 3s.","limit":500,"rate":100,"cost":300,"retry_after":3}}'
 
   HELLO = ->(_env) { [200, { "Content-Type" => "text/plain" }, ["hello"]] }
+  # The app's authentication: the API keys and tokens it issued, the only ones that name a tenant.
+  ISSUED = %w[acme a b t0k3n].freeze
+  VERIFY = ->(credential, _env) { ISSUED.include?(credential) }
 
-  # The middleware with its defaults (the core derives the tenant) unless the test gives options.
+  # The middleware with its defaults (the core derives the tenant) and the app's verify: hook, unless the
+  # test gives options.
   def serve(policy, inner = HELLO, options = {}, &block)
     @fw = Floodwall::Client.new(policy)
     fw = @fw
-    options = { cost: ->(env) { Integer(env.fetch("HTTP_X_COST", "1")) } }.merge(options)
+    options = { cost: ->(env) { Integer(env.fetch("HTTP_X_COST", "1")) }, verify: VERIFY }.merge(options)
     app = Rack::Builder.new do
       use Floodwall::Rack, client: fw, **options
       run inner
@@ -27,9 +31,9 @@ module HTTPSuite
     @fw&.close
   end
 
-  # The tenant the middleware gives a request with this X-API-Key, to look at its bucket directly.
+  # The tenant the middleware gives a request with this (issued) X-API-Key, to look at its bucket directly.
   def api_key(key)
-    @fw.tenant_key(headers: [["X-API-Key", key]])
+    @fw.tenant_key(headers: [["X-API-Key", key]], verified: true)
   end
 
   def test_200_429_and_their_exact_headers_and_body
@@ -96,8 +100,8 @@ module HTTPSuite
     end
   end
 
-  # The default tenant is the core's: one Bearer token is one bucket whatever address it comes from, and
-  # without a credential each address (REMOTE_ADDR, here 127.0.0.x) is a bucket of its own.
+  # The default tenant is the core's: one verified Bearer token is one bucket whatever address it comes
+  # from, and without a credential each address (REMOTE_ADDR, here 127.0.0.x) is a bucket of its own.
   def test_one_bearer_token_from_two_addresses_is_one_bucket
     serve(request_rate: { rate: 0.001, burst: 3 }) do |server|
       token = { "Authorization" => "Bearer t0k3n" }

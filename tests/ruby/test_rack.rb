@@ -141,24 +141,128 @@ class TestRack < Minitest::Test
   end
 
   # With no key: at all, the core derives the tenant from the env's HTTP_* headers and REMOTE_ADDR: one
-  # Bearer token is one bucket from any address; without a credential each address has its own.
+  # Bearer token the verify: hook vouched for is one bucket from any address; without a credential each
+  # address has its own.
   def test_the_default_key_is_the_cores_derivation_from_headers_and_remote_addr
     @fw.close
     @fw = CountingClient.new(request_rate: { rate: 0.001, burst: 3 })
-    @options = {}
+    @options = { verify: ->(credential, _env) { credential == "t0k3n" } }
     get "/", {}, "HTTP_AUTHORIZATION" => "Bearer t0k3n", "REMOTE_ADDR" => "192.0.2.1"
     assert_equal "2", last_response.headers["RateLimit-Remaining"]
     get "/", {}, "HTTP_AUTHORIZATION" => "Bearer t0k3n", "REMOTE_ADDR" => "198.51.100.7"
     assert_equal "1", last_response.headers["RateLimit-Remaining"], "the same token from another address: one bucket"
     get "/", {}, "HTTP_X_API_KEY" => "t0k3n", "REMOTE_ADDR" => "203.0.113.9"
     assert_equal "0", last_response.headers["RateLimit-Remaining"], "an API key of the same value: the same tenant"
-    refute @fw.admit(tenant: @fw.tenant_key(headers: [["Authorization", "Bearer t0k3n"]])).allowed?,
+    refute @fw.admit(tenant: @fw.tenant_key(headers: [["Authorization", "Bearer t0k3n"]], verified: true)).allowed?,
            "the middleware's tenant is the key the core derives"
 
     %w[192.0.2.1 192.0.2.2].each do |addr|
       get "/", {}, "REMOTE_ADDR" => addr
       assert_equal "2", last_response.headers["RateLimit-Remaining"], "#{addr}: a bucket of its own"
     end
+  end
+
+  # The defaults as the README shows them (no key:, no verify:): a credential nobody vouched for names no
+  # tenant, so made-up keys and tokens from one address all spend that address's bucket.
+  def test_without_verify_made_up_credentials_spend_their_addresss_bucket
+    @fw.close
+    @fw = CountingClient.new(request_rate: { rate: 0.001, burst: 3 })
+    @options = {}
+    statuses = Array.new(6) do |i|
+      credential = i.even? ? { "HTTP_X_API_KEY" => "made-up-#{i}" } : { "HTTP_AUTHORIZATION" => "Bearer made-up-#{i}" }
+      get "/", {}, credential.merge("REMOTE_ADDR" => "192.0.2.1")
+      last_response.status
+    end
+    assert_equal [200, 200, 200, 429, 429, 429], statuses
+    refute @fw.admit(tenant: "ip:192.0.2.1").allowed?, "the address's bucket is the one spent"
+    get "/", {}, "HTTP_X_API_KEY" => "made-up-7", "REMOTE_ADDR" => "192.0.2.2"
+    assert_equal 200, last_response.status, "another address, another bucket"
+  end
+
+  # verify: is asked about the raw credential (Client#request_credential) with the env: truthy, the
+  # credential is the tenant; falsy (nil included), the address. It is not asked when there is no
+  # credential, nor when key: chose the tenant.
+  def test_verify_is_asked_about_the_credential_and_its_answer_chooses_the_tenant
+    @fw.close
+    @fw = CountingClient.new(request_rate: { rate: 0.001, burst: 5 })
+    asked = []
+    @options = { key: ->(env) { env["HTTP_X_TENANT"] },
+                 verify: ->(credential, env) { asked << [credential, env["PATH_INFO"]]; credential.start_with?("real") && 1 } }
+    get "/a", {}, "HTTP_AUTHORIZATION" => "Bearer  real-1 ", "REMOTE_ADDR" => "192.0.2.1"
+    assert_equal "4", last_response.headers["RateLimit-Remaining"]
+    real = @fw.tenant_key(headers: [["Authorization", "Bearer real-1"]], verified: true)
+    assert_equal 3, @fw.admit(tenant: real).remaining, "a truthy answer: the credential's bucket"
+    get "/b", {}, "HTTP_X_API_KEY" => "fake-1", "REMOTE_ADDR" => "192.0.2.1"
+    assert_equal 3, @fw.admit(tenant: "ip:192.0.2.1").remaining, "a falsy answer: the address's bucket"
+    get "/c", {}, "REMOTE_ADDR" => "192.0.2.1"
+    get "/d", {}, "HTTP_X_API_KEY" => "real-2", "HTTP_X_TENANT" => "acme", "REMOTE_ADDR" => "192.0.2.1"
+    assert_equal 3, @fw.admit(tenant: "acme").remaining, "key: chose the tenant"
+    assert_equal [["real-1", "/a"], ["fake-1", "/b"]], asked, "not asked without a credential, nor when key: chose"
+    assert_empty @fw.releases.values.reject { |n| n == 1 }
+  end
+
+  # A hook that raises counts as not vouched: the request is keyed by its address, answered as any other
+  # (never a 500 from the limiter), and the middleware (one instance, as a server runs it) says so once on
+  # stderr, naming the exception.
+  def test_a_verify_hook_that_raises_is_not_vouched_and_reported_once
+    @fw.close
+    @fw = CountingClient.new(request_rate: { rate: 0.001, burst: 2 }, concurrency: { limit: 5 })
+    @options = { verify: ->(_credential, _env) { raise KeyError, "key store down" } }
+    one_middleware = Rack::MockRequest.new(app.to_app)
+    statuses = nil
+    _out, err = capture_io do
+      statuses = Array.new(4) do |i|
+        one_middleware.get("/", "HTTP_X_API_KEY" => "real-#{i}", "REMOTE_ADDR" => "192.0.2.1").status
+      end
+    end
+    assert_equal [200, 200, 429, 429], statuses
+    assert_equal 1, err.scan(/floodwall: the verify hook raised KeyError: key store down/).size, err
+    assert_equal 1, err.lines.size, err
+    assert(@fw.releases.values.all? { |n| n == 1 }, "every slot given back once")
+    assert_equal 2, @fw.releases.size
+  end
+
+  # A hook slower than verify_timeout counts as not vouched (a Rack hook cannot be cut short: its late
+  # answer is not taken), reported once.
+  def test_a_verify_hook_slower_than_verify_timeout_is_not_vouched_and_reported_once
+    @fw.close
+    @fw = CountingClient.new(request_rate: { rate: 0.001, burst: 2 })
+    @options = { verify: ->(_credential, _env) { sleep 0.06; true }, verify_timeout: 0.02 }
+    one_middleware = Rack::MockRequest.new(app.to_app)
+    statuses = nil
+    _out, err = capture_io do
+      statuses = Array.new(3) do |i|
+        one_middleware.get("/", "HTTP_X_API_KEY" => "real-#{i}", "REMOTE_ADDR" => "192.0.2.1").status
+      end
+    end
+    assert_equal [200, 200, 429], statuses, "three keys the hook accepted, too late: one address"
+    assert_equal 1, err.scan(/floodwall: the verify hook answered after [\d.]+s, later than verify_timeout \(0\.020s\)/).size, err
+  end
+
+  # The README's login route: keyed by the address whatever credential the request carries (verified:
+  # false), the forwarded client behind a trusted proxy.
+  def test_a_login_route_keyed_by_address_whatever_the_credential
+    @fw.close
+    @fw = CountingClient.new(request_rate: { rate: 0.001, burst: 2 }, tenant: { trusted_proxies: ["10.0.0.0/8"] })
+    fw = @fw
+    @options = { key: ->(env) { fw.tenant_key(headers: Floodwall::Rack.headers(env), peer: env["REMOTE_ADDR"], verified: false) },
+                 verify: ->(*) { flunk "verify: is not asked when key: chose the tenant" } }
+    codes = %w[k-1 k-2 k-3].map do |key|
+      get "/login", {}, "HTTP_X_API_KEY" => key, "HTTP_X_FORWARDED_FOR" => "203.0.113.9", "REMOTE_ADDR" => "10.0.0.5"
+      last_response.status
+    end
+    assert_equal [200, 200, 429], codes
+    refute @fw.admit(tenant: "ip:203.0.113.9").allowed?, "the forwarded client's bucket"
+  end
+
+  # verify_timeout defaults to the client's deadline_ms (the store's per-admit deadline).
+  def test_verify_timeout_defaults_to_the_clients_deadline
+    @fw.close
+    @fw = CountingClient.new(request_rate: { rate: 0.001, burst: 2 }, redis: { deadline_ms: 20 })
+    @options = { verify: ->(_credential, _env) { sleep 0.06; true } }
+    _out, err = capture_io { get "/", {}, "HTTP_X_API_KEY" => "real", "REMOTE_ADDR" => "192.0.2.1" }
+    assert_equal 0, @fw.admit(tenant: "ip:192.0.2.1").remaining, "keyed by the address"
+    assert_match(/later than verify_timeout \(0\.020s\)/, err)
   end
 
   def test_rack_headers_turns_the_env_back_into_header_names
@@ -208,7 +312,7 @@ class TestRack < Minitest::Test
   end
 
   def test_hooks_must_be_callable
-    %i[key skip on_reject].each do |hook|
+    %i[key skip on_reject verify].each do |hook|
       assert_raises(ArgumentError) { Floodwall::Rack.new(@inner, client: @fw, hook => "nope") }
     end
   end

@@ -3,12 +3,14 @@
 require_relative "test_helper"
 
 # tests/vectors.json, the vectors that the core, Python, Node and Ruby suites all check: every vector of
-# every section, through the gem's public API (Client#tenant_key, Client#admit and the Decision's
-# status, headers, content type and body, Backoff#delay, Backoff.retry_after_seconds). A missing file,
-# section or an empty section fails.
+# every section, through the gem's public API (Client#tenant_key, Client#request_credential, Client#admit
+# and the Decision's status, headers, content type and body, Backoff#delay, Backoff.retry_after_seconds).
+# A missing file, section or an empty section fails.
 class TestVectors < Minitest::Test
   PATH = File.join(FloodwallTest::ROOT, "tests/vectors.json")
   SECTIONS = %w[tenant_keys backoff retry_after decisions].freeze
+  # A vector's "check" as the verified: keyword takes it (absent: the app said nothing).
+  VERIFIED = { nil => nil, "verified" => true, "rejected" => false }.freeze
 
   # A random: for Floodwall::Backoff that always draws the vector's number.
   Fixed = Struct.new(:rand)
@@ -30,17 +32,35 @@ class TestVectors < Minitest::Test
     SECTIONS.each { |name| section(name) }
   end
 
+  def verified(vector)
+    VERIFIED.fetch(vector["check"]) { flunk "#{vector["name"]}: check #{vector["check"].inspect}" }
+  end
+
   def test_tenant_keys
     failures = section("tenant_keys").filter_map do |v|
       policy = v.key?("tenant") ? { "tenant" => v["tenant"] } : {}
-      key = Floodwall::Client.open(policy) { |fw| fw.tenant_key(headers: v.fetch("headers"), peer: v.fetch("peer")) }
+      key = Floodwall::Client.open(policy) do |fw|
+        fw.tenant_key(headers: v.fetch("headers"), peer: v.fetch("peer"), verified: verified(v))
+      end
       "#{v["name"]}: #{key.inspect}, expected #{v["key"].inspect}" unless key == v.fetch("key")
     end
     assert_empty failures, failures.join("\n")
   end
 
+  # The credential a verify hook would be asked about, for every tenant_keys vector (null: none).
+  def test_request_credential
+    failures = section("tenant_keys").filter_map do |v|
+      flunk "#{v["name"]}: no \"credential\"" unless v.key?("credential")
+      policy = v.key?("tenant") ? { "tenant" => v["tenant"] } : {}
+      got = Floodwall::Client.open(policy) { |fw| fw.request_credential(headers: v.fetch("headers"), peer: v.fetch("peer")) }
+      "#{v["name"]}: #{got.inspect}, expected #{v["credential"].inspect}" unless got == v["credential"]
+    end
+    assert_empty failures, failures.join("\n")
+  end
+
   # Floodwall::Rack looks up only the headers the policy reads (Client#tenant_headers) among the env's,
-  # beside a cookie, a user agent and the rest: the tenant it charges is the one all the headers name.
+  # beside a cookie, a user agent and the rest: the tenant it charges is the vector's key, with a verify:
+  # hook that answers as the vector's check says (no hook when it has none).
   def test_tenant_keys_through_the_rack_middleware
     failures = section("tenant_keys").filter_map do |v|
       policy = { "request_rate" => { "rate" => 0.001, "burst" => 1 } }
@@ -52,11 +72,18 @@ class TestVectors < Minitest::Test
         env[key] = env.key?(key) ? "#{env[key]},#{value}" : value # as a server joins them
       end
       env["REMOTE_ADDR"] = v["peer"] unless v["peer"].nil?
+      answer = verified(v)
+      asked = []
+      hook = answer.nil? ? {} : { verify: ->(credential, _env) { asked << credential; answer } }
       Floodwall::Client.open(policy) do |fw|
-        Floodwall::Rack.new(->(_env) { [200, {}, ["ok"]] }, client: fw, route: "/").call(env)
-        every_header = fw.tenant_key(headers: Floodwall::Rack.headers(env), peer: v["peer"])
-        status = fw.admit(tenant: every_header).status
-        "#{v["name"]}: #{every_header} not charged (#{status})" unless status == 429
+        Floodwall::Rack.new(->(_env) { [200, {}, ["ok"]] }, client: fw, route: "/", **hook).call(env)
+        every_header = fw.tenant_key(headers: Floodwall::Rack.headers(env), peer: v["peer"], verified: answer)
+        status = fw.admit(tenant: v.fetch("key")).status
+        if every_header != v["key"] || status != 429
+          "#{v["name"]}: #{v["key"]} not charged (#{status}; every header names #{every_header})"
+        elsif !answer.nil? && asked != [v["credential"]].compact
+          "#{v["name"]}: the hook was asked about #{asked.inspect}, not #{v["credential"].inspect}"
+        end
       end
     end
     assert_empty failures, failures.join("\n")
@@ -100,7 +127,7 @@ class TestVectors < Minitest::Test
     requests = c.fetch("requests")
     refute_empty requests, "#{c["name"]}: no requests"
     requests.each_with_index.filter_map do |r, i|
-      who = r.key?("tenant") ? { tenant: r["tenant"] } : { headers: r["headers"], peer: r["peer"] }
+      who = r.key?("tenant") ? { tenant: r["tenant"] } : { headers: r["headers"], peer: r["peer"], verified: verified(r) }
       d = fw.admit(**who, route: r["route"], method: r.fetch("method", "GET"), cost: r.fetch("cost", 1))
       r["hold"] ? held << d : fw.release(d)
       want = %w[status headers content_type body].to_h { |k| [k, r.fetch("expect").fetch(k)] }

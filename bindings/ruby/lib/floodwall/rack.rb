@@ -7,20 +7,30 @@ require "rack/body_proxy"
 module Floodwall
   # Rack middleware:
   #
-  #   use Floodwall::Rack, client: fw                      # the core derives each request's tenant
+  #   use Floodwall::Rack, client: fw                      # each request keyed by its address
+  #   use Floodwall::Rack, client: fw, verify: ->(api_key, env) { ApiKey.active?(api_key) } # by API key
   #   use Floodwall::Rack, client: fw, skip: ->(env) { env["PATH_INFO"] == "/health" },
   #                        on_reject: ->(env, d) { [d.status, { "Content-Type" => "text/plain" }, ["slow down\n"]] }
   #
   # The tenant: by default the core derives it from the request's headers (the env's HTTP_* entries,
   # turned back into header names) and its peer address (REMOTE_ADDR), as the policy's "tenant" section
-  # says: a hashed Bearer token or X-API-Key, else "ip:<address>" (X-Forwarded-For only from the policy's
-  # trusted_proxies), else "anonymous". This is the same key as Python's and Node's middleware make, so
-  # one caller lands in one bucket behind every service of a fleet.
+  # says: a Bearer token or X-API-Key (hashed) once the verify: hook vouched for it, else "ip:<address>"
+  # (X-Forwarded-For only from the policy's trusted_proxies), else "anonymous". This is the same key as
+  # Python's and Node's middleware make, so one caller lands in one bucket behind every service of a
+  # fleet. A credential nobody vouched for names no tenant: a client that invents a key per request
+  # spends its address's bucket, not a new one each time.
   #
   # Options:
   #   key:       ->(env) { tenant } to choose the tenant yourself. nil means "the core's derivation"; ""
   #              is the anonymous tenant, limited as one tenant (never skipped); anything else is
   #              turned into a String (to_s).
+  #   verify:    ->(credential, env) { true or false }: whether the request's Bearer token or API key
+  #              (Client#request_credential, raw) is one the app issued. Asked only when the core derives
+  #              the tenant (no key:, or it returned nil) and the request carries a credential: truthy,
+  #              the credential names the tenant; falsy, the address does. A hook that raises, or answers
+  #              later than verify_timeout, counts as falsy and is reported once (Kernel#warn).
+  #   verify_timeout: seconds the hook may take (default: the client's deadline_ms). A Rack hook runs
+  #              on the request's thread and cannot be cut short: a later answer is not taken.
   #   skip:      ->(env) { true } lets a request through undecided (health checks, internal callers):
   #              no admit, no limit headers.
   #   on_reject: ->(env, decision) { [status, headers, body] } builds the response to a rejection; the
@@ -50,10 +60,14 @@ module Floodwall
       Native.rack_headers(env)
     end
 
-    def initialize(app, client:, key: nil, skip: nil, on_reject: nil, route: nil, cost: 1, critical: false,
-                   sandbox: false)
-      { key: key, skip: skip, on_reject: on_reject }.each do |name, hook|
+    def initialize(app, client:, key: nil, skip: nil, on_reject: nil, verify: nil, verify_timeout: nil, route: nil,
+                   cost: 1, critical: false, sandbox: false)
+      { key: key, skip: skip, on_reject: on_reject, verify: verify }.each do |name, hook|
         raise ArgumentError, "#{name}: must respond to #call" unless hook.nil? || hook.respond_to?(:call)
+      end
+      unless verify_timeout.nil? || (verify_timeout.is_a?(Numeric) && verify_timeout.to_f.positive? &&
+                                     verify_timeout.to_f.finite?)
+        raise ArgumentError, "verify_timeout: must be a number of seconds above 0, not #{verify_timeout.inspect}"
       end
       @app = app
       @client = client
@@ -64,6 +78,10 @@ module Floodwall
                          client.tenant_headers.map { |name| ["HTTP_#{name.upcase.tr("-", "_")}".freeze, name] }.freeze
                        end
       @key = key
+      @verify = verify
+      @verify_timeout = verify_timeout&.to_f || (client.deadline_ms / 1000.0 if verify)
+      @verify_warned = {} # what has been reported: :raised, :late (once each per middleware)
+      @verify_lock = Mutex.new
       @skip = skip
       @on_reject = on_reject
       @route = route
@@ -110,10 +128,44 @@ module Floodwall
       options = { route: option(@route, env), method: env["REQUEST_METHOD"], cost: option(@cost, env),
                   critical: option(@critical, env), sandbox: option(@sandbox, env) }
       if tenant.nil? # the core's derivation, from the same inputs as in every language
-        @client.admit(headers: tenant_headers(env), peer: env["REMOTE_ADDR"], **options)
+        headers = tenant_headers(env)
+        peer = env["REMOTE_ADDR"]
+        return @client.admit(headers: headers, peer: peer, **options) unless @verify
+
+        @client.admit(headers: headers, peer: peer, verified: vouched?(env, headers, peer), **options)
       else
         @client.admit(tenant: tenant.to_s, **options)
       end
+    end
+
+    # What the verify: hook says of the request's credential: nil when it carries none (the hook is not
+    # asked), else true or false. The hook runs before the admit, so a slow or raising one holds no slot.
+    def vouched?(env, headers, peer)
+      credential = @client.request_credential(headers: headers, peer: peer)
+      return nil if credential.nil?
+
+      started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+      begin
+        answer = @verify.call(credential, env)
+      rescue StandardError => e
+        report_once(:raised, "the verify hook raised #{e.class}: #{e.message}")
+        return false
+      end
+      elapsed = Process.clock_gettime(Process::CLOCK_MONOTONIC) - started
+      if elapsed > @verify_timeout
+        report_once(:late, format("the verify hook answered after %.3fs, later than verify_timeout (%.3fs)",
+                                  elapsed, @verify_timeout))
+        return false
+      end
+      answer ? true : false
+    end
+
+    def report_once(kind, what)
+      first = @verify_lock.synchronize { !@verify_warned[kind] && (@verify_warned[kind] = true) }
+      return unless first
+
+      warn "floodwall: #{what}; its credentials are treated as not verified: the requests are keyed by their " \
+           "address (reported once)"
     end
 
     def tenant_headers(env)
