@@ -49,7 +49,10 @@ class TestExamples < Minitest::Test
       assert_equal "application/json", rejected["Content-Type"]
       assert_equal "429", http.get("/", "Authorization" => "Bearer acme").code,
                    "the core's tenant: a Bearer token of the same value is the same caller"
-      assert_equal "200", http.get("/", "X-API-Key" => "someone-else").code, "tenants are apart"
+      assert_equal "200", http.get("/", "X-API-Key" => "globex").code, "issued keys are tenants apart"
+      made_up = 100.times.lazy.map { |i| http.get("/", "X-API-Key" => "made-up-#{i}") }.find { |r| r.code == "429" }
+      assert made_up, "made-up keys all spend one bucket, their address's: 100 of them meet its limit"
+      assert_equal "200", http.get("/", "X-API-Key" => "globex").code, "an issued key keeps its own bucket"
       health = http.get("/health")
       assert_equal "200", health.code, "skip: health checks are not limited"
       assert_nil health["RateLimit-Limit"]
