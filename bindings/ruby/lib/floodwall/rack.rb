@@ -132,7 +132,7 @@ module Floodwall
         peer = env["REMOTE_ADDR"]
         return @client.admit(headers: headers, peer: peer, **options) unless @verify
 
-        @client.admit(headers: headers, peer: peer, verified: vouched?(env, headers, peer), **options)
+        @client.admit(headers: headers, peer: peer, verified: verified(env, headers, peer), **options)
       else
         @client.admit(tenant: tenant.to_s, **options)
       end
@@ -140,7 +140,7 @@ module Floodwall
 
     # What the verify: hook says of the request's credential: nil when it carries none (the hook is not
     # asked), else true or false. The hook runs before the admit, so a slow or raising one holds no slot.
-    def vouched?(env, headers, peer)
+    def verified(env, headers, peer)
       credential = @client.request_credential(headers: headers, peer: peer)
       return nil if credential.nil?
 
