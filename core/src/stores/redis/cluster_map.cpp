@@ -1,5 +1,6 @@
 #include "stores/redis/cluster_map.hpp"
 
+#include <algorithm>
 #include <bitset>
 #include <charconv>
 #include <unordered_map>
@@ -278,6 +279,70 @@ std::optional<ClusterMap> parse_cluster_shards(const redisReply *reply, std::str
     if (!map.add(ranges, owner)) return std::nullopt;
   }
   return map.take();
+}
+
+ClusterMap fill_unowned(ClusterMap map, const ClusterMap &more) {
+  std::unordered_map<std::string, uint16_t> at;  // map's masters by endpoint
+  auto key = [](const RedisEndpoint &e) { return e.host + ":" + std::to_string(e.port); };
+  for (size_t i = 0; i < map.masters.size(); i++)
+    at.try_emplace(key(map.masters[i].endpoint), static_cast<uint16_t>(i));
+  std::vector<uint16_t> as(more.masters.size(), ClusterMap::kUnowned);  // more's master i as map's index
+  for (size_t s = 0; s < kClusterSlots; s++) {
+    uint16_t o = more.owner[s];
+    if (map.owner[s] != ClusterMap::kUnowned || o == ClusterMap::kUnowned || o >= more.masters.size()) continue;
+    if (as[o] == ClusterMap::kUnowned) {
+      auto [it, fresh] = at.try_emplace(key(more.masters[o].endpoint), static_cast<uint16_t>(map.masters.size()));
+      if (fresh) map.masters.push_back(more.masters[o]);
+      as[o] = it->second;
+    }
+    map.owner[s] = as[o];
+  }
+  return map;
+}
+
+namespace {
+
+// RESP of `r` appended to `out` until it holds `limit` bytes (a little more: the caller cuts).
+void append_resp(const redisReply *r, size_t limit, std::string &out) {
+  if (out.size() >= limit) return;
+  if (!r) {
+    out += "?";
+    return;
+  }
+  auto line = [&](char kind, std::string_view body) {
+    out += kind;
+    out.append(body);
+    out += "\r\n";
+  };
+  switch (r->type) {
+    case REDIS_REPLY_STRING:
+      line('$', std::to_string(r->len));
+      out.append(text(r).substr(0, limit - std::min(limit, out.size())));
+      out += "\r\n";
+      return;
+    case REDIS_REPLY_STATUS: return line('+', text(r).substr(0, limit));
+    case REDIS_REPLY_ERROR: return line('-', text(r).substr(0, limit));
+    case REDIS_REPLY_INTEGER: return line(':', std::to_string(r->integer));
+    case REDIS_REPLY_NIL: return line('$', "-1");
+    case REDIS_REPLY_ARRAY:
+      line('*', std::to_string(r->elements));
+      for (size_t i = 0; i < r->elements && r->element && out.size() < limit; i++)
+        append_resp(r->element[i], limit, out);
+      return;
+    default:  // RESP3's types: their text, when they have one
+      line('?', text(r).substr(0, limit));
+      return;
+  }
+}
+
+}  // namespace
+
+std::string reply_head(const redisReply *reply, size_t limit) {
+  if (!reply) return "<no reply>";
+  std::string out;
+  append_resp(reply, limit, out);
+  if (out.size() > limit) out.resize(limit);
+  return out;
 }
 
 std::optional<Redirect> parse_redirect(std::string_view e) {

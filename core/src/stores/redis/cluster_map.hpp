@@ -1,6 +1,6 @@
 // Redis Cluster's building blocks, on their own (redis+cluster:// puts them together): which slot a key
 // hashes to, which master owns each slot (read from CLUSTER SLOTS or CLUSTER SHARDS), and what a MOVED,
-// ASK, CLUSTERDOWN or TRYAGAIN error says.
+// ASK, CLUSTERDOWN or TRYAGAIN error says, and one view of the map completed from another.
 //
 // The parsers take whatever a server (or anything pretending to be one) sent: a reply of the wrong shape,
 // type or range is nullopt, never a crash, and no reply makes them work more than its size plus the 16384
@@ -74,6 +74,18 @@ std::optional<ClusterMap> parse_cluster_slots(const redisReply *reply, std::stri
 // nullopt for a reply of another shape, a field it reads of the wrong type or range, a shard with two
 // online masters, ranges that overlap.
 std::optional<ClusterMap> parse_cluster_shards(const redisReply *reply, std::string_view from_host, bool tls = false);
+
+// The slots `map` leaves unowned, filled from `more`: another view of the same cluster (CLUSTER SLOTS beside
+// a CLUSTER SHARDS that listed a shard without its slots, as Redis 7.2-7.4 do after a second failover,
+// redis/redis#13414; or another node's view). A slot `map` owns keeps its master whatever `more` says: the
+// first source asked is trusted, and a MOVED corrects it. A master of `more` that fills a slot is the one
+// of `map` at the same endpoint when there is one (its id and replicas as `map` has them), else added after
+// the others. Costs the 16384 slots plus the masters, whatever the maps hold.
+ClusterMap fill_unowned(ClusterMap map, const ClusterMap &more);
+
+// A reply as RESP (as a server would have sent it), cut to its first `limit` bytes: what a topology reply
+// that could not be read said, for a message (pass it through printable()). Null is "<no reply>".
+std::string reply_head(const redisReply *reply, size_t limit = 200);
 
 // A MOVED or ASK error (its text as hiredis gives it, without the '-'): "MOVED 3999 127.0.0.1:6381",
 // "ASK 3999 127.0.0.1:6381". The endpoint's port follows its last colon ("MOVED 3999 ::1:6381" is ::1; a

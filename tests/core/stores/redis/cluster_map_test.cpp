@@ -1,8 +1,10 @@
 // Redis Cluster's parts (stores/redis/cluster_map.hpp): key slots against the spec's vectors and against a
 // real node's CLUSTER KEYSLOT; the slot map from the real CLUSTER SLOTS and CLUSTER SHARDS replies of one
 // node (all its slots, part of them, none), of a cluster of three (two masters, a replica) and from replies
-// made by hand, malformed ones included; MOVED, ASK, CLUSTERDOWN and TRYAGAIN as real nodes say them and as
-// written by hand. Every real node is a redis-server of tests/core/cluster_node.hpp.
+// made by hand, malformed ones included; the replies of issue #60 (Redis 7.4 after a second failover: CLUSTER
+// SHARDS lists a shard without its slots, CLUSTER SLOTS is right) and one view completed from another; MOVED, ASK,
+// CLUSTERDOWN and TRYAGAIN as real nodes say them and as written by hand. Every real node is a redis-server of
+// tests/core/cluster_node.hpp.
 #include "stores/redis/cluster_map.hpp"
 
 #include <gtest/gtest.h>
@@ -22,6 +24,7 @@
 
 using floodwall::ClusterMap;
 using floodwall::crc16_xmodem;
+using floodwall::fill_unowned;
 using floodwall::is_cluster_down;
 using floodwall::is_try_again;
 using floodwall::kClusterSlots;
@@ -31,6 +34,7 @@ using floodwall::parse_cluster_slots;
 using floodwall::parse_redirect;
 using floodwall::Redirect;
 using floodwall::RedisEndpoint;
+using floodwall::reply_head;
 using floodwall::testing::ClusterRedis;
 using floodwall::testing::ReplyPtr;
 
@@ -797,4 +801,116 @@ TEST(ClusterMap, ClusterDownAndTryAgain) {
     EXPECT_FALSE(is_cluster_down(e)) << e;
     EXPECT_FALSE(is_try_again(e)) << e;
   }
+}
+
+// ---- one view completed from another (issue #60) ----
+
+namespace {
+
+// What every node of a 6-node Redis 7.4.1 cluster answered after a second failover (issue #60, as
+// redis-cli --json printed it): CLUSTER SHARDS gives the promoted master's shard an empty "slots" beside
+// the dead master (both "role": "master", the dead one listed first), CLUSTER SLOTS is right.
+std::string issue60_node(std::string_view id, int port, std::string_view role, int offset, std::string_view health) {
+  return arr({bulk("id"), bulk(id), bulk("port"), num(port), bulk("ip"), bulk("127.0.0.1"), bulk("endpoint"),
+              bulk("127.0.0.1"), bulk("role"), bulk(role), bulk("replication-offset"), num(offset), bulk("health"),
+              bulk(health)});
+}
+std::string issue60_shards() {
+  return arr({
+      shard({0, 5460}, {issue60_node("48817f0212d3c64dc9c5ff4f5950d340e457582a", 7501, "master", 68, "online"),
+                        issue60_node("07ce0c4759bb97cea4a59f70500e360734cb6133", 7505, "replica", 68, "online")}),
+      shard({5461, 10922}, {issue60_node("63cea0cd5a9409bf781b969791c4fd8d4d712d9f", 7502, "replica", 14, "online"),
+                            issue60_node("f73434ee0552d15f27c3c81687197069eae72d16", 7506, "master", 14, "online")}),
+      shard({}, {issue60_node("9c9c21da2edc563f27b521ead0dffb077ad529ba", 7503, "master", 14, "fail"),
+                 issue60_node("28eab8eb4a8967d73e2f157ccb68e5d3519193b4", 7504, "master", 14, "online")}),
+  });
+}
+std::string issue60_slots() {
+  return arr({
+      arr({num(0), num(5460), slots_node("127.0.0.1", 7501, "48817f0212d3c64dc9c5ff4f5950d340e457582a"),
+           slots_node("127.0.0.1", 7505, "07ce0c4759bb97cea4a59f70500e360734cb6133")}),
+      arr({num(5461), num(10922), slots_node("127.0.0.1", 7506, "f73434ee0552d15f27c3c81687197069eae72d16"),
+           slots_node("127.0.0.1", 7502, "63cea0cd5a9409bf781b969791c4fd8d4d712d9f")}),
+      arr({num(10923), num(16383), slots_node("127.0.0.1", 7504, "28eab8eb4a8967d73e2f157ccb68e5d3519193b4")}),
+  });
+}
+
+const char *const kIssue60Whole =
+    "0-5460 127.0.0.1:7501 [127.0.0.1:7505], 5461-10922 127.0.0.1:7506 [127.0.0.1:7502], 10923-16383 127.0.0.1:7504";
+
+}  // namespace
+
+TEST(ClusterMap, Issue60ShardsLeavesAThirdOfTheSlotsUnownedAndSlotsIsWhole) {
+  ReplyPtr shards = read_reply(issue60_shards()), slots = read_reply(issue60_slots());
+  ASSERT_TRUE(shards && slots);
+  std::optional<ClusterMap> a = parse_cluster_shards(shards.get(), "127.0.0.1");
+  ASSERT_TRUE(a) << "a shard without slots is a reply of the right shape";
+  EXPECT_EQ(summary(*a), "0-5460 127.0.0.1:7501 [127.0.0.1:7505], 5461-10922 127.0.0.1:7506 [127.0.0.1:7502]");
+  EXPECT_EQ(a->owned_slots(), 10923u);
+  EXPECT_EQ(a->master_of(10923), nullptr);
+  EXPECT_EQ(a->masters.size(), 2u) << "7504, online but with no slots listed, is no master of the map";
+  std::optional<ClusterMap> b = parse_cluster_slots(slots.get(), "127.0.0.1");
+  ASSERT_TRUE(b);
+  EXPECT_EQ(summary(*b), kIssue60Whole);
+  EXPECT_EQ(b->owned_slots(), static_cast<size_t>(kClusterSlots));
+}
+
+TEST(ClusterMap, Issue60ViewsCompletedFromEachOtherInEitherOrderAreWhole) {
+  ReplyPtr shards = read_reply(issue60_shards()), slots = read_reply(issue60_slots());
+  ASSERT_TRUE(shards && slots);
+  std::optional<ClusterMap> a = parse_cluster_shards(shards.get(), "127.0.0.1");
+  std::optional<ClusterMap> b = parse_cluster_slots(slots.get(), "127.0.0.1");
+  ASSERT_TRUE(a && b);
+  for (bool shards_first : {true, false}) {
+    SCOPED_TRACE(shards_first ? "SHARDS, then SLOTS" : "SLOTS, then SHARDS");
+    ClusterMap m = shards_first ? fill_unowned(*a, *b) : fill_unowned(*b, *a);
+    EXPECT_EQ(summary(m), kIssue60Whole);
+    EXPECT_EQ(m.owned_slots(), static_cast<size_t>(kClusterSlots));
+    ASSERT_EQ(m.masters.size(), 3u) << "each master once";
+    EXPECT_EQ(m.master_of(16383)->id, "28eab8eb4a8967d73e2f157ccb68e5d3519193b4");
+    EXPECT_EQ(m.master_of(0)->id, "48817f0212d3c64dc9c5ff4f5950d340e457582a");
+  }
+  // Completed from itself, or from nothing, a view is what it was.
+  EXPECT_EQ(summary(fill_unowned(*a, *a)), summary(*a));
+  EXPECT_EQ(summary(fill_unowned(*a, ClusterMap())), summary(*a));
+  EXPECT_EQ(summary(fill_unowned(ClusterMap(), *b)), kIssue60Whole);
+}
+
+TEST(ClusterMap, AnOwnedSlotKeepsItsMasterAndOnlyMastersThatFillSlotsAreAdded) {
+  auto view = [](const std::string &resp) {
+    ReplyPtr r = read_reply(resp);
+    std::optional<ClusterMap> m = r ? parse_cluster_slots(r.get(), "x") : std::nullopt;
+    EXPECT_TRUE(m) << resp;
+    return m.value_or(ClusterMap());
+  };
+  ClusterMap first = view(arr({arr({num(0), num(99), slots_node("a", 1, "ida"), slots_node("r", 9, "idr")})}));
+  // Another view says b serves 50-199, and c 300-399 (unowned in the first), and a (by its endpoint, under
+  // another id) 200-299.
+  ClusterMap second = view(
+      arr({arr({num(50), num(199), slots_node("b", 2, "idb")}), arr({num(200), num(299), slots_node("a", 1, "other")}),
+           arr({num(300), num(399), slots_node("c", 3, "idc")})}));
+  ClusterMap m = fill_unowned(first, second);
+  EXPECT_EQ(summary(m), "0-99 a:1 [r:9], 100-199 b:2, 200-299 a:1 [r:9], 300-399 c:3");
+  ASSERT_EQ(m.masters.size(), 3u);
+  EXPECT_EQ(m.masters[0].id, "ida") << "the first view's master, its id and replicas kept";
+  // A master of the other view that fills no slot is not added (every master of a map owns a slot).
+  ClusterMap shadowed = view(arr({arr({num(0), num(99), slots_node("z", 26, "idz")})}));
+  ClusterMap n = fill_unowned(first, shadowed);
+  EXPECT_EQ(summary(n), summary(first));
+  EXPECT_EQ(n.masters.size(), 1u);
+}
+
+TEST(ClusterMap, AReplyHeadIsItsFirst200BytesOfResp) {
+  ReplyPtr shards = read_reply(issue60_shards());
+  ASSERT_TRUE(shards);
+  std::string head = reply_head(shards.get());
+  EXPECT_EQ(head, issue60_shards().substr(0, 200)) << "the bytes the node sent, cut";
+  for (const std::string &resp :
+       {issue60_slots(), err("ERR unknown subcommand"), nil(), num(-3), bulk(""), std::string("+OK\r\n"), arr({})}) {
+    ReplyPtr r = read_reply(resp);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(reply_head(r.get(), 100000), resp);
+    EXPECT_EQ(reply_head(r.get(), 7), resp.substr(0, 7));
+  }
+  EXPECT_EQ(reply_head(nullptr), "<no reply>");
 }
