@@ -576,7 +576,11 @@ RedisStore *ClusterStore::node_at(const RedisEndpoint &at, bool make) {
   return s;
 }
 
-// One node's view: CLUSTER SHARDS, or CLUSTER SLOTS where that is unknown (before Redis 7).
+// One node's view: CLUSTER SHARDS, completed from CLUSTER SLOTS when it leaves slots unowned or cannot be
+// read (Redis 7.2-7.4 list a shard without its slots after a second failover, redis/redis#13414, while
+// their CLUSTER SLOTS is right: what redis-py, ioredis and Jedis read); CLUSTER SLOTS alone where SHARDS is
+// unknown (before Redis 7). Where both name a master for a slot, SHARDS' is kept (one node's state: they
+// differ only by such a bug).
 bool ClusterStore::read_map(const RedisEndpoint &at, ClusterMap &map, FailReason &why, std::string &what) {
   Connection c;
   auto deadline = [&] { return now_us() + policy_.redis.connect_timeout_ms * 1000; };
@@ -605,58 +609,89 @@ bool ClusterStore::read_map(const RedisEndpoint &at, ClusterMap &map, FailReason
   }
   std::optional<ClusterMap> got;
   for (bool shards : {true, false}) {
+    const char *command = shards ? "CLUSTER SHARDS" : "CLUSTER SLOTS";
     redisReply *r = shards ? ask({"CLUSTER", "SHARDS"}) : ask({"CLUSTER", "SLOTS"});
     if (!r) {
+      if (got) break;  // SHARDS' map, as far as it goes
       why = FailReason::connection;
-      what = "no reply to CLUSTER " + std::string(shards ? "SHARDS" : "SLOTS");
+      what = "no reply to " + std::string(command);
       return false;
     }
     if (r->type == REDIS_REPLY_ERROR) {
       std::string_view err(r->str, r->len);
-      what = printable(err);
       bool disabled = err.find("cluster support disabled") != std::string_view::npos;
       bool unknown = err.find("nknown subcommand") != std::string_view::npos;
-      freeReplyObject(r);
-      if (disabled || !unknown || !shards) {
+      if (!got) {
+        what = printable(err);
         why = disabled || resp_is_config_error(err) ? FailReason::config : FailReason::error;
-        return false;
       }
-      continue;  // CLUSTER SHARDS is Redis 7's: ask for SLOTS
+      freeReplyObject(r);
+      if (shards && (unknown || (!disabled && !resp_is_config_error(err)))) continue;  // SLOTS may answer
+      if (got) break;
+      return false;
     }
-    got = shards ? parse_cluster_shards(r, at.host, url_.tls) : parse_cluster_slots(r, at.host);
+    std::optional<ClusterMap> m = shards ? parse_cluster_shards(r, at.host, url_.tls) : parse_cluster_slots(r, at.host);
+    if (!m) say_unreadable(at, command, r);
     freeReplyObject(r);
-    break;
+    if (m) got = got ? fill_unowned(std::move(*got), *m) : std::move(*m);
+    if (got && got->owned_slots() == kClusterSlots) break;
   }
   if (!got) {
-    why = FailReason::error;
-    what = "a slot map it could not read";
+    if (what.empty()) what = "a slot map it could not read";
+    why = why == FailReason::config ? why : FailReason::error;
     return false;
   }
   map = std::move(*got);
   return true;
 }
 
+void ClusterStore::say_unreadable(const RedisEndpoint &at, std::string_view command, const redisReply *r) {
+  if (!unreadable_said_.insert(endpoint_name(at) + " " + std::string(command)).second) return;
+  std::fprintf(stderr,
+               "floodwall: Redis Cluster node %s sent a %s reply that is no slot map (malformed, or contradicting "
+               "itself), left out of the map: %s\n",
+               endpoint_name(at).c_str(), std::string(command).c_str(), printable(reply_head(r)).c_str());
+}
+
 bool ClusterStore::refresh() {
-  // The masters known first (the seeds may be gone), then the seeds.
+  // Asked in turn until every slot has a master: the masters known first (the seeds may be gone), the
+  // seeds, the other nodes known, then the nodes the views read name (a view that leaves slots unowned is
+  // completed from the next: no node's bug leaves a slot without a master another node knows).
   std::vector<RedisEndpoint> ask;
-  for (const RedisStore *s : masters()) ask.push_back(s->endpoint());
-  for (const RedisEndpoint &seed : url_.nodes) ask.push_back(seed);
+  auto add = [&ask](const RedisEndpoint &e) {
+    if (std::none_of(ask.begin(), ask.end(), [&](const RedisEndpoint &a) { return same(a, e); })) ask.push_back(e);
+  };
+  for (const RedisStore *s : masters()) add(s->endpoint());
+  for (const RedisEndpoint &seed : url_.nodes) add(seed);
+  {
+    std::shared_lock lock(nodes_mu_);
+    for (const auto &n : nodes_) add(n->at);
+  }
   ClusterMap map;
   bool got = false;
   FailReason why = FailReason::connection;
-  std::string what, first_refusal;
-  for (const RedisEndpoint &at : ask) {
+  std::string what, first_refusal, answered;
+  for (size_t k = 0; k < ask.size() && k < kMostAsked; k++) {
+    const RedisEndpoint at = ask[k];  // a copy: add() may grow `ask`
     FailReason w = FailReason::connection;
     std::string text;
-    if (read_map(at, map, w, text)) {
-      got = true;
-      break;
+    ClusterMap view;
+    if (!read_map(at, view, w, text)) {
+      if (w != FailReason::connection) {
+        why = w;
+        if (first_refusal.empty()) first_refusal = endpoint_name(at) + ": " + text;
+      }
+      if (what.empty()) what = endpoint_name(at) + ": " + text;
+      continue;
     }
-    if (w != FailReason::connection) {
-      why = w;
-      if (first_refusal.empty()) first_refusal = endpoint_name(at) + ": " + text;
+    answered += (answered.empty() ? "" : ", ") + endpoint_name(at);
+    map = got ? fill_unowned(std::move(map), view) : std::move(view);
+    got = true;
+    if (map.owned_slots() == kClusterSlots) break;
+    for (const ClusterNode &m : map.masters) {
+      add(m.endpoint);
+      for (const RedisEndpoint &r : m.replicas) add(r);
     }
-    if (what.empty()) what = endpoint_name(at) + ": " + text;
   }
   if (!got) {
     map_failure_.store(why);
@@ -679,12 +714,27 @@ bool ClusterStore::refresh() {
     }
     return false;
   }
+  size_t owned = map.owned_slots();
+  if (owned == kClusterSlots) {
+    uncovered_said_ = false;
+  } else if (!uncovered_said_) {
+    // A real CLUSTERDOWN (slots no node assigns), or every node asked is wrong the same way: those slots keep
+    // the master they had (its CLUSTERDOWN, or a MOVED, says more), and a tenant of one that had none is the
+    // fallback's, counted as reason cluster. Said once until every slot has a master again.
+    uncovered_said_ = true;
+    std::fprintf(stderr,
+                 "floodwall: %zu of the 16384 slots of the Redis Cluster have no master in the view of any node asked "
+                 "(%s); they keep the master they had, and a tenant of one that had none is decided by the fallback "
+                 "(reason cluster) until a node names one\n",
+                 kClusterSlots - owned, answered.c_str());
+  }
   // A store for each master (made and connected first, all at once), then the table.
   std::vector<RedisStore *> by_master(map.masters.size(), nullptr);
   for (size_t i = 0; i < map.masters.size(); i++) by_master[i] = node_at(map.masters[i].endpoint, true);
   for (size_t slot = 0; slot < kClusterSlots; slot++) {
     uint16_t i = map.owner[slot];
-    owner_[slot].store(i == ClusterMap::kUnowned ? nullptr : by_master[i], std::memory_order_release);
+    if (i == ClusterMap::kUnowned || !by_master[i]) continue;  // kept: the master it had, if any
+    owner_[slot].store(by_master[i], std::memory_order_release);
   }
   map_known_.store(true);
   map_failure_.store(FailReason::none);

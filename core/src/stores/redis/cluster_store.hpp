@@ -4,7 +4,11 @@
 // scripts loaded on each of its connections), and this store in front of them:
 // - Routing: a tenant's keys share a hash tag ({<tenant>}), so an admit, a lease and a release of one tenant
 //   each run as one script on the master of that slot, atomically, as on one server. Each slot's master is
-//   a plain load from a table (owner_), filled from CLUSTER SHARDS (CLUSTER SLOTS on servers before 7).
+//   a plain load from a table (owner_), filled from CLUSTER SHARDS, completed from CLUSTER SLOTS where SHARDS
+//   leaves slots unowned (Redis 7.2-7.4 after a second failover, redis/redis#13414; SLOTS alone on
+//   servers before 7), then from the other nodes' views. A slot no view assigns keeps the master it had
+//   (a real CLUSTERDOWN: that master's CLUSTERDOWN, or the fallback, reason cluster, when it had none;
+//   said once). A reply that is no slot map is said once (node, command, its first 200 bytes).
 // - Redirections: a MOVED or ASK reply is handed here by the store that got it (ClusterHooks); the call
 //   goes to the named master's store with its deadline unchanged (after ASKING for ASK), at most twice a
 //   call, and MOVED also moves the slot in the table. A call to a node not known yet waits for the
@@ -36,8 +40,10 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <shared_mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -73,6 +79,7 @@ class ClusterStore final : public Store, private ClusterHooks {
 
   static constexpr int64_t kRefreshUs = 5'000'000;
   static constexpr int64_t kSuspectRefreshUs = 200'000, kSuspectUs = 10'000'000;
+  static constexpr size_t kMostAsked = 16;            // nodes asked for their view in one refresh, at most
   static constexpr int64_t kReportUs = 100'000;       // this client's fleet count, reported
   static constexpr int64_t kReportTtlUs = 1'000'000;  // a report counts this long (a dead client's too)
   static constexpr int64_t kFleetViewUs = 1'000'000;  // an older view of the others decides nothing
@@ -118,8 +125,10 @@ class ClusterStore final : public Store, private ClusterHooks {
 
   // The maintenance thread: the map, nodes not known yet, flags, the fleet report.
   void run();
-  bool refresh();  // reads the map from a node; false when none answered
+  bool refresh();  // reads the map from the nodes until every slot has a master; false when none answered
   bool read_map(const RedisEndpoint &at, ClusterMap &map, FailReason &why, std::string &what);
+  // A topology reply that is no slot map, said once per node and command (its first 200 bytes, printable).
+  void say_unreadable(const RedisEndpoint &at, std::string_view command, const redisReply *r);
   RedisStore *node_at(const RedisEndpoint &at, bool make);  // the node's store; made (and waited for) when `make`
   void report_fleet();
   void wake();
@@ -139,6 +148,9 @@ class ClusterStore final : public Store, private ClusterHooks {
   std::atomic<bool> map_known_{false};
   std::atomic<FailReason> map_failure_{FailReason::connection};  // why there is no map (connection, config)
   std::atomic<bool> unreachable_said_{false}, refused_said_{false};
+  // The maintenance thread's (and the constructor's, before it runs): what was said about the map.
+  std::set<std::string> unreadable_said_;  // "host:port CLUSTER SHARDS"
+  bool uncovered_said_ = false;            // slots no node assigns, until every slot has a master again
 
   // Calls redirected to a node not known yet: the maintenance thread connects, then hands them on.
   struct Handoff {
