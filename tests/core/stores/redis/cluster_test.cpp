@@ -7,7 +7,11 @@
 // clients' reports: exact for one client, over its capacity by at most what the others admitted within a
 // report period or two for several. A wrong password and a seed that is no cluster are config, said once;
 // no seed reachable is said once. Over TLS (rediss+cluster://) each master is verified by its own address;
-// a CA that did not sign the nodes, or another server name, is config, said once.
+// a CA that did not sign the nodes, or another server name, is config, said once. A node whose CLUSTER SHARDS
+// lists a shard without its slots (Redis 7.2-7.4 after a second failover, issue #60: a fake node of
+// fake_cluster_node.hpp in front of the real cluster) or contradicts itself is completed from its CLUSTER
+// SLOTS and the other nodes; slots no node assigns are the fallback's, reason cluster, said once; two
+// failovers in a row are each followed.
 //
 // Suites: Cluster shares one healthy cluster (its tests read the slot map afresh: a migration moves a slot);
 // ClusterSetup needs no cluster; ClusterAcl, ClusterDown, ClusterFailover and ClusterTls start clusters of
@@ -37,7 +41,9 @@
 
 #include "admits.hpp"
 #include "capture_stderr.hpp"
+#include "cluster_node.hpp"
 #include "cluster_redis.hpp"
+#include "fake_cluster_node.hpp"
 #include "redis_server.hpp"
 #include "stores/redis/cluster_map.hpp"
 
@@ -47,8 +53,11 @@ using floodwall::testing::answered_within;
 using floodwall::testing::by_store;
 using floodwall::testing::CaptureStderr;
 using floodwall::testing::client;
+using floodwall::testing::ClusterRedis;
+using floodwall::testing::ClusterSlotRange;
 using floodwall::testing::ClusterTopology;
 using floodwall::testing::count;
+using floodwall::testing::FakeClusterNode;
 using floodwall::testing::free_port;
 using floodwall::testing::rate_key;
 using floodwall::testing::reason_within;
@@ -238,6 +247,63 @@ void admit_counted(fw_client *c, const std::string &tenant, Counts &n, std::chro
     n.conc_refused += d.limiter == FW_LIMITER_CONCURRENCY;
   }
   fw_release(c, d.ticket);
+}
+
+// The real cluster's topology as a fake node gives it (issue #60), from the ranges its nodes name: CLUSTER
+// SLOTS (each master with its id; the ranges of the master on `left_out` left out), and CLUSTER SHARDS as
+// Redis 7.2-7.4 give it after a second failover: the shard of the master on `emptied` listed with no slots,
+// a failed old master (on a port nothing listens on) first.
+std::string fake_slots(const std::vector<ClusterSlotRange> &ranges, int left_out = -1) {
+  using namespace floodwall::testing::resp;
+  std::vector<std::string> out;
+  for (const ClusterSlotRange &r : ranges) {
+    if (r.master == left_out) continue;
+    out.push_back(arr({num(r.start), num(r.end), arr({bulk("127.0.0.1"), num(r.master), bulk(r.master_id), arr({})})}));
+  }
+  return arr(out);
+}
+std::string fake_shards_node(const std::string &id, int port, const std::string &role, const std::string &health) {
+  using namespace floodwall::testing::resp;
+  return arr({bulk("id"), bulk(id), bulk("port"), num(port), bulk("ip"), bulk("127.0.0.1"), bulk("endpoint"),
+              bulk("127.0.0.1"), bulk("role"), bulk(role), bulk("replication-offset"), num(14), bulk("health"),
+              bulk(health)});
+}
+std::string fake_shards(const std::vector<ClusterSlotRange> &ranges, int emptied) {
+  using namespace floodwall::testing::resp;
+  std::map<int, std::vector<std::string>> slots;
+  std::map<int, std::string> ids;
+  for (const ClusterSlotRange &r : ranges) {
+    if (r.master != emptied) slots[r.master].insert(slots[r.master].end(), {num(r.start), num(r.end)});
+    ids[r.master] = r.master_id;
+  }
+  std::vector<std::string> out;
+  for (const auto &[port, id] : ids) {
+    std::vector<std::string> nodes;
+    if (port == emptied)
+      nodes.push_back(fake_shards_node(std::string(40, 'd'), free_port(), "master", "fail"));  // the old master
+    nodes.push_back(fake_shards_node(id, port, "master", "online"));
+    out.push_back(arr({bulk("slots"), arr(slots[port]), bulk("nodes"), arr(nodes)}));
+  }
+  return arr(out);
+}
+
+// Every tenant of `on` is answered by the store within 5 s, then 20 admits in a row each, its bucket on its
+// master.
+void every_tenant_by_its_master(fw_client *c, const ClusterTopology &t,
+                                const std::map<int, std::vector<std::string>> &on) {
+  for (const auto &[master, tenants] : on) {
+    for (const auto &tenant : tenants) {
+      ASSERT_TRUE(answered_within(c, tenant, 5)) << tenant << " of " << master << ": never by Redis";
+      int store = 0;
+      for (int i = 0; i < 20; i++) {
+        fw_decision d = admit(c, tenant);
+        store += by_store(d);
+        EXPECT_FALSE(d.degraded) << tenant << " of " << master << ": " << fw_fail_reason_name(d.fail_reason);
+      }
+      EXPECT_EQ(store, 20) << tenant << " of " << master << ": every decision by its master";
+      EXPECT_EQ(t.command(master, {"EXISTS", rate_key(tenant)}), "1") << tenant << " on its master " << master;
+    }
+  }
 }
 
 // One shared healthy cluster for the tests that leave it so.
@@ -1163,6 +1229,117 @@ TEST(ClusterSetup, APlainRedisSeedIsAConfigErrorSaidOnce) {
   EXPECT_EQ(plain.command({"DBSIZE"}), "0") << "nothing was written on a server that is no cluster";
 }
 
+// Issue #60: the only seed answers CLUSTER SHARDS with the shard of one master listed without its slots
+// (beside a failed old master), as every node of a Redis 7.2-7.4 cluster does after a second failover, and
+// CLUSTER SLOTS rightly. The map is completed from CLUSTER SLOTS: every tenant, that master's too, is
+// decided by Redis from the first, and nothing is said.
+TEST_F(Cluster, AShardListedWithoutItsSlotsIsCompletedFromClusterSlots) {
+  ClusterTopology &t = *topo_;
+  auto ranges = t.slot_ranges();
+  auto on = tenants_on_masters(t, "noslots", 2);
+  ASSERT_EQ(on.size(), 3u);
+  FakeClusterNode fake;
+  fake.answer("CLUSTER SHARDS", fake_shards(ranges, on.rbegin()->first));
+  fake.answer("CLUSTER SLOTS", fake_slots(ranges));
+  CaptureStderr err;
+  fw_client *c =
+      client(policy("redis+cluster://" + fake.endpoint(), R"("request_rate": {"rate": 0.001, "burst": 1000})"));
+  ASSERT_NE(c, nullptr);
+  every_tenant_by_its_master(c, t, on);
+  EXPECT_GE(fake.asked("CLUSTER SHARDS"), 1);
+  EXPECT_GE(fake.asked("CLUSTER SLOTS"), 1) << "asked because SHARDS left slots unowned";
+  json m = metrics(c);
+  EXPECT_EQ(m["store_failures"]["request_rate"]["cluster"].get<int64_t>(), 0) << m["store_failures"].dump();
+  fw_client_free(c);
+  std::string text = err.text();
+  EXPECT_EQ(count(text, "floodwall: "), 0u) << text;
+}
+
+// The only seed's CLUSTER SHARDS contradicts itself (two online masters in one shard: whose are its
+// slots?): said once (the node, the command, the reply's first bytes), and CLUSTER SLOTS serves.
+TEST_F(Cluster, AContradictoryShardsReplyIsSaidOnceAndClusterSlotsServes) {
+  using namespace floodwall::testing::resp;
+  ClusterTopology &t = *topo_;
+  auto ranges = t.slot_ranges();
+  auto on = tenants_on_masters(t, "twomasters", 1);
+  ASSERT_EQ(on.size(), 3u);
+  std::vector<std::string> both;
+  for (const auto &[master, tenants] : on)
+    both.push_back(fake_shards_node(t.node_id(master), master, "master", "online"));
+  FakeClusterNode fake;
+  fake.answer("CLUSTER SHARDS", arr({arr({bulk("slots"), arr({num(0), num(16383)}), bulk("nodes"), arr(both)})}));
+  fake.answer("CLUSTER SLOTS", fake_slots(ranges));
+  CaptureStderr err;
+  fw_client *c =
+      client(policy("redis+cluster://" + fake.endpoint(), R"("request_rate": {"rate": 0.001, "burst": 1000})"));
+  ASSERT_NE(c, nullptr);
+  every_tenant_by_its_master(c, t, on);
+  fw_client_free(c);
+  std::string text = err.text();
+  std::printf("a contradictory CLUSTER SHARDS: stderr: %s", text.c_str());
+  EXPECT_EQ(count(text, "floodwall: "), 1u) << text;
+  EXPECT_EQ(count(text, fake.endpoint() + " sent a CLUSTER SHARDS reply"), 1u) << text;
+  EXPECT_EQ(count(text, "*1??*4??$5??slots??*2??:0??:16383??$5??nodes??*3??"), 1u) << "its first bytes, printable";
+}
+
+// The only seed's CLUSTER SHARDS and CLUSTER SLOTS both leave one master's slots out: the nodes its view
+// names are asked too, and their views complete the map.
+TEST_F(Cluster, AViewLeavingSlotsUnownedIsCompletedFromTheOtherNodes) {
+  ClusterTopology &t = *topo_;
+  auto ranges = t.slot_ranges();
+  auto on = tenants_on_masters(t, "othernodes", 2);
+  ASSERT_EQ(on.size(), 3u);
+  int missing = on.begin()->first;
+  FakeClusterNode fake;
+  fake.answer("CLUSTER SHARDS", fake_shards(ranges, missing));
+  fake.answer("CLUSTER SLOTS", fake_slots(ranges, missing));
+  CaptureStderr err;
+  fw_client *c =
+      client(policy("redis+cluster://" + fake.endpoint(), R"("request_rate": {"rate": 0.001, "burst": 1000})"));
+  ASSERT_NE(c, nullptr);
+  every_tenant_by_its_master(c, t, on);
+  EXPECT_GE(fake.asked("CLUSTER SLOTS"), 1);
+  fw_client_free(c);
+  std::string text = err.text();
+  EXPECT_EQ(count(text, "floodwall: "), 0u) << text;
+}
+
+// A real CLUSTERDOWN of part of the slots: one node (cluster-require-full-coverage no) that assigns itself
+// half of them. Its tenants are decided by Redis; the others' by the fallback, reason cluster, counted as
+// the store's cluster failures; said once, naming the node asked and how many slots.
+TEST(ClusterDown, SlotsNoNodeAssignsAreTheFallbacksReasonClusterSaidOnce) {
+  ClusterRedis node({"--cluster-require-full-coverage", "no"});
+  ASSERT_EQ(node.command({"CLUSTER", "ADDSLOTSRANGE", "0", "8191"}), "OK");
+  ASSERT_TRUE(node.wait_until("cluster_state:ok", [&] {
+    return node.command({"CLUSTER", "INFO"}).find("cluster_state:ok") != std::string::npos;
+  }));
+  std::string served = tenant_in_slot("half", 100), unserved = tenant_in_slot("half", 9000);
+  CaptureStderr err;
+  fw_client *c = client(policy("redis+cluster://127.0.0.1:" + std::to_string(node.port()),
+                               R"("request_rate": {"rate": 0.001, "burst": 5})"));
+  ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(answered_within(c, served, 5));
+  int allowed = 0, cluster = 0;
+  for (int i = 0; i < 20; i++) {
+    EXPECT_TRUE(by_store(admit(c, served)));
+    fw_decision d = admit(c, unserved);
+    EXPECT_TRUE(d.degraded) << "the fallback decides";
+    EXPECT_FALSE(d.failed_open);
+    cluster += d.fail_reason == FW_FAIL_CLUSTER;
+    allowed += d.allowed;
+  }
+  EXPECT_EQ(cluster, 20) << "a slot no node assigns is the cluster's, not an outage";
+  EXPECT_EQ(allowed, 5) << "the fallback's own limit";
+  json m = metrics(c);
+  EXPECT_GE(m["store_failures"]["request_rate"]["cluster"].get<int64_t>(), 20) << m["store_failures"].dump();
+  fw_client_free(c);
+  std::string text = err.text();
+  std::printf("slots no node assigns: stderr: %s", text.c_str());
+  EXPECT_EQ(count(text, "floodwall: "), 1u) << text;
+  EXPECT_EQ(count(text, "8192 of the 16384 slots"), 1u) << text;
+  EXPECT_EQ(count(text, "127.0.0.1:" + std::to_string(node.port())), 1u) << text;
+}
+
 // An ACL user on every node, and a password on the default user so that nothing passes without AUTH.
 class ClusterAcl : public ::testing::Test {
  protected:
@@ -1403,6 +1580,47 @@ TEST(ClusterFailover, AKilledMasterIsFollowedToItsReplicaNeverFailingOpen) {
   fw_decision d = admit(c, tenants[0]);
   EXPECT_TRUE(by_store(d));
   EXPECT_EQ(t.command(new_master, {"EXISTS", rate_key(tenants[0])}), "1") << "the bucket is on the new master";
+  fw_client_free(c);
+}
+
+// Issue #60's sequence on the harness' redis-server: a master killed and its replica promoted, the old
+// master restarted (a replica now), then another master killed. After each failover every tenant is
+// answered by the store again within the deadline, by the client that lived through it and by one made
+// afterwards.
+TEST(ClusterFailover, TwoFailoversInARowAreEachFollowed) {
+  ClusterTopology t;
+  auto on = tenants_on_masters(t, "twice", 3);
+  ASSERT_EQ(on.size(), 3u);
+  std::vector<std::string> tenants;
+  for (const auto &[master, ts] : on) tenants.insert(tenants.end(), ts.begin(), ts.end());
+  fw_client *c = client(policy(t.url(), R"("request_rate": {"rate": 1000, "burst": 1000})"));
+  ASSERT_NE(c, nullptr);
+  for (const auto &tenant : tenants) ASSERT_TRUE(answered_within(c, tenant, 5)) << tenant;
+  std::vector<int> victims = {on.begin()->first, std::next(on.begin())->first};
+  for (size_t round = 0; round < victims.size(); round++) {
+    SCOPED_TRACE("failover " + std::to_string(round + 1));
+    uint16_t slot = floodwall::key_slot(rate_key(on[victims[round]][0]));
+    auto killed = Clock::now();
+    ASSERT_EQ(t.kill_master_of_slot(slot), victims[round]);
+    int promoted = t.wait_failover(slot, victims[round], 20);
+    ASSERT_GT(promoted, 0);
+    auto resume_by = Clock::now() + std::chrono::seconds(15);
+    for (const auto &tenant : tenants)
+      EXPECT_TRUE(answered_within(c, tenant, left_until(resume_by))) << tenant << ": by the store again";
+    double resumed_s = seconds_since(killed);
+    fw_client *fresh = client(policy(t.url(), R"("request_rate": {"rate": 1000, "burst": 1000})"));
+    ASSERT_NE(fresh, nullptr);
+    for (const auto &tenant : tenants)
+      EXPECT_TRUE(answered_within(fresh, tenant, 5)) << tenant << ": by the store for a client made afterwards";
+    fw_client_free(fresh);
+    EXPECT_EQ(t.command(promoted, {"EXISTS", rate_key(on[victims[round]][0])}), "1") << "on the promoted master";
+    std::printf("failover %zu: master %d killed, %d promoted; every tenant by the store %.2f s after the kill\n",
+                round + 1, victims[round], promoted, resumed_s);
+    RecordProperty("store_again_after_kill_" + std::to_string(round + 1) + "_s", std::to_string(resumed_s));
+    t.restart(victims[round]);  // back as a replica of the promoted master
+  }
+  json m = metrics(c);
+  EXPECT_EQ(m["sources"]["failed_open"].get<int64_t>(), 0) << m["sources"].dump();
   fw_client_free(c);
 }
 
