@@ -88,21 +88,61 @@ def test_problem_json_bodies_carry_their_own_content_type(make_client):
 
 def test_the_core_derives_the_tenant_from_the_headers_and_the_peer(make_client):
     fw = make_client({"request_rate": {"rate": 1, "burst": 2}})
-    bearer = fw.tenant_key(headers=[("Authorization", "Bearer tok")], peer="192.0.2.1")
+    bearer = fw.tenant_key(headers=[("Authorization", "Bearer tok")], peer="192.0.2.1", verified=True)
     assert bearer.startswith("key:") and len(bearer) == 4 + 32 and "tok" not in bearer
-    # The same token is one tenant whatever the peer, the header's case, str or bytes, or a mapping.
-    assert fw.tenant_key(headers=[(b"authorization", b"Bearer tok")], peer=b"198.51.100.9") == bearer
-    assert fw.tenant_key(headers={"AUTHORIZATION": "Bearer tok"}) == bearer
-    assert fw.tenant_key(headers=iter([("x-api-key", "tok")])) == bearer  # a secret is one tenant however sent
+    # The same verified token is one tenant whatever the peer, the header's case, str or bytes, or a mapping.
+    assert fw.tenant_key(headers=[(b"authorization", b"Bearer tok")], peer=b"198.51.100.9", verified=True) == bearer
+    assert fw.tenant_key(headers={"AUTHORIZATION": "Bearer tok"}, verified=True) == bearer
+    assert fw.tenant_key(headers=iter([("x-api-key", "tok")]), verified=True) == bearer  # one secret, one tenant
     assert fw.tenant_key(peer="192.0.2.1") == "ip:192.0.2.1"
     assert fw.tenant_key(peer="[::ffff:192.0.2.1]:443") == "ip:192.0.2.1"
     assert fw.tenant_key() == "anonymous" == fw.tenant_key("")
     assert fw.tenant_key("acme", headers=[("Authorization", "Bearer tok")]) == "acme"  # a given tenant wins
     # admit() decides with that key.
-    assert fw.admit(headers=[("Authorization", "Bearer tok")], peer="192.0.2.1").remaining == 1
-    assert fw.admit(headers=[(b"x-api-key", b"tok")], peer="203.0.113.5").remaining == 0
+    assert fw.admit(headers=[("Authorization", "Bearer tok")], peer="192.0.2.1", verified=True).remaining == 1
+    assert fw.admit(headers=[(b"x-api-key", b"tok")], peer="203.0.113.5", verified=True).remaining == 0
     assert fw.admit(bearer).status == 429
     assert fw.admit(peer="192.0.2.1").remaining == 1
+
+
+def test_a_credential_nobody_vouched_for_is_keyed_by_the_address(make_client):
+    fw = make_client({"request_rate": {"rate": 0.001, "burst": 2}})
+    token = [("Authorization", "Bearer made-up")]
+    assert fw.tenant_key(headers=token, peer="192.0.2.1") == "ip:192.0.2.1"  # unchecked: the default policy
+    assert fw.tenant_key(headers=token, peer="192.0.2.1", verified=False) == "ip:192.0.2.1"
+    assert fw.tenant_key(headers=token, peer="192.0.2.1", verified=True).startswith("key:")
+    # Made-up keys from one address share its bucket; a verified one has its own.
+    assert fw.admit(headers=[("X-API-Key", "made-up-1")], peer="192.0.2.1").remaining == 1
+    assert fw.admit(headers=[("X-API-Key", "made-up-2")], peer="192.0.2.1", verified=False).remaining == 0
+    assert fw.admit(headers=[("X-API-Key", "made-up-3")], peer="192.0.2.1").status == 429
+    assert fw.admit(headers=[("X-API-Key", "real")], peer="192.0.2.1", verified=True).remaining == 1
+
+
+def test_credentials_unverified_lets_an_unchecked_key_name_its_tenant_but_never_a_rejected_one(make_client):
+    fw = make_client({"tenant": {"credentials": "unverified"}})
+    token = [("Authorization", "Bearer t")]
+    key = fw.tenant_key(headers=token, peer="192.0.2.1", verified=True)
+    assert fw.tenant_key(headers=token, peer="192.0.2.1") == key
+    assert fw.tenant_key(headers=token, peer="192.0.2.1", verified=False) == "ip:192.0.2.1"
+
+
+def test_request_credential_names_what_a_verify_hook_is_asked(make_client):
+    fw = make_client({})
+    assert fw.request_credential(headers=[("Authorization", "  Bearer tok  ")]) == "tok"
+    assert fw.request_credential(headers=[(b"x-api-key", b" k-1 ")], peer=b"192.0.2.1") == "k-1"
+    assert fw.request_credential(headers={"X-API-Key": "k", "Authorization": "Bearer t"}) == "t"  # tenant.from
+    assert fw.request_credential(headers=[("X-API-Key", " ")], peer="192.0.2.1") is None
+    assert fw.request_credential(peer="192.0.2.1") is None and fw.request_credential() is None
+    assert fw.request_credential(headers=[(b"x-api-key", b"caf\xc3\xa9")]) == "caf\u00e9"  # UTF-8
+    assert fw.request_credential(headers=[(b"x-api-key", b"k\xff")]) == "k\udcff"  # else surrogate escapes
+    # The address before credentials in tenant.from: no credential is ever asked about.
+    ip_first = make_client({"tenant": {"from": ["ip", "x-api-key"]}})
+    assert ip_first.request_credential(headers=[("X-API-Key", "k")], peer="192.0.2.1") is None
+
+
+def test_deadline_ms_is_the_policys_redis_deadline(make_client, store):
+    assert make_client({}).deadline_ms == store.get("redis", {}).get("deadline_ms", 50)
+    assert make_client({"redis": {"deadline_ms": 120}}).deadline_ms == 120
 
 
 def test_trusted_proxies_hand_the_key_to_the_forwarded_client(make_client):

@@ -11,11 +11,13 @@ through Redis ("redis://host:port/db") with the Node and Ruby services of the sa
         ...
 
 The tenant may also be left to the core, which derives it from the request's headers and peer address
-(policy section "tenant": a hashed Bearer token or X-API-Key, else the client address), the same way in
-every floodwall language:
+(policy section "tenant"), the same way in every floodwall language: the client address, or a hashed
+Bearer token or X-API-Key once the app vouches for it (``verified=True``; a credential nobody vouched for
+names no tenant, so a client cannot mint itself buckets by inventing keys):
 
-    d = fw.admit(headers=[(b"authorization", b"Bearer t0ken")], peer="203.0.113.7")
-    fw.tenant_key(headers=[("X-API-Key", "k")])          # "key:<32 hex digits>"
+    d = fw.admit(headers=[(b"authorization", b"Bearer t0ken")], peer="203.0.113.7")   # "ip:203.0.113.7"
+    fw.request_credential(headers=[("X-API-Key", "k")])                      # "k": the one to check
+    fw.tenant_key(headers=[("X-API-Key", "k")], verified=True)               # "key:<32 hex digits>"
 
 Middleware: floodwall.asgi (Starlette, FastAPI, any ASGI app) and floodwall.wsgi (Flask, any WSGI app).
 Callers of a floodwall-protected API: floodwall.backoff.
@@ -233,18 +235,22 @@ class Floodwall:
         cost: int = 1,
         critical: bool = False,
         sandbox: bool = False,
+        verified: Optional[bool] = None,
     ) -> Decision:
         """Decides one request. Blocks for at most the store's deadline (with the GIL released when the
         store can block, see can_block).
 
         ``tenant`` is any str (sent as UTF-8) or bytes; "" is the anonymous tenant, limited like any other.
         ``tenant=None`` lets the core derive it (see tenant_key()) from ``headers``, the request's header
-        fields as (name, value) pairs of str or bytes (all of them, in arrival order, any case), and
-        ``peer``, the connection's peer address (None when unknown); both are ignored when a tenant is given.
-        ``cost`` 0 counts as 1; a cost above the tenant's burst raises InvalidArgumentError. Release the
-        decision when the request ends (``with fw.admit(...) as d:`` does it).
+        fields as (name, value) pairs of str or bytes (all of them, in arrival order, any case), ``peer``,
+        the connection's peer address (None when unknown), and ``verified``, what the app says of the
+        request's credential (request_credential()): True, the app verified it and it names the tenant;
+        False, it did not (the request is keyed as if it had none: its address); None, the app says
+        nothing and the policy's tenant.credentials decides (by default: the address). All three are
+        ignored when a tenant is given. ``cost`` 0 counts as 1; a cost above the tenant's burst raises
+        InvalidArgumentError. Release the decision when the request ends (``with fw.admit(...) as d:``).
         """
-        return self._admit(tenant, headers, peer, route, method, cost, critical, sandbox)
+        return self._admit(tenant, headers, peer, route, method, cost, critical, sandbox, verified)
 
     async def admit_async(
         self,
@@ -257,6 +263,7 @@ class Floodwall:
         cost: int = 1,
         critical: bool = False,
         sandbox: bool = False,
+        verified: Optional[bool] = None,
     ) -> Decision:
         """Like admit(), without blocking the event loop: on Redis the decision completes on the core's
         I/O thread and reaches this loop through a pipe it watches; on the memory store it is immediate."""
@@ -266,7 +273,9 @@ class Floodwall:
             waiter = self._waiters[loop] = _LoopWaiter(self._c, loop)
         token = next(self._tokens)
         waiter.hold()
-        d = self._c.admit_async(waiter.queue, token, tenant, headers, peer, route, method, cost, critical, sandbox)
+        d = self._c.admit_async(
+            waiter.queue, token, tenant, headers, peer, route, method, cost, critical, sandbox, verified
+        )
         if d is not None:
             return d
         fut = loop.create_future()
@@ -286,13 +295,34 @@ class Floodwall:
         *,
         headers: Optional[Headers] = None,
         peer: Optional[Union[str, bytes]] = None,
+        verified: Optional[bool] = None,
     ) -> str:
         """The tenant id admit() would use for these arguments: ``tenant`` itself when given (a bytes tenant
-        that is not UTF-8 comes back with surrogate escapes), else the key the core derives from ``headers``
-        and ``peer`` by the policy's "tenant" section: "key:<32 hex digits>" (the SHA-256 of a Bearer token
-        or X-API-Key, never the secret itself), "ip:<address>" (IPv6 grouped to ipv6_prefix bits; behind
-        trusted_proxies, the client that X-Forwarded-For or Forwarded names), else "anonymous"."""
-        return self._c.tenant_key(tenant, headers, peer)
+        that is not UTF-8 comes back with surrogate escapes), else the key the core derives from ``headers``,
+        ``peer`` and ``verified`` by the policy's "tenant" section: "key:<32 hex digits>" (the SHA-256 of a
+        Bearer token or X-API-Key, never the secret itself) when the credential is vouched for (verified=True,
+        or None under tenant.credentials "unverified"), "ip:<address>" (IPv6 grouped to ipv6_prefix bits;
+        behind trusted_proxies, the client that X-Forwarded-For or Forwarded names), else "anonymous"."""
+        return self._c.tenant_key(tenant, headers, peer, verified)
+
+    def request_credential(
+        self,
+        *,
+        headers: Optional[Headers] = None,
+        peer: Optional[Union[str, bytes]] = None,
+    ) -> Optional[str]:
+        """The credential the app is asked to vouch for before it names the request's tenant: the Bearer
+        token or API key (raw, trimmed; bytes that are not UTF-8 as surrogate escapes) that the policy's
+        tenant.from reads first, or None when the request carries none before its address. Check it
+        against your own key store, then admit with ``verified=`` your answer (the middlewares' ``verify``
+        option does this). Same ``headers`` and ``peer`` as admit()."""
+        return self._c.request_credential(headers, peer)
+
+    @property
+    def deadline_ms(self) -> int:
+        """The longest an admit waits for the store, in milliseconds (the policy's redis.deadline_ms, 50 by
+        default, whatever the store): the middlewares give a verify hook no longer by default."""
+        return self._c.deadline_ms
 
     @property
     def can_block(self) -> bool:

@@ -95,6 +95,8 @@ struct Handle : std::enable_shared_from_this<Handle> {
   std::vector<std::string> rule_names;
   // The request headers the policy's tenant derivation reads (fw_client_tenant_header), asked once.
   py::tuple tenant_headers;
+  // fw_client_deadline_ms, asked once: the policy's, fixed for the client's life.
+  int64_t deadline_ms = 0;
 
   // The last reference is gone, so no call is in progress: fw_client_free may close and free. Async admits
   // still pending are decided by it; their callbacks never need the GIL.
@@ -281,9 +283,19 @@ void to_request(Request &r, py::handle tenant, py::handle headers, py::handle pe
   }
 }
 
+// fw_request.credential from `verified`: None is FW_CREDENTIAL_UNCHECKED (the policy's tenant.credentials
+// decides), a true value FW_CREDENTIAL_VERIFIED, a false one FW_CREDENTIAL_REJECTED.
+void set_credential(Request &r, py::handle verified) {
+  if (verified.is_none()) return;  // FW_REQUEST_INIT's FW_CREDENTIAL_UNCHECKED
+  int v = PyObject_IsTrue(verified.ptr());
+  if (v < 0) throw py::error_already_set();
+  r.rq.credential = v ? FW_CREDENTIAL_VERIFIED : FW_CREDENTIAL_REJECTED;
+}
+
 void to_request(Request &r, py::handle tenant, py::handle headers, py::handle peer, py::handle route, py::handle method,
-                py::handle cost, py::handle critical, py::handle sandbox) {
+                py::handle cost, py::handle critical, py::handle sandbox, py::handle verified) {
   to_request(r, tenant, headers, peer);
+  set_credential(r, verified);
   fw_request &rq = r.rq;
   rq.route = route.is_none() ? nullptr : c_string(route, "route");
   rq.method = method.is_none() ? nullptr : c_string(method, "method");
@@ -413,6 +425,7 @@ std::shared_ptr<Handle> client_new(const std::string &policy_json) {
   py::list wanted;
   for (int i = 0; fw_client_tenant_header(h->c, i, &name) == FW_OK; i++) wanted.append(py::str(name));
   h->tenant_headers = py::tuple(wanted);
+  check(fw_client_deadline_ms(h->c, &h->deadline_ms));
   return h;
 }
 
@@ -429,9 +442,10 @@ void client_close(Handle &h) {
 }
 
 py::object client_admit(Handle &h, py::handle tenant, py::handle headers, py::handle peer, py::handle route,
-                        py::handle method, py::handle cost, py::handle critical, py::handle sandbox) {
+                        py::handle method, py::handle cost, py::handle critical, py::handle sandbox,
+                        py::handle verified) {
   Request r;
-  to_request(r, tenant, headers, peer, route, method, cost, critical, sandbox);
+  to_request(r, tenant, headers, peer, route, method, cost, critical, sandbox, verified);
   fw_decision d = FW_DECISION_INIT;
   check(call(h, [&] { return fw_admit(h.c, &r.rq, &d); }));
   return wrap(d, h.shared_from_this());
@@ -441,9 +455,10 @@ py::object client_admit(Handle &h, py::handle tenant, py::handle headers, py::ha
 // under `token`.
 py::object client_admit_async(Handle &h, const std::shared_ptr<CompletionQueue> &queue, uint64_t token,
                               py::handle tenant, py::handle headers, py::handle peer, py::handle route,
-                              py::handle method, py::handle cost, py::handle critical, py::handle sandbox) {
+                              py::handle method, py::handle cost, py::handle critical, py::handle sandbox,
+                              py::handle verified) {
   Request r;
-  to_request(r, tenant, headers, peer, route, method, cost, critical, sandbox);
+  to_request(r, tenant, headers, peer, route, method, cost, critical, sandbox, verified);
   auto p = std::make_unique<Pending>();  // ours until the core takes it (decided == 0)
   p->queue = queue;
   p->token = token;
@@ -465,15 +480,44 @@ py::list client_drain(Handle &h, CompletionQueue &queue) {
 
 // The tenant id fw_admit would use. A given tenant comes back as it was; one that is not UTF-8 (bytes)
 // comes back with surrogate escapes, so that this never fails on a tenant admit() accepts.
-py::str client_tenant_key(Handle &h, py::handle tenant, py::handle headers, py::handle peer) {
-  Request r;
-  to_request(r, tenant, headers, peer);
-  fw_buf buf = FW_BUF_INIT;
-  check(fw_tenant_key(h.c, &r.rq, &buf));
+// An fw_buf's bytes as a str (UTF-8, surrogate escapes for any other byte); disposes of the buffer.
+py::str str_of(fw_buf &buf) {
   PyObject *s = PyUnicode_DecodeUTF8(buf.ptr ? buf.ptr : "", static_cast<Py_ssize_t>(buf.size), "surrogateescape");
   fw_buf_dispose(&buf);
   if (!s) throw py::error_already_set();
   return py::reinterpret_steal<py::str>(s);
+}
+
+py::str client_tenant_key(Handle &h, py::handle tenant, py::handle headers, py::handle peer, py::handle verified) {
+  Request r;
+  to_request(r, tenant, headers, peer);
+  set_credential(r, verified);
+  fw_buf buf = FW_BUF_INIT;
+  int rc = fw_tenant_key(h.c, &r.rq, &buf);
+  if (rc != FW_OK) {
+    fw_buf_dispose(&buf);
+    raise_status(rc, message_for(rc));
+  }
+  return str_of(buf);
+}
+
+// The credential (Bearer token or API key, trimmed) that a verify hook is asked about, or None when the
+// request has none before its address (fw_request_credential). Not UTF-8: with surrogate escapes.
+py::object client_request_credential(Handle &h, py::handle headers, py::handle peer) {
+  Request r;
+  to_request(r, py::none(), headers, peer);
+  fw_buf buf = FW_BUF_INIT;
+  int found = 0;
+  int rc = fw_request_credential(h.c, &r.rq, &buf, &found);
+  if (rc != FW_OK) {
+    fw_buf_dispose(&buf);
+    raise_status(rc, message_for(rc));
+  }
+  if (!found) {
+    fw_buf_dispose(&buf);
+    return py::none();
+  }
+  return str_of(buf);
 }
 
 fw_limiter limiter_of(py::handle name) {
@@ -753,6 +797,8 @@ PYBIND11_MODULE(_floodwall, m) {
       .def("admit_async", &client_admit_async)
       .def("drain", &client_drain)
       .def("tenant_key", &client_tenant_key)
+      .def("request_credential", &client_request_credential)
+      .def_property_readonly("deadline_ms", [](Handle &h) { return h.deadline_ms; })
       .def("release", [](Handle &h, fw_ticket t) { release_ticket(h, t); })
       // fw_client_hold / fw_client_flush: this thread's admits and releases go out together at the flush.
       // Never raise: after close there is nothing left to hold or to send.
