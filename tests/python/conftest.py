@@ -231,6 +231,13 @@ class CountingClient:
     async def admit_async(self, *args: Any, **kw: Any) -> "CountingDecision":
         return self._wrap(await self.fw.admit_async(*args, **kw))
 
+    def request_credential(self, **kw: Any) -> Any:
+        return self.fw.request_credential(**kw)
+
+    @property
+    def deadline_ms(self) -> int:
+        return self.fw.deadline_ms
+
     def balanced(self) -> bool:
         return sorted(self.admitted) == sorted(self.released)
 

@@ -124,8 +124,8 @@ FLEET_503_BODY = (
 
 def test_a_503_from_the_fleet_shedder_has_the_exact_headers_and_the_core_body(make_client, serve):
     server, app = serve(make_client({"request_rate": {"rate": 10, "burst": 20}, "fleet": {"capacity": 1}}))
-    with httpx.Client(base_url=server.url) as http:
-        holder = threading.Thread(target=http.get, args=("/slow",), kwargs={"headers": {"X-API-Key": "holder"}})
+    with httpx.Client(base_url=server.url) as http, from_peer(server, "127.0.0.2") as other:
+        holder = threading.Thread(target=other.get, args=("/slow",))  # another tenant holds the capacity
         holder.start()
         assert app.state.entered.wait(5)
         r = http.get("/hello")
@@ -188,21 +188,47 @@ def test_a_streaming_body_closed_early_releases_the_slot(make_client, serve):
     eventually(client.balanced, what="every ticket released once")
 
 
-def test_the_default_key_is_the_bearer_token_else_the_client_address(make_client, serve):
+def test_the_default_key_is_the_client_address_whatever_credential_it_sends(make_client, serve):
     server, _ = serve(make_client({"request_rate": {"rate": 0.001, "burst": 1}}))
+    with httpx.Client(base_url=server.url) as http:
+        assert http.get("/hello", headers={"Authorization": "Bearer token-a"}).status_code == 200  # 127.0.0.1
+        assert http.get("/hello", headers={"Authorization": "Bearer token-b"}).status_code == 429
+        assert http.get("/hello", headers={"X-API-Key": "key-c"}).status_code == 429
+        assert http.get("/hello").status_code == 429
+
+
+def test_a_credential_verify_vouches_for_is_its_own_tenant_and_the_rest_the_address(make_client, serve):
+    known = {"token-a", "key-c"}
+    server, _ = serve(make_client({"request_rate": {"rate": 0.001, "burst": 1}}),
+                      verify=lambda credential, scope: credential in known)
     with httpx.Client(base_url=server.url) as http:
         a = {"Authorization": "Bearer token-a"}
         assert http.get("/hello", headers=a).status_code == 200
         assert http.get("/hello", headers=a).status_code == 429
-        assert http.get("/hello", headers={"Authorization": "Bearer token-b"}).status_code == 200
         assert http.get("/hello", headers={"X-API-Key": "key-c"}).status_code == 200
-        assert http.get("/hello").status_code == 200  # anonymous: 127.0.0.1
+        assert http.get("/hello", headers={"Authorization": "Bearer made-up"}).status_code == 200  # 127.0.0.1
         assert http.get("/hello").status_code == 429
+
+
+def test_an_async_verify_hook_is_awaited_and_asked_only_about_requests_with_a_credential(make_client, serve):
+    asked = []
+
+    async def verify(credential, scope):
+        await asyncio.sleep(0)
+        asked.append((credential, scope["path"]))
+        return credential == "k-1"
+
+    server, _ = serve(make_client({"request_rate": {"rate": 0.001, "burst": 1}}), verify=verify)
+    with httpx.Client(base_url=server.url) as http:
+        assert http.get("/hello", headers={"X-API-Key": "k-1"}).status_code == 200
+        assert http.get("/hello", headers={"X-API-Key": "k-1"}).status_code == 429
+        assert http.get("/users/1").status_code == 200  # no credential: the address, nothing asked
+    assert asked == [("k-1", "/hello"), ("k-1", "/hello")]
 
 
 def test_the_default_key_never_puts_the_credential_in_the_metrics(make_client, serve):
     fw = make_client({"request_rate": {"rate": 0.001, "burst": 1}})
-    server, _ = serve(fw)
+    server, _ = serve(fw, verify=lambda credential, scope: True)
     with httpx.Client(base_url=server.url) as http:
         for _ in range(2):
             http.get("/hello", headers={"Authorization": "Bearer s3cr3t-token"})
@@ -308,7 +334,8 @@ def from_peer(server, peer: str) -> httpx.Client:
 
 
 def test_one_bearer_token_from_two_peers_is_one_bucket(make_client, serve):
-    server, _ = serve(make_client({"request_rate": {"rate": 0.001, "burst": 1}}))
+    server, _ = serve(make_client({"request_rate": {"rate": 0.001, "burst": 1}}),
+                      verify=lambda credential, scope: credential == "shared-token")
     token = {"Authorization": "Bearer shared-token"}
     with from_peer(server, "127.0.0.2") as a, from_peer(server, "127.0.0.3") as b:
         assert a.get("/hello", headers=token).status_code == 200
@@ -321,12 +348,12 @@ def test_one_bearer_token_from_two_peers_is_one_bucket(make_client, serve):
 
 def test_the_core_derives_the_key_from_the_headers_and_the_peer(make_client, serve):
     fw = make_client({"request_rate": {"rate": 0.001, "burst": 2}})
-    server, _ = serve(fw, key=None)  # None is the default: spelled out here
+    server, _ = serve(fw, key=None, verify=lambda credential, scope: credential == "k-1")  # key=None: the default
     with from_peer(server, "127.0.0.4") as http:
         http.get("/hello", headers={"X-API-Key": "k-1"})
         http.get("/hello")
-    # The tenants the middleware used are the ones the core names for those headers and peers.
-    assert fw.admit(fw.tenant_key(headers=[(b"x-api-key", b"k-1")], peer="127.0.0.4")).remaining == 0
+    # The tenants the middleware used are the ones the core names for those headers, peers and checks.
+    assert fw.admit(fw.tenant_key(headers=[(b"x-api-key", b"k-1")], peer="127.0.0.4", verified=True)).remaining == 0
     assert fw.admit(fw.tenant_key(peer="127.0.0.4")).remaining == 0
     assert fw.tenant_key(peer="127.0.0.4") == "ip:127.0.0.4"
 
@@ -444,7 +471,7 @@ def test_the_policys_headers_choose_the_ietf_fields_alone_or_none(make_client, s
     assert refused.status_code == 429 and limit_headers(refused) == ["ratelimit", "ratelimit-policy", "retry-after"]
 
     server, _ = serve(make_client({"request_rate": {"rate": 1, "burst": 1}, "headers": "none"}))
-    with httpx.Client(base_url=server.url, headers={"X-API-Key": "another tenant"}) as http:
+    with from_peer(server, "127.0.0.2") as http:  # another tenant (one Redis prefix for the test)
         ok, refused = http.get("/hello"), http.get("/hello")
     assert ok.status_code == 200 and limit_headers(ok) == []
     assert refused.status_code == 429 and limit_headers(refused) == ["retry-after"]
@@ -471,7 +498,8 @@ def test_a_429_from_a_named_limit_names_it_in_the_body_and_the_headers(make_clie
 def test_a_blocked_tenant_gets_the_cores_403_and_an_admin_endpoint_lifts_it(make_client):
     fw = make_client({"request_rate": {"rate": 0.001, "burst": 20}})
     app = FastAPI()
-    app.add_middleware(FloodwallMiddleware, client=fw, skip=lambda scope: scope["path"].startswith("/admin/"))
+    app.add_middleware(FloodwallMiddleware, client=fw, skip=lambda scope: scope["path"].startswith("/admin/"),
+                       verify=lambda credential, scope: True)  # every key is known here
 
     @app.get("/hello")
     async def hello():
@@ -491,7 +519,7 @@ def test_a_blocked_tenant_gets_the_cores_403_and_an_admin_endpoint_lifts_it(make
 
     server = serve_asgi(app)
     key = {"X-API-Key": "k-blocked"}
-    tenant = fw.tenant_key(headers=[("x-api-key", "k-blocked")])  # the tenant the middleware derives
+    tenant = fw.tenant_key(headers=[("x-api-key", "k-blocked")], verified=True)  # the one the middleware derives
     try:
         with httpx.Client(base_url=server.url) as http:
             assert http.get("/hello", headers=key).status_code == 200

@@ -130,6 +130,8 @@ def test_headers_that_are_not_name_value_pairs_are_a_type_error(headers):
         fw.admit(headers=headers)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="header"):
         fw.tenant_key(headers=headers)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="header"):
+        fw.request_credential(headers=headers)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("peer", [42, ("127.0.0.1", 80)])
@@ -147,14 +149,15 @@ HOSTILE_HEADERS = [
 ]
 
 
+@pytest.mark.parametrize("verified", [None, True], ids=["unchecked", "verified"])
 @pytest.mark.parametrize("i", range(len(HOSTILE_HEADERS)))
-def test_hostile_headers_never_reach_a_response_header(make_client, i):
+def test_hostile_headers_never_reach_a_response_header(make_client, i, verified):
     fw = make_client({"request_rate": {"rate": 1, "burst": 1}, "tenant": {"trusted_proxies": ["0.0.0.0/0"]}})
     headers = [HOSTILE_HEADERS[i]]
-    key = fw.tenant_key(headers=headers, peer="10.0.0.1")
+    key = fw.tenant_key(headers=headers, peer="10.0.0.1", verified=verified)
     assert key.isascii() and "acme" not in key and "\r" not in key and "\n" not in key and len(key) <= 46
-    fw.admit(headers=headers, peer="10.0.0.1")
-    d = fw.admit(headers=headers, peer="10.0.0.1")
+    fw.admit(headers=headers, peer="10.0.0.1", verified=verified)
+    d = fw.admit(headers=headers, peer="10.0.0.1", verified=verified)
     assert d.status == 429  # one tenant: the hostile bytes were hashed or dropped, the same way each time
     text = "".join(f"{k}: {v}\r\n" for k, v in d.headers.items()) + d.content_type + d.body
     assert text.isascii() and "acme" not in text and "Injected" not in text and "\x00" not in text
@@ -260,3 +263,45 @@ def test_bad_input_raises_from_admit_async_too(make_client):
         asyncio.run(_admit_async(fw, headers=[("only-a-name",)]))
     assert asyncio.run(_admit_async(fw, tenant="")).allowed  # the anonymous tenant, as from admit()
     assert fw.admit("acme").remaining == 4
+
+
+def test_verified_is_taken_for_its_truth_and_an_object_that_has_none_raises():
+    class NoTruth:
+        def __bool__(self):
+            raise RuntimeError("no truth value")
+
+    fw = floodwall.Floodwall({})
+    key = [("X-API-Key", "k")]
+    assert fw.tenant_key(headers=key, peer="192.0.2.1", verified=1).startswith("key:")
+    assert fw.tenant_key(headers=key, peer="192.0.2.1", verified=0) == "ip:192.0.2.1"
+    with pytest.raises(RuntimeError, match="no truth value"):
+        fw.admit(headers=key, verified=NoTruth())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("timeout,error", [(0, ValueError), (-1, ValueError), (float("nan"), ValueError),
+                                           (float("inf"), ValueError), ("1", TypeError), (True, TypeError)])
+@pytest.mark.parametrize("kind", ["asgi", "wsgi"])
+def test_a_verify_timeout_that_is_no_positive_number_of_seconds_is_refused(kind, timeout, error):
+    from floodwall import asgi, wsgi
+
+    middleware = {"asgi": asgi, "wsgi": wsgi}[kind].FloodwallMiddleware
+    with pytest.raises(error, match="^verify_timeout: "):
+        middleware(lambda *a: None, floodwall.Floodwall({}), verify=lambda c, r: True, verify_timeout=timeout)
+
+
+@pytest.mark.parametrize("kind", ["asgi", "wsgi"])
+def test_a_verify_hook_that_is_not_callable_is_a_type_error(kind):
+    from floodwall import asgi, wsgi
+
+    middleware = {"asgi": asgi, "wsgi": wsgi}[kind].FloodwallMiddleware
+    with pytest.raises(TypeError, match="^verify: "):
+        middleware(lambda *a: None, floodwall.Floodwall({}), verify={"k-1"})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kind", ["asgi", "wsgi"])
+def test_a_verify_timeout_without_a_verify_hook_is_a_type_error(kind):
+    from floodwall import asgi, wsgi
+
+    middleware = {"asgi": asgi, "wsgi": wsgi}[kind].FloodwallMiddleware
+    with pytest.raises(TypeError, match="^verify_timeout: "):
+        middleware(lambda *a: None, floodwall.Floodwall({}), verify_timeout=1.0)

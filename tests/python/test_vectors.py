@@ -1,9 +1,11 @@
 """tests/vectors.json, the vectors every floodwall suite (core, Python, Node, Ruby) checks alike, through the
-Python binding's public API: tenant keys, backoff delays, Retry-After values, and whole decisions (status,
-headers in order, content type and body). A missing file or an absent or empty section fails."""
+Python binding's public API: tenant keys and the credential a verify hook is asked about, backoff delays,
+Retry-After values, and whole decisions (status, headers in order, content type and body). A missing file
+or an absent or empty section fails."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import pathlib
 from typing import Any, Dict, List
@@ -53,6 +55,16 @@ def pairs(headers: List[List[str]], as_bytes: bool) -> List[tuple]:
     return [(n, v) for n, v in headers]
 
 
+# A case's "check", what the app said of the request's credential, as admit(verified=...) takes it.
+VERIFIED = {None: None, "verified": True, "rejected": False}
+
+
+def verified_of(case: Dict[str, Any]) -> Any:
+    check = case.get("check")
+    assert check in VERIFIED, f"{case.get('name')}: unknown check {check!r}"
+    return VERIFIED[check]
+
+
 def one_token_policy(case: Dict[str, Any]) -> Dict[str, Any]:
     """One token per tenant that never comes back, under the case's tenant section: an admit says which
     tenant spent it."""
@@ -65,15 +77,31 @@ def one_token_policy(case: Dict[str, Any]) -> Dict[str, Any]:
 @pytest.mark.parametrize("case", section("tenant_keys"))
 def test_tenant_key(case):
     case = present("tenant_keys", case)
+    verified = verified_of(case)
     with floodwall.Floodwall(one_token_policy(case)) as fw:
         for as_bytes in (False, True):  # ASGI gives bytes, WSGI-style callers str: one key
             headers = pairs(case["headers"], as_bytes)
             peer = case["peer"]
             if as_bytes and peer is not None:
                 peer = peer.encode("ascii")
-            assert fw.tenant_key(headers=headers, peer=peer) == case["key"], (case, as_bytes)
+            assert fw.tenant_key(headers=headers, peer=peer, verified=verified) == case["key"], (case, as_bytes)
+            assert fw.request_credential(headers=headers, peer=peer) == case["credential"], (case, as_bytes)
         # admit() derives that same key: the request spends the one token of the tenant named by the key.
-        assert fw.admit(headers=pairs(case["headers"], False), peer=case["peer"]).allowed
+        assert fw.admit(headers=pairs(case["headers"], False), peer=case["peer"], verified=verified).allowed
+        assert fw.admit(case["key"]).status == 429, case
+
+
+@pytest.mark.parametrize("case", section("tenant_keys"))
+def test_tenant_key_async(case):
+    # admit_async() takes the same request and check as admit(): the one token of the case's tenant.
+    case = present("tenant_keys", case)
+
+    async def spend(fw: floodwall.Floodwall) -> floodwall.Decision:
+        return await fw.admit_async(headers=pairs(case["headers"], True), peer=case["peer"],
+                                    verified=verified_of(case))
+
+    with floodwall.Floodwall(one_token_policy(case)) as fw:
+        assert asyncio.run(spend(fw)).allowed
         assert fw.admit(case["key"]).status == 429, case
 
 
@@ -81,8 +109,16 @@ def test_tenant_key(case):
 def test_tenant_key_through_the_wsgi_middleware(case):
     # The WSGI middleware looks up only the headers the policy reads (Floodwall.tenant_headers) among the
     # environ's, which a cookie, a user agent and the rest sit beside: the tenant it charges is the one
-    # that every header of the request names.
+    # that every header of the request names. Its verify hook is asked about the case's credential and
+    # answers the case's check (no hook when the case has none).
     case = present("tenant_keys", case)
+    verified = verified_of(case)
+    asked = []
+
+    def verify(credential: str, env: Dict[str, Any]) -> bool:
+        asked.append(credential)
+        return bool(verified)
+
     environ: Dict[str, Any] = {"REQUEST_METHOD": "GET", "PATH_INFO": "/", "HTTP_COOKIE": "session=" + "c" * 900,
                                "HTTP_USER_AGENT": "Mozilla/5.0", "HTTP_ACCEPT_LANGUAGE": "en"}
     for name, value in case["headers"]:
@@ -91,11 +127,14 @@ def test_tenant_key_through_the_wsgi_middleware(case):
     if case["peer"] is not None:
         environ["REMOTE_ADDR"] = case["peer"]
     with floodwall.Floodwall(one_token_policy(case)) as fw:
-        app = FloodwallMiddleware(lambda env, start: start("200 OK", []) or [b"ok"], fw, route="/")
+        options: Dict[str, Any] = {} if verified is None else {"verify": verify}
+        app = FloodwallMiddleware(lambda env, start: start("200 OK", []) or [b"ok"], fw, route="/", **options)
         result = app(environ, lambda status, headers, exc_info=None: None)
         result.close()
-        every_header = fw.tenant_key(headers=request_headers(environ), peer=case["peer"])
+        every_header = fw.tenant_key(headers=request_headers(environ), peer=case["peer"], verified=verified)
         assert fw.admit(every_header).status == 429, (case, every_header)
+        if verified is not None:
+            assert asked == ([] if case["credential"] is None else [case["credential"]]), case
 
 
 @pytest.mark.parametrize("case", section("backoff"))
@@ -125,7 +164,8 @@ def admit(fw: floodwall.Floodwall, request: Dict[str, Any]) -> floodwall.Decisio
     kw: Dict[str, Any] = {k: request[k] for k in ("route", "method", "cost") if k in request}
     if "tenant" in request:
         return fw.admit(request["tenant"], **kw)
-    return fw.admit(headers=pairs(request.get("headers", []), False), peer=request.get("peer"), **kw)
+    return fw.admit(headers=pairs(request.get("headers", []), False), peer=request.get("peer"),
+                    verified=verified_of(request), **kw)
 
 
 @pytest.mark.parametrize("case", section("decisions"))

@@ -108,11 +108,12 @@ def test_a_429_has_the_exact_headers_and_the_core_body(make_client, serve):
 
 def test_a_503_from_the_fleet_shedder_has_the_exact_headers_and_the_core_body(make_client, serve):
     server, app = serve(make_client({"request_rate": {"rate": 10, "burst": 20}, "fleet": {"capacity": 1}}))
-    holder = threading.Thread(target=httpx.get, args=(server.url + "/slow",), kwargs={"headers": {"X-API-Key": "h"}})
-    holder.start()
-    assert app.entered.wait(5)
-    r = httpx.get(server.url + "/hello")
-    holder.join()
+    with from_peer(server, "127.0.0.2") as other:  # another tenant holds the capacity
+        holder = threading.Thread(target=other.get, args=("/slow",))
+        holder.start()
+        assert app.entered.wait(5)
+        r = httpx.get(server.url + "/hello")
+        holder.join()
     assert r.status_code == 503 and r.reason_phrase == "Service Unavailable"
     assert r.headers["content-type"] == "application/json"
     assert limit_headers(r) == [
@@ -214,15 +215,30 @@ def test_a_file_wrapper_that_is_not_a_class_gets_the_releasing_iterable(make_cli
     assert f.closed and client.released == client.admitted
 
 
-def test_the_default_key_is_the_bearer_token_else_the_client_address(make_client, serve):
+def test_the_default_key_is_the_client_address_whatever_credential_it_sends(make_client, serve):
     server, _ = serve(make_client({"request_rate": {"rate": 0.001, "burst": 1}}))
+    get = lambda **h: httpx.get(server.url + "/hello", headers=h).status_code  # noqa: E731
+    assert get(Authorization="Bearer token-a") == 200  # 127.0.0.1
+    assert get(Authorization="Bearer token-b") == 429
+    assert get(**{"X-API-Key": "key-c"}) == 429
+    assert get() == 429
+
+
+def test_a_credential_verify_vouches_for_is_its_own_tenant_and_the_rest_the_address(make_client, serve):
+    asked = []
+
+    def verify(credential, environ):
+        asked.append((credential, environ["PATH_INFO"]))
+        return credential in {"token-a", "key-c"}
+
+    server, _ = serve(make_client({"request_rate": {"rate": 0.001, "burst": 1}}), verify=verify)
     get = lambda **h: httpx.get(server.url + "/hello", headers=h).status_code  # noqa: E731
     assert get(Authorization="Bearer token-a") == 200
     assert get(Authorization="Bearer token-a") == 429
-    assert get(Authorization="Bearer token-b") == 200
     assert get(**{"X-API-Key": "key-c"}) == 200
-    assert get() == 200
-    assert get() == 429
+    assert get(Authorization="Bearer made-up") == 200  # 127.0.0.1
+    assert get() == 429  # no credential: the address, nothing asked
+    assert asked == [("token-a", "/hello"), ("token-a", "/hello"), ("key-c", "/hello"), ("made-up", "/hello")]
 
 
 def test_the_default_route_is_the_flask_rule(make_client, serve):
@@ -280,7 +296,8 @@ def test_the_headers_come_back_from_the_http_keys_of_the_environ():
 
 
 def test_one_api_key_from_two_peers_is_one_bucket(make_client, serve):
-    server, _ = serve(make_client({"request_rate": {"rate": 0.001, "burst": 1}}))
+    server, _ = serve(make_client({"request_rate": {"rate": 0.001, "burst": 1}}),
+                      verify=lambda credential, environ: credential == "shared-key")
     key = {"X-API-Key": "shared-key"}
     with from_peer(server, "127.0.0.2") as a, from_peer(server, "127.0.0.3") as b:
         assert a.get("/hello", headers=key).status_code == 200
@@ -292,11 +309,11 @@ def test_one_api_key_from_two_peers_is_one_bucket(make_client, serve):
 
 def test_a_bearer_token_through_wsgi_is_the_key_the_core_names(make_client, serve):
     fw = make_client({"request_rate": {"rate": 0.001, "burst": 2}})
-    server, _ = serve(fw, key=None)  # None is the default: spelled out here
+    server, _ = serve(fw, key=None, verify=lambda credential, environ: credential == "tok")  # key=None: the default
     with from_peer(server, "127.0.0.5") as http:
         http.get("/hello", headers={"Authorization": "Bearer tok"})
         http.get("/hello")
-    assert fw.admit(fw.tenant_key(headers=[("Authorization", "Bearer tok")])).remaining == 0
+    assert fw.admit(fw.tenant_key(headers=[("Authorization", "Bearer tok")], verified=True)).remaining == 0
     assert fw.admit(fw.tenant_key(peer="127.0.0.5")).remaining == 0
 
 
@@ -312,7 +329,8 @@ def test_a_key_of_empty_string_is_one_anonymous_tenant(make_client, serve):
 
 
 def test_a_key_callable_returning_none_lets_the_core_derive_it(make_client, serve):
-    server, _ = serve(make_client({"request_rate": {"rate": 0.001, "burst": 1}}), key=lambda environ: None)
+    server, _ = serve(make_client({"request_rate": {"rate": 0.001, "burst": 1}}), key=lambda environ: None,
+                      verify=lambda credential, environ: True)
     assert httpx.get(server.url + "/hello", headers={"X-API-Key": "a"}).status_code == 200
     assert httpx.get(server.url + "/hello", headers={"X-API-Key": "a"}).status_code == 429
     assert httpx.get(server.url + "/hello", headers={"X-API-Key": "b"}).status_code == 200
@@ -372,8 +390,8 @@ def test_the_content_type_of_a_rejection_is_the_decisions(make_client, serve):
 
 def test_a_blocked_tenant_gets_the_cores_403(make_client, serve):
     fw = make_client({"request_rate": {"rate": 0.001, "burst": 20}, "concurrency": {"limit": 5}})
-    server, _ = serve(CountingClient(fw))
-    tenant = fw.tenant_key(headers=[("authorization", "Bearer t-blocked")])
+    server, _ = serve(CountingClient(fw), verify=lambda credential, environ: True)  # every token is known here
+    tenant = fw.tenant_key(headers=[("authorization", "Bearer t-blocked")], verified=True)
     fw.admin.block(tenant, seconds=30)
     with httpx.Client(base_url=server.url) as http:
         r = http.get("/hello", headers={"Authorization": "Bearer t-blocked"})

@@ -13,15 +13,22 @@ through untouched.
 
 The tenant: by default the middleware hands the core every header of the request (``scope["headers"]``
 as they are) and the peer address (``scope["client"][0]``), and the core derives the key by the policy's
-"tenant" section, as every floodwall language does: the Authorization bearer token or the X-API-Key
-header, hashed, else the client address (X-Forwarded-For and Forwarded only from
-``tenant.trusted_proxies``), else "anonymous".
+"tenant" section, as every floodwall language does: the client address (X-Forwarded-For and Forwarded
+only from ``tenant.trusted_proxies``), else "anonymous"; or the Authorization bearer token or the
+X-API-Key header, hashed, once ``verify`` vouches for it. A credential nobody vouched for names no tenant:
+a client that invents a key per request is still its address's one tenant.
 
 Hooks:
 
 - ``key``: the tenant id (str or bytes), a constant or a callable of the scope. None (the default), or a
   callable returning None, lets the core derive it. "" is the anonymous tenant: limited as one tenant,
   never skipped.
+- ``verify``: ``verify(credential, scope)`` (plain or async) says whether the app knows the request's
+  Bearer token or API key (``credential``, as Floodwall.request_credential() names it); truthy: it names
+  the tenant, falsy: the request is its address's. Asked only when the core derives the tenant and the
+  request carries a credential. A hook that raises or answers later than ``verify_timeout`` seconds
+  (default: the client's deadline_ms) counts as falsy and is logged once on the "floodwall" logger; an
+  async hook is cancelled at the timeout.
 - ``skip``: a predicate of the scope (plain or async); True lets the request through undecided, with no
   limit headers (health checks, internal callers).
 - ``on_reject``: ``on_reject(scope, decision)`` (plain or async) builds the rejection itself and returns
@@ -42,11 +49,13 @@ Options, constants or callables of the ASGI scope:
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+import time
 from typing import Any, Awaitable, Callable, List, MutableMapping, Optional, Tuple, Union
 
 from . import Decision, Floodwall
-from ._middleware import Option, resolve, with_limits
+from ._middleware import Option, resolve, verifier_of, with_limits
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -55,6 +64,7 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 Skip = Callable[[Scope], Union[bool, Awaitable[bool]]]
 OnReject = Callable[[Scope, Decision], Union[Optional[ASGIApp], Awaitable[Optional[ASGIApp]]]]
+Verify = Callable[[str, Scope], Union[Any, Awaitable[Any]]]
 
 
 def _starlette_template(routes: Any, scope: Scope) -> Optional[str]:
@@ -104,9 +114,12 @@ class FloodwallMiddleware:
         cost: Option[int] = 1,
         critical: Option[bool] = False,
         sandbox: Option[bool] = False,
+        verify: Optional[Verify] = None,
+        verify_timeout: Optional[float] = None,
     ) -> None:
         self.app = app
         self.client = client
+        self._verifier = verifier_of(client, verify, verify_timeout)
         # A Floodwall batches the loop's writes; anything else with admit_async() (a wrapper) need not.
         self._hold_writes = getattr(client, "_hold_writes", None)
         routes = getattr(getattr(app, "router", None), "routes", None)
@@ -129,11 +142,13 @@ class FloodwallMiddleware:
                 await self.app(scope, receive, send)
                 return
         tenant = resolve(self.key, scope)
-        headers = peer = None
+        headers = peer = verified = None
         if tenant is None:  # the core derives it from the request as the server saw it
             headers = scope.get("headers")
             client = scope.get("client")
             peer = client[0] if client else None
+            if self._verifier is not None:
+                verified = await self._vouch(scope, headers, peer)
         decision = await self.client.admit_async(
             tenant,
             headers=headers,
@@ -143,6 +158,7 @@ class FloodwallMiddleware:
             cost=resolve(self.cost, scope),
             critical=resolve(self.critical, scope),
             sandbox=resolve(self.sandbox, scope),
+            verified=verified,
         )
         try:
             limit_headers: List[Tuple[bytes, bytes]] = [
@@ -184,6 +200,29 @@ class FloodwallMiddleware:
             if self._hold_writes is not None:
                 self._hold_writes()  # sent with the loop iteration's other admits and releases
             decision.release()  # normal end, exception, cancellation (disconnect): always, once
+
+    async def _vouch(self, scope: Scope, headers: Any, peer: Any) -> Optional[bool]:
+        """The verify hook's answer for the request's credential: None when it carries none (nothing to ask),
+        else True or False; False also when the hook raises or is late. Nothing is held yet: a cancelled
+        request (a disconnect) leaves nothing behind."""
+        v = self._verifier
+        assert v is not None
+        credential = v.credential(headers, peer)
+        if credential is None:
+            return None
+        started = time.monotonic()
+        try:
+            answer = v.verify(credential, scope)
+            if inspect.isawaitable(answer):
+                answer = await asyncio.wait_for(answer, v.timeout)  # cancels the hook at the timeout
+            vouched = bool(answer)
+        except Exception as exc:  # CancelledError (a BaseException) is the request's own: it propagates
+            if isinstance(exc, asyncio.TimeoutError) and time.monotonic() - started >= v.timeout:
+                return v.late()
+            return v.failed(exc)
+        if time.monotonic() - started > v.timeout:  # a plain hook cannot be interrupted, only found late
+            return v.late()
+        return vouched
 
 
 __all__ = ["FloodwallMiddleware", "default_route"]

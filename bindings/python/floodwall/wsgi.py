@@ -15,14 +15,22 @@ answered through the server's ``wsgi.file_wrapper`` comes back as an instance of
 The tenant: by default the middleware hands the core the request's headers (the environ's ``HTTP_*``
 keys turned back into header names: ``HTTP_X_API_KEY`` is ``x-api-key``) and the peer address
 (``REMOTE_ADDR``), and the core derives the key by the policy's "tenant" section, as every floodwall
-language does: the Authorization bearer token or the X-API-Key header, hashed, else the client address
-(X-Forwarded-For and Forwarded only from ``tenant.trusted_proxies``), else "anonymous".
+language does: the client address (X-Forwarded-For and Forwarded only from ``tenant.trusted_proxies``),
+else "anonymous"; or the Authorization bearer token or the X-API-Key header, hashed, once ``verify``
+vouches for it. A credential nobody vouched for names no tenant: a client that invents a key per request
+is still its address's one tenant.
 
 Hooks:
 
 - ``key``: the tenant id (str or bytes), a constant or a callable of the environ. None (the default), or
   a callable returning None, lets the core derive it. "" is the anonymous tenant: limited as one tenant,
   never skipped.
+- ``verify``: ``verify(credential, environ)`` says whether the app knows the request's Bearer token or
+  API key (``credential``, as Floodwall.request_credential() names it); truthy: it names the tenant,
+  falsy: the request is its address's. Asked only when the core derives the tenant and the request
+  carries a credential. A hook that raises, or answers later than ``verify_timeout`` seconds (default: the
+  client's deadline_ms; a WSGI hook cannot be interrupted, so a late answer is measured and ignored),
+  counts as falsy and is logged once on the "floodwall" logger.
 - ``skip``: a predicate of the environ; True lets the request through undecided, with no limit headers
   (health checks, internal callers).
 - ``on_reject``: ``on_reject(environ, decision)`` builds the rejection itself and returns a WSGI app to
@@ -39,11 +47,12 @@ Options, constants or callables of the WSGI environ:
 
 from __future__ import annotations
 
+import time
 from http import HTTPStatus
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from . import Decision, Floodwall
-from ._middleware import Option, resolve, with_limits
+from ._middleware import Option, resolve, verifier_of, with_limits
 
 Environ = dict
 StartResponse = Callable[..., Any]
@@ -173,9 +182,12 @@ class FloodwallMiddleware:
         cost: Option[int] = 1,
         critical: Option[bool] = False,
         sandbox: Option[bool] = False,
+        verify: Optional[Callable[[str, Environ], Any]] = None,
+        verify_timeout: Optional[float] = None,
     ) -> None:
         self.app = app
         self.client = client
+        self._verifier = verifier_of(client, verify, verify_timeout)
         if route is None:
             # app is a Flask app or its bound wsgi_app method: route by its url_map (live, so rules added
             # after the middleware was installed count too).
@@ -192,7 +204,7 @@ class FloodwallMiddleware:
         if self.skip is not None and self.skip(environ):
             return self.app(environ, start_response)
         tenant = resolve(self.key, environ)
-        headers = peer = None
+        headers = peer = verified = None
         if tenant is None:  # the core derives it from the request as the server saw it
             fields = self._tenant_fields
             if fields is None:
@@ -200,6 +212,8 @@ class FloodwallMiddleware:
             else:
                 headers = [(name, _latin1(v)) for key, name in fields if isinstance(v := environ.get(key), str)]
             peer = environ.get("REMOTE_ADDR") or None
+            if self._verifier is not None:
+                verified = self._vouch(environ, headers, peer)
         decision = self.client.admit(
             tenant,
             headers=headers,
@@ -209,6 +223,7 @@ class FloodwallMiddleware:
             cost=resolve(self.cost, environ),
             critical=resolve(self.critical, environ),
             sandbox=resolve(self.sandbox, environ),
+            verified=verified,
         )
         try:
             limit_headers: List[Tuple[str, str]] = list(decision.headers.items())
@@ -249,6 +264,24 @@ class FloodwallMiddleware:
             decision.release()
             raise
         return _Releasing(result, decision)
+
+    def _vouch(self, environ: Environ, headers: Any, peer: Any) -> Optional[bool]:
+        """The verify hook's answer for the request's credential: None when it carries none (nothing to ask),
+        else True or False; False also when the hook raises or answers late (measured: a WSGI hook cannot
+        be interrupted). Nothing is held yet, so nothing can leak."""
+        v = self._verifier
+        assert v is not None
+        credential = v.credential(headers, peer)
+        if credential is None:
+            return None
+        started = time.monotonic()
+        try:
+            vouched = bool(v.verify(credential, environ))
+        except Exception as exc:
+            return v.failed(exc)
+        if time.monotonic() - started > v.timeout:
+            return v.late()
+        return vouched
 
 
 __all__ = ["FloodwallMiddleware", "request_headers"]
