@@ -21,7 +21,8 @@ EXAMPLES = REPO / "bindings" / "python" / "examples"
 
 def run_example(python: str, name: str, cwd: pathlib.Path) -> None:
     """Starts `python <name>` with PORT set, and checks the policy of the example over HTTP:
-    {"request_rate": {"rate": 5, "burst": 10}} lets 10 requests through, then answers 429."""
+    {"request_rate": {"rate": 5, "burst": 10}} lets 10 requests through, then answers 429; a made-up API
+    key is still that address's tenant, and a key the example's verify hook knows has its own bucket."""
     port = free_port()
     proc = subprocess.Popen(
         [python, name],
@@ -35,12 +36,16 @@ def run_example(python: str, name: str, cwd: pathlib.Path) -> None:
         wait_for_port(port, timeout=30)
         with httpx.Client(base_url=f"http://127.0.0.1:{port}") as http:
             responses = [http.get("/hello") for _ in range(11)]
+            made_up = http.get("/hello", headers={"X-API-Key": "k-made-up"})
+            issued = http.get("/hello", headers={"X-API-Key": "k-demo-1"})
         assert [r.status_code for r in responses] == [200] * 10 + [429], proc.stdout
         assert responses[0].json() == {"hello": "world"}
         assert responses[0].headers["ratelimit-limit"] == "10"
         assert responses[0].headers["ratelimit-remaining"] == "9"
         assert responses[-1].headers["retry-after"] == "1"
         assert responses[-1].json()["error"]["limit_type"] == "request_rate"
+        assert made_up.status_code == 429  # the address's tenant, spent
+        assert issued.status_code == 200 and issued.headers["ratelimit-remaining"] == "9"  # its own bucket
     finally:
         proc.terminate()
         try:

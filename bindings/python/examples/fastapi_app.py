@@ -3,8 +3,10 @@ from fastapi import FastAPI
 from floodwall import Floodwall
 from floodwall.asgi import FloodwallMiddleware
 
+API_KEYS = {"k-demo-1", "k-demo-2"}  # your key store: a key you issued is its own tenant, others the address
 app = FastAPI()
-app.add_middleware(FloodwallMiddleware, client=Floodwall({"request_rate": {"rate": 5, "burst": 10}}))
+app.add_middleware(FloodwallMiddleware, client=Floodwall({"request_rate": {"rate": 5, "burst": 10}}),
+                   verify=lambda key, scope: key in API_KEYS)
 
 @app.get("/hello")
 async def hello():
