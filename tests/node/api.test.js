@@ -353,13 +353,14 @@ describe('admit on the memory store', () => {
 describe('the tenant: given, or derived by the core from the headers and the peer', () => {
   const BEARER = 'Bearer 0123456789abcdef';
 
-  test('tenantKey: a hashed credential, else the peer address, else anonymous; a given tenant as it is', async () => {
+  test('tenantKey: a verified credential hashed, else the peer address, else anonymous; a given tenant as it is', async () => {
     await withClient(undefined, (fw) => {
-      const key = fw.tenantKey({ headers: ['Authorization', BEARER], peer: '203.0.113.7' });
+      const key = fw.tenantKey({ headers: ['Authorization', BEARER], peer: '203.0.113.7', verified: true });
       assert.match(key, /^key:[0-9a-f]{32}$/);
       assert.ok(!key.includes('0123456789abcdef'), 'the token is hashed');
-      assert.match(fw.tenantKey({ headers: ['X-API-Key', 'k-1'] }), /^key:[0-9a-f]{32}$/);
-      assert.notEqual(fw.tenantKey({ headers: ['X-API-Key', 'k-1'] }), fw.tenantKey({ headers: ['X-API-Key', 'k-2'] }));
+      assert.match(fw.tenantKey({ headers: ['X-API-Key', 'k-1'], verified: true }), /^key:[0-9a-f]{32}$/);
+      assert.notEqual(fw.tenantKey({ headers: ['X-API-Key', 'k-1'], verified: true }),
+        fw.tenantKey({ headers: ['X-API-Key', 'k-2'], verified: true }));
       assert.equal(fw.tenantKey({ headers: ['Accept', '*/*'], peer: '203.0.113.7' }), 'ip:203.0.113.7');
       assert.equal(fw.tenantKey({ peer: '::ffff:203.0.113.7' }), 'ip:203.0.113.7', 'IPv4-mapped IPv6 is the IPv4 address');
       assert.equal(fw.tenantKey({}), 'anonymous');
@@ -368,9 +369,53 @@ describe('the tenant: given, or derived by the core from the headers and the pee
     });
   });
 
+  test('a credential nobody vouched for names no tenant: unchecked and rejected are the address', async () => {
+    await withClient(undefined, (fw) => {
+      const request = { headers: ['Authorization', BEARER], peer: '203.0.113.7' };
+      assert.equal(fw.tenantKey(request), 'ip:203.0.113.7', 'unchecked: the policy\'s default "verified" ignores it');
+      assert.equal(fw.tenantKey({ ...request, verified: null }), 'ip:203.0.113.7');
+      assert.equal(fw.tenantKey({ ...request, verified: false }), 'ip:203.0.113.7');
+      assert.match(fw.tenantKey({ ...request, verified: true }), /^key:/);
+      assert.equal(fw.tenantKey({ tenant: 'acme', verified: false }), 'acme', 'a given tenant is used as given');
+    });
+  });
+
+  test('tenant.credentials "unverified" opts back in: an unchecked credential names its tenant, a rejected one never', async () => {
+    await withClient({ tenant: { credentials: 'unverified' } }, (fw) => {
+      const request = { headers: [['X-API-Key', 'k-1']], peer: '203.0.113.7' };
+      assert.equal(fw.tenantKey(request), fw.tenantKey({ ...request, verified: true }));
+      assert.match(fw.tenantKey(request), /^key:/);
+      assert.equal(fw.tenantKey({ ...request, verified: false }), 'ip:203.0.113.7');
+    });
+  });
+
+  test('requestCredential: what a verify hook is asked about, raw and trimmed; null without one', async () => {
+    await withClient(undefined, (fw) => {
+      assert.equal(fw.requestCredential({ headers: ['Authorization', `  ${BEARER} `], peer: '203.0.113.7' }), '0123456789abcdef');
+      assert.equal(fw.requestCredential({ headers: [['X-API-Key', ' k-1 ']] }), 'k-1');
+      assert.equal(fw.requestCredential({ headers: ['Authorization', 'Basic dXNlcjpwYXNz'] }), 'Basic dXNlcjpwYXNz');
+      assert.equal(fw.requestCredential({ headers: ['Accept', '*/*'], peer: '203.0.113.7' }), null);
+      assert.equal(fw.requestCredential({}), null);
+      // Latin-1 both ways: the string is the header value as node:http gives it to the app.
+      const value = Buffer.from([0x74, 0xe9, 0xff]).toString('latin1');
+      assert.equal(fw.requestCredential({ headers: ['X-API-Key', value] }), value);
+      assert.equal(fw.requestCredential({ headers: [Buffer.from('X-API-Key'), Buffer.from([0x74, 0xe9, 0xff])] }), value);
+    });
+    await withClient({ tenant: { from: ['ip', 'authorization'] } }, (fw) => {
+      const headers = ['Authorization', BEARER];
+      assert.equal(fw.requestCredential({ headers, peer: '203.0.113.7' }), null, 'the address comes first');
+      assert.equal(fw.requestCredential({ headers }), '0123456789abcdef', 'no address: the credential');
+    });
+  });
+
+  test('deadlineMs: the store\'s deadline, 50 ms unless the policy says', async () => {
+    await withClient(undefined, (fw) => assert.equal(fw.deadlineMs, 50));
+    await withClient({ redis: { deadline_ms: 250 } }, (fw) => assert.equal(fw.deadlineMs, 250));
+  });
+
   test('both header layouts, any case, strings or Buffers: one key', async () => {
     await withClient(undefined, (fw) => {
-      const key = fw.tenantKey({ headers: ['Authorization', BEARER] });
+      const key = fw.tenantKey({ headers: ['Authorization', BEARER], verified: true });
       for (const headers of [
         [['authorization', BEARER]],
         ['Host', 'example.test', 'AUTHORIZATION', BEARER, 'Accept', '*/*'],
@@ -378,7 +423,8 @@ describe('the tenant: given, or derived by the core from the headers and the pee
         [Buffer.from('authorization'), Buffer.from(BEARER)],
         [[Buffer.from('Authorization'), BEARER]],
       ]) {
-        assert.equal(fw.tenantKey({ headers, peer: '198.51.100.1' }), key, JSON.stringify(headers));
+        assert.equal(fw.tenantKey({ headers, peer: '198.51.100.1', verified: true }), key, JSON.stringify(headers));
+        assert.equal(fw.requestCredential({ headers, peer: '198.51.100.1' }), '0123456789abcdef', JSON.stringify(headers));
       }
     });
   });
@@ -386,14 +432,14 @@ describe('the tenant: given, or derived by the core from the headers and the pee
   test('header strings are Latin-1, as node:http decodes the bytes a client sent', async () => {
     await withClient(undefined, (fw) => {
       const bytes = Buffer.from([0x42, 0x65, 0x61, 0x72, 0x65, 0x72, 0x20, 0x74, 0xe9, 0xff]); // 'Bearer t\xe9\xff'
-      assert.equal(fw.tenantKey({ headers: ['Authorization', bytes.toString('latin1')] }),
-        fw.tenantKey({ headers: [Buffer.from('Authorization'), bytes] }));
+      assert.equal(fw.tenantKey({ headers: ['Authorization', bytes.toString('latin1')], verified: true }),
+        fw.tenantKey({ headers: [Buffer.from('Authorization'), bytes], verified: true }));
     });
   });
 
   test('admit without a tenant decides on the derived one; \'\' is the anonymous tenant', async () => {
     await withClient({ request_rate: { rate: 0.001, burst: 10 } }, async (fw) => {
-      const bearer = (peer) => ({ headers: ['Authorization', BEARER], peer });
+      const bearer = (peer) => ({ headers: ['Authorization', BEARER], peer, verified: true });
       assert.equal((await fw.admit(bearer('192.0.2.1'))).remaining, 9);
       assert.equal((await fw.admit(bearer('192.0.2.2'))).remaining, 8, 'the same credential from another peer');
       assert.equal((await fw.admit({ tenant: fw.tenantKey(bearer()) })).remaining, 7, 'tenantKey names that bucket');
@@ -408,13 +454,26 @@ describe('the tenant: given, or derived by the core from the headers and the pee
     });
   });
 
+  test('made-up credentials from one address spend that address\'s bucket; a verified one has its own', async () => {
+    await withClient({ request_rate: { rate: 0.001, burst: 2 } }, async (fw) => {
+      const madeUp = (i) => ({ headers: [['X-API-Key', `made-up-${i}`]], peer: '192.0.2.9' });
+      const statuses = [];
+      for (let i = 0; i < 5; i++) statuses.push((await fw.admit(madeUp(i))).status);
+      assert.deepEqual(statuses, [200, 200, 429, 429, 429]);
+      assert.equal((await fw.admit({ ...madeUp(9), verified: false })).status, 429, 'rejected: the address too');
+      const real = await fw.admit({ ...madeUp('real'), verified: true });
+      assert.equal(real.status, 200);
+      assert.equal(real.remaining, 1, 'a verified key: its own bucket');
+    });
+  });
+
   test('the request\'s own bytes are copied: reusing the header array afterwards changes nothing', async () => {
     await withClient({ request_rate: { rate: 0.001, burst: 10 } }, async (fw) => {
       const headers = ['Authorization', BEARER];
-      const pending = fw.admit({ headers });
+      const pending = fw.admit({ headers, verified: true });
       headers[1] = 'Bearer other';
       assert.equal((await pending).remaining, 9);
-      assert.equal((await fw.admit({ headers: ['Authorization', BEARER] })).remaining, 8);
+      assert.equal((await fw.admit({ headers: ['Authorization', BEARER], verified: true })).remaining, 8);
     });
   });
 });
@@ -449,6 +508,8 @@ describe('metrics, modes and close', () => {
     fw.release(d);
     await assert.rejects(fw.admit({ tenant: 't' }), ClosedError);
     assert.throws(() => fw.tenantKey({ peer: '192.0.2.1' }), ClosedError);
+    assert.throws(() => fw.requestCredential({ headers: ['X-API-Key', 'k'] }), ClosedError);
+    assert.throws(() => fw.deadlineMs, ClosedError);
     assert.throws(() => fw.metrics(), ClosedError);
     assert.throws(() => fw.setMode('request_rate', 'dark'), ClosedError);
     assert.throws(() => d.headers, ClosedError, 'formatting needs the client');

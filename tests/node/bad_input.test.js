@@ -96,6 +96,9 @@ describe('a bad request rejects with InvalidArgumentError naming the field', () 
     [{ tenant: 't', method: 'GE\0T' }, 'method'],
     [{ tenant: 't', critical: 'yes' }, 'critical'],
     [{ tenant: 't', sandbox: 1 }, 'sandbox'],
+    [{ peer: '192.0.2.1', verified: 'yes' }, 'verified'],
+    [{ peer: '192.0.2.1', verified: 1 }, 'verified'],
+    [{ peer: '192.0.2.1', verified: 0 }, 'verified'],
   ];
   for (const [request, field] of cases) {
     test(`${require('node:util').inspect(request, { breakLength: Infinity })} -> ${field}`, async () => {
@@ -130,10 +133,11 @@ describe('a bad request rejects with InvalidArgumentError naming the field', () 
     ];
     for (const [name, value] of hostile) {
       const headers = [name, value];
-      const key = evil.tenantKey({ headers, peer: '10.0.0.1' });
+      // Vouched for, so that the hostile credentials are what the key is made of.
+      const key = evil.tenantKey({ headers, peer: '10.0.0.1', verified: true });
       assert.ok(/^[\x21-\x7e]{1,46}$/.test(key) && !key.includes('acme'), key.slice(0, 80));
-      await evil.admit({ headers, peer: '10.0.0.1' });
-      const d = await evil.admit({ headers, peer: '10.0.0.1' });
+      await evil.admit({ headers, peer: '10.0.0.1', verified: true });
+      const d = await evil.admit({ headers, peer: '10.0.0.1', verified: true });
       assert.equal(d.status, 429, 'one tenant: the hostile bytes were hashed or dropped the same way each time');
       const text = Object.entries(d.headers).map(([k, v]) => `${k}: ${v}\r\n`).join('') + d.contentType + d.body;
       assert.ok(/^[\x20-\x7e\r\n]*$/.test(text) && !text.includes('acme') && !text.includes('Injected'));
@@ -146,8 +150,15 @@ describe('a bad request rejects with InvalidArgumentError naming the field', () 
 
   test('tenantKey throws the same errors, synchronously', () => {
     for (const [request, field] of [[null, 'request'], [{ tenant: 42 }, 'tenant'], [{ headers: 'x' }, 'headers'],
-      [{ headers: ['a', 1] }, 'headers'], [{ peer: 1 }, 'peer']]) {
+      [{ headers: ['a', 1] }, 'headers'], [{ peer: 1 }, 'peer'], [{ verified: 'true' }, 'verified']]) {
       assert.throws(() => fw.tenantKey(request), (err) => err instanceof InvalidArgumentError && err.field === field);
+    }
+  });
+
+  test('requestCredential throws them too, synchronously', () => {
+    for (const [request, field] of [[null, 'request'], [{ headers: 'x' }, 'headers'], [{ headers: ['a', 1] }, 'headers'],
+      [{ headers: [['X-API-Key']] }, 'headers'], [{ peer: 1 }, 'peer']]) {
+      assert.throws(() => fw.requestCredential(request), (err) => err instanceof InvalidArgumentError && err.field === field);
     }
   });
 

@@ -126,9 +126,10 @@ describe('Redis store', () => {
     const shared = client(policy);
     // Many in flight at once: each request's header bytes must have been copied before admit returned,
     // since the next call reuses the binding's buffers while the earlier ones still wait on Redis.
+    // Vouched for: each credential is its own tenant.
     const requests = Array.from({ length: 200 }, (_, i) => (i % 3 === 0
-      ? { headers: ['Authorization', `Bearer token-${i % 7}`], peer: `192.0.2.${i % 5}` }
-      : { headers: [['X-Api-Key', `key-${i % 4}`]], peer: '198.51.100.1' }));
+      ? { headers: ['Authorization', `Bearer token-${i % 7}`], peer: `192.0.2.${i % 5}`, verified: true }
+      : { headers: [['X-Api-Key', `key-${i % 4}`]], peer: '198.51.100.1', verified: true }));
     try {
       const viaRedis = await Promise.all(requests.map((r) => shared.admit(r)));
       assert.ok(viaRedis.every((d) => !d.degraded && !d.failedOpen));

@@ -32,6 +32,13 @@ function section(name) {
   return cases;
 }
 
+// A vector's "check" as admit's `verified`: "verified" true, "rejected" false, absent (unchecked) undefined.
+function verified(v, where) {
+  if (v.check === undefined) return undefined;
+  assert.ok(v.check === 'verified' || v.check === 'rejected', `${where}: check must be "verified" or "rejected"`);
+  return v.check === 'verified';
+}
+
 function label(v, i) {
   return `${i}${v.name ? `: ${v.name}` : ''}`;
 }
@@ -47,16 +54,31 @@ test('the vectors file has every section, none empty', () => {
 });
 
 describe('tenant_keys', () => {
-  test('every vector: tenantKey({headers, peer}) under its "tenant" section', () => {
+  test('every vector: tenantKey({headers, peer, verified}) under its "tenant" section', () => {
     const cases = section('tenant_keys');
     cases.forEach((v, i) => {
       const fw = new Floodwall(v.tenant === undefined ? {} : { tenant: v.tenant });
       try {
         assert.ok(Array.isArray(v.headers), `${label(v, i)}: headers must be an array`);
-        const key = fw.tenantKey({ headers: v.headers, peer: v.peer ?? undefined });
+        const check = verified(v, label(v, i));
+        const key = fw.tenantKey({ headers: v.headers, peer: v.peer ?? undefined, verified: check });
         assert.equal(key, v.key, label(v, i));
         // The flat layout (req.rawHeaders) gives the same key as the pairs.
-        assert.equal(fw.tenantKey({ headers: v.headers.flat(), peer: v.peer }), v.key, `${label(v, i)} (flat)`);
+        assert.equal(fw.tenantKey({ headers: v.headers.flat(), peer: v.peer, verified: check }), v.key, `${label(v, i)} (flat)`);
+      } finally {
+        fw.close();
+      }
+    });
+  });
+
+  test('every vector: requestCredential({headers, peer}) names its "credential"', () => {
+    section('tenant_keys').forEach((v, i) => {
+      const fw = new Floodwall(v.tenant === undefined ? {} : { tenant: v.tenant });
+      try {
+        assert.ok(v.credential === null || typeof v.credential === 'string', `${label(v, i)}: "credential" must be a string or null`);
+        assert.equal(fw.requestCredential({ headers: v.headers, peer: v.peer }), v.credential, label(v, i));
+        assert.equal(fw.requestCredential({ headers: v.headers.flat(), peer: v.peer ?? undefined }), v.credential,
+          `${label(v, i)} (flat)`);
       } finally {
         fw.close();
       }
@@ -96,9 +118,9 @@ describe('decisions', () => {
       const held = [];
       try {
         for (const [j, r] of c.requests.entries()) {
-          const d = await fw.admit({ tenant: r.tenant, headers: r.headers, peer: r.peer, route: r.route,
-            method: r.method, cost: r.cost });
           const where = `${label(c, i)}, request ${j}`;
+          const d = await fw.admit({ tenant: r.tenant, headers: r.headers, peer: r.peer, verified: verified(r, where),
+            route: r.route, method: r.method, cost: r.cost });
           assert.equal(d.status, r.expect.status, `${where}: status`);
           assert.deepEqual(Object.entries(d.headers), r.expect.headers, `${where}: headers`);
           assert.equal(d.contentType ?? '', r.expect.content_type, `${where}: content type`);

@@ -72,6 +72,20 @@ function peerArg(value) {
   return value;
 }
 
+// What the app said of the request's credential (fw_request.credential): undefined or null, nothing (the
+// policy's tenant.credentials decides, and by default the credential names no tenant); true, its verify
+// hook vouched for it (it names the tenant); false, it did not (the request is keyed by its address).
+const CREDENTIAL_UNCHECKED = 0;
+const CREDENTIAL_VERIFIED = 1;
+const CREDENTIAL_REJECTED = 2;
+
+function credentialArg(value) {
+  if (value === undefined || value === null) return CREDENTIAL_UNCHECKED;
+  if (value === true) return CREDENTIAL_VERIFIED;
+  if (value === false) return CREDENTIAL_REJECTED;
+  throw invalid('verified: must be true, false or undefined (what the app\'s check of the request\'s credential said)');
+}
+
 function requestObject(request) {
   if (typeof request !== 'object' || request === null) throw invalid('request: must be an object');
   return request;
@@ -122,8 +136,10 @@ class Floodwall {
   }
 
   /**
-   * Decides one request: {tenant?, headers?, peer?, route?, method?, cost?, critical?, sandbox?}. Without
-   * a tenant (undefined or null) the core derives it from the headers and the peer address.
+   * Decides one request: {tenant?, headers?, peer?, verified?, route?, method?, cost?, critical?, sandbox?}.
+   * Without a tenant (undefined or null) the core derives it from the headers and the peer address: a
+   * Bearer token or API key names the tenant only when `verified` is true (the app checked it), else
+   * the request is keyed by its address (unless the policy's tenant.credentials is "unverified").
    * Never blocks the event loop: on Redis it resolves from the core's I/O thread.
    * Rejects with InvalidArgumentError (naming the field) for a request that cannot be decided.
    */
@@ -145,20 +161,42 @@ class Floodwall {
     this.#hold();
     const pending = native.admit(core.handle, tenantArg(request.tenant), headersArg(request.headers), peerArg(request.peer),
       optionalString(request.route, 'route'), optionalString(request.method, 'method'), cost,
-      optionalBoolean(request.critical, 'critical'), optionalBoolean(request.sandbox, 'sandbox'));
+      optionalBoolean(request.critical, 'critical'), optionalBoolean(request.sandbox, 'sandbox'),
+      credentialArg(request.verified));
     // Decided inline (the memory store): the numbers are in the scratch array, read them right away.
     if (pending === undefined) return new Decision(core, core.scratch);
     return pending.then((raw) => new Decision(core, raw));
   }
 
   /**
-   * The tenant id that admit() would use for {tenant?, headers?, peer?}: the tenant as given, else the one
-   * the core derives ("key:<32 hex digits>" for a Bearer token or an API key, "ip:<address>", "anonymous").
+   * The tenant id that admit() would use for {tenant?, headers?, peer?, verified?}: the tenant as given, else
+   * the one the core derives ("key:<32 hex digits>" for a verified Bearer token or API key, "ip:<address>",
+   * "anonymous").
    * @throws {InvalidArgumentError} naming the field.
    */
   tenantKey(request) {
     requestObject(request);
-    return native.tenantKey(this.#core.handle, tenantArg(request.tenant), headersArg(request.headers), peerArg(request.peer));
+    return native.tenantKey(this.#core.handle, tenantArg(request.tenant), headersArg(request.headers), peerArg(request.peer),
+      credentialArg(request.verified));
+  }
+
+  /**
+   * The credential a verify hook is asked about for {headers?, peer?}: the Bearer token (without its scheme)
+   * or the API key, trimmed, that would name the request's tenant once the app vouches for it, by the
+   * policy's tenant.from; null when the request carries none (or its address comes first).
+   * @throws {InvalidArgumentError} naming the field.
+   */
+  requestCredential(request) {
+    requestObject(request);
+    return native.requestCredential(this.#core.handle, headersArg(request.headers), peerArg(request.peer));
+  }
+
+  /**
+   * The longest an admit waits for the store, in milliseconds (the policy's redis.deadline_ms, 50 by
+   * default, whatever the store): the Express middleware gives a verify hook no longer by default.
+   */
+  get deadlineMs() {
+    return native.deadlineMs(this.#core.handle);
   }
 
   /** Frees what a decision holds. Idempotent; never throws; accepts a decision or its ticket. */

@@ -371,6 +371,12 @@ class Identity {
   std::optional<Utf8Arg> peer_;
 };
 
+// fw_request.credential from a number (lib/index.js maps `verified` to an fw_credential_check); anything
+// else is FW_CREDENTIAL_UNCHECKED. The core refuses a number that names no check (FW_EINVAL, "credential").
+int CredentialArg(const Napi::Value &v) {
+  return v.IsNumber() ? v.As<Napi::Number>().Int32Value() : FW_CREDENTIAL_UNCHECKED;
+}
+
 // ------------------------------------------------------------------------------------------------ client
 
 class Client;
@@ -449,7 +455,8 @@ class Client {
   }
 
   // admit(handle, tenant: string | Uint8Array | null, headers: array | null, peer: string | null,
-  //       route?: string, method?: string, cost: number, critical: boolean, sandbox: boolean):
+  //       route?: string, method?: string, cost: number, critical: boolean, sandbox: boolean,
+  //       credential: number (an fw_credential_check)):
   //   undefined (decided at once: see scratch) | Promise<Float64Array>
   Napi::Value Admit(const Napi::CallbackInfo &info) {
     Napi::Env env = info.Env();
@@ -461,6 +468,7 @@ class Client {
     req.cost = static_cast<uint64_t>(info[6].As<Napi::Number>().Int64Value());
     req.critical = info[7].As<Napi::Boolean>().Value();
     req.sandbox = info[8].As<Napi::Boolean>().Value();
+    req.credential = CredentialArg(info[9]);
 
     std::unique_ptr<Call> call = spare_ ? std::move(spare_) : std::make_unique<Call>();
     call->client = this;
@@ -569,16 +577,54 @@ Napi::Value RuleNames(const Napi::CallbackInfo &info) {
   return out;
 }
 
-// tenantKey(handle, tenant, headers, peer): string, the tenant id fw_admit would use
+// tenantKey(handle, tenant, headers, peer, credential: number): string, the tenant id fw_admit would use
 Napi::Value TenantKey(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
   Client *client = Client::From(info);
   fw_client *c = client->raw();
   fw_request req = FW_REQUEST_INIT;
   Identity identity(info, 1, client->headers(), &req);
+  req.credential = CredentialArg(info[4]);
   fw_buf buf = FW_BUF_INIT;
   Check(env, fw_tenant_key(c, &req, &buf));
   return TakeBuf(env, buf);
+}
+
+// requestCredential(handle, headers, peer): string | null, the credential a verify hook is asked about
+// (fw_request_credential). Latin-1, as the header's own bytes are in a node:http request: the string is
+// the header value the app reads from req.headers, trimmed (and without its Bearer scheme).
+Napi::Value RequestCredential(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  Client *client = Client::From(info);
+  fw_request req = FW_REQUEST_INIT;
+  if (info[1].IsArray()) {
+    client->headers().Read(env, info[1]);
+    req.headers = client->headers().data();
+    req.header_count = client->headers().size();
+  }
+  Utf8Arg peer(info[2]);
+  req.peer = peer.get();
+  req.peer_len = peer.size();
+  fw_buf buf = FW_BUF_INIT;
+  int found = 0;
+  int rc = fw_request_credential(client->raw(), &req, &buf, &found);
+  if (rc != FW_OK) {
+    fw_buf_dispose(&buf);
+    Check(env, rc);
+  }
+  napi_value out = env.Null();
+  napi_status st = found ? napi_create_string_latin1(env, buf.ptr ? buf.ptr : "", buf.size, &out) : napi_ok;
+  fw_buf_dispose(&buf);
+  CheckNapi(env, st);
+  return Napi::Value(env, out);
+}
+
+// deadlineMs(handle): number, the store's per-admit deadline in milliseconds (fw_client_deadline_ms)
+Napi::Value DeadlineMs(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  int64_t ms = 0;
+  Check(env, fw_client_deadline_ms(Client::From(info)->raw(), &ms));
+  return Napi::Number::New(env, static_cast<double>(ms));
 }
 
 // release(handle, ticket: number | bigint); never fails, a no-op after close
@@ -896,6 +942,8 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("create", Napi::Function::New<Create>(env, "create"));
   exports.Set("admit", Napi::Function::New<Admit>(env, "admit"));
   exports.Set("tenantKey", Napi::Function::New<TenantKey>(env, "tenantKey"));
+  exports.Set("requestCredential", Napi::Function::New<RequestCredential>(env, "requestCredential"));
+  exports.Set("deadlineMs", Napi::Function::New<DeadlineMs>(env, "deadlineMs"));
   exports.Set("ruleNames", Napi::Function::New<RuleNames>(env, "ruleNames"));
   exports.Set("release", Napi::Function::New<Release>(env, "release"));
   exports.Set("canBlock", Napi::Function::New<CanBlock>(env, "canBlock"));
