@@ -20,6 +20,13 @@ export interface Policy {
   tenant?: {
     /** Tried in order (default all three): a Bearer token, an X-API-Key (both hashed), the client's address. */
     from?: Array<'authorization' | 'x-api-key' | 'ip'>;
+    /**
+     * Which credentials name a tenant: "verified" (default) only those the app vouched for (`verified: true`,
+     * the middleware's verify hook), the rest are keyed by address; "unverified" any credential not
+     * rejected, for a gateway in front that already refuses unknown keys (else a client that invents keys
+     * gets a new bucket per key).
+     */
+    credentials?: 'verified' | 'unverified';
     /** Proxies (addresses or CIDRs) whose forwarded-for header is believed (default none). */
     trusted_proxies?: string[];
     /** The header that trusted proxies set (default "x-forwarded-for"). */
@@ -127,12 +134,25 @@ export type HeaderList = ReadonlyArray<string | Uint8Array> | ReadonlyArray<read
 export interface RequestIdentity {
   /**
    * The tenant id: any bytes ('' is the anonymous tenant). Absent, undefined or null: derived by the core
-   * from `headers` and `peer` (a Bearer token or API key, hashed; else the client's address).
+   * from `headers` and `peer` (a verified Bearer token or API key, hashed; else the client's address).
    */
   tenant?: string | Uint8Array | null;
   /** The request's headers; read only when there is no tenant. */
   headers?: HeaderList | null;
   /** The connection's peer address (req.socket.remoteAddress); read only when there is no tenant. */
+  peer?: string | null;
+  /**
+   * What the app's check of the request's credential (Floodwall#requestCredential) said: true, it is real
+   * and names the tenant; false, it is not (the request is keyed by its address); absent, undefined or null,
+   * not checked (the policy's tenant.credentials decides: by default the address). Read only when there is
+   * no tenant.
+   */
+  verified?: boolean | null;
+}
+
+/** What Floodwall#requestCredential reads. */
+export interface CredentialRequest {
+  headers?: HeaderList | null;
   peer?: string | null;
 }
 
@@ -257,6 +277,13 @@ export class Floodwall {
   admit(request: AdmitRequest): Promise<Decision>;
   /** The tenant id admit() would use: the tenant as given, else "key:<32 hex>", "ip:<address>" or "anonymous". */
   tenantKey(request: RequestIdentity): string;
+  /**
+   * The credential an app checks before it says `verified`: the Bearer token (without its scheme) or the API
+   * key, trimmed, that the policy's tenant.from would key the request on; null when there is none.
+   */
+  requestCredential(request: CredentialRequest): string | null;
+  /** The longest an admit waits for the store, in ms (redis.deadline_ms, 50 by default): verifyTimeout's default. */
+  readonly deadlineMs: number;
   release(decision: Decision | Ticket | null | undefined): void;
   setMode(limiter: LimiterName, mode: Mode): void;
   getMode(limiter: LimiterName): Mode;
@@ -325,6 +352,16 @@ export interface ExpressOptions<Req extends MiddlewareRequest = MiddlewareReques
   skip?: (req: Req, res: Res) => boolean | Promise<boolean>;
   /** Sends a rejection (default: the decision's status (403, 429 or 503), body and contentType; its limit headers are already set on res). */
   handler?: (req: Req, res: Res, next: NextFunction, decision: Decision) => unknown;
+  /**
+   * Vouches for the request's credential (the Bearer token or API key, as Floodwall#requestCredential gives
+   * it) when the core derives the tenant: truthy, the credential names the tenant; falsy, the request is
+   * keyed by its address. Asked only for requests that carry one. A hook that throws, rejects or takes
+   * longer than verifyTimeout counts as falsy and is reported once (process warning 'FLOODWALL_VERIFY').
+   * Without it every request without a keyGenerator tenant is keyed by its address (by default).
+   */
+  verify?: (credential: string, req: Req) => unknown;
+  /** Milliseconds verify may take (default fw.deadlineMs). */
+  verifyTimeout?: number;
 }
 
 export function express<Req extends MiddlewareRequest = MiddlewareRequest, Res extends MiddlewareResponse = MiddlewareResponse>(

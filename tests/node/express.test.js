@@ -242,9 +242,10 @@ for (const [name, expressLib] of EXPRESSES) {
       }
     });
 
-    test('without a keyGenerator one Bearer token is one bucket, whichever peer it comes from', async () => {
+    test('without a keyGenerator one vouched-for Bearer token is one bucket, whichever peer it comes from', async () => {
       const fw = new Floodwall({ request_rate: { rate: 0.001, burst: 5 } });
-      const srv = await serve(expressLib, fw, { keyGenerator: undefined });
+      const issued = new Set(['s3cr3t-token', 'another']);
+      const srv = await serve(expressLib, fw, { keyGenerator: undefined, verify: (token) => issued.has(token) });
       const bearer = { authorization: 'Bearer s3cr3t-token' };
       const remaining = async (localAddress, headers = {}) => {
         const res = await request(srv.port, '/ok', { headers, localAddress });
@@ -259,8 +260,8 @@ for (const [name, expressLib] of EXPRESSES) {
         assert.equal(await remaining('127.0.0.2'), '4');
         assert.equal(await remaining('127.0.0.3'), '4');
         assert.equal(await remaining('127.0.0.2'), '3');
-        assert.equal(fw.tenantKey({ headers: Object.entries(bearer), peer: '127.0.0.9' }),
-          fw.tenantKey({ headers: ['Authorization', 'Bearer s3cr3t-token'] }));
+        assert.equal(fw.tenantKey({ headers: Object.entries(bearer), peer: '127.0.0.9', verified: true }),
+          fw.tenantKey({ headers: ['Authorization', 'Bearer s3cr3t-token'], verified: true }));
         assert.ok(!JSON.stringify(fw.metrics()).includes('s3cr3t'), 'the token is hashed, never kept');
       } finally {
         await srv.close();

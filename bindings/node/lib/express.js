@@ -5,6 +5,10 @@
 // middlewares give the same request), the core's RateLimit headers and rejection bodies, 503s from the
 // shedders, 403s for tenants blocked through the admin API, and a ticket released exactly once when the
 // response ends ('close': after 'finish', or when the client goes away mid-request).
+//
+// A Bearer token or API key names the request's tenant only once the app vouches for it (the verify
+// option): a client that invents a key per request would otherwise get a new bucket each time. Without
+// verify (or when it says no, throws, or is too slow) the request is the tenant of its address.
 
 // The route family: the mount path plus the route's pattern ('/users/:id', never '/users/42'), so that
 // concurrency.routes can name it and the metrics stay bounded. At app level (no route matched yet) it
@@ -22,6 +26,7 @@ function defaultHandler(req, res, next, decision) {
   res.end(decision.body);
 }
 
+const { performance } = require('node:perf_hooks');
 const { admitNow } = require('./internal');
 
 function resolveOption(value, req, res) {
@@ -43,12 +48,84 @@ function releaseWhenDone(fw, decision, res) {
   else res.on('close', () => fw.release(decision));
 }
 
+// The name and message of what a verify hook threw or rejected with (anything can be thrown).
+function describeError(err) {
+  if (err instanceof Error) return `${err.name || err.constructor.name}: ${err.message}`;
+  const kind = err !== null && typeof err === 'object' && err.constructor ? err.constructor.name : typeof err;
+  return `${kind}: ${String(err)}`;
+}
+
+// The app's verify hook around the core: asked about the request's credential when the core derives the
+// tenant, it answers true (the credential names the tenant), false, or a promise of either. Every failure is
+// false (the request is keyed by its address) and is reported once per middleware, as a process warning.
+function verifier(fw, verify, timeoutMs) {
+  const reported = new Set();
+  function report(kind, message) {
+    if (reported.has(kind)) return;
+    reported.add(kind);
+    process.emitWarning(`${message}; such requests are keyed by their address (reported once)`,
+      { type: 'FloodwallWarning', code: 'FLOODWALL_VERIFY' });
+  }
+  const failed = (err) => {
+    report('threw', `floodwall: the verify hook failed (${describeError(err)})`);
+    return false;
+  };
+  const late = () => report('late', `floodwall: the verify hook took longer than verifyTimeout (${timeoutMs} ms)`);
+
+  // A promise's answer, or false once the time is up: the hook goes on, and its late answer (or failure)
+  // is ignored.
+  function within(answer) {
+    return new Promise((resolve) => {
+      let waiting = true;
+      const timer = setTimeout(() => {
+        waiting = false;
+        late();
+        resolve(false);
+      }, timeoutMs);
+      timer.unref(); // a hook that never answers keeps nothing alive
+      Promise.resolve(answer).then((ok) => {
+        if (!waiting) return;
+        clearTimeout(timer);
+        resolve(Boolean(ok));
+      }, (err) => {
+        if (!waiting) return;
+        clearTimeout(timer);
+        resolve(failed(err));
+      });
+    });
+  }
+
+  // `request` holds the headers and the peer. undefined: no credential to ask about (nothing is checked);
+  // true or false; or a promise of the answer. Never throws, never rejects.
+  return function vouch(req, request) {
+    const credential = fw.requestCredential(request);
+    if (credential === null) return undefined;
+    // A synchronous hook cannot be interrupted: a late answer is measured, and counts as no.
+    const started = performance.now();
+    let answer;
+    try {
+      answer = verify(credential, req);
+    } catch (err) {
+      return failed(err);
+    }
+    if (isThenable(answer)) return within(answer);
+    if (performance.now() - started > timeoutMs) {
+      late();
+      return false;
+    }
+    return Boolean(answer);
+  };
+}
+
 /**
  * @param {import('./index').Floodwall} fw
  * @param {object} [options] keyGenerator(req, res), route, cost, critical, sandbox (values or functions of
- *   (req, res), possibly async), skip(req, res), handler(req, res, next, decision) for rejections.
+ *   (req, res), possibly async), skip(req, res), handler(req, res, next, decision) for rejections,
+ *   verify(credential, req) and verifyTimeout (ms).
  *   Without a keyGenerator, or when it returns undefined or null, the core derives the tenant from
  *   req.rawHeaders and req.socket.remoteAddress (policy section "tenant"); '' is the anonymous tenant.
+ *   A derived tenant is the client's address unless verify vouches for the request's Bearer token or API
+ *   key (returns truthy, or a promise of it, within verifyTimeout: by default the store's deadline).
  */
 function express(fw, options = {}) {
   if (!fw || typeof fw.admit !== 'function') throw new TypeError('express(fw, options): fw must be a Floodwall');
@@ -60,13 +137,32 @@ function express(fw, options = {}) {
     sandbox = false,
     skip = () => false,
     handler = defaultHandler,
+    verify,
+    verifyTimeout,
   } = options;
   // A Floodwall decides at once when it can; anything else with admit() and release() (a wrapper, a spy)
   // answers with a promise.
   const admit = typeof fw[admitNow] === 'function' ? (request) => fw[admitNow](request) : (request) => fw.admit(request);
-  const hooks = keyGenerator === undefined ? { skip, handler } : { keyGenerator, skip, handler };
+  const hooks = { skip, handler };
+  if (keyGenerator !== undefined) hooks.keyGenerator = keyGenerator;
+  if (verify !== undefined) hooks.verify = verify;
   for (const [name, fn] of Object.entries(hooks)) {
     if (typeof fn !== 'function') throw new TypeError(`express(fw, options): ${name} must be a function`);
+  }
+  if (verify === undefined && verifyTimeout !== undefined) {
+    throw new TypeError('express(fw, options): verifyTimeout needs a verify hook');
+  }
+  let vouch;
+  if (verify !== undefined) {
+    if (typeof fw.requestCredential !== 'function') {
+      throw new TypeError('express(fw, options): verify needs fw.requestCredential (a Floodwall)');
+    }
+    // By default no longer than the store is given: a verify hook is on the request's path as the store is.
+    const timeoutMs = verifyTimeout === undefined ? fw.deadlineMs : verifyTimeout;
+    if (typeof timeoutMs !== 'number' || !(timeoutMs > 0) || timeoutMs > 2 ** 31 - 1) {
+      throw new TypeError('express(fw, options): verifyTimeout must be a number of milliseconds above 0');
+    }
+    vouch = verifier(fw, verify, timeoutMs);
   }
 
   // The decision answered: headers, the ticket's release, then the next handler or the rejection.
@@ -82,9 +178,10 @@ function express(fw, options = {}) {
     if (isThenable(done)) done.then(undefined, next);
   }
 
-  // The request's fields, each option's value as the app gives it (possibly a promise).
+  // The request's fields, each option's value as the app gives it (possibly a promise). With a verify hook
+  // and a tenant already known to be derived, its answer too (when the tenant is a promise, decideLater asks).
   function fields(req, res) {
-    return {
+    const request = {
       tenant: keyGenerator === undefined ? undefined : keyGenerator(req, res),
       // Read by the core only when there is no tenant. The peer, not req.ip: which X-Forwarded-For entry
       // to believe is the policy's tenant.trusted_proxies, the same in every language.
@@ -95,7 +192,12 @@ function express(fw, options = {}) {
       cost: resolveOption(cost, req, res),
       critical: resolveOption(critical, req, res),
       sandbox: resolveOption(sandbox, req, res),
+      verified: undefined,
     };
+    if (vouch !== undefined && (request.tenant === undefined || request.tenant === null)) {
+      request.verified = vouch(req, request);
+    }
+    return request;
   }
 
   // Some hook or option answered with a promise: every one of them is awaited, in the order above. Each hook
@@ -103,13 +205,18 @@ function express(fw, options = {}) {
   async function decideLater(req, res, skipped, request) {
     if (await skipped) return null;
     if (request === undefined) request = fields(req, res);
+    const tenantLater = isThenable(request.tenant);
     for (const key of ['tenant', 'route', 'cost', 'critical', 'sandbox']) request[key] = await request[key];
+    if (vouch !== undefined && tenantLater && (request.tenant === undefined || request.tenant === null)) {
+      request.verified = vouch(req, request);
+    }
+    request.verified = await request.verified;
     return admit(request);
   }
 
-  // Synchronous as long as the app's hooks are and the core decides at once (memory://, shm://, a hot
-  // tenant): no promise and no microtask on that path. A store that answers later (Redis) resolves the
-  // decision's promise, and the app's async hooks are awaited.
+  // Synchronous as long as the app's hooks are (verify included) and the core decides at once (memory://,
+  // shm://, a hot tenant): no promise and no microtask on that path. A store that answers later (Redis)
+  // resolves the decision's promise, and the app's async hooks are awaited.
   return function floodwall(req, res, next) {
     let decided;
     try {
@@ -121,7 +228,7 @@ function express(fw, options = {}) {
       } else {
         const request = fields(req, res);
         const later = isThenable(request.tenant) || isThenable(request.route) || isThenable(request.cost) ||
-          isThenable(request.critical) || isThenable(request.sandbox);
+          isThenable(request.critical) || isThenable(request.sandbox) || isThenable(request.verified);
         decided = later ? decideLater(req, res, false, request) : admit(request);
       }
     } catch (err) {

@@ -8,7 +8,7 @@ import {
 const policy: Policy = {
   request_rate: { rate: 100, burst: 500 },
   concurrency: { limit: 20, routes: ['/search'] },
-  tenant: { from: ['authorization', 'ip'], trusted_proxies: ['10.0.0.0/8'], ipv6_prefix: 56 },
+  tenant: { from: ['authorization', 'ip'], trusted_proxies: ['10.0.0.0/8'], ipv6_prefix: 56, credentials: 'verified' },
   body_format: 'problem+json',
   headers: 'ietf',
 };
@@ -39,7 +39,15 @@ async function main(): Promise<void> {
   await fw.admit({ tenant: null, headers: pairs });
   await fw.admit({});
   const key: string = fw.tenantKey({ headers: flat, peer: null });
-  console.log(key);
+  const credential: string | null = fw.requestCredential({ headers: flat, peer: '192.0.2.1' });
+  await fw.admit({ headers: flat, peer: '192.0.2.1', verified: credential === 't' });
+  fw.tenantKey({ headers: pairs, verified: null });
+  const deadline: number = fw.deadlineMs;
+  console.log(key, deadline);
+  // @ts-expect-error: verified is a boolean
+  fw.tenantKey({ headers: flat, verified: 'yes' });
+  // @ts-expect-error: the deadline is read-only
+  fw.deadlineMs = 10;
   fw.release(d);
   fw.release(d.ticket);
   fw.setMode('request_rate', 'dark');
@@ -105,6 +113,11 @@ async function main(): Promise<void> {
   app.get('/', (req, res) => res.json({ remaining: (req as { floodwall?: Decision }).floodwall?.remaining }));
 
   app.use(floodwall(fw)); // no keyGenerator at all
+  const issued = new Set(['k-1', 'k-2']);
+  app.use(floodwall(fw, { verify: (credential) => issued.has(credential) }));
+  app.use(floodwall(fw, { verify: async (credential, req) => issued.has(credential) && req.method === 'GET', verifyTimeout: 20 }));
+  // @ts-expect-error: verifyTimeout is milliseconds, a number
+  app.use(floodwall(fw, { verify: () => true, verifyTimeout: '20ms' }));
   const wait: number = backoff(3, { base: backoffDefaults.base / 2, cap: backoffDefaults.cap, retryAfter: '2', random: Math.random });
   const ms: number | null = parseRetryAfter('Wed, 21 Oct 2015 07:28:00 GMT');
   const res = await retry(() => fetch('http://127.0.0.1:1/'), { retries: 2, onRetry: ({ wait: w }) => console.log(w) });
