@@ -75,6 +75,9 @@ test('the tarball installs into an empty project and the README example serves r
   assert.equal(res.headers.ratelimit, '"concurrency";r=19');
   const other = await request(port, '/', { headers: { 'x-api-key': 'globex' } });
   assert.equal(other.headers['ratelimit-remaining'], '499', 'each API key is its own tenant');
+  const madeUp = [];
+  for (const key of ['made-up-1', 'made-up-2']) madeUp.push((await request(port, '/', { headers: { 'x-api-key': key } })).headers['ratelimit-remaining']);
+  assert.deepEqual(madeUp, ['499', '498'], 'keys the app never issued share the address\'s bucket');
 });
 
 test('with its prebuilt addon the package installs with --ignore-scripts and no compiler, and needs no libhiredis nor libssl', async (t) => {
