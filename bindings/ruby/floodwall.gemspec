@@ -18,6 +18,7 @@ Gem::Specification.new do |spec|
     headers. Floodwall::Client decides, Floodwall::Rack is the middleware, Floodwall::Backoff retries.
   TEXT
   spec.authors = ["floodwall developers"]
+  spec.license = "MIT" # LICENSE, vendored with the core
   spec.required_ruby_version = ">= 3.0"
   spec.extensions = ["ext/floodwall/extconf.rb"]
   spec.require_paths = ["lib"]
