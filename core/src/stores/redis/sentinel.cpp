@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <string_view>
 
+#include "stores/redis/cluster_map.hpp"  // reply_head
 #include "stores/redis/connection.hpp"
 #include "stores/redis/resp.hpp"
 
@@ -43,6 +44,14 @@ struct ReplyFree {
   }
 };
 using Reply = std::unique_ptr<redisReply, ReplyFree>;
+
+bool same(const RedisEndpoint &a, const RedisEndpoint &b) {
+  return a.port == b.port && a.host == b.host;
+}
+
+std::string name_of(const RedisEndpoint &e) {
+  return e.host + ":" + std::to_string(e.port);
+}
 
 }  // namespace
 
@@ -82,6 +91,7 @@ void SentinelWatch::suspect(uint64_t generation) {
     std::lock_guard lock(mu_);
     if (generation != generation_.load(std::memory_order_relaxed)) return;  // already moved on
     asked_ = true;
+    doubted_ = master_;
   }
   cv_.notify_all();
 }
@@ -126,7 +136,8 @@ void SentinelWatch::set_master(const RedisEndpoint &m) {
   bool changed = false;
   {
     std::lock_guard lock(mu_);
-    if (!master_ || master_->host != m.host || master_->port != m.port) {
+    doubted_.reset();
+    if (!master_ || !same(*master_, m)) {
       master_ = m;
       generation_.fetch_add(1, std::memory_order_release);
       changed = true;
@@ -142,14 +153,46 @@ void SentinelWatch::set_master(const RedisEndpoint &m) {
   on_change_();
 }
 
+void SentinelWatch::take(const RedisEndpoint &m, size_t i) {
+  next_ = named_by_ = i;
+  set_master(m);
+}
+
+void SentinelWatch::say_malformed(size_t i, const redisReply *reply) {
+  if (!said_.insert("malformed " + name_of(url_.nodes[i])).second) return;
+  std::fprintf(stderr,
+               "floodwall: sentinel %s sent a SENTINEL get-master-addr-by-name reply that is no address (master "
+               "\"%s\"), left out; the other sentinels are asked: %s\n",
+               name_of(url_.nodes[i]).c_str(), printable(url_.master).c_str(), printable(reply_head(reply)).c_str());
+}
+
+void SentinelWatch::say_contradiction(size_t doubting, const RedisEndpoint &doubted, size_t other,
+                                      const RedisEndpoint &named) {
+  if (!said_.insert("contradiction " + name_of(url_.nodes[doubting])).second) return;
+  std::fprintf(stderr,
+               "floodwall: sentinel %s names %s as the master \"%s\", which is no master now (its ROLE, or no "
+               "connection); sentinel %s names %s: taken (a failover it has not heard of yet?)\n",
+               name_of(url_.nodes[doubting]).c_str(), name_of(doubted).c_str(), printable(url_.master).c_str(),
+               name_of(url_.nodes[other]).c_str(), name_of(named).c_str());
+}
+
 bool SentinelWatch::ask() {
   asks_.fetch_add(1, std::memory_order_relaxed);
   auth_refused_.store(false, std::memory_order_relaxed);
   bool unknown = false;
   std::string tls_error;  // the first sentinel that failed TLS (verification, or it refused our certificate)
   const std::string cmd = resp_format({"SENTINEL", "get-master-addr-by-name", url_.master});
-  for (size_t k = 0; k < url_.nodes.size(); k++) {
-    size_t i = (next_ + k) % url_.nodes.size();
+  std::optional<RedisEndpoint> doubted;
+  {
+    std::lock_guard lock(mu_);
+    doubted = doubted_;
+  }
+  // A doubted master: the sentinel that named it is asked last, and its answer (or any sentinel's naming
+  // it again) is kept only if no sentinel names another.
+  const size_t n = url_.nodes.size(), first = doubted && n > 1 ? (named_by_ + 1) % n : next_;
+  std::optional<size_t> naming_doubted;
+  for (size_t k = 0; k < n; k++) {
+    size_t i = (first + k) % n;
     {
       std::lock_guard lock(mu_);
       if (stop_) return false;
@@ -167,16 +210,31 @@ bool SentinelWatch::ask() {
       if (tls_error.empty() && c->failure() == FailReason::config) tls_error = c->error();
       continue;
     }
-    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
-      std::string_view host = text(r->element[0]);
-      int port = port_of(text(r->element[1]));
-      if (!host.empty() && port > 0) {
-        next_ = i;
-        set_master({std::string(host), port});
-        return true;
-      }
+    if (r->type == REDIS_REPLY_NIL) {
+      unknown = true;  // this sentinel does not monitor that name
+      continue;
     }
-    if (r->type == REDIS_REPLY_NIL) unknown = true;  // this sentinel does not monitor that name
+    if (r->type == REDIS_REPLY_ERROR) continue;  // refused (NOAUTH, LOADING...): the others may answer
+    std::string_view host = r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? text(r->element[0]) : "";
+    int port = r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? port_of(text(r->element[1])) : 0;
+    if (host.empty() || port <= 0) {
+      say_malformed(i, r.get());
+      continue;
+    }
+    RedisEndpoint m{std::string(host), port};
+    if (doubted && same(m, *doubted) && n > 1) {
+      if (!naming_doubted) naming_doubted = i;
+      continue;
+    }
+    if (naming_doubted) say_contradiction(*naming_doubted, *doubted, i, m);
+    take(m, i);
+    return true;
+  }
+  if (naming_doubted) {
+    // Every sentinel that answered names it: still the master as far as they know (restarted, or a
+    // connection that broke); the store's ROLE check says again.
+    take(*doubted, *naming_doubted);
+    return true;
   }
   std::string where;
   for (const RedisEndpoint &e : url_.nodes) where += (where.empty() ? "" : ",") + e.host + ":" + std::to_string(e.port);
@@ -221,7 +279,8 @@ bool SentinelWatch::master_known() const {
 
 void SentinelWatch::listen(int64_t until_us) {
   if (!sub_) {
-    sub_ = open(next_, now_us() + opt_.connect_timeout_ms * 1000);
+    sub_at_ = next_;
+    sub_ = open(sub_at_, now_us() + opt_.connect_timeout_ms * 1000);
     if (!sub_) return;
     Reply ok(sub_->roundtrip(resp_format({"SUBSCRIBE", "+switch-master"}), now_us() + opt_.connect_timeout_ms * 1000));
     if (!ok || ok->type != REDIS_REPLY_ARRAY) {
@@ -250,7 +309,7 @@ void SentinelWatch::listen(int64_t until_us) {
       body = sp == std::string_view::npos ? std::string_view() : body.substr(sp + 1);
     }
     if (n == 5 && parts[0] == url_.master && port_of(parts[4]) > 0)
-      set_master({std::string(parts[3]), port_of(parts[4])});
+      take({std::string(parts[3]), port_of(parts[4])}, sub_at_);
   }
 }
 

@@ -4,6 +4,13 @@
 // broken connection, a READONLY reply, a ROLE that is not master) and every few seconds regardless. The
 // store reads master() when it connects and reconnects whenever the generation moves.
 //
+// During a failover the sentinels may not agree: one that has not heard of it yet names the old master
+// (down, or a replica by now). So a master the store suspected is doubted: the next ask starts from the
+// sentinel after the one that named it, and a sentinel naming the doubted master again is passed over
+// while another names a different one (said once: a contradiction). When every sentinel that answers names
+// it, it is kept (a restart, a broken connection). A reply that is no address is said once (the sentinel,
+// the command, its first 200 bytes) and the next sentinel is asked.
+//
 // What can go wrong is said once on stderr: no sentinel reachable (connection: the fallback decides,
 // retried in the background), sentinels that refuse the password or do not know the master's name
 // (config, naming it).
@@ -16,11 +23,14 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 
 #include "stores/redis/url.hpp"
 #include "stores/store.hpp"
+
+struct redisReply;  // hiredis
 
 namespace floodwall {
 
@@ -66,7 +76,13 @@ class SentinelWatch {
   // A connection to sentinel i, authenticated: null when it cannot be made in time (`tls_error`, when
   // given, then says why if TLS failed: verification, or the sentinel refused our certificate).
   std::unique_ptr<Connection> open(size_t i, int64_t deadline_us, std::string *tls_error = nullptr);
+  // Sentinel i named m: the master from now on, and i the sentinel asked first.
+  void take(const RedisEndpoint &m, size_t i);
   void set_master(const RedisEndpoint &m);
+  // Said once per sentinel: a reply that is no address; a sentinel naming the doubted master while
+  // another names `other`.
+  void say_malformed(size_t i, const redisReply *reply);
+  void say_contradiction(size_t doubting, const RedisEndpoint &doubted, size_t other, const RedisEndpoint &named);
   void listen(int64_t until_us);  // +switch-master on the subscribed sentinel, until the time or a wake-up
   bool stopping_or_asked();
   bool master_known() const;
@@ -79,6 +95,7 @@ class SentinelWatch {
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   std::optional<RedisEndpoint> master_;
+  std::optional<RedisEndpoint> doubted_;  // the master the store suspected (no master, or unreachable)
   bool stop_ = false;
   bool asked_ = true;  // ask at once
   std::atomic<uint64_t> generation_{0};
@@ -87,7 +104,10 @@ class SentinelWatch {
   std::atomic<bool> said_unreachable_{false}, said_unknown_{false}, said_refused_{false};
   std::atomic<bool> auth_refused_{false};  // a sentinel refused the password during the current ask
   size_t next_ = 0;                        // the sentinel to ask first: the last one that answered
+  size_t named_by_ = 0;                    // the sentinel that named the master now (the thread's)
+  std::set<std::string> said_;             // the thread's: what was said once ("malformed 127.0.0.1:26379")
   std::unique_ptr<Connection> sub_;        // subscribed to +switch-master
+  size_t sub_at_ = 0;                      // on this sentinel
   std::thread thread_;
 };
 
