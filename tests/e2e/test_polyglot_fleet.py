@@ -73,15 +73,17 @@ def fleet(tmp_path_factory):
     policy = {
         "store": f"redis://127.0.0.1:{redis.port}/0",
         "redis": {"deadline_ms": 100, "breaker_open_ms": 300, "flags_poll_ms": 200},
-        # The services give no key function: the core derives each tenant from the request, so the
-        # overrides name derived ids, and the test client (127.0.0.1) is the proxy the policy trusts.
+        # The services give no key function: the core derives each tenant from the request (a key their
+        # verify hook vouches for: any but "made-up-..."), so the overrides name derived ids, and the test
+        # client (127.0.0.1) is the proxy the policy trusts.
         "tenant": {"trusted_proxies": ["127.0.0.1"]},
         "request_rate": {"rate": RATE, "burst": BURST, "overrides": {
             **{key(f"same-{lang}"): {"rate": 0.001, "burst": 3} for lang in ("python", "node", "ruby")},
             key("switch-tenant"): {"rate": 0.001, "burst": 3},
             key("bearer-bucket"): {"rate": 0.001, "burst": 3},
             key("api-key-bucket"): {"rate": 0.001, "burst": 3},
-            "ip:198.51.100.23": {"rate": 0.001, "burst": 3}}},
+            "ip:198.51.100.23": {"rate": 0.001, "burst": 3},
+            "ip:198.51.100.77": {"rate": 0.001, "burst": 3}}},
         "concurrency": {"limit": LIMIT, "ttl_s": 30, "routes": ["/work"]},
     }
     path = tmp_path_factory.mktemp("fleet") / "policy.json"
@@ -201,6 +203,29 @@ def test_the_same_request_reaches_one_bucket_and_one_answer_in_every_language(fl
     assert body["error"]["limit_type"] == "request_rate"
     hdrs = dict(rejected["python"][1])
     assert int(hdrs["retry-after"]) >= int(hdrs["ratelimit"].rsplit("t=", 1)[1]), "Retry-After >= the window t"
+
+
+def test_made_up_keys_from_one_address_share_its_bucket_in_every_language(fleet):
+    """A client inventing a key per request, spread over the three services: none of the keys is vouched
+    for, so every request is its address's (one bucket of 3 for the whole fleet), while a key the fleet
+    issued, sent from that same address, has its own bucket."""
+    redis, urls = fleet
+    keys_before = int(redis.cli("DBSIZE"))
+    statuses = {}
+    for i in range(24):
+        lang = ("python", "node", "ruby")[i % 3]
+        made_up = f"made-up-{os.urandom(8).hex()}"
+        credential = {"X-API-Key": made_up} if i % 2 else {"Authorization": f"Bearer {made_up}"}
+        r = httpx.get(f"{urls[lang]}/work", headers={**credential, "X-Forwarded-For": "198.51.100.77"}, timeout=30)
+        statuses.setdefault(lang, []).append(r.status_code)
+    every = [s for lang in statuses for s in statuses[lang]]
+    assert every.count(200) == 3 and every.count(429) == 21, statuses
+    # 24 made-up keys made one tenant's keys, not 24 tenants'.
+    assert int(redis.cli("DBSIZE")) - keys_before <= 3, redis.cli("KEYS", "*")
+    issued = [httpx.get(f"{urls[lang]}/work", headers={"X-API-Key": "issued-behind-a-nat",
+                                                        "X-Forwarded-For": "198.51.100.77"}, timeout=30)
+              for lang in ("python", "node", "ruby")]
+    assert [r.status_code for r in issued] == [200, 200, 200], "an issued key is not starved by its address"
 
 
 def wait_until(predicate, seconds: float) -> float:

@@ -25,9 +25,10 @@ async def metrics(request: Request) -> PlainTextResponse:
 
 
 api = Starlette(routes=[Route("/work", work)])
-# No key function: the core derives the tenant from the request (Authorization, X-API-Key, the address
-# behind the policy's trusted proxies), as the Node and Ruby services do.
-limited = FloodwallMiddleware(api, client=fw, route="/work")
+# No key function: the core derives the tenant from the request (a verified Authorization or X-API-Key, else
+# the address behind the policy's trusted proxies), as the Node and Ruby services do. The fleet's issued
+# keys: every key but the test's made-up ones.
+limited = FloodwallMiddleware(api, client=fw, route="/work", verify=lambda key, scope: not key.startswith("made-up-"))
 
 
 async def app(scope, receive, send):

@@ -12,8 +12,9 @@ work = lambda do |env|
   sleep hold if hold.positive?
   [200, { "Content-Type" => "application/json" }, [JSON.generate(lang: "ruby")]]
 end
-# No key: the core derives the tenant from the request, as the Python and Node services do.
-limited = Floodwall::Rack.new(work, client: fw, route: "/work")
+# No key: the core derives the tenant from the request, as the Python and Node services do; every key but the
+# test's made-up ones is one the fleet issued.
+limited = Floodwall::Rack.new(work, client: fw, route: "/work", verify: ->(key, _env) { !key.start_with?("made-up-") })
 app = lambda do |env|
   return [200, { "Content-Type" => "text/plain" }, [fw.prometheus]] if env["PATH_INFO"] == "/metrics"
 
