@@ -6,6 +6,7 @@
 # to 500, 20 in flight). The tenant is the X-API-Key header in every variant; no limit is ever reached at the
 # load the benchmark offers (1,000 tenants).
 require "json"
+require "set"
 
 limiter = ENV.fetch("FW_HTTP_LIMITER", "none")
 redis_url = ENV.fetch("FW_BENCH_REDIS", "")
@@ -18,7 +19,9 @@ when "floodwall-memory", "floodwall-redis"
   require "floodwall/rack"
   fw = Floodwall::Client.new(store: limiter == "floodwall-memory" ? "memory://" : redis_url, prefix: "fwhttp",
                              request_rate: { rate: 100, burst: 500 }, concurrency: { limit: 20 })
-  use Floodwall::Rack, client: fw, skip: ->(env) { env["PATH_INFO"] == "/__sources" }
+  issued = Set.new(Array.new(1000) { |i| "tenant-#{i}" }) # the keys run.js sends: verify: looks them up
+  use Floodwall::Rack, client: fw, skip: ->(env) { env["PATH_INFO"] == "/__sources" },
+                       verify: ->(key, _env) { issued.include?(key) }
 when "rack-attack-redis"
   require "redis"
   require "rack/attack"
