@@ -914,3 +914,17 @@ TEST(ClusterMap, AReplyHeadIsItsFirst200BytesOfResp) {
   }
   EXPECT_EQ(reply_head(nullptr), "<no reply>");
 }
+
+// After a failover, a shard may list its failed old master first (still "master", health "fail") and the
+// promoted one after it: the slots are the online master's, whichever order; the failed one is no replica.
+// CLUSTER SLOTS names a range's master first by definition; a failed master it still names (a view from
+// before the failover) is that view's owner, corrected by the next node's view (cluster_sources_test.cpp).
+TEST(ClusterMap, AShardsFailedMasterListedFirstLeavesItsSlotsToTheOnlineOne) {
+  std::string failed = shards_node("dead", "10.0.0.9", 7009, "master", "fail");
+  std::string promoted = shards_node("bbbb", "10.0.0.2", 7001, "master");
+  std::string replica = shards_node("cccc", "10.0.0.3", 7002, "replica");
+  EXPECT_EQ(shards_of(arr({shard({0, 16383}, {failed, promoted, replica})})), "0-16383 10.0.0.2:7001 [10.0.0.3:7002]");
+  EXPECT_EQ(shards_of(arr({shard({0, 16383}, {promoted, failed, replica})})), "0-16383 10.0.0.2:7001 [10.0.0.3:7002]");
+  EXPECT_EQ(shards_of(arr({shard({0, 16383}, {shards_node("dead", "10.0.0.9", 7009, "replica", "fail"), promoted})})),
+            "0-16383 10.0.0.2:7001");
+}
