@@ -9,7 +9,9 @@
                                   adaptive concurrency limit's scene)
     POST /v1/analytics/exports    a non-critical write
 
-One API key is one tenant (Authorization: Bearer <key>); keys starting sk_test_ are sandbox traffic.
+One API key that routes-api issued is one tenant (Authorization: Bearer <key>, checked by keys.valid);
+a request with a made-up key, or none, is its client address's tenant. Keys starting sk_test_ are sandbox
+traffic.
 /metrics, /metrics.json and /admin/mode are the operator's and are not limited.
 """
 
@@ -30,6 +32,8 @@ from starlette.routing import Route
 
 from floodwall import Floodwall
 from floodwall.asgi import FloodwallMiddleware
+
+import keys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -137,7 +141,9 @@ def critical(scope) -> bool:
 protected = FloodwallMiddleware(
     api,
     client=fw,
-    key=lambda scope: api_key(scope) or None,
+    # The core reads the key from the Authorization header and asks this check: an issued key is its own
+    # tenant; a made-up one counts against its client address.
+    verify=lambda key, scope: keys.valid(key),
     cost=cost,
     critical=critical,
     sandbox=lambda scope: api_key(scope).startswith(b"sk_test_"),

@@ -25,6 +25,8 @@ from typing import Dict, List, Optional, Tuple
 
 import httpx
 
+import keys
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIMITERS = ("request_rate", "concurrency", "fleet", "utilization", "adaptive")
 
@@ -74,10 +76,12 @@ class Run:
         print(f"\n[{s.number:2}] {title}", flush=True)
         return s
 
-    async def call(self, s: Scene, method: str, path: str, key: str) -> httpx.Response:
+    async def call(self, s: Scene, method: str, path: str, customer: str, key: Optional[str] = None) -> httpx.Response:
+        """One request as `customer` with the key routes-api issued it, or with `key` as it is (a made-up one)."""
         base = self.bases[self.next_box % len(self.bases)]
         self.next_box += 1
-        r = await self.client.request(method, base + path, headers={"Authorization": f"Bearer {key}"})
+        token = key if key is not None else keys.issue(customer)
+        r = await self.client.request(method, base + path, headers={"Authorization": f"Bearer {token}"})
         s.sent += 1
         if r.status_code < 400:
             s.allowed += 1
@@ -171,6 +175,18 @@ async def scenes(run: Run) -> None:
     s = run.scene("A sandbox script in a `while true` loop, re-solving a 50-stop route (5 tokens) for 5 s")
     await flood(run, s, "POST", "/v1/routes?stops=50", "sk_test_looping_script", 5, 8)
     s.notes.append("the burst, then held to 100 tokens/s: the same limits as production")
+    report(s)
+
+    s = run.scene("A scraper inventing a new API key for every request, from one address (3 s)")
+    end = time.monotonic() + 3
+
+    async def scrape() -> None:
+        while time.monotonic() < end:
+            await run.call(s, "GET", "/v1/routes/rt_42", "", key=f"sk_live_{os.urandom(8).hex()}_{os.urandom(8).hex()}")
+
+    await asyncio.gather(*(scrape() for _ in range(8)))
+    s.notes.append(f"{s.sent} made-up keys, none issued: every request counts against the scraper's address, "
+                   "one bucket (the burst, then 100/s), however many keys it invents")
     report(s)
 
     s = run.scene("An Airflow task retrying a failed job 60 times a minute (8 s)")
