@@ -265,17 +265,43 @@ def test_bad_input_raises_from_admit_async_too(make_client):
     assert fw.admit("acme").remaining == 4
 
 
-def test_verified_is_taken_for_its_truth_and_an_object_that_has_none_raises():
-    class NoTruth:
-        def __bool__(self):
-            raise RuntimeError("no truth value")
-
+def test_verified_is_true_false_or_none_and_nothing_else_names_a_tenant():
     fw = floodwall.Floodwall({})
     key = [("X-API-Key", "k")]
-    assert fw.tenant_key(headers=key, peer="192.0.2.1", verified=1).startswith("key:")
-    assert fw.tenant_key(headers=key, peer="192.0.2.1", verified=0) == "ip:192.0.2.1"
-    with pytest.raises(RuntimeError, match="no truth value"):
-        fw.admit(headers=key, verified=NoTruth())  # type: ignore[arg-type]
+    assert fw.tenant_key(headers=key, peer="192.0.2.1", verified=True).startswith("key:")
+    assert fw.tenant_key(headers=key, peer="192.0.2.1", verified=False) == "ip:192.0.2.1"
+    assert fw.tenant_key(headers=key, peer="192.0.2.1", verified=None) == "ip:192.0.2.1"
+    # "false" is a non-empty string: taken for its truth it would vouch for the key. Refused, as in Node and Ruby.
+    for bad in ("false", "yes", 1, 0, [0]):
+        with pytest.raises(TypeError, match="^verified: "):
+            fw.tenant_key(headers=key, peer="192.0.2.1", verified=bad)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="^verified: "):
+            fw.admit(headers=key, peer="192.0.2.1", verified=bad)  # type: ignore[arg-type]
+
+
+def test_an_async_verify_hook_under_wsgi_is_refused_or_counts_as_no():
+    from floodwall import wsgi
+
+    async def verify(key, environ):
+        return True
+
+    fw = floodwall.Floodwall({"request_rate": {"rate": 0.001, "burst": 1}})
+    with pytest.raises(TypeError, match="^verify: "):
+        wsgi.FloodwallMiddleware(lambda e, s: [], fw, verify=verify)
+    # A plain function that returns an awaitable all the same: a failing hook (the address), not a yes: two
+    # made-up keys from one address share its bucket of 1.
+    def app(environ, start_response):
+        start_response("200 OK", [])
+        return [b"ok"]
+
+    mw = wsgi.FloodwallMiddleware(app, fw, verify=lambda key, environ: verify(key, environ))
+    statuses = []
+    for key in ("made-up-1", "made-up-2"):
+        environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/", "REMOTE_ADDR": "192.0.2.1", "HTTP_X_API_KEY": key}
+        body = mw(environ, lambda status, headers, exc_info=None: statuses.append(status))
+        b"".join(body)
+        getattr(body, "close", lambda: None)()
+    assert [s.split()[0] for s in statuses] == ["200", "429"], statuses
 
 
 @pytest.mark.parametrize("timeout,error", [(0, ValueError), (-1, ValueError), (float("nan"), ValueError),

@@ -149,6 +149,9 @@ class FloodwallMiddleware:
             peer = client[0] if client else None
             if self._verifier is not None:
                 verified = await self._vouch(scope, headers, peer)
+        # verified= only with a hook: a client wrapper written before it (admit_async without the keyword)
+        # keeps working as it did.
+        checked = {} if verified is None else {"verified": verified}
         decision = await self.client.admit_async(
             tenant,
             headers=headers,
@@ -158,7 +161,7 @@ class FloodwallMiddleware:
             cost=resolve(self.cost, scope),
             critical=resolve(self.critical, scope),
             sandbox=resolve(self.sandbox, scope),
-            verified=verified,
+            **checked,
         )
         try:
             limit_headers: List[Tuple[bytes, bytes]] = [
@@ -214,15 +217,29 @@ class FloodwallMiddleware:
         try:
             answer = v.verify(credential, scope)
             if inspect.isawaitable(answer):
-                answer = await asyncio.wait_for(answer, v.timeout)  # cancels the hook at the timeout
+                # What is left of the timeout once the hook returned its awaitable. Not wait_for: it waits
+                # for a cancelled hook to finish, and one that cleans up slowly (or swallows the
+                # cancellation) would hold the request past the timeout.
+                left = v.timeout - (time.monotonic() - started)
+                task = asyncio.ensure_future(answer)
+                done, _ = await asyncio.wait({task}, timeout=max(left, 0))
+                if not done:
+                    task.cancel()
+                    task.add_done_callback(_retrieve)
+                    return v.late()
+                answer = task.result()
             vouched = bool(answer)
         except Exception as exc:  # CancelledError (a BaseException) is the request's own: it propagates
-            if isinstance(exc, asyncio.TimeoutError) and time.monotonic() - started >= v.timeout:
-                return v.late()
             return v.failed(exc)
         if time.monotonic() - started > v.timeout:  # a plain hook cannot be interrupted, only found late
             return v.late()
         return vouched
+
+
+def _retrieve(task: "asyncio.Future[Any]") -> None:
+    """A late hook's end, whatever it is, read so that asyncio does not log it as never retrieved."""
+    if not task.cancelled():
+        task.exception()
 
 
 __all__ = ["FloodwallMiddleware", "default_route"]

@@ -47,6 +47,7 @@ Options, constants or callables of the WSGI environ:
 
 from __future__ import annotations
 
+import inspect
 import time
 from http import HTTPStatus
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
@@ -187,6 +188,8 @@ class FloodwallMiddleware:
     ) -> None:
         self.app = app
         self.client = client
+        if verify is not None and inspect.iscoroutinefunction(verify):
+            raise TypeError("verify: an async function under WSGI (nothing would await it): give a plain function")
         self._verifier = verifier_of(client, verify, verify_timeout)
         if route is None:
             # app is a Flask app or its bound wsgi_app method: route by its url_map (live, so rules added
@@ -214,6 +217,9 @@ class FloodwallMiddleware:
             peer = environ.get("REMOTE_ADDR") or None
             if self._verifier is not None:
                 verified = self._vouch(environ, headers, peer)
+        # verified= only with a hook: a client wrapper written before it (admit without the keyword) keeps
+        # working as it did.
+        checked = {} if verified is None else {"verified": verified}
         decision = self.client.admit(
             tenant,
             headers=headers,
@@ -223,7 +229,7 @@ class FloodwallMiddleware:
             cost=resolve(self.cost, environ),
             critical=resolve(self.critical, environ),
             sandbox=resolve(self.sandbox, environ),
-            verified=verified,
+            **checked,
         )
         try:
             limit_headers: List[Tuple[str, str]] = list(decision.headers.items())
@@ -276,7 +282,15 @@ class FloodwallMiddleware:
             return None
         started = time.monotonic()
         try:
-            vouched = bool(v.verify(credential, environ))
+            answer = v.verify(credential, environ)
+            if inspect.isawaitable(answer):
+                # An async hook under WSGI: nothing here awaits it, and a coroutine object is truthy, which
+                # would vouch for every made-up key. It counts as a failing hook instead.
+                close = getattr(answer, "close", None)
+                if close is not None:
+                    close()
+                raise TypeError("verify returned an awaitable: under WSGI the hook must be a plain function")
+            vouched = bool(answer)
         except Exception as exc:
             return v.failed(exc)
         if time.monotonic() - started > v.timeout:

@@ -284,12 +284,14 @@ void to_request(Request &r, py::handle tenant, py::handle headers, py::handle pe
 }
 
 // fw_request.credential from `verified`: None is FW_CREDENTIAL_UNCHECKED (the policy's tenant.credentials
-// decides), a true value FW_CREDENTIAL_VERIFIED, a false one FW_CREDENTIAL_REJECTED.
+// decides), True FW_CREDENTIAL_VERIFIED, False FW_CREDENTIAL_REJECTED. Nothing else: verified="false" must
+// not vouch for a key by being a non-empty string (Node and Ruby refuse the same).
 void set_credential(Request &r, py::handle verified) {
   if (verified.is_none()) return;  // FW_REQUEST_INIT's FW_CREDENTIAL_UNCHECKED
-  int v = PyObject_IsTrue(verified.ptr());
-  if (v < 0) throw py::error_already_set();
-  r.rq.credential = v ? FW_CREDENTIAL_VERIFIED : FW_CREDENTIAL_REJECTED;
+  if (verified.ptr() != Py_True && verified.ptr() != Py_False)
+    throw py::type_error("verified: must be True, False or None (got " +
+                         std::string(py::str(py::type::of(verified).attr("__name__"))) + ")");
+  r.rq.credential = verified.ptr() == Py_True ? FW_CREDENTIAL_VERIFIED : FW_CREDENTIAL_REJECTED;
 }
 
 void to_request(Request &r, py::handle tenant, py::handle headers, py::handle peer, py::handle route, py::handle method,
