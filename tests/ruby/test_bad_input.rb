@@ -157,6 +157,8 @@ class TestBadInput < Minitest::Test
         end
         assert error.message.start_with?("verify_timeout"), error.message
       end
+      error = assert_raises(ArgumentError) { Floodwall::Rack.new(app, client: @fw, verify_timeout: 0.1) }
+      assert error.message.start_with?("verify_timeout: needs a verify: hook"), error.message
     end
 
     def test_a_cost_above_the_burst_names_cost_and_consumes_nothing

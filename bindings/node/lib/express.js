@@ -72,16 +72,16 @@ function verifier(fw, verify, timeoutMs) {
   };
   const late = () => report('late', `floodwall: the verify hook took longer than verifyTimeout (${timeoutMs} ms)`);
 
-  // A promise's answer, or false once the time is up: the hook goes on, and its late answer (or failure)
-  // is ignored.
-  function within(answer) {
+  // A promise's answer, or false once the `leftMs` are up: the hook goes on, and its late answer (or
+  // failure) is ignored.
+  function within(answer, leftMs) {
     return new Promise((resolve) => {
       let waiting = true;
       const timer = setTimeout(() => {
         waiting = false;
         late();
         resolve(false);
-      }, timeoutMs);
+      }, leftMs);
       timer.unref(); // a hook that never answers keeps nothing alive
       Promise.resolve(answer).then((ok) => {
         if (!waiting) return;
@@ -108,12 +108,16 @@ function verifier(fw, verify, timeoutMs) {
     } catch (err) {
       return failed(err);
     }
-    if (isThenable(answer)) return within(answer);
-    if (performance.now() - started > timeoutMs) {
-      late();
-      return false;
+    // The time the hook took to hand back its promise counts too: it gets what is left of verifyTimeout.
+    const left = timeoutMs - (performance.now() - started);
+    if (isThenable(answer)) {
+      if (left > 0) return within(answer, left);
+      Promise.resolve(answer).catch(() => {}); // its end, whatever it is, comes too late to count
+    } else if (left >= 0) {
+      return Boolean(answer);
     }
-    return Boolean(answer);
+    late();
+    return false;
   };
 }
 

@@ -26,8 +26,8 @@ module Floodwall
   #              turned into a String (to_s).
   #   verify:    ->(credential, env) { true or false }: whether the request's Bearer token or API key
   #              (Client#request_credential, raw) is one the app issued. Asked only when the core derives
-  #              the tenant (no key:, or it returned nil) and the request carries a credential: truthy,
-  #              the credential names the tenant; falsy, the address does. A hook that raises, or answers
+  #              the tenant (no key:, or it returned nil) and the request carries a credential: truthy
+  #              (Ruby's: 0 and [] are truthy too), the credential names the tenant; falsy, the address does. A hook that raises, or answers
   #              later than verify_timeout, counts as falsy and is reported once (Kernel#warn).
   #   verify_timeout: seconds the hook may take (default: the client's deadline_ms). A Rack hook runs
   #              on the request's thread and cannot be cut short: a later answer is not taken.
@@ -65,6 +65,8 @@ module Floodwall
       { key: key, skip: skip, on_reject: on_reject, verify: verify }.each do |name, hook|
         raise ArgumentError, "#{name}: must respond to #call" unless hook.nil? || hook.respond_to?(:call)
       end
+      # A timeout with no hook to time is a mistake (a verify: left out), as in Python and Node.
+      raise ArgumentError, "verify_timeout: needs a verify: hook" if verify.nil? && !verify_timeout.nil?
       unless verify_timeout.nil? || (verify_timeout.is_a?(Numeric) && verify_timeout.to_f.positive? &&
                                      verify_timeout.to_f.finite?)
         raise ArgumentError, "verify_timeout: must be a number of seconds above 0, not #{verify_timeout.inspect}"
@@ -147,7 +149,7 @@ module Floodwall
       started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
       begin
         answer = @verify.call(credential, env)
-      rescue StandardError => e
+      rescue StandardError, ScriptError => e # NotImplementedError too: a hook's failure is never a 500
         report_once(:raised, "the verify hook raised #{e.class}: #{e.message}")
         return false
       end
