@@ -671,7 +671,10 @@ bool ClusterStore::refresh() {
   bool got = false;
   FailReason why = FailReason::connection;
   std::string what, first_refusal, answered;
-  for (size_t k = 0; k < ask.size() && k < kMostAsked; k++) {
+  // Completing a view with holes is worth two connection timeouts, not a tour of 16 unreachable nodes: the
+  // calls handed off by a MOVED wait for this refresh, and during a real CLUSTERDOWN it repeats.
+  const int64_t complete_by = now_us() + 2 * policy_.redis.connect_timeout_ms * 1000;
+  for (size_t k = 0; k < ask.size() && k < kMostAsked && !(got && now_us() > complete_by); k++) {
     const RedisEndpoint at = ask[k];  // a copy: add() may grow `ask`
     FailReason w = FailReason::connection;
     std::string text;
