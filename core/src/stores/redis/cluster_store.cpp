@@ -618,15 +618,16 @@ bool ClusterStore::read_map(const RedisEndpoint &at, ClusterMap &map, FailReason
       return false;
     }
     if (r->type == REDIS_REPLY_ERROR) {
-      std::string_view err(r->str, r->len);
+      std::string_view err(r->str, r->len);  // r's: read before r is freed
       bool disabled = err.find("cluster support disabled") != std::string_view::npos;
       bool unknown = err.find("nknown subcommand") != std::string_view::npos;
+      bool config = resp_is_config_error(err);
       if (!got) {
         what = printable(err);
-        why = disabled || resp_is_config_error(err) ? FailReason::config : FailReason::error;
+        why = disabled || config ? FailReason::config : FailReason::error;
       }
       freeReplyObject(r);
-      if (shards && (unknown || (!disabled && !resp_is_config_error(err)))) continue;  // SLOTS may answer
+      if (shards && (unknown || (!disabled && !config))) continue;  // SLOTS may answer
       if (got) break;
       return false;
     }
