@@ -2,8 +2,8 @@
 # packaging/run-fuzz.sh [BUILD_DIR] - the entry of `make fuzz` (and of packaging/test-fuzz.sh, for CI).
 #
 # Builds the libFuzzer targets of fuzz/ with clang, ASan and UBSan into BUILD_DIR (default build-fuzz, a
-# project of its own: the main build is untouched), then runs each for FUZZ_SECONDS (default 60) from its
-# seed corpus fuzz/corpus/<target>/. What a run finds beyond the seeds goes to BUILD_DIR/corpus/<target>
+# project of its own: the main build is untouched), then runs each for FUZZ_SECONDS (default 60), FUZZ_PARALLEL
+# of them at a time (default: one per core), from its seed corpus fuzz/corpus/<target>/. What a run finds beyond the seeds goes to BUILD_DIR/corpus/<target>
 # (kept between runs, never into the tree). Any crash, leak, UB, time-out or out-of-memory fails the run
 # and leaves the input in BUILD_DIR/artifacts/, with the command that replays it.
 set -euo pipefail
@@ -39,25 +39,44 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
 mkdir -p "$BUILD/artifacts" "$BUILD/logs"
-failed=()
-for entry in "${targets[@]}"; do
-  target=${entry%%:*}
-  max_len=${entry##*:}
-  seeds=$ROOT/fuzz/corpus/$target
-  [[ -d $seeds ]] || { echo "fuzz: $target has no seed corpus at fuzz/corpus/$target" >&2; exit 1; }
-  work=$BUILD/corpus/$target
+
+# One target's run: its exit status into logs/<target>.rc. Each target is single-threaded, so they run
+# FUZZ_PARALLEL at a time (default: one per core), each for the whole FUZZ_SECONDS.
+fuzz_one() {
+  local target=$1 max_len=$2 seeds=$ROOT/fuzz/corpus/$1 work=$BUILD/corpus/$1 log=$BUILD/logs/$1.log rc=0
+  local dict=()
   mkdir -p "$work"
-  dict=()
   [[ -f $ROOT/fuzz/$target.dict ]] && dict=(-dict="$ROOT/fuzz/$target.dict")
-  log=$BUILD/logs/$target.log
-  echo "fuzz: $target for ${SECONDS_EACH}s (max_len $max_len)"
-  rc=0
   # -timeout: one input taking 10 s is a hang, which is a finding too. -rss_limit_mb: libFuzzer's default.
   "$BUILD/$target" -max_total_time="$SECONDS_EACH" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix="$BUILD/artifacts/$target-" "${dict[@]}" "$work" "$seeds" >"$log" 2>&1 || rc=$?
+  echo "$rc" >"$BUILD/logs/$target.rc"
+}
+
+parallel=${FUZZ_PARALLEL:-$(nproc)}
+running=0
+for entry in "${targets[@]}"; do
+  target=${entry%%:*}
+  [[ -d $ROOT/fuzz/corpus/$target ]] || { echo "fuzz: $target has no seed corpus at fuzz/corpus/$target" >&2; exit 1; }
+  rm -f "$BUILD/logs/$target.rc"
+  echo "fuzz: $target for ${SECONDS_EACH}s (max_len ${entry##*:})"
+  fuzz_one "$target" "${entry##*:}" &
+  running=$((running + 1))
+  if [[ $running -ge $parallel ]]; then
+    wait -n || true
+    running=$((running - 1))
+  fi
+done
+wait
+
+failed=()
+for entry in "${targets[@]}"; do
+  target=${entry%%:*}
+  log=$BUILD/logs/$target.log
+  rc=$(cat "$BUILD/logs/$target.rc" 2>/dev/null || echo "no status")
   stats=$(grep -E '^stat::(number_of_executed_units|peak_rss_mb)' "$log" | awk '{printf "%s %s  ", $1, $2}' || true)
   cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -n 1 || true)
-  if [[ $rc -eq 0 ]]; then
+  if [[ $rc == 0 ]]; then
     echo "fuzz: $target passed: ${cov}  ${stats}"
   else
     failed+=("$target")
