@@ -4,8 +4,9 @@
 # Builds the libFuzzer targets of fuzz/ with clang, ASan and UBSan into BUILD_DIR (default build-fuzz, a
 # project of its own: the main build is untouched), then runs each for FUZZ_SECONDS (default 60), FUZZ_PARALLEL
 # of them at a time (default: one per core), from its seed corpus fuzz/corpus/<target>/. What a run finds
-# beyond the seeds goes to BUILD_DIR/corpus/<target> (kept between runs, never into the tree). Any crash, leak, UB, time-out or out-of-memory fails the run
-# and leaves the input in BUILD_DIR/artifacts/, with the command that replays it.
+# beyond the seeds goes to BUILD_DIR/corpus/<target> (kept between runs, never into the tree). Any crash,
+# leak, UB, time-out or out-of-memory fails the run and leaves the input in BUILD_DIR/artifacts/, with the
+# command that replays it.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
