@@ -125,6 +125,45 @@ TEST(CApiRequest, TheCredentialAHookIsAskedAboutAndWhatItsAnswerDoes) {
   EXPECT_EQ(fw_client_deadline_ms(fw.get(), nullptr), FW_EINVAL);
 }
 
+// Every limiter keys on the one derived tenant: made-up keys from one address share its route limit and its
+// quota as they share its bucket and its slots, while a verified key has its own of each.
+TEST(CApiRequest, MadeUpKeysShareTheAddresssLimitsAndQuotasToo) {
+  floodwall::Client fw(R"({"request_rate": {"rate": 1000, "burst": 1000,
+      "limits": [{"name": "search", "routes": ["/search*"], "rate": 0.001, "burst": 2}]},
+      "quotas": [{"name": "daily", "limit": 3, "period": "day"}],
+      "concurrency": {"limit": 100}})");
+  auto admit = [&](const std::string &key, const char *route, int check) {
+    std::vector<std::pair<std::string, std::string>> h = {{"X-API-Key", key}};
+    std::vector<fw_header> hs = headers_of(h);
+    fw_request r = FW_REQUEST_INIT;
+    r.headers = hs.data();
+    r.header_count = hs.size();
+    r.peer = "203.0.113.50";
+    r.peer_len = std::strlen(r.peer);
+    r.route = route;
+    r.credential = check;
+    fw_decision d = FW_DECISION_INIT;
+    EXPECT_EQ(fw_admit(fw.get(), &r, &d), FW_OK) << fw_error_last()->message;
+    EXPECT_EQ(fw_release(fw.get(), d.ticket), FW_OK);
+    return d;
+  };
+  // The route limit: 2 for the address, whichever made-up key each request carries.
+  EXPECT_TRUE(admit("made-up-1", "/search", FW_CREDENTIAL_UNCHECKED).allowed);
+  EXPECT_TRUE(admit("made-up-2", "/search", FW_CREDENTIAL_REJECTED).allowed);
+  fw_decision third = admit("made-up-3", "/search", FW_CREDENTIAL_UNCHECKED);
+  EXPECT_FALSE(third.allowed);
+  EXPECT_EQ(third.limiter, FW_LIMITER_REQUEST_RATE);
+  EXPECT_GE(third.rule, 0) << "refused by the route limit";
+  // The quota: 3 a day for the address; the two searches spent two of them.
+  EXPECT_TRUE(admit("made-up-4", "/home", FW_CREDENTIAL_UNCHECKED).allowed);
+  fw_decision over = admit("made-up-5", "/home", FW_CREDENTIAL_UNCHECKED);
+  EXPECT_FALSE(over.allowed);
+  EXPECT_GE(over.rule, 0) << "refused by the quota";
+  // A verified key from that address has its own limit and quota.
+  EXPECT_TRUE(admit("issued", "/search", FW_CREDENTIAL_VERIFIED).allowed);
+  EXPECT_TRUE(admit("issued", "/home", FW_CREDENTIAL_VERIFIED).allowed);
+}
+
 namespace {
 std::vector<std::string> tenant_headers(fw_client *c) {
   std::vector<std::string> names;
