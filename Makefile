@@ -7,7 +7,7 @@ TSAN_BUILD ?= build-tsan
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build build-only demo story test test-core format-check version-check wheels test-sanitizers test-python test-node test-ruby test-e2e bench fuzz soak install format clean
+.PHONY: all deps build build-only demo story test test-core test-quick format-check version-check wheels test-sanitizers test-python test-node test-ruby test-e2e bench fuzz soak install format clean
 
 all: build
 
@@ -36,6 +36,15 @@ test:
 
 test-core: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+# The inner loop (about a minute warm, plus the binding's suite): the build, formatting, and the core and
+# C ABI tests without the multi-node topologies (Redis Cluster, Sentinel, TLS: their failovers take most of
+# test-core's time); BINDING=python, node or ruby adds that binding's suite. make test runs everything.
+QUICK_SKIP = Cluster|Sentinel|Tls
+test-quick: build
+	@$(MAKE) --no-print-directory format-check
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) -E '$(QUICK_SKIP)'
+	@if [ -n "$(BINDING)" ]; then bash packaging/test-$(BINDING).sh; fi
 
 # The core and C ABI tests under ASan+UBSan, and the concurrency, Redis, TLS, Sentinel, close and lease tests under TSan (not the Fork
 # tests, nor the lease and sentinel ones that fork a client: TSan does not support a child that starts threads after a
