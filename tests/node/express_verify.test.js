@@ -159,7 +159,8 @@ for (const [storeName, client] of STORES) {
 
     test('concurrency: 8 simultaneous requests with made-up keys hold at most 2 slots, and every slot comes back', async () => {
       const fw = client({ concurrency: { limit: 2 } });
-      const srv = await serve(fw, {}, { holdMs: 400 });
+      // Held long enough that all 8 arrive while the first 2 are in flight, even on a loaded machine.
+      const srv = await serve(fw, {}, { holdMs: 2000 });
       try {
         const all = await Promise.all(Array.from({ length: 8 }, () => get(srv.port, { 'X-API-Key': madeUp() })));
         const statuses = all.map((r) => r.status);
