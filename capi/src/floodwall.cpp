@@ -501,7 +501,9 @@ int fw_admin_reset(fw_client *c, const char *tenant, size_t tenant_len) {
 int fw_admin_set_mode(fw_client *c, fw_limiter l, int mode) {
   return guarded([&]() -> int {
     Use use(c);
-    guard_of(c).admin_set_mode(static_cast<floodwall::Limiter>(l), mode);
+    // The same check as fw_set_mode: a cast alone would make 257 the request-rate limiter.
+    if (!valid_limiter(raw(l))) throw floodwall::BadRequest("limiter: unknown value " + std::to_string(raw(l)));
+    guard_of(c).admin_set_mode(static_cast<floodwall::Limiter>(raw(l)), mode);
     return FW_OK;
   });
 }

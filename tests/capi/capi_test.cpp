@@ -185,6 +185,13 @@ TEST(CApi, EnumsAreCheckedAndNamed) {
   floodwall::Client fw(R"({"request_rate": {"rate": 1, "burst": 1}})");
   EXPECT_EQ(fw_set_mode(fw.get(), static_cast<fw_limiter>(42), FW_MODE_OFF), FW_EINVAL);
   EXPECT_EQ(fw_set_mode(fw.get(), FW_LIMITER_REQUEST_RATE, static_cast<fw_mode>(9)), FW_EINVAL);
+  // The fleet-wide mode checks its limiter as fw_set_mode does: 257 is not the request-rate limiter (256 + 1,
+  // which a cast to the core's 8-bit enum once made it), and the request rate stays enforced.
+  EXPECT_EQ(fw_admin_set_mode(fw.get(), static_cast<fw_limiter>(257), FW_MODE_OFF), FW_EINVAL);
+  EXPECT_NE(std::string(fw_error_last()->message).find("limiter"), std::string::npos) << fw_error_last()->message;
+  EXPECT_EQ(fw_admin_set_mode(fw.get(), static_cast<fw_limiter>(-1), FW_MODE_OFF), FW_EINVAL);
+  EXPECT_TRUE(fw.admit("enforced").allowed());
+  EXPECT_FALSE(fw.admit("enforced").allowed()) << "the request rate is still enforced";
   EXPECT_STREQ(fw_limiter_name(FW_LIMITER_CONCURRENCY), "concurrency");
   EXPECT_STREQ(fw_mode_name(FW_MODE_DARK), "dark");
   EXPECT_STREQ(fw_fail_reason_name(FW_FAIL_BREAKER), "breaker");

@@ -412,6 +412,22 @@ TenantPolicy tenant_policy(const json &v) {
   return t;
 }
 
+// The route families a section names (concurrency.routes, adaptive.routes): one rule for both, at most 64,
+// each a non-empty string, none twice.
+std::vector<std::string> route_families(const json &r, const std::string &field) {
+  if (!r.is_array()) throw PolicyError(field, "must be an array of route names");
+  std::vector<std::string> out;
+  for (size_t i = 0; i < r.size(); i++) {
+    std::string path = field + "[" + std::to_string(i) + "]";
+    if (!r[i].is_string() || r[i].get<std::string>().empty()) throw PolicyError(path, "must be a non-empty string");
+    if (std::find(out.begin(), out.end(), r[i].get<std::string>()) != out.end())
+      throw PolicyError(path, "names " + show(r[i]) + " twice");
+    out.push_back(r[i].get<std::string>());
+  }
+  if (out.size() > 64) throw PolicyError(field, "must name at most 64 route families");
+  return out;
+}
+
 // A rule's name is written into Redis keys, RateLimit-Policy and bodies as it is: a short token.
 std::string rule_name(const Section &s, std::set<std::string> &seen) {
   std::string name = s.string("name", "");
@@ -624,18 +640,7 @@ void parse_adaptive(const json &j, Policy &p) {
   a.ttl_s = s.number("ttl_s", a.ttl_s, 0, true, 86400);
   a.probe_interval_s = s.number("probe_interval_s", a.probe_interval_s, 0, true, 86400);
   a.mode = s.mode();
-  if (s.has("routes")) {
-    const json &r = s.at("routes");
-    if (!r.is_array()) throw PolicyError("adaptive.routes", "must be an array of route names");
-    for (size_t i = 0; i < r.size(); i++) {
-      if (!r[i].is_string() || r[i].get<std::string>().empty())
-        throw PolicyError("adaptive.routes[" + std::to_string(i) + "]", "must be a non-empty string");
-      if (std::find(a.routes.begin(), a.routes.end(), r[i].get<std::string>()) != a.routes.end())
-        throw PolicyError("adaptive.routes[" + std::to_string(i) + "]", "names " + show(r[i]) + " twice");
-      a.routes.push_back(r[i].get<std::string>());
-    }
-    if (a.routes.size() > 64) throw PolicyError("adaptive.routes", "must name at most 64 route families");
-  }
+  if (s.has("routes")) a.routes = route_families(s.at("routes"), "adaptive.routes");
   if (enabled) p.adaptive = std::move(a);
 }
 
@@ -740,15 +745,7 @@ Policy parse_parts(std::string_view text, std::vector<PolicyError> *errors) {
                                                             format_seconds(c.ttl_s) + ")");
         c.lease = l;
       }
-      if (s.has("routes")) {
-        const json &r = s.at("routes");
-        if (!r.is_array()) throw PolicyError("concurrency.routes", "must be an array of route names");
-        for (size_t i = 0; i < r.size(); i++) {
-          if (!r[i].is_string() || r[i].get<std::string>().empty())
-            throw PolicyError("concurrency.routes[" + std::to_string(i) + "]", "must be a non-empty string");
-          c.routes.push_back(r[i].get<std::string>());
-        }
-      }
+      if (s.has("routes")) c.routes = route_families(s.at("routes"), "concurrency.routes");
       p.concurrency = std::move(c);
     });
   if (top.has("fleet"))

@@ -50,6 +50,9 @@ TEST(Policy, EveryBadValueNamesItsField) {
       {R"({"request_rate": {"rate": 1, "burst": 1, "overrides": []}})", "request_rate.overrides"},
       {R"({"concurrency": {}})", "concurrency.limit"},
       {R"({"concurrency": {"limit": 1, "routes": [""]}})", "concurrency.routes[0]"},
+      // As adaptive.routes: no route family twice, at most 64.
+      {R"({"concurrency": {"limit": 1, "routes": ["/a", "/b", "/a"]}})", "concurrency.routes[2]"},
+      {R"({"concurrency": {"limit": 1, "routes": "/a"}})", "concurrency.routes"},
       {R"({"fleet": {"capacity": 1.5}})", "fleet.capacity"},
       {R"({"utilization": {"workers": 0}})", "utilization.workers"},
       {R"({"utilization": {"sample_s": -Infinity}})", "utilization.sample_s"},
@@ -98,6 +101,22 @@ TEST(Policy, EveryBadValueNamesItsField) {
       ADD_FAILURE() << "accepted: " << json;
     } catch (const PolicyError &e) {
       EXPECT_EQ(e.field(), field) << json << " -> " << e.what();
+    }
+  }
+}
+
+// concurrency.routes and adaptive.routes take route families by one rule: at most 64 of them.
+TEST(Policy, RouteFamiliesAreAtMostSixtyFourInEitherSection) {
+  std::string routes;
+  for (int i = 0; i < 65; i++) routes += (i ? ", \"/r" : "\"/r") + std::to_string(i) + "\"";
+  for (const std::string section : {"concurrency", "adaptive"}) {
+    std::string doc = "{\"" + section + "\": {\"limit\": 1, \"routes\": [" + routes + "]}}";
+    if (section == "adaptive") doc = "{\"adaptive\": {\"routes\": [" + routes + "]}}";
+    try {
+      parse_policy(doc);
+      ADD_FAILURE() << "accepted 65 routes in " << section;
+    } catch (const PolicyError &e) {
+      EXPECT_EQ(e.field(), section + ".routes") << e.what();
     }
   }
 }
