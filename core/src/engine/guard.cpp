@@ -479,8 +479,9 @@ class Guard::Pending final : public AdmitCompletion, public LeaseWaiter {
   int64_t sent_us = 0;  // an exact admit of a hot tenant: when it was sent
   void wake() override { g_.resume_hot(this); }
   // The request again, when the store may answer with another tier (the policy has tiers): its strings
-  // are the caller's only until admit_async returns.
-  std::string route, method;
+  // are the caller's only until admit_async returns. The tenant as the caller named it, not its canonical
+  // key: an id over 64 bytes is kept as its hash, which would be hashed again into another tenant.
+  std::string tenant, route, method;
   Request rq;
   int attempts = 0;
   void complete(AdmitResult &&r) override {
@@ -494,8 +495,6 @@ class Guard::Pending final : public AdmitCompletion, public LeaseWaiter {
         if (g_.policy_.tiers.empty()) {
           p.op.tier = g_.tenant_tier(p.op.tenant);
         } else {
-          std::string tenant(p.op.tenant.view());
-          rq.tenant = tenant;
           g_.drop_adaptive(p);
           Prepared again;
           g_.prepare(rq, again);
@@ -538,9 +537,11 @@ bool Guard::admit_async(const Request &rq, AdmitDone done) {
   auto pending = std::make_unique<Pending>(*this, std::move(done));
   prepare(rq, pending->p);
   if (!policy_.tiers.empty()) {
+    pending->tenant.assign(rq.tenant);
     pending->route.assign(rq.route);
     pending->method.assign(rq.method);
     pending->rq = rq;
+    pending->rq.tenant = pending->tenant;
     pending->rq.route = pending->route;
     pending->rq.method = pending->method;
   }

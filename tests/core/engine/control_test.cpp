@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <floodwall.hpp>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -79,6 +80,39 @@ TEST_P(Control, ATierGivesItsBucketAndItsLimits) {
   EXPECT_FALSE(back.allowed()) << "back in no tier: the policy's bucket of 2 (spent)";
   EXPECT_EQ(back.decision().limit, 2);
   EXPECT_EQ(back.decision().rules, 0u);
+}
+
+// An asynchronous admit that learns the tenant's tier from the store decides again in that tier, for the
+// tenant the caller named: an id over 64 bytes is kept as its hash, and was once hashed again into another
+// tenant, with no tier and a bucket of its own.
+TEST_P(Control, AnAsyncAdmitOfAnIdOver64BytesStaysItsTenantInItsTier) {
+  Client app(policy(kTiers));
+  Client admin(policy(kTiers));
+  Client &ops = shared() ? admin : app;
+  const std::string id(100, 'a');
+  check(fw_admin_set_tier(ops.get(), id.data(), id.size(), "pro"));
+  fw_request r = FW_REQUEST_INIT;
+  r.tenant = id.data();
+  r.tenant_len = id.size();
+  struct Done {
+    std::promise<std::pair<int, fw_decision>> promise;
+  } done;
+  auto cb = [](void *payload, int status, const fw_decision *d) {
+    static_cast<Done *>(payload)->promise.set_value({status, *d});
+  };
+  auto answer = done.promise.get_future();
+  ASSERT_EQ(fw_admit_async(app.get(), &r, cb, &done), FW_OK);
+  auto [status, d] = answer.get();
+  ASSERT_EQ(status, FW_OK);
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.limit, 10) << "decided in the tenant's tier";
+  EXPECT_EQ(fw_release(app.get(), d.ticket), FW_OK);
+  fw_buf b = FW_BUF_INIT;
+  check(fw_admin_show(ops.get(), id.data(), id.size(), &b));
+  auto j = nlohmann::json::parse(b.ptr);
+  fw_buf_dispose(&b);
+  EXPECT_EQ(j["tier"], "pro");
+  EXPECT_EQ(j["request_rate"]["remaining"], 9) << "the token came out of this tenant's bucket";
 }
 
 TEST_P(Control, ABlockRefusesWith403AndNothingIsConsumed) {
