@@ -253,6 +253,11 @@ class Floodwall {
 const { express } = require('./express');
 const { backoff, backoffDefaults, retry, parseRetryAfter } = require('./retry');
 
+// Every export a plain name, so that Node's detection of a CommonJS module's exports (cjs-module-lexer)
+// finds them all and `import { Floodwall, express, PolicyError } from 'floodwall'` works from ESM: a
+// member expression such as `native.version` here would end what it detects.
+const { version } = native;
+const { FloodwallError, PolicyError, StoreError, InvalidArgumentError, ClosedError } = errors;
 module.exports = {
   Floodwall,
   Decision,
@@ -262,10 +267,10 @@ module.exports = {
   backoffDefaults,
   retry,
   parseRetryAfter,
-  version: native.version,
-  FloodwallError: errors.FloodwallError,
-  PolicyError: errors.PolicyError,
-  StoreError: errors.StoreError,
-  InvalidArgumentError: errors.InvalidArgumentError,
-  ClosedError: errors.ClosedError,
+  version,
+  FloodwallError,
+  PolicyError,
+  StoreError,
+  InvalidArgumentError,
+  ClosedError,
 };
