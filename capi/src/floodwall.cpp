@@ -192,7 +192,21 @@ int fw_client_new(fw_client **out, const char *policy_json) {
     *out = nullptr;
     if (!policy_json) throw floodwall::PolicyError("policy", "must not be NULL");
     fw_capi::choose_counting();  // before any call can be counted
-    *out = new fw_client(floodwall::parse_policy(policy_json));
+    floodwall::Policy policy = floodwall::parse_policy(policy_json);
+    // A policy that names no store takes the environment's, as a twelve-factor app expects (and as the
+    // floodwall command does): one policy file, a store per deployment.
+    const char *env = policy.store_given ? nullptr : std::getenv("FLOODWALL_STORE");
+    bool from_env = env && *env;
+    if (from_env) policy.store = env;
+    try {
+      *out = new fw_client(std::move(policy));
+    } catch (const floodwall::PolicyError &e) {  // a bad URL is named where it came from
+      if (!from_env || e.field() != "store") throw;
+      throw floodwall::PolicyError("FLOODWALL_STORE", std::string(e.what()).substr(7));
+    } catch (const floodwall::StoreError &e) {
+      if (!from_env || std::string_view(e.what()).substr(0, 7) != "store: ") throw;
+      throw floodwall::StoreError("FLOODWALL_STORE: " + std::string(e.what()).substr(7));
+    }
     return FW_OK;
   });
 }

@@ -11,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include "../core/redis_server.hpp"
+
 namespace {
 
 // `tenant` must outlive the request: string literals only.
@@ -252,4 +254,34 @@ TEST(CApi, ManyThreadsOnOneTenantAdmitExactlyTheBurst) {
     });
   for (auto &t : threads) t.join();
   EXPECT_EQ(allowed.load(), 1000);
+}
+
+// A policy that names no store takes FLOODWALL_STORE from the environment (a store per deployment, one
+// policy file); one that names its store keeps it; a bad URL there is named as the environment's.
+TEST(CApi, APolicyWithoutAStoreTakesFloodwallStoreFromTheEnvironment) {
+  floodwall::testing::RedisServer redis;
+  const char *doc =
+      R"({"prefix": "fwenv", "redis": {"deadline_ms": 2000}, "request_rate": {"rate": 0.001, "burst": 1}})";
+  ASSERT_EQ(setenv("FLOODWALL_STORE", redis.url().c_str(), 1), 0);
+  {
+    floodwall::Client a(doc), b(doc);
+    floodwall::Admission first = a.admit("t");
+    EXPECT_TRUE(first.allowed());
+    EXPECT_FALSE(first.decision().degraded) << "decided by Redis";
+    EXPECT_FALSE(b.admit("t").allowed()) << "the other client shares the bucket: the store is Redis";
+    floodwall::Client own(R"({"store": "memory://", "request_rate": {"rate": 0.001, "burst": 1}})");
+    EXPECT_TRUE(own.admit("t").allowed()) << "a policy's own store wins over the environment";
+  }
+  ASSERT_EQ(setenv("FLOODWALL_STORE", "postgres://db:5432", 1), 0);
+  fw_client *bad = nullptr;
+  EXPECT_NE(fw_client_new(&bad, doc), FW_OK);
+  EXPECT_EQ(bad, nullptr);
+  EXPECT_EQ(std::string(fw_error_last()->message).rfind("FLOODWALL_STORE: ", 0), 0u) << fw_error_last()->message;
+  ASSERT_EQ(setenv("FLOODWALL_STORE", "", 1), 0);  // empty: as if unset
+  {
+    floodwall::Client a(doc), b(doc);
+    EXPECT_TRUE(a.admit("t").allowed());
+    EXPECT_TRUE(b.admit("t").allowed()) << "memory://: each client its own";
+  }
+  unsetenv("FLOODWALL_STORE");
 }

@@ -679,6 +679,7 @@ Policy parse_parts(std::string_view text, std::vector<PolicyError> *errors) {
   std::set<std::string> rule_names;
   part([&] {
     p.store = top.string("store", p.store);
+    p.store_given = top.has("store");
     p.prefix = top.string("prefix", p.prefix);
     if (!valid_prefix(p.prefix)) throw PolicyError("prefix", "must be 1-64 characters of [A-Za-z0-9_.:-]");
     p.docs_url = top.string("docs_url", "");

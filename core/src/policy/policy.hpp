@@ -200,6 +200,7 @@ enum class HeaderSet : uint8_t { all = 0, ietf = 1, none = 2 };
 
 struct Policy {
   std::string store = "memory://";
+  bool store_given = false;  // the document named "store" (else a client takes FLOODWALL_STORE, then memory://)
   std::string prefix = "floodwall";
   std::string docs_url;  // appended to rejection messages when set
   BodyFormat body_format = BodyFormat::json;
