@@ -54,7 +54,10 @@ test-quick: build
 # AsanThread::Init -> free -> SizeClassAllocator64 mutex); the plain build runs it. Neither runs the
 # overload test (20,000 admits at once must find Redis answering within 50 ms): a sanitizer's slowdown on
 # two cores starves Redis for whole deadlines, which the breaker rightly takes for silence.
-SAN_SKIP = ForkingWhileOtherThreads|AdmitsBeyondWhatRedisAnswersInTime
+# Fork.AChildNeverReleasesTheParentsTickets forks while the Redis store's I/O thread runs: its child hung
+# once in three ASan runs of make test here (2026-12-07; never in 60 runs alone, never in the plain build),
+# most likely the same ASan allocator lock; the plain build runs it. Not yet root-caused (issue #51).
+SAN_SKIP = ForkingWhileOtherThreads|AChildNeverReleasesTheParentsTickets|AdmitsBeyondWhatRedisAnswersInTime
 test-sanitizers: deps
 	cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFW_WERROR=ON -DFW_SANITIZE=address,undefined -DFW_BUILD_BENCH=OFF
 	cmake --build $(SAN_BUILD) -j $(JOBS) --target core_tests lease_tests capi_tests c_test
