@@ -45,10 +45,6 @@ struct ReplyFree {
 };
 using Reply = std::unique_ptr<redisReply, ReplyFree>;
 
-bool same(const RedisEndpoint &a, const RedisEndpoint &b) {
-  return a.port == b.port && a.host == b.host;
-}
-
 std::string name_of(const RedisEndpoint &e) {
   return e.host + ":" + std::to_string(e.port);
 }
@@ -137,7 +133,7 @@ void SentinelWatch::set_master(const RedisEndpoint &m) {
   {
     std::lock_guard lock(mu_);
     doubted_.reset();
-    if (!master_ || !same(*master_, m)) {
+    if (!master_ || !(*master_ == m)) {
       master_ = m;
       generation_.fetch_add(1, std::memory_order_release);
       changed = true;
@@ -222,7 +218,7 @@ bool SentinelWatch::ask() {
       continue;
     }
     RedisEndpoint m{std::string(host), port};
-    if (doubted && same(m, *doubted) && n > 1) {
+    if (doubted && m == *doubted && n > 1) {
       if (!naming_doubted) naming_doubted = i;
       continue;
     }

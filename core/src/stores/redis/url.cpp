@@ -149,4 +149,8 @@ RedisUrl parse_redis_url(const std::string &url) {
   return u;
 }
 
+std::string endpoint_name(const RedisEndpoint &e) {
+  return (e.host.find(':') != std::string::npos ? "[" + e.host + "]" : e.host) + ":" + std::to_string(e.port);
+}
+
 }  // namespace floodwall

@@ -15,7 +15,13 @@ namespace floodwall {
 struct RedisEndpoint {
   std::string host;
   int port = 6379;
+  friend bool operator==(const RedisEndpoint &a, const RedisEndpoint &b) {
+    return a.port == b.port && a.host == b.host;
+  }
 };
+
+// "host:port", an IPv6 host in brackets: how messages name a node.
+std::string endpoint_name(const RedisEndpoint &e);
 
 struct RedisUrl {
   enum class Kind : uint8_t { single, sentinel, cluster } kind = Kind::single;
