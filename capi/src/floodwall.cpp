@@ -115,6 +115,17 @@ class Use {
   unsigned slot_ = 0;
 };
 
+// One value of a client's into *out: the fw_client_* and fw_shedding_amount getters.
+template <typename T, typename Get>
+int read_into(fw_client *c, T *out, Get get) {
+  return guarded([&]() -> int {
+    Use use(c);
+    if (!out) throw floodwall::BadRequest("out: must not be NULL");
+    *out = get(guard_of(c));
+    return FW_OK;
+  });
+}
+
 // A C caller may pass any int where an enum is declared; read it as an int so that an out-of-range
 // value is an error, not undefined behaviour.
 template <class E>
@@ -193,8 +204,7 @@ int fw_client_new(fw_client **out, const char *policy_json) {
     if (!policy_json) throw floodwall::PolicyError("policy", "must not be NULL");
     fw_capi::choose_counting();  // before any call can be counted
     floodwall::Policy policy = floodwall::parse_policy(policy_json);
-    // A policy that names no store takes the environment's, as a twelve-factor app expects (and as the
-    // floodwall command does): one policy file, a store per deployment.
+    // No store in the policy: the environment's (twelve-factor, as the floodwall command does).
     const char *env = policy.store_given ? nullptr : std::getenv("FLOODWALL_STORE");
     bool from_env = env && *env;
     if (from_env) policy.store = env;
@@ -388,21 +398,11 @@ int fw_request_credential(fw_client *c, const fw_request *req, fw_buf *out, int 
 }
 
 int fw_client_can_block(fw_client *c, int *out) {
-  return guarded([&]() -> int {
-    Use use(c);
-    if (!out) throw floodwall::BadRequest("out: must not be NULL");
-    *out = guard_of(c).store().can_block() ? 1 : 0;
-    return FW_OK;
-  });
+  return read_into(c, out, [](floodwall::Guard &g) { return g.store().can_block() ? 1 : 0; });
 }
 
 int fw_client_deadline_ms(fw_client *c, int64_t *out) {
-  return guarded([&]() -> int {
-    Use use(c);
-    if (!out) throw floodwall::BadRequest("out: must not be NULL");
-    *out = guard_of(c).policy().redis.deadline_ms;
-    return FW_OK;
-  });
+  return read_into(c, out, [](floodwall::Guard &g) { return g.policy().redis.deadline_ms; });
 }
 
 int fw_client_hold(fw_client *c) {
@@ -588,12 +588,7 @@ int fw_report_utilization(fw_client *c, double u) {
 }
 
 int fw_shedding_amount(fw_client *c, double *out) {
-  return guarded([&]() -> int {
-    Use use(c);
-    if (!out) throw floodwall::BadRequest("out: must not be NULL");
-    *out = guard_of(c).shedding_amount();
-    return FW_OK;
-  });
+  return read_into(c, out, [](floodwall::Guard &g) { return g.shedding_amount(); });
 }
 
 void fw_buf_dispose(fw_buf *buf) {

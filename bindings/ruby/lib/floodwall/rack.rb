@@ -149,7 +149,7 @@ module Floodwall
       started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
       begin
         answer = @verify.call(credential, env)
-      rescue StandardError, ScriptError => e # NotImplementedError too: a hook's failure is never a 500
+      rescue StandardError, ScriptError => e # a failed require in the hook too: never a 500
         report_once(:raised, "the verify hook raised #{e.class}: #{e.message}")
         return false
       end
