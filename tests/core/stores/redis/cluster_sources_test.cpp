@@ -16,6 +16,7 @@
 #include "admits.hpp"
 #include "capture_stderr.hpp"
 #include "cluster_redis.hpp"
+#include "cluster_tenants.hpp"
 #include "fake_cluster_node.hpp"
 #include "redis_server.hpp"
 #include "stores/redis/cluster_map.hpp"
@@ -31,6 +32,7 @@ using floodwall::testing::count;
 using floodwall::testing::FakeClusterNode;
 using floodwall::testing::free_port;
 using floodwall::testing::rate_key;
+using floodwall::testing::tenants_on_masters;
 namespace resp = floodwall::testing::resp;
 
 namespace {
@@ -42,46 +44,12 @@ std::string policy(const std::string &url) {
          R"(", "redis": {"deadline_ms": 500}, "request_rate": {"rate": 0.001, "burst": 1000}})";
 }
 
-json metrics(fw_client *c) {
-  fw_buf b = FW_BUF_INIT;
-  if (fw_metrics_json(c, &b) != FW_OK) return json();
-  json m = json::parse(std::string(b.ptr ? b.ptr : "", b.size), nullptr, false);
-  fw_buf_dispose(&b);
-  return m;
-}
-
-// Tenant ids stem-0, stem-1, ... by the master that serves their keys now, `per` of each master.
-std::map<int, std::vector<std::string>> tenants_on_masters(const ClusterTopology &t, const std::string &stem,
-                                                           size_t per) {
-  auto ranges = t.slot_ranges();
-  std::map<int, std::vector<std::string>> out;
-  for (const auto &r : ranges) out[r.master];
-  for (int i = 0; i < 100000; i++) {
-    std::string tenant = stem + "-" + std::to_string(i);
-    uint16_t slot = floodwall::key_slot(rate_key(tenant));
-    for (const auto &r : ranges)
-      if (r.start <= slot && slot <= r.end && out[r.master].size() < per) out[r.master].push_back(tenant);
-    bool full = true;
-    for (const auto &[master, tenants] : out) full = full && tenants.size() >= per;
-    if (full) break;
-  }
-  return out;
-}
-
-// Every tenant of `on` is answered by the store within 5 s, then 20 admits in a row, its bucket on its
-// master; none of the client's decisions was the fallback's for a reason of the cluster.
-void every_tenant_by_its_master(fw_client *c, const ClusterTopology &t,
-                                const std::map<int, std::vector<std::string>> &on) {
-  for (const auto &[master, tenants] : on) {
-    for (const auto &tenant : tenants) {
-      ASSERT_TRUE(answered_within(c, tenant, 5)) << tenant << " of " << master << ": never by Redis";
-      int store = 0;
-      for (int i = 0; i < 20; i++) store += by_store(admit(c, tenant));
-      EXPECT_EQ(store, 20) << tenant << " of " << master << ": every decision by its master";
-      EXPECT_EQ(t.command(master, {"EXISTS", rate_key(tenant)}), "1") << tenant << " on its master " << master;
-    }
-  }
-  json m = metrics(c);
+// Every tenant of `on` decided on its master (cluster_tenants.hpp), and none of the client's decisions was
+// the fallback's for a reason of the cluster.
+void decided_by_their_masters(fw_client *c, const ClusterTopology &t,
+                              const std::map<int, std::vector<std::string>> &on) {
+  floodwall::testing::every_tenant_by_its_master(c, t, on);
+  json m = floodwall::testing::metrics_json(c);
   EXPECT_EQ(m["store_failures"]["request_rate"]["cluster"].get<int64_t>(), 0) << m["store_failures"].dump();
 }
 
@@ -112,7 +80,7 @@ TEST_F(ClusterSources, ANodeAnsweringLoadingIsPassedOverForTheNextSeed) {
   CaptureStderr said;
   fw_client *c = client(policy(t.url("redis+cluster://" + loading.endpoint() + ",", {t.master_ports().back()})));
   ASSERT_NE(c, nullptr);
-  every_tenant_by_its_master(c, t, on);
+  decided_by_their_masters(c, t, on);
   EXPECT_GE(loading.asked("CLUSTER SHARDS"), 1) << "the loading seed was asked first";
   fw_client_free(c);
   std::string text = said.text();
@@ -131,7 +99,7 @@ TEST_F(ClusterSources, SeedsThatAreAllReplicasLeadToEveryMaster) {
   CaptureStderr said;
   fw_client *c = client(policy(t.url("redis+cluster://", replicas)));
   ASSERT_NE(c, nullptr);
-  every_tenant_by_its_master(c, t, on);
+  decided_by_their_masters(c, t, on);
   fw_client_free(c);
   std::string text = said.text();
   EXPECT_EQ(count(text, "floodwall: "), 0u) << text;
@@ -159,7 +127,7 @@ TEST_F(ClusterSources, ClusterSlotsNamingAFailedMasterIsCorrectedByTheNextView) 
   old.answer("CLUSTER SLOTS", arr(slots));
   fw_client *c = client(policy(t.url("redis+cluster://" + old.endpoint() + ",", {t.master_ports().back()})));
   ASSERT_NE(c, nullptr);
-  every_tenant_by_its_master(c, t, on);
+  decided_by_their_masters(c, t, on);
   EXPECT_GE(old.asked("CLUSTER SLOTS"), 1);
   fw_client_free(c);
 }

@@ -43,6 +43,7 @@
 #include "capture_stderr.hpp"
 #include "cluster_node.hpp"
 #include "cluster_redis.hpp"
+#include "cluster_tenants.hpp"
 #include "fake_cluster_node.hpp"
 #include "redis_server.hpp"
 #include "stores/redis/cluster_map.hpp"
@@ -57,11 +58,13 @@ using floodwall::testing::ClusterRedis;
 using floodwall::testing::ClusterSlotRange;
 using floodwall::testing::ClusterTopology;
 using floodwall::testing::count;
+using floodwall::testing::every_tenant_by_its_master;
 using floodwall::testing::FakeClusterNode;
 using floodwall::testing::free_port;
 using floodwall::testing::rate_key;
 using floodwall::testing::reason_within;
 using floodwall::testing::RedisServer;
+using floodwall::testing::tenants_on_masters;
 using floodwall::testing::TlsCerts;
 
 namespace {
@@ -92,26 +95,6 @@ double redis_seconds(const ClusterTopology &t, int port) {
   std::string time = t.command(port, {"TIME"});
   return static_cast<double>(std::stoll(time.substr(0, time.find(' ')))) +
          static_cast<double>(std::stoll(time.substr(time.find(' ') + 1))) / 1e6;
-}
-
-// Tenant ids stem-0, stem-1, ... by the master that serves their keys now (CLUSTER SLOTS once, the slot
-// computed here: a plain id is written as it is inside the hash tag), `per` of each master.
-std::map<int, std::vector<std::string>> tenants_on_masters(const ClusterTopology &t, const std::string &stem,
-                                                           size_t per) {
-  auto ranges = t.slot_ranges();
-  std::map<int, std::vector<std::string>> out;
-  for (const auto &r : ranges) out[r.master];
-  for (int i = 0; i < 100000; i++) {
-    std::string tenant = stem + "-" + std::to_string(i);
-    uint16_t slot = floodwall::key_slot(rate_key(tenant));
-    for (const auto &r : ranges) {
-      if (r.start <= slot && slot <= r.end && out[r.master].size() < per) out[r.master].push_back(tenant);
-    }
-    bool full = true;
-    for (const auto &[master, tenants] : out) full = full && tenants.size() >= per;
-    if (full) break;
-  }
-  return out;
 }
 
 // The first tenant id stem-N whose keys hash to `slot` (about 16,384 tries, computed here).
@@ -186,14 +169,6 @@ bool exited_ok(int status) {
 // What a child said: "exit N", "signal N" or "hung".
 std::string child_text(int status) {
   return status < 0 ? "hung" : floodwall::testing::exit_text(status);
-}
-
-json metrics(fw_client *c) {
-  fw_buf b = FW_BUF_INIT;
-  if (fw_metrics_json(c, &b) != FW_OK) return json();
-  json m = json::parse(std::string(b.ptr ? b.ptr : "", b.size), nullptr, false);
-  fw_buf_dispose(&b);
-  return m;
 }
 
 // One byte through a pipe, waiting at most timeout_s for it: false when none came.
@@ -285,25 +260,6 @@ std::string fake_shards(const std::vector<ClusterSlotRange> &ranges, int emptied
     out.push_back(arr({bulk("slots"), arr(slots[port]), bulk("nodes"), arr(nodes)}));
   }
   return arr(out);
-}
-
-// Every tenant of `on` is answered by the store within 5 s, then 20 admits in a row each, its bucket on its
-// master.
-void every_tenant_by_its_master(fw_client *c, const ClusterTopology &t,
-                                const std::map<int, std::vector<std::string>> &on) {
-  for (const auto &[master, tenants] : on) {
-    for (const auto &tenant : tenants) {
-      ASSERT_TRUE(answered_within(c, tenant, 5)) << tenant << " of " << master << ": never by Redis";
-      int store = 0;
-      for (int i = 0; i < 20; i++) {
-        fw_decision d = admit(c, tenant);
-        store += by_store(d);
-        EXPECT_FALSE(d.degraded) << tenant << " of " << master << ": " << fw_fail_reason_name(d.fail_reason);
-      }
-      EXPECT_EQ(store, 20) << tenant << " of " << master << ": every decision by its master";
-      EXPECT_EQ(t.command(master, {"EXISTS", rate_key(tenant)}), "1") << tenant << " on its master " << master;
-    }
-  }
 }
 
 // One shared healthy cluster for the tests that leave it so.
@@ -1003,7 +959,7 @@ TEST_F(Cluster, ASlotMigrationIsFollowedAndTheBucketCarriesOn) {
   run(new_tenant, expect_new, 5, "finished (MOVED)");
   EXPECT_EQ(t.command(to, {"EXISTS", rate_key(old_tenant)}), "1") << "the bucket is on the new owner";
   EXPECT_EQ(not_store, 0);
-  json m = metrics(c);
+  json m = floodwall::testing::metrics_json(c);
   std::printf("migration of slot %u from %d to %d: %d of %d admits not by the store; metrics: sources %s\n", slot, from,
               to, not_store, 75, m["sources"].dump().c_str());
   fw_client_free(c);
@@ -1064,7 +1020,7 @@ TEST_F(Cluster, ATwoKeyAdmitDuringAMigrationSpendsOnlyWhatTheStoreDecided) {
   EXPECT_EQ(other, 0);
   EXPECT_EQ(last_remaining, 100 - store) << "every token spent in Redis was a store decision's";
   EXPECT_EQ(t.command(to, {"EXISTS", rate_key(tenant)}), "1");
-  json m = metrics(c);
+  json m = floodwall::testing::metrics_json(c);
   EXPECT_GE(m["store_failures"]["request_rate"]["cluster"].get<int64_t>(), during_cluster)
       << "each counted: " << m["store_failures"].dump();
   fw_client_free(c);
@@ -1121,7 +1077,7 @@ TEST_F(Cluster, ASlotSetCarriesOverAMigration) {
   fw_decision after = admit(c, tenant);
   EXPECT_TRUE(by_store(after));
   EXPECT_EQ(after.concurrency_remaining, 1);
-  json m = metrics(c);
+  json m = floodwall::testing::metrics_json(c);
   EXPECT_EQ(m["sources"]["fallback"].get<int64_t>(), 0) << m["sources"].dump();
   fw_client_free(c);
 }
@@ -1248,7 +1204,7 @@ TEST_F(Cluster, AShardListedWithoutItsSlotsIsCompletedFromClusterSlots) {
   every_tenant_by_its_master(c, t, on);
   EXPECT_GE(fake.asked("CLUSTER SHARDS"), 1);
   EXPECT_GE(fake.asked("CLUSTER SLOTS"), 1) << "asked because SHARDS left slots unowned";
-  json m = metrics(c);
+  json m = floodwall::testing::metrics_json(c);
   EXPECT_EQ(m["store_failures"]["request_rate"]["cluster"].get<int64_t>(), 0) << m["store_failures"].dump();
   fw_client_free(c);
   std::string text = err.text();
@@ -1330,7 +1286,7 @@ TEST(ClusterDown, SlotsNoNodeAssignsAreTheFallbacksReasonClusterSaidOnce) {
   }
   EXPECT_EQ(cluster, 20) << "a slot no node assigns is the cluster's, not an outage";
   EXPECT_EQ(allowed, 5) << "the fallback's own limit";
-  json m = metrics(c);
+  json m = floodwall::testing::metrics_json(c);
   EXPECT_GE(m["store_failures"]["request_rate"]["cluster"].get<int64_t>(), 20) << m["store_failures"].dump();
   fw_client_free(c);
   std::string text = err.text();
@@ -1392,7 +1348,7 @@ TEST_F(ClusterAcl, AWrongPasswordIsConfigSaidOnceNeverShown) {
     EXPECT_EQ(t.command(master, {"EXISTS", rate_key(tenants[0])}), "0") << "nothing written";
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  std::string metrics_text = metrics(c).dump();
+  std::string metrics_text = floodwall::testing::metrics_json(c).dump();
   fw_client_free(c);
   std::string text = err.text();
   std::printf("a wrong password: stderr: %s", text.c_str());
@@ -1440,7 +1396,7 @@ TEST(ClusterDown, AMasterWithoutAReplicaDownIsClusterDownForTheOthersTenants) {
       EXPECT_EQ(cluster, 20) << tenants[1] << " of " << master << ": CLUSTERDOWN is said as cluster";
     }
   }
-  json m = metrics(c);
+  json m = floodwall::testing::metrics_json(c);
   EXPECT_GT(m["store_failures"]["request_rate"]["cluster"].get<int64_t>(), 0) << m["store_failures"].dump();
   EXPECT_EQ(m["sources"]["failed_open"].get<int64_t>(), 0) << m["sources"].dump();
 
@@ -1574,7 +1530,7 @@ TEST(ClusterFailover, AKilledMasterIsFollowedToItsReplicaNeverFailingOpen) {
   EXPECT_EQ(failed_open, 0);
   EXPECT_EQ(unexplained, 0) << "every decision the store's or the fallback's with a reason";
   EXPECT_GT(fallbacks[1], 0) << "the outage of the killed master's tenants was decided by the fallback";
-  json m = metrics(c);
+  json m = floodwall::testing::metrics_json(c);
   EXPECT_EQ(m["sources"]["failed_open"].get<int64_t>(), 0) << m["sources"].dump();
   // A tenant of the killed master now lands on the promoted replica.
   fw_decision d = admit(c, tenants[0]);
@@ -1619,7 +1575,7 @@ TEST(ClusterFailover, TwoFailoversInARowAreEachFollowed) {
     RecordProperty("store_again_after_kill_" + std::to_string(round + 1) + "_s", std::to_string(resumed_s));
     t.restart(victims[round]);  // back as a replica of the promoted master
   }
-  json m = metrics(c);
+  json m = floodwall::testing::metrics_json(c);
   EXPECT_EQ(m["sources"]["failed_open"].get<int64_t>(), 0) << m["sources"].dump();
   fw_client_free(c);
 }
@@ -1705,7 +1661,7 @@ TEST_F(ClusterTls, EveryMasterDecidesItsTenantsOverTlsFromOneSeed) {
     EXPECT_EQ(d.limiter, FW_LIMITER_REQUEST_RATE);
   }
   EXPECT_EQ(t.command(to, {"EXISTS", rate_key(moved)}), "1") << "on the new master";
-  json m = metrics(c);
+  json m = floodwall::testing::metrics_json(c);
   std::string said;
   for (const auto &[name, n] : reasons) said += " " + name + "=" + std::to_string(n);
   std::printf("TLS cluster, seed %s: fail reasons after the first answers:%s; sources %s\n", url.c_str(), said.c_str(),
@@ -1757,7 +1713,7 @@ TEST_F(ClusterTls, AnotherCaOrNameIsConfigSaidOnceAndNothingIsWritten) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(600));  // asked again in the background meanwhile
     EXPECT_EQ(admit(c, stem + "-warm-up").fail_reason, FW_FAIL_CONFIG);
-    json m = metrics(c);
+    json m = floodwall::testing::metrics_json(c);
     fw_client_free(c);
     std::string text = err.text();
     std::printf("TLS cluster, %s: sources %s; stderr: %s", what, m["sources"].dump().c_str(), text.c_str());
