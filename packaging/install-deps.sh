@@ -8,7 +8,13 @@ debs=(
   libhiredis-dev libssl-dev openssl nlohmann-json3-dev libgtest-dev googletest redis-server redis-tools
   python3-dev python3-venv
   ruby ruby-dev swig ruby-rack ruby-rack-test ruby-minitest ruby-webrick puma ruby-sinatra ruby-rack-attack ruby-redis
+  ruby-bundler
 )
+# Node and npm from Debian (nodejs 18.x on Debian 12; package.json asks for >= 18.17) only when the commands
+# are missing: a Node installed another way (NodeSource, nvm) bundles its own npm, which Debian's npm
+# package would conflict with.
+command -v node >/dev/null || debs+=(nodejs)
+command -v npm >/dev/null || debs+=(npm)
 
 missing=()
 for p in "${debs[@]}"; do
@@ -18,8 +24,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "install-deps: installing ${missing[*]}"
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO=sudo
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # Wait for a lock another apt run holds (a shared CI machine) instead of failing at once.
+  $SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}"
 fi
 # Redis from the package is started by the tests themselves on free ports; the system service is not
 # needed (and on a CI machine may not be running at all).
