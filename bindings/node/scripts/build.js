@@ -50,6 +50,18 @@ function generator(dir) {
   return ninja.status === 0 ? ['-G', 'Ninja'] : [];
 }
 
+// node-addon-api is the package's one dependency: npm installs it before this script runs in a user's
+// install, but in a fresh clone it is there only after `npm install`.
+function addonApiInclude() {
+  try {
+    return require('node-addon-api').include_dir;
+  } catch (err) {
+    if (err.code !== 'MODULE_NOT_FOUND') throw err;
+    return fail('node-addon-api is not installed; run `npm install` in the repository first (it installs the dependencies and builds the addon)');
+  }
+}
+const addonApi = addonApiInclude();
+
 const coreDir = path.join(out, 'core');
 // Warnings are errors only when asked (make test sets FLOODWALL_WERROR=1), never in a user's install.
 const werror = `-DFW_WERROR=${process.env.FLOODWALL_WERROR === '1' ? 'ON' : 'OFF'}`;
@@ -60,6 +72,6 @@ run(['--build', coreDir, '--target', 'floodwall_static', '--parallel', jobs]);
 const addonDir = path.join(out, 'addon');
 run(['-S', path.join(root, 'bindings', 'node'), '-B', addonDir, ...generator(addonDir),
   `-DCMAKE_BUILD_TYPE=${buildType}`, `-DFW_CORE_BUILD_DIR=${coreDir}`, `-DFW_NODE_INCLUDE_DIR=${nodeInclude()}`,
-  `-DFW_NODE_ADDON_API_DIR=${require('node-addon-api').include_dir}`, `-DFW_ADDON_OUTPUT_DIR=${addonOut}`, werror,
+  `-DFW_NODE_ADDON_API_DIR=${addonApi}`, `-DFW_ADDON_OUTPUT_DIR=${addonOut}`, werror,
   `-DFW_STATIC_HIREDIS=${prebuild ? 'ON' : 'OFF'}`]);
 run(['--build', addonDir, '--parallel', jobs]);
