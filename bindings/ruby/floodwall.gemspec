@@ -2,11 +2,16 @@
 
 require_relative "lib/floodwall/version"
 
-# The extension builds the core from source, so the gem carries the core's sources (the top-level
+# The extension builds the core from source. A built gem carries the core's sources (the top-level
 # CMakeLists.txt, core/, capi/, lua/) under ext/floodwall/vendor/ and the SWIG wrapper generated from
 # floodwall.i: `rake prepare` (or `rake gem`, which builds the gem too) puts them there. This file only
 # lists files; it writes nothing. `gem install floodwall-*.gem` then needs cmake, a C++20 compiler,
 # pkg-config, libhiredis-dev, libssl-dev and nlohmann-json3-dev, no SWIG and no network.
+#
+# From a clone, with nothing prepared, Bundler takes the gem as it is (Gemfile: `gem "floodwall", path:
+# "<clone>/bindings/ruby"`, or `git: "<url>", glob: "bindings/ruby/floodwall.gemspec"`): extconf.rb builds
+# the core from the clone's own tree and generates the wrapper with SWIG (git: builds it at `bundle install`;
+# path:, whose extensions Bundler never builds, at the first `require "floodwall"`: lib/floodwall/native_build.rb).
 
 Gem::Specification.new do |spec|
   spec.name = "floodwall"
@@ -29,7 +34,9 @@ Gem::Specification.new do |spec|
                      "ext/floodwall/floodwall_wrap.c", "ext/floodwall/vendor/**/*", "examples/*",
                      "README.md"].select { |f| File.file?(f) }
   end
-  unless spec.files.include?("ext/floodwall/floodwall_wrap.c") && spec.files.include?("ext/floodwall/vendor/CMakeLists.txt")
+  # A .gem must carry the core and the wrapper; a clone used in place by Bundler has them beside it.
+  prepared = spec.files.include?("ext/floodwall/floodwall_wrap.c") && spec.files.include?("ext/floodwall/vendor/CMakeLists.txt")
+  if defined?(Gem::Commands::BuildCommand) && !prepared
     raise "floodwall.gemspec: run `rake prepare` in bindings/ruby first (it vendors the core and generates the wrapper)"
   end
   # No runtime dependencies: Rack is loaded only by Floodwall::Rack, from whatever the app runs on.

@@ -2,7 +2,16 @@
 
 require "json"
 require "floodwall/version"
-require "floodwall/native" # the SWIG layer over the C ABI (ext/floodwall/floodwall.i)
+begin
+  require "floodwall/native" # the SWIG layer over the C ABI (ext/floodwall/floodwall.i)
+rescue LoadError => e
+  raise unless e.path == "floodwall/native"
+
+  # A source checkout whose extension is not built yet: Bundler's `path:` builds none. Build it once.
+  require "floodwall/native_build"
+  Floodwall::NativeBuild.build
+  require "floodwall/native"
+end
 require "floodwall/errors"
 require "floodwall/decision"
 require "floodwall/admin"
