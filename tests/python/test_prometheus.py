@@ -1,6 +1,6 @@
 """A real Prometheus (Debian's `prometheus`) scraping two apps behind floodwall's middleware, each with the
 one-line /metrics route of docs/operations.md: a Starlette app under uvicorn and a Flask app under
-gunicorn, two processes on one Redis this test starts. Traffic with refusals goes through both; once
+Werkzeug's threaded server (`flask run`: Flask's own, so the Python suite needs nothing more), two processes on one Redis this test starts. Traffic with refusals goes through both; once
 Prometheus has scraped it (polled through its HTTP API, no fixed sleeps), every dashboard query, template
 variable and alert expression is evaluated by /api/v1/query: none may be invalid, and the ones the traffic
 must fill return data. alerts.yml is loaded as the server's rule_files and must load and evaluate with no
@@ -163,7 +163,7 @@ def stack(tmp_path_factory) -> Iterator[Dict[str, Any]]:
             "starlette": (STARLETTE_APP, {**common, "adaptive": {"enabled": True}},
                           ["-m", "uvicorn", "--log-level", "warning", "--host", "127.0.0.1", "--port", "{port}", "app:app"]),
             "flask": (FLASK_APP, {**common, "utilization": {"workers": 4}, "concurrency": {"limit": 2}},
-                      ["-m", "gunicorn", "-w", "1", "--threads", "4", "-b", "127.0.0.1:{port}", "--log-level", "warning", "app:app"]),
+                      ["-m", "flask", "--app", "app", "run", "--host", "127.0.0.1", "--port", "{port}", "--with-threads"]),
         }
         ports = {}
         for job, (source, policy, argv) in apps.items():
