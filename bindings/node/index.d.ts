@@ -334,6 +334,19 @@ export interface MiddlewareResponse {
   [key: string]: any;
 }
 export type NextFunction = (err?: unknown) => void;
+
+// req.floodwall on Express' own Request: @types/express-serve-static-core's Request extends the global
+// Express.Request, which is there to be augmented (passport and express-session do the same). Declared
+// globally rather than as `declare module 'express-serve-static-core'`, which would fail to compile for an
+// app without @types/express. Set by the middleware on the requests it decides; absent on skipped ones.
+declare global {
+  namespace Express {
+    interface Request {
+      /** The decision the floodwall middleware made for this request (absent when it was skipped). */
+      floodwall?: Decision;
+    }
+  }
+}
 type Key = string | Uint8Array | null | undefined;
 type PerRequest<T, Req, Res> = T | ((req: Req, res: Res) => T | Promise<T>);
 

@@ -110,7 +110,17 @@ async function main(): Promise<void> {
       res.status(decision.status).json({ retryAfter: decision.retryAfter });
     },
   }));
-  app.get('/', (req, res) => res.json({ remaining: (req as { floodwall?: Decision }).floodwall?.remaining }));
+  // req.floodwall is typed on Express' own Request (index.d.ts augments it), with no cast.
+  app.get('/', (req, res) => res.json({ remaining: req.floodwall?.remaining }));
+  app.get('/limit', (req: express.Request, res: express.Response) => {
+    const decided: Decision | undefined = req.floodwall;
+    // @ts-expect-error: absent on requests the middleware skipped
+    const remaining: number = req.floodwall.remaining;
+    res.json({ decided: decided?.allowed, remaining });
+  });
+  const router = express.Router();
+  // @ts-expect-error: a Decision, not a number
+  router.get('/', (req) => { req.floodwall = 5; });
 
   app.use(floodwall(fw)); // no keyGenerator at all
   const issued = new Set(['k-1', 'k-2']);
