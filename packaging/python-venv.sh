@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 venv=$(pwd)/build-python/venv
 [ -x "$venv/bin/python" ] || "${PYTHON:-python3}" -m venv "$venv"
 pip() { "$venv/bin/python" -m pip --disable-pip-version-check -q "$@"; }
-pip install "scikit-build-core>=0.10" "pybind11>=2.12" "$@" >&2
+# jsonschema: tests/python/test_schema.py checks floodwall.schema.json with a real validator.
+pip install "scikit-build-core>=0.10" "pybind11>=2.12" "jsonschema>=4.18" "$@" >&2
 # Warnings are errors in this development venv (never in a user's `pip install`).
 pip install --no-build-isolation -C cmake.define.FW_WERROR=ON . >&2
 echo "$venv/bin/python"

@@ -32,7 +32,7 @@ Gem::Specification.new do |spec|
   Dir.chdir(__dir__) do
     spec.files = Dir["lib/**/*.rb", "exe/*", "ext/floodwall/extconf.rb", "ext/floodwall/floodwall.i",
                      "ext/floodwall/floodwall_wrap.c", "ext/floodwall/vendor/**/*", "examples/*",
-                     "README.md"].select { |f| File.file?(f) }
+                     "README.md", "floodwall.schema.json"].select { |f| File.file?(f) }
   end
   # A .gem must carry the core and the wrapper; a clone used in place by Bundler has them beside it.
   prepared = spec.files.include?("ext/floodwall/floodwall_wrap.c") && spec.files.include?("ext/floodwall/vendor/CMakeLists.txt")
