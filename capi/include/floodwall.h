@@ -154,7 +154,7 @@ FW_EXTERN void fw_buf_dispose(fw_buf *buf);
 /* Version 2 appended headers, header_count and peer: the request as the server saw it, from which the
    core derives the tenant key (policy section "tenant") when no tenant is given. Version 3 appended
    credential: what the app said of the request's credential (a verify hook's answer). */
-#define FW_REQUEST_VERSION 3
+#define FW_REQUEST_VERSION 4
 
 /* fw_request.credential: whether the request's credential (the Bearer token or API key that
    fw_request_credential names) may name its tenant. A credential nobody vouched for never does under the
@@ -179,7 +179,10 @@ typedef struct fw_request {
                          policy's "tenant" section. Version 2: an empty id is the anonymous tenant (version 1:
                          FW_EINVAL) */
   size_t tenant_len;  /* length of tenant in bytes */
-  const char *route;  /* route family, NUL-terminated; NULL or "" means the default route */
+  const char *route;  /* the matched route's pattern in the framework's syntax ("/orders/:id", "/orders/{id}",
+                         "/orders/<int:id>") or a route family's name, NUL-terminated; NULL or "": the default
+                         route, or (version 4) the path when one is given. Made canonical ("/orders/:id") as
+                         fw_request_route says */
   const char *method; /* HTTP method, NUL-terminated; NULL means "GET" */
   uint64_t cost;      /* tokens this request costs; 0 means 1; above the tenant's burst is FW_EINVAL */
   int critical;       /* non-zero: never counted by the fleet shedder, shed last by utilization */
@@ -192,10 +195,17 @@ typedef struct fw_request {
   size_t peer_len;
   /* Version 3. Read only when tenant is NULL. An fw_credential_check; another value is FW_EINVAL. */
   int credential;
+  /* Version 4. The request's path (bytes, no query string), which the policy's route globs match when
+     route is NULL or "": a middleware mounted app-wide, before its framework has matched a route, still
+     has every route rule apply. The metrics count such a request under the first of the policy's globs
+     it matches (so the route families stay as few as the globs), else under the default route.
+     NULL: not known. */
+  const char *path;
+  size_t path_len;
 } fw_request;
 
 #define FW_REQUEST_INIT \
-  { FW_REQUEST_VERSION, NULL, 0, NULL, NULL, 0, 0, 0, NULL, 0, NULL, 0, FW_CREDENTIAL_UNCHECKED }
+  { FW_REQUEST_VERSION, NULL, 0, NULL, NULL, 0, 0, 0, NULL, 0, NULL, 0, FW_CREDENTIAL_UNCHECKED, NULL, 0 }
 
 /**
  * The tenant id that fw_admit would use for this request: req->tenant when given, else the key derived from
@@ -212,6 +222,14 @@ FW_EXTERN int fw_tenant_key(fw_client *c, const fw_request *req, fw_buf *out);
  * request's tenant and credential fields are not read. On success *out owns new contents (fw_buf_dispose).
  */
 FW_EXTERN int fw_request_credential(fw_client *c, const fw_request *req, fw_buf *out, int *found);
+
+/**
+ * The route a request's rules match, in one spelling for every framework: its route made canonical (a
+ * parameter of any syntax is ":name" — "{id}", "{id:int}", "<int:id>", ":id(\\d+)?" are ":id" —, an optional
+ * part such as "(.:format)" or "{/:id}" is dropped, and a trailing '/' after a leading one), else its path
+ * (version 4) with no trailing '/', else "". On success *out owns new contents (dispose with fw_buf_dispose).
+ */
+FW_EXTERN int fw_request_route(fw_client *c, const fw_request *req, fw_buf *out);
 
 /* ----------------------------------------------------------------------------------------- decision */
 

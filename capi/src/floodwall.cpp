@@ -23,6 +23,7 @@
 #include "mapping.hpp"
 #include "policy/policy.hpp"
 #include "policy/request_tenant.hpp"
+#include "policy/route.hpp"
 #include "stores/store.hpp"
 #include "stores/store_factory.hpp"
 
@@ -394,6 +395,16 @@ int fw_request_credential(fw_client *c, const fw_request *req, fw_buf *out, int 
     auto credential = floodwall::request_credential(guard_of(c).policy().tenant, src.headers, src.count, src.peer);
     *found = credential ? 1 : 0;
     return set_buf(out, credential ? std::string(credential->value) : std::string());
+  });
+}
+
+int fw_request_route(fw_client *c, const fw_request *req, fw_buf *out) {
+  return guarded([&]() -> int {
+    Use use(c);
+    std::string derived;
+    floodwall::Request r = to_request(req, guard_of(c).policy(), derived);
+    std::string buf;
+    return set_buf(out, std::string(floodwall::request_route(r.route, r.path, buf)));
   });
 }
 

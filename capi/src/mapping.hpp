@@ -213,6 +213,10 @@ inline floodwall::Request to_request(const fw_request *req, const floodwall::Pol
     r.tenant = {req->tenant ? req->tenant : "", req->tenant_len};
   }
   r.route = req->route ? std::string_view(req->route) : std::string_view();
+  if (req->version >= 4) {
+    if (!req->path && req->path_len) throw floodwall::BadRequest("path: NULL with a non-zero length");
+    r.path = {req->path ? req->path : "", req->path ? req->path_len : 0};
+  }
   r.method = req->method ? std::string_view(req->method) : std::string_view();
   r.cost = req->cost;
   r.critical = req->critical != 0;

@@ -86,3 +86,25 @@ TEST(VectorsDecisions, EveryLanguageAnswersTheSameRequestsTheSameWay) {
   }
   EXPECT_GE(checked, 20u);
 }
+
+TEST(VectorsRoutes, FwRequestRouteGivesOneSpellingForEveryFramework) {
+  json all = vectors();
+  ASSERT_TRUE(all.contains("routes")) << "tests/vectors.json has no \"routes\" section";
+  fw_client *fw = nullptr;
+  ASSERT_EQ(fw_client_new(&fw, "{}"), FW_OK);
+  for (const json &c : all["routes"]) {
+    SCOPED_TRACE(c.at("name").get<std::string>());
+    std::string route = c.value("route", std::string()), path = c.value("path", std::string());
+    fw_request r = FW_REQUEST_INIT;
+    r.tenant = "acct";
+    r.tenant_len = 4;
+    r.route = c.contains("route") ? route.c_str() : nullptr;
+    r.path = c.contains("path") ? path.data() : nullptr;
+    r.path_len = c.contains("path") ? path.size() : 0;
+    fw_buf b = FW_BUF_INIT;
+    ASSERT_EQ(fw_request_route(fw, &r, &b), FW_OK) << fw_error_last()->message;
+    EXPECT_EQ(std::string(b.ptr ? b.ptr : "", b.size), c.at("route_family").get<std::string>());
+    fw_buf_dispose(&b);
+  }
+  fw_client_free(fw);
+}

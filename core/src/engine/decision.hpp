@@ -14,7 +14,8 @@ namespace floodwall {
 
 struct Request {
   std::string_view tenant;
-  std::string_view route;   // "" is the default route
+  std::string_view route;   // the matched route's pattern (policy/route.hpp); "": not known
+  std::string_view path;    // the request's path, for the rules when no route is given; "": not known
   std::string_view method;  // "GET" when empty
   uint64_t cost = 1;        // 0 counts as 1
   bool critical = false;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "policy/route.hpp"
 #include "stores/memory_store.hpp"
 #include "stores/token_bucket.hpp"
 
@@ -108,7 +109,11 @@ void Guard::prepare(const Request &rq, Prepared &p) {
   uint64_t cost = rq.cost == 0 ? 1 : rq.cost;
   p.cost = cost;
   std::string_view method = rq.method.empty() ? std::string_view("GET") : rq.method;
-  p.route = metrics_.route_index(rq.route);
+  // The rules match the route's pattern, else the path; the metrics count a path under the policy's glob
+  // it matches, so that the route families stay as few as the globs.
+  std::string route_buf;
+  std::string_view route = request_route(rq.route, rq.path, route_buf);
+  p.route = metrics_.route_index(rq.route.empty() ? policy_.family_of_path(route) : route);
   p.op.units = static_cast<int64_t>(cost);
   if (any_tier_.load(std::memory_order_relaxed)) {
     p.op.tier = tenant_tier(p.op.tenant);
@@ -128,8 +133,8 @@ void Guard::prepare(const Request &rq, Prepared &p) {
       p.op.cost_m = static_cast<int64_t>(cost) * 1'000'000;
     }
   }
-  if (!policy_.rules.empty()) prepare_rules(rq.route, method, cost, p);
-  if (policy_.concurrency && policy_.concurrency->counts(rq.route)) {
+  if (!policy_.rules.empty()) prepare_rules(route, method, cost, p);
+  if (policy_.concurrency && policy_.concurrency->counts(route)) {
     Mode m = mode_in_force(Limiter::concurrency);
     if (m != Mode::off) {
       p.op.conc = true;
@@ -170,19 +175,14 @@ void Guard::prepare(const Request &rq, Prepared &p) {
       if (reject && m == Mode::dark) p.shed_dark = true;
     }
   }
-  if (!adaptive_.empty() && !p.shed) prepare_adaptive(rq, method, p);
+  if (!adaptive_.empty() && !p.shed) prepare_adaptive(rq, route, method, p);
 }
 
 // The adaptive limit, last of the local checks (the request is admitted from here unless the store refuses
 // it): a slot of the request's limit, measured from now to its release.
-void Guard::prepare_adaptive(const Request &rq, std::string_view method, Prepared &p) {
-  int family = 0;
-  const auto &routes = policy_.adaptive->routes;
-  if (!routes.empty()) {
-    auto it = std::find(routes.begin(), routes.end(), rq.route);
-    if (it == routes.end()) return;  // a route family it does not limit
-    family = static_cast<int>(it - routes.begin());
-  }
+void Guard::prepare_adaptive(const Request &rq, std::string_view route, std::string_view method, Prepared &p) {
+  int family = policy_.adaptive->family(route);
+  if (family < 0) return;  // a route family it does not limit
   Mode m = mode_in_force(Limiter::adaptive);
   if (m == Mode::off) return;
   bool over = false;
@@ -481,7 +481,7 @@ class Guard::Pending final : public AdmitCompletion, public LeaseWaiter {
   // The request again, when the store may answer with another tier (the policy has tiers): its strings
   // are the caller's only until admit_async returns. The tenant as the caller named it, not its canonical
   // key: an id over 64 bytes is kept as its hash, which would be hashed again into another tenant.
-  std::string tenant, route, method;
+  std::string tenant, route, path, method;
   Request rq;
   int attempts = 0;
   void complete(AdmitResult &&r) override {
@@ -539,10 +539,12 @@ bool Guard::admit_async(const Request &rq, AdmitDone done) {
   if (!policy_.tiers.empty()) {
     pending->tenant.assign(rq.tenant);
     pending->route.assign(rq.route);
+    pending->path.assign(rq.path);
     pending->method.assign(rq.method);
     pending->rq = rq;
     pending->rq.tenant = pending->tenant;
     pending->rq.route = pending->route;
+    pending->rq.path = pending->path;
     pending->rq.method = pending->method;
   }
   if (pending->p.shed || !pending->p.op.asks()) {

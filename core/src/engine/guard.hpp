@@ -109,7 +109,7 @@ class Guard {
   void prepare_rules(std::string_view route, std::string_view method, uint64_t cost, Prepared &p);
   Decision finish(const Prepared &p, const AdmitResult &r);
   Decision decide(const Prepared &p, const AdmitResult &r);  // finish() but for the adaptive slot
-  void prepare_adaptive(const Request &rq, std::string_view method, Prepared &p);
+  void prepare_adaptive(const Request &rq, std::string_view route, std::string_view method, Prepared &p);
   void drop_adaptive(Prepared &p);  // a prepared request that is not going on: its adaptive slot back
   void release_adaptive(int family, uint64_t slot, bool measured);  // slot 0: none
   void rule_verdicts(const Prepared &p, const AdmitResult &r, Decision &d);

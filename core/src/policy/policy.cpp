@@ -11,6 +11,7 @@
 #include <sstream>
 #include <utility>
 
+#include "policy/route.hpp"
 #include "stores/token_bucket.hpp"
 
 namespace floodwall {
@@ -67,9 +68,22 @@ bool Rule::applies(std::string_view route, std::string_view method) const {
 
 bool ConcurrencyPolicy::counts(std::string_view route) const {
   if (routes.empty()) return true;
-  for (const auto &r : routes)
-    if (r == route) return true;
+  for (const auto &g : routes)
+    if (glob_match(g, route)) return true;
   return false;
+}
+
+int AdaptivePolicy::family(std::string_view route) const {
+  if (routes.empty()) return 0;
+  for (size_t i = 0; i < routes.size(); i++)
+    if (glob_match(routes[i], route)) return static_cast<int>(i);
+  return -1;
+}
+
+std::string_view Policy::family_of_path(std::string_view path) const {
+  for (const auto &g : route_globs)
+    if (glob_match(g, path)) return g;
+  return {};
 }
 
 const BucketLimits *Policy::override_for(const TenantKey &key) const {
@@ -413,16 +427,19 @@ TenantPolicy tenant_policy(const json &v) {
 }
 
 // The route families a section names (concurrency.routes, adaptive.routes): one rule for both, at most 64,
-// each a non-empty string, none twice.
+// each a non-empty glob, none twice (as its canonical form: "/orders/{id}" and "/orders/:id" are one).
 std::vector<std::string> route_families(const json &r, const std::string &field) {
-  if (!r.is_array()) throw PolicyError(field, "must be an array of route names");
+  if (!r.is_array()) throw PolicyError(field, "must be an array of route globs");
   std::vector<std::string> out;
   for (size_t i = 0; i < r.size(); i++) {
     std::string path = field + "[" + std::to_string(i) + "]";
-    if (!r[i].is_string() || r[i].get<std::string>().empty()) throw PolicyError(path, "must be a non-empty string");
-    if (std::find(out.begin(), out.end(), r[i].get<std::string>()) != out.end())
-      throw PolicyError(path, "names " + show(r[i]) + " twice");
-    out.push_back(r[i].get<std::string>());
+    if (!r[i].is_string() || r[i].get<std::string>().empty() || r[i].get<std::string>().size() > 256)
+      throw PolicyError(path, "must be a non-empty string of at most 256 bytes (got " + show(r[i]) + ")");
+    std::string glob = canonical_route(r[i].get<std::string>(), RouteText::glob);
+    if (std::find(out.begin(), out.end(), glob) != out.end())
+      throw PolicyError(
+          path, "names " + show(r[i]) + " twice" + (glob == r[i].get<std::string>() ? "" : " (as \"" + glob + "\")"));
+    out.push_back(std::move(glob));
   }
   if (out.size() > 64) throw PolicyError(field, "must name at most 64 route families");
   return out;
@@ -460,9 +477,19 @@ std::vector<std::string> rule_routes(const Section &s, bool required) {
     std::string path = s.field("routes") + "[" + std::to_string(i) + "]";
     if (!r[i].is_string() || r[i].get<std::string>().empty() || r[i].get<std::string>().size() > 256)
       throw PolicyError(path, "must be a non-empty string of at most 256 bytes (got " + show(r[i]) + ")");
-    out.push_back(r[i].get<std::string>());
+    out.push_back(canonical_route(r[i].get<std::string>(), RouteText::glob));
   }
   return out;
+}
+
+void collect_route_globs(Policy &p) {
+  auto add = [&](const std::vector<std::string> &globs) {
+    for (const auto &g : globs)
+      if (std::find(p.route_globs.begin(), p.route_globs.end(), g) == p.route_globs.end()) p.route_globs.push_back(g);
+  };
+  for (const auto &r : p.rules) add(r.routes);
+  if (p.concurrency) add(p.concurrency->routes);
+  if (p.adaptive) add(p.adaptive->routes);
 }
 
 std::vector<std::string> rule_methods(const Section &s) {
@@ -802,6 +829,7 @@ Policy parse_parts(std::string_view text, std::vector<PolicyError> *errors) {
   if (top.has("tenant")) part([&] { p.tenant = tenant_policy(top.at("tenant")); });
   if (top.has("quotas")) part([&] { parse_quotas(top.at("quotas"), p, rule_names, "quotas", -1); });
   if (top.has("tiers")) part([&] { parse_tiers(top.at("tiers"), p); });
+  collect_route_globs(p);
   return p;
 }
 

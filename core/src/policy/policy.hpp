@@ -97,7 +97,7 @@ struct RequestRatePolicy {
 struct ConcurrencyPolicy {
   int64_t limit = 0;
   double ttl_s = 60;                // a crashed worker's slot heals after this long
-  std::vector<std::string> routes;  // empty: every route is counted
+  std::vector<std::string> routes;  // globs (canonical, policy/route.hpp); empty: every route is counted
   Mode mode = Mode::enforce;
   std::optional<SlotLeasePolicy> lease;
   bool counts(std::string_view route) const;
@@ -134,8 +134,9 @@ struct AdaptivePolicy {
   // shedder's order (sandbox first, then GET, then other writes; critical last, up to the whole limit).
   double critical_reserve = 0.3;
   double ttl_s = 60;  // a ticket never released stops counting after this long, as a concurrency slot does
-  std::vector<std::string> routes;  // empty: one limit for every request; else one limit per route family
+  std::vector<std::string> routes;  // empty: one limit for every request; else one limit per glob (canonical)
   Mode mode = Mode::enforce;
+  int family(std::string_view route) const;  // the limit a route is under: the first glob it matches; -1: none
 };
 const char *adaptive_algorithm_name(AdaptivePolicy::Algorithm a);
 
@@ -216,6 +217,11 @@ struct Policy {
   std::vector<Rule> rules;  // request_rate.limits, then quotas, then each tier's; at most kMaxPolicyRules
   std::vector<PlanTier> tiers;
   int tier_index(std::string_view name) const;  // -1: no such tier
+  // Every glob a route-scoped rule names (rules, concurrency.routes, adaptive.routes), in that order, once
+  // each. A request that gives only its path is counted in the metrics under the first one it matches,
+  // so the route families stay as few as the policy's globs.
+  std::vector<std::string> route_globs;
+  std::string_view family_of_path(std::string_view path) const;  // "" (the default route): none matches
   // Whether a rule applies to a tenant of `tier` (-1: no tier): the tier's own limits (quotas) when it has
   // some, else the policy's.
   bool applies_to_tier(const Rule &r, int tier) const;

@@ -15,6 +15,7 @@
 #include "http/backoff.hpp"
 #include "policy/policy.hpp"
 #include "policy/request_tenant.hpp"
+#include "policy/route.hpp"
 
 using nlohmann::json;
 
@@ -44,6 +45,15 @@ TEST(Vectors, FileHasEverySection) {
   EXPECT_GE(v.at("tenant_keys").size(), 30u);
   EXPECT_GE(v.at("backoff").size(), 10u);
   EXPECT_GE(v.at("retry_after").size(), 10u);
+  EXPECT_GE(v.at("routes").size(), 30u);
+}
+
+TEST(Vectors, Routes) {
+  for (const json &c : vectors().at("routes")) {
+    SCOPED_TRACE(c.at("name").get<std::string>());
+    std::string route = c.value("route", ""), path = c.value("path", ""), buf;
+    EXPECT_EQ(floodwall::request_route(route, path, buf), c.at("route_family").get<std::string>());
+  }
 }
 
 TEST(Vectors, TenantKeys) {
