@@ -13,17 +13,21 @@ export CCACHE_BASEDIR=${CCACHE_BASEDIR:-/} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-
 failed=()
 rows=()
 started=$SECONDS
+# The CPU seconds (user + system) of every child this shell has waited for, from bash's `times`.
+cpu_s() { times | awk 'NR == 2 { for (i = 1; i <= 2; i++) { split($i, t, /[ms]/); s += t[1] * 60 + t[2] } } END { printf "%d", s }'; }
 run() {
   local name=$1; shift
-  local t0=$SECONDS result
+  local t0=$SECONDS c0 result
+  c0=$(cpu_s)
   echo "==== $name"
   if "$@"; then result=passed; else result=FAILED; failed+=("$name"); fi
-  echo "==== $name: $result ($((SECONDS - t0)) s)"
-  rows+=("$(printf '%-44s %-7s %6d s' "$name" "$result" "$((SECONDS - t0))")")
+  local wall=$((SECONDS - t0)) cpu=$(($(cpu_s) - c0))
+  echo "==== $name: $result ($wall s, $cpu s of CPU)"
+  rows+=("$(printf '%-44s %-7s %6d s %6d s' "$name" "$result" "$wall" "$cpu")")
 }
 summary() {
   echo
-  echo "make test: stage                                 result    time"
+  echo "make test: stage                                 result    time   CPU (user+sys, all cores)"
   printf '  %s\n' "${rows[@]}"
   printf '  %-44s %-7s %6d s\n' "total" "" "$((SECONDS - started))"
   if command -v ccache >/dev/null; then
