@@ -189,6 +189,18 @@ class TestBadInput < Minitest::Test
       assert_raises(TypeError) { @fw.admit(tenant: "acme", method: :get) }
     end
 
+    # A path is the client's bytes (a NUL among them too); anything but a String or nil is refused by name.
+    def test_a_path_or_route_of_the_wrong_type_is_named
+      [[{ path: 5 }, "path:"], [{ path: :orders }, "path:"], [{ route: 5 }, "route:"]].each do |bad, name|
+        error = assert_raises(TypeError) { @fw.admit(tenant: "acme", **bad) }
+        assert error.message.start_with?(name), error.message
+        error = assert_raises(TypeError) { @fw.request_route(**bad) }
+        assert error.message.start_with?(name), error.message
+      end
+      assert_equal "/a\0b", @fw.request_route(path: "/a\0b/")
+      assert @fw.admit(tenant: "acme", path: "/a\0b").allowed?
+    end
+
     def test_no_bad_admit_held_a_slot
       5.times { assert_raises(Floodwall::InvalidArgumentError) { @fw.admit(tenant: "acme", cost: 99) } }
       held = Array.new(2) { @fw.admit(tenant: "acme") }

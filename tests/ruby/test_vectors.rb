@@ -4,11 +4,12 @@ require_relative "test_helper"
 
 # tests/vectors.json, the vectors that the core, Python, Node and Ruby suites all check: every vector of
 # every section, through the gem's public API (Client#tenant_key, Client#request_credential, Client#admit
-# and the Decision's status, headers, content type and body, Backoff#delay, Backoff.retry_after_seconds).
+# and the Decision's status, headers, content type and body, Client#request_route, Backoff#delay,
+# Backoff.retry_after_seconds).
 # A missing file, section or an empty section fails.
 class TestVectors < Minitest::Test
   PATH = File.join(FloodwallTest::ROOT, "tests/vectors.json")
-  SECTIONS = %w[tenant_keys backoff retry_after decisions].freeze
+  SECTIONS = %w[tenant_keys backoff retry_after decisions routes].freeze
   # A vector's "check" as the verified: keyword takes it (absent: the app said nothing).
   VERIFIED = { nil => nil, "verified" => true, "rejected" => false }.freeze
 
@@ -84,6 +85,39 @@ class TestVectors < Minitest::Test
         elsif !answer.nil? && asked != [v["credential"]].compact
           "#{v["name"]}: the hook was asked about #{asked.inspect}, not #{v["credential"].inspect}"
         end
+      end
+    end
+    assert_empty failures, failures.join("\n")
+  end
+
+  # The route family every framework's pattern (or, with none, the request's path) comes to.
+  def test_routes
+    failures = Floodwall::Client.open({}) do |fw|
+      section("routes").filter_map do |v|
+        got = fw.request_route(route: v["route"], path: v["path"])
+        "#{v["name"]}: #{got.inspect}, expected #{v["route_family"].inspect}" unless got == v.fetch("route_family")
+      end
+    end
+    assert_empty failures, failures.join("\n")
+  end
+
+  # A policy limit on a vector's route family limits its request, given as the middleware gives it: the
+  # pattern (where the framework knows one) and the path. A policy's globs are read as patterns, so a
+  # family that is not one as it stands (a path's "(bar)" would be an optional part) and the default
+  # route ("") are left out.
+  def test_a_limit_on_the_route_family_limits_each_routes_vector
+    as_globs = Floodwall::Client.open({}) do |fw|
+      section("routes").map { |v| v.fetch("route_family") }.select { |f| !f.empty? && fw.request_route(route: f) == f }
+    end
+    assert_operator as_globs.size, :>=, 25, "most route families are globs as they stand"
+    failures = section("routes").filter_map do |v|
+      family = v.fetch("route_family")
+      next unless as_globs.include?(family)
+
+      policy = { request_rate: { rate: 1000, burst: 1000, limits: [{ name: "it", routes: [family], rate: 0.001, burst: 1 }] } }
+      Floodwall::Client.open(policy) do |fw|
+        got = Array.new(2) { fw.admit(tenant: "t", route: v["route"], path: v["path"]) }
+        "#{v["name"]}: #{got.map { |d| [d.status, d.rule] }.inspect}" unless got.map(&:status) == [200, 429] && got[1].rule == "it"
       end
     end
     assert_empty failures, failures.join("\n")

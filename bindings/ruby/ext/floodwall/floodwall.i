@@ -14,7 +14,9 @@
  * - the request: a tenant String, or the request's headers (an Array of [name, value] pairs or a Hash)
  *   and peer address, from which the core derives the tenant (admit, tenant_key), with what the app said
  *   of its credential (verified: nil, true or false); request_credential, the credential a verify hook is
- *   asked about; rack_headers turns a Rack env's HTTP_* keys back into header names;
+ *   asked about; rack_headers turns a Rack env's HTTP_* keys back into header names; the request's path
+ *   (fw_request v4), which the policy's route globs match when no route pattern is given, and
+ *   request_route, the route its rules match (fw_request_route);
  * - response: fw_format_response's name/value pairs, content type and body as Ruby objects;
  * - rule_name and rules: the names of a decision's limits and quotas, from the client's names, asked once
  *   (fw_client_rule_name) when its handle is made;
@@ -182,12 +184,12 @@ static void fw_rb_headers_pass(VALUE headers, fw_rb_headers_acc *a) {
    by the caller with rb_free_tmp_buffer (or by the GC when an exception comes first). */
 typedef struct fw_rb_request {
   fw_request r;
-  VALUE tenant, peer, route, method;
+  VALUE tenant, peer, route, method, path;
   volatile VALUE tmp;
 } fw_rb_request;
 
 static void fw_rb_request_tenant(fw_rb_request *q, VALUE tenant, VALUE headers, VALUE peer, bool without_gvl) {
-  q->tenant = q->peer = q->route = q->method = Qnil;
+  q->tenant = q->peer = q->route = q->method = q->path = Qnil;
   q->tmp = 0;
   if (!NIL_P(tenant)) {
     if (!RB_TYPE_P(tenant, T_STRING))
@@ -227,6 +229,21 @@ static int fw_rb_credential_check(VALUE verified) {
   return FW_CREDENTIAL_UNCHECKED; /* unreachable */
 }
 
+/* The route pattern (NUL-terminated: fw_request's route is a C string) and the path (any bytes: the client's),
+   each a String or nil. Set after fw_rb_request_tenant, which clears them. */
+static void fw_rb_request_route_path(fw_rb_request *q, VALUE route, VALUE path, bool without_gvl) {
+  if (!NIL_P(route)) {
+    if (!RB_TYPE_P(route, T_STRING))
+      rb_raise(rb_eTypeError, "route: must be a String or nil, not %s", rb_obj_classname(route));
+    q->route = fw_rb_string(route, without_gvl);
+  }
+  if (!NIL_P(path)) {
+    if (!RB_TYPE_P(path, T_STRING))
+      rb_raise(rb_eTypeError, "path: must be a String or nil, not %s", rb_obj_classname(path));
+    q->path = fw_rb_string(path, without_gvl);
+  }
+}
+
 /* Points the fw_request at the Strings: done last, after every conversion that can allocate. */
 static void fw_rb_request_point(fw_rb_request *q) {
   if (!NIL_P(q->tenant)) {
@@ -236,6 +253,10 @@ static void fw_rb_request_point(fw_rb_request *q) {
   if (!NIL_P(q->peer)) {
     q->r.peer = RSTRING_PTR(q->peer);
     q->r.peer_len = (size_t)RSTRING_LEN(q->peer);
+  }
+  if (!NIL_P(q->path)) {
+    q->r.path = RSTRING_PTR(q->path);
+    q->r.path_len = (size_t)RSTRING_LEN(q->path); /* binary-safe: the path's bytes are the client's */
   }
   q->r.route = NIL_P(q->route) ? NULL : StringValueCStr(q->route); /* raises on an embedded NUL */
   q->r.method = NIL_P(q->method) ? NULL : StringValueCStr(q->method);
@@ -257,13 +278,13 @@ static void *fw_rb_admit_without_gvl(void *p) {
 }
 
 static VALUE fw_rb_admit(VALUE handle, VALUE tenant, VALUE route, VALUE method, VALUE cost, VALUE critical,
-                         VALUE sandbox, VALUE headers, VALUE peer, VALUE verified) {
+                         VALUE sandbox, VALUE headers, VALUE peer, VALUE verified, VALUE path) {
   fw_rb_handle *h = (fw_rb_handle *)fw_rb_unwrap(handle, SWIGTYPE_p_fw_rb_handle);
   fw_decision out = FW_DECISION_INIT;
-  fw_rb_request q = {FW_REQUEST_INIT, Qnil, Qnil, Qnil, Qnil, 0};
+  fw_rb_request q = {FW_REQUEST_INIT, Qnil, Qnil, Qnil, Qnil, Qnil, 0};
   q.r.credential = fw_rb_credential_check(verified);
   fw_rb_request_tenant(&q, tenant, headers, peer, h->blocking);
-  if (!NIL_P(route)) q.route = fw_rb_string(route, h->blocking);
+  fw_rb_request_route_path(&q, route, path, h->blocking);
   if (!NIL_P(method)) q.method = fw_rb_string(method, h->blocking);
   q.r.cost = fw_rb_cost(cost);
   q.r.critical = RTEST(critical); /* Ruby truthiness */
@@ -290,6 +311,7 @@ static VALUE fw_rb_admit(VALUE handle, VALUE tenant, VALUE route, VALUE method, 
   RB_GC_GUARD(q.peer);
   RB_GC_GUARD(q.route);
   RB_GC_GUARD(q.method);
+  RB_GC_GUARD(q.path);
   if (q.tmp) rb_free_tmp_buffer(&q.tmp);
   if (call.rc != FW_OK) fw_rb_raise(call.rc);
   return fw_rb_decision_new(&out, handle);
@@ -298,7 +320,7 @@ static VALUE fw_rb_admit(VALUE handle, VALUE tenant, VALUE route, VALUE method, 
 /* The tenant id the core would use for the request (fw_tenant_key). It never waits: the GVL stays. */
 static VALUE fw_rb_tenant_key(VALUE handle, VALUE tenant, VALUE headers, VALUE peer, VALUE verified) {
   fw_rb_handle *h = (fw_rb_handle *)fw_rb_unwrap(handle, SWIGTYPE_p_fw_rb_handle);
-  fw_rb_request q = {FW_REQUEST_INIT, Qnil, Qnil, Qnil, Qnil, 0};
+  fw_rb_request q = {FW_REQUEST_INIT, Qnil, Qnil, Qnil, Qnil, Qnil, 0};
   q.r.credential = fw_rb_credential_check(verified);
   fw_rb_request_tenant(&q, tenant, headers, peer, false);
   fw_rb_request_point(&q);
@@ -320,7 +342,7 @@ static VALUE fw_rb_tenant_key(VALUE handle, VALUE tenant, VALUE headers, VALUE p
    raw and trimmed, or nil when it has none that comes before its address. It never waits: the GVL stays. */
 static VALUE fw_rb_request_credential(VALUE handle, VALUE headers, VALUE peer) {
   fw_rb_handle *h = (fw_rb_handle *)fw_rb_unwrap(handle, SWIGTYPE_p_fw_rb_handle);
-  fw_rb_request q = {FW_REQUEST_INIT, Qnil, Qnil, Qnil, Qnil, 0};
+  fw_rb_request q = {FW_REQUEST_INIT, Qnil, Qnil, Qnil, Qnil, Qnil, 0};
   fw_rb_request_tenant(&q, Qnil, headers, peer, false);
   fw_rb_request_point(&q);
   fw_buf buf = FW_BUF_INIT;
@@ -335,6 +357,27 @@ static VALUE fw_rb_request_credential(VALUE handle, VALUE headers, VALUE peer) {
   VALUE credential = found ? rb_utf8_str_new(buf.ptr ? buf.ptr : "", (long)buf.size) : Qnil;
   fw_buf_dispose(&buf);
   return credential;
+}
+
+/* The route a request's rules match (fw_request_route): its route pattern made canonical ("/orders/:id" for
+   "/orders/{id}", "/orders/<int:id>" or "/orders/:id(.:format)"), else its path without a trailing '/', else "".
+   It never waits: the GVL stays. */
+static VALUE fw_rb_request_route(VALUE handle, VALUE route, VALUE path) {
+  fw_rb_handle *h = (fw_rb_handle *)fw_rb_unwrap(handle, SWIGTYPE_p_fw_rb_handle);
+  fw_rb_request q = {FW_REQUEST_INIT, Qnil, Qnil, Qnil, Qnil, Qnil, 0};
+  fw_rb_request_route_path(&q, route, path, false);
+  fw_rb_request_point(&q);
+  fw_buf buf = FW_BUF_INIT;
+  int rc = fw_request_route(h->client, &q.r, &buf);
+  RB_GC_GUARD(q.route);
+  RB_GC_GUARD(q.path);
+  if (rc != FW_OK) {
+    fw_buf_dispose(&buf);
+    fw_rb_raise(rc);
+  }
+  VALUE out = rb_utf8_str_new(buf.ptr ? buf.ptr : "", (long)buf.size);
+  fw_buf_dispose(&buf);
+  return out;
 }
 
 /* The request header names (lower case, frozen) that the policy's tenant derivation reads
@@ -797,6 +840,7 @@ static VALUE fw_rb_cli_run(VALUE argv) {
 %ignore fw_release;
 %ignore fw_tenant_key;
 %ignore fw_request_credential;
+%ignore fw_request_route;
 %ignore fw_error;
 %ignore fw_error_last;
 %ignore fw_buf;
@@ -914,14 +958,15 @@ typedef struct fw_rb_handle {
 }
 
 /* Declared as methods of Native, taking the handle first like the rest of the C ABI. Native.admit's
-   headers, peer and verified may be left out (a tenant String given): one wrapper that counts its
+   headers, peer, verified and path may be left out (a tenant String given): one wrapper that counts its
    arguments. */
 %feature("compactdefaultargs") fw_rb_admit;
 VALUE fw_rb_admit(VALUE handle, VALUE tenant, VALUE route, VALUE method, VALUE cost, VALUE critical, VALUE sandbox,
-                  VALUE headers = Qnil, VALUE peer = Qnil, VALUE verified = Qnil);
+                  VALUE headers = Qnil, VALUE peer = Qnil, VALUE verified = Qnil, VALUE path = Qnil);
 %feature("compactdefaultargs") fw_rb_tenant_key;
 VALUE fw_rb_tenant_key(VALUE handle, VALUE tenant, VALUE headers, VALUE peer, VALUE verified = Qnil);
 VALUE fw_rb_request_credential(VALUE handle, VALUE headers, VALUE peer);
+VALUE fw_rb_request_route(VALUE handle, VALUE route, VALUE path);
 VALUE fw_rb_rack_headers(VALUE env);
 VALUE fw_rb_tenant_headers(VALUE handle);
 int fw_rb_release(fw_rb_handle *h, fw_ticket ticket);

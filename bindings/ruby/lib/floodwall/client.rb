@@ -56,22 +56,25 @@ module Floodwall
     # peer address (Rack's REMOTE_ADDR); verified: what the app said of the request's credential (the one
     # #request_credential names): true, it checked it and it names the tenant; false, it did not (the
     # address, as if there were none); nil, nothing (the policy's tenant.credentials decides: by default
-    # "verified", so the address). All three are read only when tenant is nil. route is the route family
-    # (nil: the default route); cost is the tokens it costs.
+    # "verified", so the address). All three are read only when tenant is nil. route is the matched route's
+    # pattern in the framework's syntax ("/orders/:id(.:format)", made canonical as #request_route says) or
+    # a route family's name; path is the request's path (no query string), which the policy's route globs
+    # match when route is nil or "" (a middleware mounted app-wide, before any route is matched); with
+    # neither, the default route. cost is the tokens it costs.
     #
     # On Redis, an exception sent from another thread (Timeout, Rack::Timeout, Thread#raise or #kill)
     # while the admit waits is held until the decision is in hand, then raised with the decision given
     # back, so it cannot drop a decision that holds a slot. With a block, it is held until the block runs,
     # and the release after the block cannot be cut short by it either. (The in-process stores never wait,
     # so nothing can arrive during their admit, and they skip the masks: they would triple its cost.)
-    def admit(tenant: nil, headers: nil, peer: nil, verified: nil, route: nil, method: "GET", cost: 1,
+    def admit(tenant: nil, headers: nil, peer: nil, verified: nil, route: nil, path: nil, method: "GET", cost: 1,
               critical: false, sandbox: false, &block)
       if @waits
-        return admit_deferring_interrupts(tenant, headers, peer, verified, route, method, cost, critical, sandbox,
-                                          &block)
+        return admit_deferring_interrupts(tenant, headers, peer, verified, route, path, method, cost, critical,
+                                          sandbox, &block)
       end
 
-      decision = Native.admit(@handle, tenant, route, method, cost, critical, sandbox, headers, peer, verified)
+      decision = Native.admit(@handle, tenant, route, method, cost, critical, sandbox, headers, peer, verified, path)
       return decision unless block_given?
 
       begin
@@ -86,6 +89,14 @@ module Floodwall
     # "ip:<address>", or "anonymous").
     def tenant_key(tenant: nil, headers: nil, peer: nil, verified: nil)
       Native.tenant_key(@handle, tenant, headers, peer, verified)
+    end
+
+    # The route a request's rules match, as every language spells it: route (a framework's pattern) made
+    # canonical, a parameter of any syntax becoming ":name" and an optional part such as Rails' "(.:format)"
+    # dropped ("/orders/:id(.:format)" -> "/orders/:id"), else the path without a trailing "/", else "".
+    # The same arguments as #admit takes.
+    def request_route(route: nil, path: nil)
+      Native.request_route(@handle, route, path)
     end
 
     # The credential the app is asked to vouch for before it names the request's tenant: its Bearer token
@@ -163,9 +174,9 @@ module Floodwall
 
     # Client#admit on Redis: interrupts held while the admit waits and raised only where the decision
     # can still be given back.
-    def admit_deferring_interrupts(tenant, headers, peer, verified, route, method, cost, critical, sandbox)
+    def admit_deferring_interrupts(tenant, headers, peer, verified, route, path, method, cost, critical, sandbox)
       Thread.handle_interrupt(DEFER) do
-        decision = Native.admit(@handle, tenant, route, method, cost, critical, sandbox, headers, peer, verified)
+        decision = Native.admit(@handle, tenant, route, method, cost, critical, sandbox, headers, peer, verified, path)
         begin
           Thread.handle_interrupt(DELIVER) {} if Thread.pending_interrupt?
         rescue Exception # every exception, Interrupt included: give the decision back, then re-raise
