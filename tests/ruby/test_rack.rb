@@ -363,7 +363,7 @@ class TestRack < Minitest::Test
     @fw = CountingClient.new(request_rate: { rate: 0.001, burst: 10 }, concurrency: { limit: 1, routes: ["/reports"] },
                              fleet: { capacity: 1 })
     seen = []
-    @options = { key: ->(env) { env["HTTP_X_API_KEY"] }, route: ->(env) { env["PATH_INFO"] },
+    @options = { key: ->(env) { env["HTTP_X_API_KEY"] }, # no route: the path is what concurrency.routes matches
                  cost: ->(env) { env["PATH_INFO"] == "/reports" ? 4 : 1 }, critical: ->(env) { env["HTTP_X_CRITICAL"] == "1" },
                  sandbox: false }
     @inner = ->(env) { seen << env["PATH_INFO"]; [200, {}, ["ok"]] }

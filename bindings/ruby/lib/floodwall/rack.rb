@@ -35,7 +35,14 @@ module Floodwall
   #              no admit, no limit headers.
   #   on_reject: ->(env, decision) { [status, headers, body] } builds the response to a rejection; the
   #              decision's limit headers are added to what it returns unless it set them itself.
-  #   route, cost, critical, sandbox: a value, or a callable that gets the env.
+  #   route, cost, critical, sandbox: a value, or a callable that gets the env. route: is the route family
+  #              the policy's rules match; without it, the route the app would match: in a Rails app the
+  #              pattern Rails' router matches for the request ("/orders/:id(.:format)", which the core
+  #              spells "/orders/:id"), else (Sinatra and a plain Rack app, whose route is known only once
+  #              the app runs) the request's path ("/orders/42"). The path is always passed, so a glob such
+  #              as "/orders/*" matches the request either way.
+  #   routes:    the Rails route set to match requests with (default: Rails.application.routes when Rails
+  #              is loaded; false: none, the path alone).
   # Every decided response carries the core's limit headers; a rejection is answered (unless on_reject
   # does) with the decision's status (429/503, or 403 for a tenant blocked through Client#admin), the core's
   # body and its Content-Type, and Retry-After.
@@ -61,7 +68,7 @@ module Floodwall
     end
 
     def initialize(app, client:, key: nil, skip: nil, on_reject: nil, verify: nil, verify_timeout: nil, route: nil,
-                   cost: 1, critical: false, sandbox: false)
+                   routes: nil, cost: 1, critical: false, sandbox: false)
       { key: key, skip: skip, on_reject: on_reject, verify: verify }.each do |name, hook|
         raise ArgumentError, "#{name}: must respond to #call" unless hook.nil? || hook.respond_to?(:call)
       end
@@ -87,6 +94,7 @@ module Floodwall
       @skip = skip
       @on_reject = on_reject
       @route = route
+      @routes = routes # resolved at the first request that needs it (Rails' routes are drawn after the stack)
       @cost = cost
       @critical = critical
       @sandbox = sandbox
@@ -127,7 +135,7 @@ module Floodwall
 
     def admit(env)
       tenant = @key&.call(env)
-      options = { route: option(@route, env), method: env["REQUEST_METHOD"], cost: option(@cost, env),
+      options = { route: route(env), path: path(env), method: env["REQUEST_METHOD"], cost: option(@cost, env),
                   critical: option(@critical, env), sandbox: option(@sandbox, env) }
       if tenant.nil? # the core's derivation, from the same inputs as in every language
         headers = tenant_headers(env)
@@ -179,6 +187,30 @@ module Floodwall
         headers[name] = value if value.is_a?(String)
       end
       headers
+    end
+
+    # The route option's value, else the pattern of the Rails route the request matches, else nil (the core
+    # then matches the globs against the path).
+    def route(env)
+      return option(@route, env) unless @route.nil?
+
+      rails_routes&.pattern(env)
+    end
+
+    # The request's path as the app's clients see it: the mount point (SCRIPT_NAME) and PATH_INFO.
+    def path(env)
+      path = "#{env["SCRIPT_NAME"]}#{env["PATH_INFO"]}"
+      path.empty? ? "/" : path
+    end
+
+    def rails_routes
+      return @rails_routes if defined?(@rails_routes)
+
+      set = @routes.nil? && defined?(::Rails.application) && ::Rails.application ? ::Rails.application.routes : @routes
+      @rails_routes = if set
+                        require "floodwall/rails_routes"
+                        RailsRoutes.new(set)
+                      end
     end
 
     def option(value, env)
