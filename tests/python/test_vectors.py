@@ -1,5 +1,6 @@
 """tests/vectors.json, the vectors every floodwall suite (core, Python, Node, Ruby) checks alike, through the
-Python binding's public API: tenant keys and the credential a verify hook is asked about, backoff delays,
+Python binding's public API: tenant keys and the credential a verify hook is asked about, the route a
+request's rules match (the same route family for one app shape in every framework), backoff delays,
 Retry-After values, and whole decisions (status, headers in order, content type and body). A missing file
 or an absent or empty section fails."""
 
@@ -17,7 +18,7 @@ from floodwall import backoff
 from floodwall.wsgi import FloodwallMiddleware, request_headers
 
 VECTORS_PATH = pathlib.Path(__file__).resolve().parents[2] / "tests" / "vectors.json"
-SECTIONS = ("tenant_keys", "backoff", "retry_after", "decisions")
+SECTIONS = ("tenant_keys", "routes", "backoff", "retry_after", "decisions")
 
 
 def load() -> Dict[str, Any]:
@@ -135,6 +136,34 @@ def test_tenant_key_through_the_wsgi_middleware(case):
         assert fw.admit(every_header).status == 429, (case, every_header)
         if verified is not None:
             assert asked == ([] if case["credential"] is None else [case["credential"]]), case
+
+
+@pytest.mark.parametrize("case", section("routes"))
+def test_request_route(case):
+    case = present("routes", case)
+    with floodwall.Floodwall({"request_rate": {"rate": 1, "burst": 1}}) as fw:
+        got = fw.request_route(route=case.get("route"), path=case.get("path"))
+        assert got == case["route_family"], case
+        if "path" in case:  # a path as WSGI and ASGI servers give it: bytes, or a str of them
+            assert fw.request_route(route=case.get("route"), path=case["path"].encode()) == got, case
+
+
+@pytest.mark.parametrize("case", section("routes"))
+def test_a_routes_family_is_what_a_policy_glob_matches(case):
+    # A limit whose only glob is the route family of a case with a pattern applies to an admit with the
+    # case's route and path: the one token it gives is spent, the next request is refused by that rule.
+    # (A glob is made canonical as a pattern is, so a path's own "(" or "{" are not a glob's text.)
+    case = present("routes", case)
+    family = case["route_family"]
+    if "route" not in case:
+        return  # a path, or the default route: checked by test_request_route
+    policy = {"request_rate": {"rate": 1000, "burst": 1000,
+                               "limits": [{"name": "only", "routes": [family], "rate": 0.001, "burst": 1}]}}
+    with floodwall.Floodwall(policy) as fw:
+        kw = {"route": case.get("route"), "path": case.get("path")}
+        assert fw.admit("t", **kw).allowed, case
+        refused = fw.admit("t", **kw)
+        assert refused.status == 429 and refused.rule == "only", case
 
 
 @pytest.mark.parametrize("case", section("backoff"))

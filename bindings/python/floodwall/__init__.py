@@ -231,6 +231,7 @@ class Floodwall:
         headers: Optional[Headers] = None,
         peer: Optional[Union[str, bytes]] = None,
         route: Optional[str] = None,
+        path: Optional[Union[str, bytes]] = None,
         method: Optional[str] = "GET",
         cost: int = 1,
         critical: bool = False,
@@ -247,10 +248,13 @@ class Floodwall:
         request's credential (request_credential()): True, the app verified it and it names the tenant;
         False, it did not (the request is keyed as if it had none: its address); None, the app says
         nothing and the policy's tenant.credentials decides (by default: the address). All three are
-        ignored when a tenant is given. ``cost`` 0 counts as 1; a cost above the tenant's burst raises
+        ignored when a tenant is given. ``route`` is the framework's matched route pattern in its own syntax
+        ("/orders/{id}", "/orders/<int:id>", "/orders/:id"; the core makes it canonical, see request_route())
+        or a route family's name; ``path`` the request's path without its query string (str or bytes), which
+        the policy's route globs match when no route is given. ``cost`` 0 counts as 1; a cost above the tenant's burst raises
         InvalidArgumentError. Release the decision when the request ends (``with fw.admit(...) as d:``).
         """
-        return self._admit(tenant, headers, peer, route, method, cost, critical, sandbox, verified)
+        return self._admit(tenant, headers, peer, route, path, method, cost, critical, sandbox, verified)
 
     async def admit_async(
         self,
@@ -259,6 +263,7 @@ class Floodwall:
         headers: Optional[Headers] = None,
         peer: Optional[Union[str, bytes]] = None,
         route: Optional[str] = None,
+        path: Optional[Union[str, bytes]] = None,
         method: Optional[str] = "GET",
         cost: int = 1,
         critical: bool = False,
@@ -274,7 +279,7 @@ class Floodwall:
         token = next(self._tokens)
         waiter.hold()
         d = self._c.admit_async(
-            waiter.queue, token, tenant, headers, peer, route, method, cost, critical, sandbox, verified
+            waiter.queue, token, tenant, headers, peer, route, path, method, cost, critical, sandbox, verified
         )
         if d is not None:
             return d
@@ -317,6 +322,16 @@ class Floodwall:
         against your own key store, then admit with ``verified=`` your answer (the middlewares' ``verify``
         option does this). Same ``headers`` and ``peer`` as admit()."""
         return self._c.request_credential(headers, peer)
+
+    def request_route(
+        self, route: Optional[str] = None, path: Optional[Union[str, bytes]] = None
+    ) -> str:
+        """The route the policy's rules match for a request admitted with this ``route`` and ``path``, in the
+        one spelling every floodwall language shares: the route pattern made canonical (a parameter of any
+        syntax is ":name": "/orders/{id}", "/orders/<int:id>" and "/orders/:id" are all "/orders/:id"; an
+        optional part such as "(.:format)" is dropped, and a trailing "/"), else the path without a
+        trailing "/", else "" (the default route)."""
+        return self._c.request_route(route, path)
 
     @property
     def deadline_ms(self) -> int:

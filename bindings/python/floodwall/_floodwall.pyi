@@ -94,6 +94,7 @@ class Client:
         headers: Optional[_Headers],
         peer: Optional[_Bytes],
         route: Optional[str],
+        path: Optional[_Bytes],
         method: Optional[str],
         cost: int,
         critical: bool,
@@ -108,6 +109,7 @@ class Client:
         headers: Optional[_Headers],
         peer: Optional[_Bytes],
         route: Optional[str],
+        path: Optional[_Bytes],
         method: Optional[str],
         cost: int,
         critical: bool,
@@ -119,6 +121,7 @@ class Client:
         self, tenant: Optional[_Bytes], headers: Optional[_Headers], peer: Optional[_Bytes], verified: Optional[bool]
     ) -> str: ...
     def request_credential(self, headers: Optional[_Headers], peer: Optional[_Bytes]) -> Optional[str]: ...
+    def request_route(self, route: Optional[str], path: Optional[_Bytes]) -> str: ...
     @property
     def deadline_ms(self) -> int: ...
     def release(self, ticket: int) -> None: ...

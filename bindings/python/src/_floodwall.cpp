@@ -294,12 +294,24 @@ void set_credential(Request &r, py::handle verified) {
   r.rq.credential = verified.ptr() == Py_True ? FW_CREDENTIAL_VERIFIED : FW_CREDENTIAL_REJECTED;
 }
 
-void to_request(Request &r, py::handle tenant, py::handle headers, py::handle peer, py::handle route, py::handle method,
-                py::handle cost, py::handle critical, py::handle sandbox, py::handle verified) {
+// fw_request.route and (version 4) .path: the framework's route pattern (None: not known) and the request's
+// path, str or bytes without its query string (None: not known), which the policy's globs match when no
+// route is given.
+void set_route(Request &r, py::handle route, py::handle path) {
+  r.rq.route = route.is_none() ? nullptr : c_string(route, "route");
+  if (path.is_none()) return;
+  std::string_view p;
+  if (!bytes_of(path, p)) throw py::type_error("path: must be str, bytes or None");
+  r.rq.path = p.data();  // never NULL, also when empty
+  r.rq.path_len = p.size();
+}
+
+void to_request(Request &r, py::handle tenant, py::handle headers, py::handle peer, py::handle route, py::handle path,
+                py::handle method, py::handle cost, py::handle critical, py::handle sandbox, py::handle verified) {
   to_request(r, tenant, headers, peer);
   set_credential(r, verified);
+  set_route(r, route, path);
   fw_request &rq = r.rq;
-  rq.route = route.is_none() ? nullptr : c_string(route, "route");
   rq.method = method.is_none() ? nullptr : c_string(method, "method");
   if (!PyLong_Check(cost.ptr())) throw py::type_error("cost: must be an int");
   unsigned long long c = PyLong_AsUnsignedLongLong(cost.ptr());
@@ -444,10 +456,10 @@ void client_close(Handle &h) {
 }
 
 py::object client_admit(Handle &h, py::handle tenant, py::handle headers, py::handle peer, py::handle route,
-                        py::handle method, py::handle cost, py::handle critical, py::handle sandbox,
+                        py::handle path, py::handle method, py::handle cost, py::handle critical, py::handle sandbox,
                         py::handle verified) {
   Request r;
-  to_request(r, tenant, headers, peer, route, method, cost, critical, sandbox, verified);
+  to_request(r, tenant, headers, peer, route, path, method, cost, critical, sandbox, verified);
   fw_decision d = FW_DECISION_INIT;
   check(call(h, [&] { return fw_admit(h.c, &r.rq, &d); }));
   return wrap(d, h.shared_from_this());
@@ -456,11 +468,11 @@ py::object client_admit(Handle &h, py::handle tenant, py::handle headers, py::ha
 // Returns the Decision when it was made already, else None: it will come out of queue.drain() later
 // under `token`.
 py::object client_admit_async(Handle &h, const std::shared_ptr<CompletionQueue> &queue, uint64_t token,
-                              py::handle tenant, py::handle headers, py::handle peer, py::handle route,
+                              py::handle tenant, py::handle headers, py::handle peer, py::handle route, py::handle path,
                               py::handle method, py::handle cost, py::handle critical, py::handle sandbox,
                               py::handle verified) {
   Request r;
-  to_request(r, tenant, headers, peer, route, method, cost, critical, sandbox, verified);
+  to_request(r, tenant, headers, peer, route, path, method, cost, critical, sandbox, verified);
   auto p = std::make_unique<Pending>();  // ours until the core takes it (decided == 0)
   p->queue = queue;
   p->token = token;
@@ -518,6 +530,19 @@ py::object client_request_credential(Handle &h, py::handle headers, py::handle p
   if (!found) {
     fw_buf_dispose(&buf);
     return py::none();
+  }
+  return str_of(buf);
+}
+
+// The route a request's rules match (fw_request_route): its route made canonical, else its path, else "".
+py::str client_request_route(Handle &h, py::handle route, py::handle path) {
+  Request r;
+  set_route(r, route, path);
+  fw_buf buf = FW_BUF_INIT;
+  int rc = fw_request_route(h.c, &r.rq, &buf);
+  if (rc != FW_OK) {
+    fw_buf_dispose(&buf);
+    raise_status(rc, message_for(rc));
   }
   return str_of(buf);
 }
@@ -800,6 +825,7 @@ PYBIND11_MODULE(_floodwall, m) {
       .def("drain", &client_drain)
       .def("tenant_key", &client_tenant_key)
       .def("request_credential", &client_request_credential)
+      .def("request_route", &client_request_route)
       .def_property_readonly("deadline_ms", [](Handle &h) { return h.deadline_ms; })
       .def("release", [](Handle &h, fw_ticket t) { release_ticket(h, t); })
       // fw_client_hold / fw_client_flush: this thread's admits and releases go out together at the flush.
