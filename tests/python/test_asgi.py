@@ -245,7 +245,7 @@ def test_the_default_route_is_the_path_template(make_client, serve):
             http.get(path)
         http.post("/hello")  # path matches, method does not (405): still the route family
     routes = fw.metrics()["routes"]
-    assert routes["/users/{user_id}"]["request_rate"]["allowed"] == 2
+    assert routes["/users/:user_id"]["request_rate"]["allowed"] == 2
     assert routes["/hello"]["request_rate"]["allowed"] == 1
     assert "/users/1" not in routes and "/nowhere" not in routes
     assert routes["default"]["request_rate"]["allowed"] == 1  # an unmatched path
@@ -320,8 +320,8 @@ def test_wrapping_a_starlette_app_from_outside_routes_by_its_templates_too(make_
     finally:
         server.stop()
     routes = fw.metrics()["routes"]
-    assert routes["/items/{item_id}"]["request_rate"]["allowed"] == 2
-    assert routes["/v1/things/{n}"]["request_rate"]["allowed"] == 1
+    assert routes["/items/:item_id"]["request_rate"]["allowed"] == 2
+    assert routes["/v1/things/:n"]["request_rate"]["allowed"] == 1
 
 
 # ------------------------------------------------------------------------- tenant keys and hooks

@@ -267,4 +267,5 @@ def test_the_template_variables_list_both_jobs_and_both_route_families(scraped):
     jobs = {s["job"] for s in api(prom, "/api/v1/series", **{"match[]": "floodwall_decisions_total"})["data"]}
     assert jobs == {"starlette", "flask"}
     routes = {s["route"] for s in api(prom, "/api/v1/series", **{"match[]": "floodwall_decisions_total"})["data"]}
-    assert {"/hello", "/items/{item}", "/items/<item>"} <= routes
+    # Starlette's "/items/{item}" and Flask's "/items/<item>" are one route family, as the core spells it.
+    assert {"/hello", "/items/:item"} <= routes

@@ -37,13 +37,17 @@ Hooks:
 
 Options, constants or callables of the ASGI scope:
 
-- ``route``: the route family (the policy's ``concurrency.routes`` and the metrics' routes use it).
-  Default: the path template of the Starlette/FastAPI route that will serve the request, e.g.
-  ``/users/{user_id}``. Starlette only sets ``scope["route"]`` after routing, which happens inside the
-  middleware stack, so this middleware matches the app's routes itself (``scope["app"].router.routes``
-  under ``app.add_middleware``, the wrapped app's router when it wraps a Starlette app; Mounts included);
-  a path that no route matches counts as the default route "". For other ASGI apps: ``scope["route"].path``
-  when a framework set it, else the raw path.
+- ``route``: the route family the policy's rules (limits, quotas, ``concurrency.routes``,
+  ``adaptive.routes``, all globs) and the metrics match. Default: the path template of the
+  Starlette/FastAPI route that will serve the request, e.g. ``/users/{user_id}``, which the core makes
+  canonical (``/users/:user_id``, the same family as Express' ``/users/:user_id`` or Flask's
+  ``/users/<int:user_id>``). Starlette only sets ``scope["route"]`` after routing, which happens inside
+  the middleware stack, so this middleware matches the app's routes itself (``scope["app"].router.routes``
+  under ``app.add_middleware``, the wrapped app's router when it wraps a Starlette app; Mounts included).
+  For other ASGI apps: ``scope["route"].path`` when a framework set it. Where no route is known (a path
+  no route matches, a plain ASGI app), None: the policy's globs match the request's path, which the
+  middleware always hands the core too (``scope["path"]``), so ``"routes": ["/orders/*"]`` limits
+  GET /orders/42 whatever the app.
 - ``method``: default the request's method. ``cost`` (default 1), ``critical``, ``sandbox`` (default False).
 """
 
@@ -86,14 +90,16 @@ def _starlette_template(routes: Any, scope: Scope) -> Optional[str]:
     return partial
 
 
-def default_route(scope: Scope) -> str:
+def default_route(scope: Scope) -> Optional[str]:
+    """The pattern of the route that will serve the request, or None when none is known (the core then
+    matches the policy's globs against the path)."""
     router = getattr(scope.get("app"), "router", None)
     routes = getattr(router, "routes", None)
     if routes is not None:
-        return _starlette_template(routes, scope) or ""
+        return _starlette_template(routes, scope)
     route = scope.get("route")
     path = getattr(route, "path", None)
-    return path if isinstance(path, str) else scope.get("path", "")
+    return path if isinstance(path, str) and path else None
 
 
 def _method(scope: Scope) -> str:
@@ -125,7 +131,7 @@ class FloodwallMiddleware:
         routes = getattr(getattr(app, "router", None), "routes", None)
         if route is default_route and routes is not None:
             # Wrapping a Starlette app from the outside: scope["app"] is not set yet, the app is known.
-            route = lambda scope: _starlette_template(routes, scope) or ""  # noqa: E731
+            route = lambda scope: _starlette_template(routes, scope)  # noqa: E731
         self.key, self.skip, self.on_reject = key, skip, on_reject
         self.route, self.method = route, method
         self.cost, self.critical, self.sandbox = cost, critical, sandbox
@@ -157,6 +163,7 @@ class FloodwallMiddleware:
             headers=headers,
             peer=peer,
             route=resolve(self.route, scope),
+            path=scope.get("path"),
             method=resolve(self.method, scope),
             cost=resolve(self.cost, scope),
             critical=resolve(self.critical, scope),

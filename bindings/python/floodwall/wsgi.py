@@ -39,9 +39,13 @@ Hooks:
 
 Options, constants or callables of the WSGI environ:
 
-- ``route``: the route family. Default: for a Flask app (or its ``app.wsgi_app``), the rule that will
-  serve the request, e.g. ``/users/<int:user_id>``, matched against ``app.url_map``; a path no rule
-  matches counts as the default route "". For other apps, PATH_INFO.
+- ``route``: the route family the policy's rules (limits, quotas, ``concurrency.routes``,
+  ``adaptive.routes``, all globs) and the metrics match. Default: for a Flask app (or its
+  ``app.wsgi_app``), the rule that will serve the request, e.g. ``/users/<int:user_id>``, matched against
+  ``app.url_map``, which the core makes canonical (``/users/:user_id``, the same family as Express' or
+  Starlette's). Where no rule is known (a path no rule matches, another WSGI app), None: the policy's globs
+  match the request's path, which the middleware always hands the core too (SCRIPT_NAME + PATH_INFO), so
+  ``"routes": ["/orders/*"]`` limits GET /orders/42 whatever the app.
 - ``method``: default REQUEST_METHOD. ``cost`` (default 1), ``critical``, ``sandbox`` (default False).
 """
 
@@ -88,19 +92,25 @@ def _tenant_fields(client: Any) -> Optional[Tuple[Tuple[str, str], ...]]:
     return tuple(("HTTP_" + name.upper().replace("-", "_"), name) for name in names)
 
 
-def _flask_route(url_map: Any) -> Callable[[Environ], str]:
-    def route(environ: Environ) -> str:
+def _flask_route(url_map: Any) -> Callable[[Environ], Optional[str]]:
+    def route(environ: Environ) -> Optional[str]:
         try:
             rule, _ = url_map.bind_to_environ(environ).match(return_rule=True)
-        except Exception:  # NotFound, MethodNotAllowed, RequestRedirect: not a route family of the app
-            return ""
+        except Exception:  # NotFound, MethodNotAllowed, RequestRedirect: the path is what the globs match
+            return None
         return rule.rule
 
     return route
 
 
-def _path(environ: Environ) -> str:
-    return environ.get("PATH_INFO", "")
+def _no_route(environ: Environ) -> None:
+    return None
+
+
+def request_path(environ: Environ) -> str:
+    """The request's path as the client sent it, without its query string: SCRIPT_NAME + PATH_INFO (PEP
+    3333 gives them as latin-1 strs of the raw bytes)."""
+    return environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "")
 
 
 def _method(environ: Environ) -> str:
@@ -195,7 +205,7 @@ class FloodwallMiddleware:
             # app is a Flask app or its bound wsgi_app method: route by its url_map (live, so rules added
             # after the middleware was installed count too).
             url_map = getattr(getattr(app, "__self__", app), "url_map", None)
-            route = _flask_route(url_map) if url_map is not None else _path
+            route = _flask_route(url_map) if url_map is not None else _no_route
         # Only the headers the core reads for the tenant are looked up in the environ (two or three keys),
         # instead of turning every HTTP_* key back into a header: the same tenant, for less per request.
         self._tenant_fields = _tenant_fields(client)
@@ -225,6 +235,7 @@ class FloodwallMiddleware:
             headers=headers,
             peer=peer,
             route=resolve(self.route, environ),
+            path=_latin1(request_path(environ)),
             method=resolve(self.method, environ),
             cost=resolve(self.cost, environ),
             critical=resolve(self.critical, environ),
@@ -298,4 +309,4 @@ class FloodwallMiddleware:
         return vouched
 
 
-__all__ = ["FloodwallMiddleware", "request_headers"]
+__all__ = ["FloodwallMiddleware", "request_headers", "request_path"]
