@@ -53,13 +53,20 @@ Options, constants or callables of the ASGI scope:
 
 from __future__ import annotations
 
-import asyncio
 import inspect
-import time
 from typing import Any, Awaitable, Callable, List, MutableMapping, Optional, Tuple, Union
 
 from . import Decision, Floodwall
-from ._middleware import Option, resolve, verifier_of, with_limits
+from ._middleware import (
+    Option,
+    PerRequest,
+    RouteSettings,
+    resolve,
+    route_settings,
+    verifier_of,
+    vouch_async,
+    with_limits,
+)
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -71,35 +78,60 @@ OnReject = Callable[[Scope, Decision], Union[Optional[ASGIApp], Awaitable[Option
 Verify = Callable[[str, Scope], Union[Any, Awaitable[Any]]]
 
 
-def _starlette_template(routes: Any, scope: Scope) -> Optional[str]:
-    from starlette.routing import Match, Mount
+Match = Tuple[Optional[str], Optional[RouteSettings]]
 
-    partial = None
+
+def _route_settings_of(route: Any) -> Optional[RouteSettings]:
+    """A route's own settings: its endpoint's (``@floodwall.fastapi.limit`` under ``@app.get``), else a
+    FastAPI route's dependency made by ``floodwall.fastapi.limit`` (``dependencies=[Depends(limit(...))]``)."""
+    found = route_settings(getattr(route, "endpoint", None))
+    if found is None:
+        for dep in getattr(route, "dependencies", None) or ():
+            if isinstance(getattr(dep, "dependency", None), RouteSettings):
+                return dep.dependency
+    return found
+
+
+def _starlette_match(routes: Any, scope: Scope) -> Match:
+    from starlette.routing import Match as M, Mount
+
+    partial: Match = (None, None)
     for r in routes:
         match, child = r.matches(scope)
-        if match == Match.NONE:
+        if match == M.NONE:
             continue
         path = getattr(r, "path", "")
+        settings = None
         if isinstance(r, Mount) and r.routes:
-            inner = _starlette_template(r.routes, {**scope, **child})
+            inner, settings = _starlette_match(r.routes, {**scope, **child})
             path = path + inner if inner is not None else path
-        if match == Match.FULL:
-            return path
-        if partial is None:
-            partial = path  # the path matched but not the method (a 405): still that route's family
+        else:
+            settings = _route_settings_of(r)
+        if match == M.FULL:
+            return path, settings
+        if partial[0] is None:
+            partial = (path, settings)  # the path matched but not the method (a 405): still that route's family
     return partial
+
+
+def _starlette_template(routes: Any, scope: Scope) -> Optional[str]:
+    return _starlette_match(routes, scope)[0]
 
 
 def default_route(scope: Scope) -> Optional[str]:
     """The pattern of the route that will serve the request, or None when none is known (the core then
     matches the policy's globs against the path)."""
+    return _default_match(scope)[0]
+
+
+def _default_match(scope: Scope) -> Match:
     router = getattr(scope.get("app"), "router", None)
     routes = getattr(router, "routes", None)
     if routes is not None:
-        return _starlette_template(routes, scope)
+        return _starlette_match(routes, scope)
     route = scope.get("route")
     path = getattr(route, "path", None)
-    return path if isinstance(path, str) and path else None
+    return (path if isinstance(path, str) and path else None), _route_settings_of(route)
 
 
 def _method(scope: Scope) -> str:
@@ -129,9 +161,10 @@ class FloodwallMiddleware:
         # A Floodwall batches the loop's writes; anything else with admit_async() (a wrapper) need not.
         self._hold_writes = getattr(client, "_hold_writes", None)
         routes = getattr(getattr(app, "router", None), "routes", None)
-        if route is default_route and routes is not None:
+        self._match: Callable[[Scope], Match] = _default_match
+        if routes is not None:
             # Wrapping a Starlette app from the outside: scope["app"] is not set yet, the app is known.
-            route = lambda scope: _starlette_template(routes, scope)  # noqa: E731
+            self._match = lambda scope: _starlette_match(routes, scope)  # noqa: E731
         self.key, self.skip, self.on_reject = key, skip, on_reject
         self.route, self.method = route, method
         self.cost, self.critical, self.sandbox = cost, critical, sandbox
@@ -147,6 +180,15 @@ class FloodwallMiddleware:
             if skipped:
                 await self.app(scope, receive, send)
                 return
+        pattern, settings = self._match(scope)
+        if settings is not None and settings.skip is not None:
+            skipped = resolve(settings.skip, scope)
+            if inspect.isawaitable(skipped):
+                skipped = await skipped
+            if skipped:
+                await self.app(scope, receive, send)
+                return
+        options = self if settings is None else PerRequest(self, settings)
         tenant = resolve(self.key, scope)
         headers = peer = verified = None
         if tenant is None:  # the core derives it from the request as the server saw it
@@ -154,7 +196,7 @@ class FloodwallMiddleware:
             client = scope.get("client")
             peer = client[0] if client else None
             if self._verifier is not None:
-                verified = await self._vouch(scope, headers, peer)
+                verified = await vouch_async(self._verifier, scope, headers, peer)
         # verified= only with a hook: a client wrapper written before it (admit_async without the keyword)
         # keeps working as it did.
         checked = {} if verified is None else {"verified": verified}
@@ -162,12 +204,12 @@ class FloodwallMiddleware:
             tenant,
             headers=headers,
             peer=peer,
-            route=resolve(self.route, scope),
+            route=pattern if self.route is default_route else resolve(self.route, scope),
             path=scope.get("path"),
             method=resolve(self.method, scope),
-            cost=resolve(self.cost, scope),
-            critical=resolve(self.critical, scope),
-            sandbox=resolve(self.sandbox, scope),
+            cost=resolve(options.cost, scope),
+            critical=resolve(options.critical, scope),
+            sandbox=resolve(options.sandbox, scope),
             **checked,
         )
         try:
@@ -210,43 +252,6 @@ class FloodwallMiddleware:
             if self._hold_writes is not None:
                 self._hold_writes()  # sent with the loop iteration's other admits and releases
             decision.release()  # normal end, exception, cancellation (disconnect): always, once
-
-    async def _vouch(self, scope: Scope, headers: Any, peer: Any) -> Optional[bool]:
-        """The verify hook's answer for the request's credential: None when it carries none (nothing to ask),
-        else True or False; False also when the hook raises or is late. Nothing is held yet: a cancelled
-        request (a disconnect) leaves nothing behind."""
-        v = self._verifier
-        assert v is not None
-        credential = v.credential(headers, peer)
-        if credential is None:
-            return None
-        started = time.monotonic()
-        try:
-            answer = v.verify(credential, scope)
-            if inspect.isawaitable(answer):
-                # What is left of the timeout once the hook returned its awaitable. Not wait_for: it waits
-                # for a cancelled hook to finish, and one that cleans up slowly (or swallows the
-                # cancellation) would hold the request past the timeout.
-                left = v.timeout - (time.monotonic() - started)
-                task = asyncio.ensure_future(answer)
-                done, _ = await asyncio.wait({task}, timeout=max(left, 0))
-                if not done:
-                    task.cancel()
-                    task.add_done_callback(_retrieve)
-                    return v.late()
-                answer = task.result()
-            vouched = bool(answer)
-        except Exception as exc:  # CancelledError (a BaseException) is the request's own: it propagates
-            return v.failed(exc)
-        if time.monotonic() - started > v.timeout:  # a plain hook cannot be interrupted, only found late
-            return v.late()
-        return vouched
-
-
-def _retrieve(task: "asyncio.Future[Any]") -> None:
-    """A late hook's end, whatever it is, read so that asyncio does not log it as never retrieved."""
-    if not task.cancelled():
-        task.exception()
 
 
 __all__ = ["FloodwallMiddleware", "default_route"]

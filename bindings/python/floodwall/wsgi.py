@@ -52,12 +52,21 @@ Options, constants or callables of the WSGI environ:
 from __future__ import annotations
 
 import inspect
-import time
 from http import HTTPStatus
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from . import Decision, Floodwall
-from ._middleware import Option, resolve, verifier_of, with_limits
+from ._middleware import (
+    Option,
+    PerRequest,
+    RouteSettings,
+    resolve,
+    route_settings,
+    skipped_by_route,
+    verifier_of,
+    vouch,
+    with_limits,
+)
 
 Environ = dict
 StartResponse = Callable[..., Any]
@@ -92,19 +101,23 @@ def _tenant_fields(client: Any) -> Optional[Tuple[Tuple[str, str], ...]]:
     return tuple(("HTTP_" + name.upper().replace("-", "_"), name) for name in names)
 
 
-def _flask_route(url_map: Any) -> Callable[[Environ], Optional[str]]:
-    def route(environ: Environ) -> Optional[str]:
+def _flask_match(app: Any) -> Callable[[Environ], Tuple[Optional[str], Optional[RouteSettings]]]:
+    """The Flask rule that will serve the request (its pattern, e.g. "/users/<int:user_id>") and its view's
+    own settings (``@floodwall.flask.limit``), read live from the app's url_map and view_functions (rules
+    added after the middleware was installed count too); (None, None) for a path no rule serves."""
+
+    def match(environ: Environ) -> Tuple[Optional[str], Optional[RouteSettings]]:
         try:
-            rule, _ = url_map.bind_to_environ(environ).match(return_rule=True)
+            rule, _ = app.url_map.bind_to_environ(environ).match(return_rule=True)
         except Exception:  # NotFound, MethodNotAllowed, RequestRedirect: the path is what the globs match
-            return None
-        return rule.rule
+            return None, None
+        return rule.rule, route_settings(app.view_functions.get(rule.endpoint))
 
-    return route
+    return match
 
 
-def _no_route(environ: Environ) -> None:
-    return None
+def _no_match(environ: Environ) -> Tuple[Optional[str], Optional[RouteSettings]]:
+    return None, None
 
 
 def request_path(environ: Environ) -> str:
@@ -201,11 +214,11 @@ class FloodwallMiddleware:
         if verify is not None and inspect.iscoroutinefunction(verify):
             raise TypeError("verify: an async function under WSGI (nothing would await it): give a plain function")
         self._verifier = verifier_of(client, verify, verify_timeout)
-        if route is None:
-            # app is a Flask app or its bound wsgi_app method: route by its url_map (live, so rules added
-            # after the middleware was installed count too).
-            url_map = getattr(getattr(app, "__self__", app), "url_map", None)
-            route = _flask_route(url_map) if url_map is not None else _no_route
+        # app is a Flask app or its bound wsgi_app method: route by its url_map, and read each view's own
+        # settings (@floodwall.flask.limit) from it.
+        flask_app = getattr(app, "__self__", app)
+        is_flask = hasattr(flask_app, "url_map") and hasattr(flask_app, "view_functions")
+        self._match = _flask_match(flask_app) if is_flask else _no_match
         # Only the headers the core reads for the tenant are looked up in the environ (two or three keys),
         # instead of turning every HTTP_* key back into a header: the same tenant, for less per request.
         self._tenant_fields = _tenant_fields(client)
@@ -216,6 +229,10 @@ class FloodwallMiddleware:
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         if self.skip is not None and self.skip(environ):
             return self.app(environ, start_response)
+        pattern, settings = self._match(environ)
+        if skipped_by_route(settings, environ):
+            return self.app(environ, start_response)
+        options = self if settings is None else PerRequest(self, settings)
         tenant = resolve(self.key, environ)
         headers = peer = verified = None
         if tenant is None:  # the core derives it from the request as the server saw it
@@ -226,7 +243,7 @@ class FloodwallMiddleware:
                 headers = [(name, _latin1(v)) for key, name in fields if isinstance(v := environ.get(key), str)]
             peer = environ.get("REMOTE_ADDR") or None
             if self._verifier is not None:
-                verified = self._vouch(environ, headers, peer)
+                verified = vouch(self._verifier, environ, headers, peer)
         # verified= only with a hook: a client wrapper written before it (admit without the keyword) keeps
         # working as it did.
         checked = {} if verified is None else {"verified": verified}
@@ -234,12 +251,12 @@ class FloodwallMiddleware:
             tenant,
             headers=headers,
             peer=peer,
-            route=resolve(self.route, environ),
+            route=pattern if self.route is None else resolve(self.route, environ),
             path=_latin1(request_path(environ)),
             method=resolve(self.method, environ),
-            cost=resolve(self.cost, environ),
-            critical=resolve(self.critical, environ),
-            sandbox=resolve(self.sandbox, environ),
+            cost=resolve(options.cost, environ),
+            critical=resolve(options.critical, environ),
+            sandbox=resolve(options.sandbox, environ),
             **checked,
         )
         try:
@@ -281,32 +298,6 @@ class FloodwallMiddleware:
             decision.release()
             raise
         return _Releasing(result, decision)
-
-    def _vouch(self, environ: Environ, headers: Any, peer: Any) -> Optional[bool]:
-        """The verify hook's answer for the request's credential: None when it carries none (nothing to ask),
-        else True or False; False also when the hook raises or answers late (measured: a WSGI hook cannot
-        be interrupted). Nothing is held yet, so nothing can leak."""
-        v = self._verifier
-        assert v is not None
-        credential = v.credential(headers, peer)
-        if credential is None:
-            return None
-        started = time.monotonic()
-        try:
-            answer = v.verify(credential, environ)
-            if inspect.isawaitable(answer):
-                # An async hook under WSGI: nothing here awaits it, and a coroutine object is truthy, which
-                # would vouch for every made-up key. It counts as a failing hook instead.
-                close = getattr(answer, "close", None)
-                if close is not None:
-                    close()
-                raise TypeError("verify returned an awaitable: under WSGI the hook must be a plain function")
-            vouched = bool(answer)
-        except Exception as exc:
-            return v.failed(exc)
-        if time.monotonic() - started > v.timeout:
-            return v.late()
-        return vouched
 
 
 __all__ = ["FloodwallMiddleware", "request_headers", "request_path"]
