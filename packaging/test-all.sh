@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# Runs every suite that exists, in order, and fails if any fails. Each suite that needs Redis starts
-# its own throwaway redis-server on a free port; none skips itself when something is missing.
-# Each stage's wall time is printed as it ends and again in a table at the end (CI keeps it in its log), so
-# that the next slow-down shows where it went.
+# make test: installs what the suites need, builds, and runs every suite; fails if any fails. Each suite
+# that needs Redis starts its own throwaway redis-server on a free port; none skips itself when something
+# is missing.
+#
+# After the dependencies, the build and the two checks, the stages run in lanes: the stages of one lane in
+# order, the lanes side by side, so that one suite's waiting (a failover, a server starting, a timer) is
+# another's compiling. A stage's output goes to $LOGS/<stage>.log and is printed whole when the stage ends
+# (no interleaving); each stage's wall time, CPU seconds and compiler-cache hits and misses are printed as it
+# ends and again in a table at the end (CI keeps it in its log), so that the next slow-down shows where it
+# went. FW_LANES=1 runs every stage one after the other instead.
 set -uo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/.."
@@ -10,42 +16,100 @@ cd "$(dirname "$0")/.."
 # the gem's from its unpacked copy): paths are hashed relative to each build, so a copy of the sources in
 # another folder still hits.
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-/} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true}
-failed=()
-rows=()
+logs=${LOGS:-$PWD/$build/test-logs}
+rm -rf "$logs"
+mkdir -p "$logs"
+: >"$logs/results"
 started=$SECONDS
-# The CPU seconds (user + system) of every child this shell has waited for, from bash's `times`.
-cpu_s() { times | awk 'NR == 2 { for (i = 1; i <= 2; i++) { split($i, t, /[ms]/); s += t[1] * 60 + t[2] } } END { printf "%d", s }'; }
-run() {
-  local name=$1; shift
-  local t0=$SECONDS c0 result
-  c0=$(cpu_s)
-  echo "==== $name"
-  if "$@"; then result=passed; else result=FAILED; failed+=("$name"); fi
-  local wall=$((SECONDS - t0)) cpu=$(($(cpu_s) - c0))
-  echo "==== $name: $result ($wall s, $cpu s of CPU)"
-  rows+=("$(printf '%-44s %-7s %6d s %6d s' "$name" "$result" "$wall" "$cpu")")
+
+# cpu_s VAR: VAR = the CPU seconds (user + system) of every child this shell has waited for, from bash's
+# `times`, run in this shell (in a $(...) or a pipe it would be a fresh child's, always 0).
+cpu_s() {
+  local f=$logs/.times.$BASHPID
+  times >"$f"
+  printf -v "$1" '%s' "$(awk 'NR == 2 { for (i = 1; i <= 2; i++) { split($i, t, /[ms]/); s += t[1] * 60 + t[2] } }
+    END { printf "%d", s }' "$f")"
 }
-summary() {
-  echo
-  echo "make test: stage                                 result    time   CPU (user+sys, all cores)"
-  printf '  %s\n' "${rows[@]}"
-  printf '  %-44s %-7s %6d s\n' "total" "" "$((SECONDS - started))"
-  if command -v ccache >/dev/null; then
-    echo "  ccache: $(ccache --print-stats 2>/dev/null | awk -F'\t' '$1=="direct_cache_hit"||$1=="preprocessed_cache_hit"{h+=$2} $1=="cache_miss"{m=$2} END{printf "%d hits, %d misses (all runs on this machine)", h, m}')"
-  fi
+
+# stage NAME COMMAND...: one stage. Its result line goes to $logs/results (name, result, wall, CPU, ccache
+# hits, misses); its status is the command's.
+stage() {
+  local name=$1
+  shift
+  local slug=${name%% (*}
+  slug=${slug//[^A-Za-z0-9]/-}
+  local log=$logs/$slug.log t0=$SECONDS c0 c1 result
+  cpu_s c0
+  echo "==== $name: started at $((SECONDS - started)) s"
+  if CCACHE_STATSLOG=$logs/$slug.ccache "$@" >"$log" 2>&1; then result=passed; else result=FAILED; fi
+  cpu_s c1
+  local wall=$((SECONDS - t0)) cpu=$((c1 - c0)) hits misses
+  hits=$(grep -cE '^(direct|preprocessed)_cache_hit$' "$logs/$slug.ccache" 2>/dev/null)
+  misses=$(grep -c '^cache_miss$' "$logs/$slug.ccache" 2>/dev/null)
+  {
+    flock 9
+    echo "==== $name"
+    cat "$log"
+    echo "==== $name: $result ($wall s, $cpu s of CPU, ccache ${hits:-0} hits ${misses:-0} misses)"
+    printf '%s\t%s\t%d\t%d\t%d\t%d\n' "$name" "$result" "$wall" "$cpu" "${hits:-0}" "${misses:-0}" >>"$logs/results"
+  } 9>"$logs/.lock"
+  [ "$result" = passed ]
 }
-run "dependencies (packaging/install-deps.sh)" bash packaging/install-deps.sh
-run "build (core, C ABI, tests)" make --no-print-directory build-only BUILD="$build"
-run "formatting (clang-format)" make --no-print-directory format-check
-run "versions (VERSION and every manifest)" make --no-print-directory version-check
-run "core and C ABI (GoogleTest, ctest)" ctest --test-dir "$build" --output-on-failure -j "$(nproc)"
-[ "${FW_SANITIZERS:-1}" = 1 ] && run "core and C ABI under sanitizers" make --no-print-directory test-sanitizers
-for suite in python wheel node ruby e2e fuzz soak; do
-  [ -f "packaging/test-$suite.sh" ] && run "$suite" bash "packaging/test-$suite.sh"
-done
-summary
-if [ ${#failed[@]} -gt 0 ]; then
-  echo "make test: FAILED suites: ${failed[*]}"
+
+suite() { [ -f "packaging/test-$1.sh" ] || { echo "make test: packaging/test-$1.sh is missing" >&2; return 1; }; bash "packaging/test-$1.sh"; }
+
+# The lanes. The suites that share a directory stay in one lane (python, wheel, e2e and monitoring the
+# Python venv in build-python/; node and e2e the repo's node_modules; ruby and e2e the gem's vendored
+# core in bindings/ruby/ext/). Builds that only compile (the
+# sanitizers', the fuzz targets') run at a lower priority: they take the CPU the suites leave, never the
+# other way round, so that no suite's timing changes with what runs beside it.
+lane_core() {
+  stage "core and C ABI (GoogleTest, ctest)" ctest --test-dir "$build" --output-on-failure -j "$(nproc)"
+  stage "soak" suite soak
+  stage "fuzz" suite fuzz
+}
+lane_sanitizers() {
+  stage "ASan+UBSan build" nice -n 15 bash packaging/test-sanitizers.sh asan build
+  stage "core and C ABI under ASan+UBSan" bash packaging/test-sanitizers.sh asan test
+  stage "TSan build" nice -n 15 bash packaging/test-sanitizers.sh tsan build
+  stage "core and C ABI under TSan" bash packaging/test-sanitizers.sh tsan test
+}
+lane_bindings() {
+  stage "python" suite python
+  stage "node" suite node
+  stage "ruby" suite ruby
+  stage "e2e" suite e2e
+  stage "wheel" suite wheel
+  [ -f packaging/test-monitoring.sh ] && stage "monitoring" suite monitoring
+  [ -f packaging/test-install.sh ] && stage "install" suite install
+}
+
+stage "dependencies (packaging/install-deps.sh)" bash packaging/install-deps.sh
+stage "build (core, C ABI, tests)" make --no-print-directory build-only BUILD="$build"
+stage "formatting (clang-format)" make --no-print-directory format-check
+stage "versions (VERSION and every manifest)" make --no-print-directory version-check
+lanes=(lane_core lane_bindings)
+[ "${FW_SANITIZERS:-1}" = 1 ] && lanes+=(lane_sanitizers)
+if [ "${FW_LANES:-}" = 1 ]; then
+  for lane in "${lanes[@]}"; do "$lane"; done
+else
+  pids=()
+  for lane in "${lanes[@]}"; do
+    "$lane" &
+    pids+=($!)
+  done
+  wait "${pids[@]}"
+fi
+
+echo
+echo "make test: stage                                   result     wall      CPU  ccache hits misses"
+awk -F'\t' '{ printf "  %-46s %-7s %6d s %6d s %6d %6d\n", $1, $2, $3, $4, $5, $6 }' "$logs/results"
+cpu_s total_cpu
+printf '  %-46s %-7s %6d s %6d s\n' "total" "" "$((SECONDS - started))" "$total_cpu"
+echo "  (the lanes run side by side: the stages' wall times add up to more than the total; logs in $logs)"
+failed=$(awk -F'\t' '$2 != "passed" { printf "%s%s", sep, $1; sep = ", " }' "$logs/results")
+if [ -n "$failed" ]; then
+  echo "make test: FAILED: $failed"
   exit 1
 fi
 echo "make test: every suite passed"
