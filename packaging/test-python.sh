@@ -4,6 +4,6 @@
 # The tests start their own redis-server; a missing redis-server fails them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-py=$(bash packaging/python-venv.sh pytest fastapi uvicorn httpx flask opentelemetry-api opentelemetry-sdk | tail -n 1)
+py=$(bash packaging/python-venv.sh pytest fastapi uvicorn httpx flask gunicorn django opentelemetry-api opentelemetry-sdk | tail -n 1)
 cd tests/python
 exec "$py" -m pytest -q -p no:cacheprovider "$@"
