@@ -98,7 +98,9 @@ bundler_app path "gem \"floodwall\", path: \"$clone/bindings/ruby\""
 bundler_app git "gem \"floodwall\", git: \"file://$clone\", glob: \"bindings/ruby/floodwall.gemspec\""
 # The .gem itself carries the schema (rake gem vendors the core; test-ruby.sh installs and tests that gem).
 (cd "$clone/bindings/ruby" && rake gem GEM_OUT="$work/floodwall.gem" >"$work/gem.log" 2>&1) || { cat "$work/gem.log"; fail "rake gem failed"; }
-tar xOf "$work/floodwall.gem" data.tar.gz | tar tz | grep -qx "floodwall.schema.json" || fail "the .gem lacks floodwall.schema.json"
+tar xOf "$work/floodwall.gem" data.tar.gz | tar tz >"$work/gem.files"  # a file: grep -q would cut the pipe
+grep -qx "floodwall.schema.json" "$work/gem.files" || fail "the .gem lacks floodwall.schema.json"
+step "rake gem: the .gem carries floodwall.schema.json"
 
 # --- pip from the clone --------------------------------------------------------------------------------
 python3 -m venv "$work/venv"

@@ -29,8 +29,11 @@ pkg_config("hiredis") or abort "floodwall: hiredis is needed (Debian: libhiredis
 pkg_config("openssl") or abort "floodwall: OpenSSL is needed for rediss:// (Debian: libssl-dev)"
 werror = ENV["FLOODWALL_WERROR"] == "1"
 
-# The core is built next to this Makefile, so `make` links it after extconf.rb has returned.
-core = File.expand_path("floodwall-core")
+# A gem builds the core next to this Makefile (`make` links it after extconf.rb has returned). A clone that
+# Bundler uses in place (path:, git:) builds it in <clone>/build-ruby/core, at the depth of npm's
+# build-node/core, so that ccache (CCACHE_BASEDIR) serves one build's objects to the other.
+vendored = source == File.join(here, "vendor")
+core = vendored ? File.expand_path("floodwall-core") : File.join(source, "build-ruby", "core")
 generator = find_executable("ninja") ? %w[-G Ninja] : []
 run!("cmake", "-S", source, "-B", core, *generator, "-DCMAKE_BUILD_TYPE=Release",
      "-DFW_BUILD_TESTS=OFF", "-DFW_BUILD_BENCH=OFF", "-DFW_BUILD_EXAMPLES=OFF", "-DFW_BUILD_PYTHON=OFF",
