@@ -23,3 +23,4 @@ require "floodwall/backoff"
 module Floodwall
   autoload :Rack, "floodwall/rack" # loads Rack itself, so that the gem does not depend on it
 end
+require "floodwall/railtie" if defined?(Rails::Railtie) # config.floodwall (lib/floodwall/railtie.rb)
