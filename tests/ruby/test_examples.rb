@@ -3,7 +3,8 @@
 require_relative "test_helper"
 
 # A new user's path: the README's Rack and Sinatra examples, run as written as real servers (rackup and
-# ruby, in child processes, on the gem that packaging/test-ruby.sh installed), hit over HTTP.
+# ruby, in child processes, on the gem that packaging/test-ruby.sh installed), hit over HTTP. (The Rails
+# example, an initializer, runs in tests/ruby/test_rails.rb's app.)
 class TestExamples < Minitest::Test
   include FloodwallTest
 
@@ -11,7 +12,7 @@ class TestExamples < Minitest::Test
 
   def test_the_readme_shows_the_examples_as_they_are
     readme = File.read(File.join(FloodwallTest::ROOT, "bindings/ruby/README.md"))
-    %w[config.ru sinatra_app.rb].each do |name|
+    %w[config.ru sinatra_app.rb rails/config/initializers/floodwall.rb].each do |name|
       assert_includes readme, File.read(File.join(EXAMPLES, name)), "README.md should show examples/#{name} verbatim"
     end
   end

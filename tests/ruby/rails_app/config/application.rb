@@ -1,8 +1,9 @@
 # frozen_string_literal: true
 
 # A minimal Rails app (Debian's ruby-rails) with floodwall installed the Rails way: the gem required after
-# Rails (its Railtie) and config.floodwall. FW_POLICY is the policy (JSON text); FW_BOGUS_OPTION=1 adds an
-# option floodwall does not know, which must stop the boot.
+# Rails (its Railtie), and config.floodwall set by the README's initializer,
+# bindings/ruby/examples/rails/config/initializers/floodwall.rb, run from there. FLOODWALL_POLICY is the
+# policy file; FW_BOGUS_OPTION=1 adds an option floodwall does not know, which must stop the boot.
 require "rails"
 require "action_controller/railtie"
 require "floodwall"
@@ -16,10 +17,7 @@ module FloodwallRailsTest
     config.hosts.clear
     config.session_store :cookie_store, key: "_fw_test"
 
-    config.floodwall.policy = ENV.fetch("FW_POLICY")
-    # The signed-in account (GET /sign_in/:account), else nil: the core's key, the address.
-    config.floodwall.key = ->(request) { request.session[:account] }
-    config.floodwall.skip = ->(request) { request.path.start_with?("/floodwall/") }
+    paths["config/initializers"] << File.expand_path("../../../../bindings/ruby/examples/rails/config/initializers", __dir__)
     config.floodwall.bogus = 1 if ENV["FW_BOGUS_OPTION"] == "1"
   end
 
@@ -65,7 +63,7 @@ class ProbeController < ActionController::Base
   def other = render(plain: "other #{Process.pid}\n")
 
   def sign_in
-    session[:account] = params[:account]
+    session[:account_id] = params[:account]
     render plain: "signed in\n"
   end
 

@@ -7,6 +7,7 @@ Rails.application.routes.draw do
   get "/work/:id", to: "probe#work"     # concurrency.routes "/work/*": in flight for a moment
   get "/boom", to: "probe#boom"
   get "/other", to: "probe#other"
+  get "/up", to: "probe#other"          # the health check the README's initializer skips
   get "/sign_in/:account", to: "probe#sign_in"
   get "/floodwall/events", to: "probe#events"
   get "/floodwall/stats", to: "probe#stats"
