@@ -19,7 +19,9 @@ names no tenant, so a client cannot mint itself buckets by inventing keys):
     fw.request_credential(headers=[("X-API-Key", "k")])                      # "k": the one to check
     fw.tenant_key(headers=[("X-API-Key", "k")], verified=True)               # "key:<32 hex digits>"
 
-Middleware: floodwall.asgi (Starlette, FastAPI, any ASGI app) and floodwall.wsgi (Flask, any WSGI app).
+Middleware: floodwall.asgi (Starlette, FastAPI, any ASGI app), floodwall.wsgi (Flask, any WSGI app),
+floodwall.django (settings.FLOODWALL); per-route settings: floodwall.fastapi.limit, floodwall.flask.limit
+(and its extension floodwall.flask.Floodwall), floodwall.django.limit.
 Callers of a floodwall-protected API: floodwall.backoff.
 
 The admin API (``fw.admin``) changes a tenant's limits at run time, in the store, for the next request of
