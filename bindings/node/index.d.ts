@@ -311,6 +311,27 @@ export class ClosedError extends FloodwallError {}
 /** The runtime version of the core. */
 export const version: string;
 
+/** The part of an @opentelemetry/api Meter that otel.instrument uses (structural: no import of the API's types). */
+export interface OtelMeter {
+  createObservableCounter(name: string, options?: { description?: string }): object;
+  createObservableGauge(name: string, options?: { description?: string }): object;
+  addBatchObservableCallback(callback: (result: any) => void, observables: object[]): void;
+}
+
+/**
+ * OpenTelemetry metrics: instrument(client, meter?) registers one observable instrument per family of the
+ * client's Prometheus text (a counter for each counter, a gauge for each gauge; the same names, descriptions
+ * and attributes) on `meter`, default the global MeterProvider's meter "floodwall" (needs @opentelemetry/api).
+ * Returns the instruments.
+ */
+export const otel: {
+  instrument(client: Floodwall, meter?: OtelMeter): object[];
+  parseFamilies(text: string): {
+    families: Map<string, { type: string; help: string }>;
+    samples: Map<string, Array<{ labels: Record<string, string>; value: number }>>;
+  };
+};
+
 // ---------------------------------------------------------------------------------------- Express
 
 /** The parts of Express's request and response that the middleware uses (no dependency on @types/express). */

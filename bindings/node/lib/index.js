@@ -6,6 +6,7 @@ const errors = require('./errors');
 const { Decision } = require('./decision');
 const { Admin } = require('./admin');
 const { admitNow } = require('./internal');
+const otel = require('./otel'); // @opentelemetry/api is loaded only by otel.instrument()
 
 const native = require(require('./addon_path').addonPath());
 native.setErrorFactory(errors.fromStatus);
@@ -267,6 +268,7 @@ module.exports = {
   backoffDefaults,
   retry,
   parseRetryAfter,
+  otel,
   version,
   FloodwallError,
   PolicyError,
