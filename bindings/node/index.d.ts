@@ -156,9 +156,18 @@ export interface CredentialRequest {
   peer?: string | null;
 }
 
-export interface AdmitRequest extends RequestIdentity {
-  /** The route family ('' or absent: the default route). */
+/** What Floodwall#requestRoute reads. */
+export interface RouteRequest {
+  /**
+   * The framework's matched route pattern in its own syntax ('/orders/:id', '/orders/{id}', '/orders/<int:id>'),
+   * or a route family's name; made canonical by the core.
+   */
   route?: string | null;
+  /** The request's path, without its query string: what the policy's route globs match when there is no route. */
+  path?: string | null;
+}
+
+export interface AdmitRequest extends RequestIdentity, RouteRequest {
   /** The HTTP method (absent: GET). */
   method?: string | null;
   /** Tokens this request costs (default 1; 0 counts as 1; above the tenant's burst is an error). */
@@ -282,6 +291,11 @@ export class Floodwall {
    * key, trimmed, that the policy's tenant.from would key the request on; null when there is none.
    */
   requestCredential(request: CredentialRequest): string | null;
+  /**
+   * The route the policy's route rules match: the route made canonical ('/orders/{id}' and '/orders/<int:id>'
+   * are '/orders/:id'; '(.:format)', '{/:id}' and a trailing '/' dropped), else the path, else ''.
+   */
+  requestRoute(request: RouteRequest): string;
   /** The longest an admit waits for the store, in ms (redis.deadline_ms, 50 by default): verifyTimeout's default. */
   readonly deadlineMs: number;
   release(decision: Decision | Ticket | null | undefined): void;

@@ -8,7 +8,7 @@ const { test, describe } = require('node:test');
 const { Floodwall, backoff, parseRetryAfter } = require('../..');
 
 const FILE = path.resolve(__dirname, '..', 'vectors.json');
-const SECTIONS = ['tenant_keys', 'backoff', 'retry_after', 'decisions'];
+const SECTIONS = ['tenant_keys', 'routes', 'backoff', 'retry_after', 'decisions'];
 
 function load() {
   assert.ok(fs.existsSync(FILE), `${FILE} is missing`);
@@ -83,6 +83,43 @@ describe('tenant_keys', () => {
         fw.close();
       }
     });
+  });
+});
+
+describe('routes', () => {
+  test('every vector: requestRoute({route, path}) is its "route_family"', () => {
+    const fw = new Floodwall();
+    try {
+      section('routes').forEach((v, i) => {
+        assert.equal(typeof v.route_family, 'string', `${label(v, i)}: "route_family" must be a string`);
+        assert.equal(fw.requestRoute({ route: v.route, path: v.path }), v.route_family, `${label(v, i)} (${v.framework})`);
+      });
+    } finally {
+      fw.close();
+    }
+  });
+
+  test('every vector: a limit on its route family limits the request, a limit on another does not', async () => {
+    // The glob that is the family itself (its "*" and ":name" are glob characters and parameters, so it
+    // matches the family): the admit with the vector's route and path is counted by it. Not for a family
+    // holding "(" or "{": a glob is made canonical as a pattern, where they are a regex and a parameter.
+    const cases = section('routes').filter((v) => v.route_family !== '' && !/[({]/.test(v.route_family));
+    for (const [i, v] of cases.entries()) {
+      const fw = new Floodwall({
+        request_rate: { rate: 1000, burst: 1000, limits: [
+          { name: 'family', routes: [v.route_family], rate: 0.001, burst: 1 },
+          { name: 'other', routes: ['/elsewhere/*'], rate: 0.001, burst: 1 },
+        ] },
+      });
+      try {
+        const request = { tenant: 't', route: v.route, path: v.path };
+        assert.deepEqual((await fw.admit(request)).rules, ['family'], `${label(v, i)}: first`);
+        const second = await fw.admit(request);
+        assert.equal(second.status, 429, `${label(v, i)}: second`);
+      } finally {
+        fw.close();
+      }
+    }
   });
 });
 

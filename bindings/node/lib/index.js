@@ -44,6 +44,14 @@ function optionalString(value, field) {
   return value;
 }
 
+// The request's path (fw_request.path: bytes with their length, so a NUL in it is its text): the glob rules
+// match it when no route pattern is known.
+function pathArg(value) {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'string') throw invalid('path: must be a string (the request\'s path, without its query string)');
+  return value;
+}
+
 function optionalBoolean(value, field) {
   if (value === undefined) return false;
   if (typeof value !== 'boolean') throw invalid(`${field}: must be a boolean`);
@@ -137,7 +145,10 @@ class Floodwall {
   }
 
   /**
-   * Decides one request: {tenant?, headers?, peer?, verified?, route?, method?, cost?, critical?, sandbox?}.
+   * Decides one request: {tenant?, headers?, peer?, verified?, route?, path?, method?, cost?, critical?, sandbox?}.
+   * `route` is the framework's matched route pattern in its own syntax ('/orders/:id', '/orders/{id}'), `path`
+   * the request's path without its query string: the policy's route globs match the route made canonical,
+   * else the path (see requestRoute()). A middleware mounted app-wide passes both.
    * Without a tenant (undefined or null) the core derives it from the headers and the peer address: a
    * Bearer token or API key names the tenant only when `verified` is true (the app checked it), else
    * the request is keyed by its address (unless the policy's tenant.credentials is "unverified").
@@ -163,7 +174,7 @@ class Floodwall {
     const pending = native.admit(core.handle, tenantArg(request.tenant), headersArg(request.headers), peerArg(request.peer),
       optionalString(request.route, 'route'), optionalString(request.method, 'method'), cost,
       optionalBoolean(request.critical, 'critical'), optionalBoolean(request.sandbox, 'sandbox'),
-      credentialArg(request.verified));
+      credentialArg(request.verified), pathArg(request.path));
     // Decided inline (the memory store): the numbers are in the scratch array, read them right away.
     if (pending === undefined) return new Decision(core, core.scratch);
     return pending.then((raw) => new Decision(core, raw));
@@ -179,6 +190,18 @@ class Floodwall {
     requestObject(request);
     return native.tenantKey(this.#core.handle, tenantArg(request.tenant), headersArg(request.headers), peerArg(request.peer),
       credentialArg(request.verified));
+  }
+
+  /**
+   * The route the policy's route rules match for {route?, path?}, in one spelling for every framework: the
+   * route pattern made canonical ('/orders/{id}', '/orders/<int:id>' and '/orders/:id(\\d+)' are '/orders/:id';
+   * an optional part such as '(.:format)' or '{/:id}' is dropped; so is a trailing '/'), else the path
+   * without its trailing '/', else '' (the default route).
+   * @throws {InvalidArgumentError} naming the field.
+   */
+  requestRoute(request) {
+    requestObject(request);
+    return native.requestRoute(this.#core.handle, optionalString(request.route, 'route'), pathArg(request.path));
   }
 
   /**

@@ -456,15 +456,17 @@ class Client {
 
   // admit(handle, tenant: string | Uint8Array | null, headers: array | null, peer: string | null,
   //       route?: string, method?: string, cost: number, critical: boolean, sandbox: boolean,
-  //       credential: number (an fw_credential_check)):
+  //       credential: number (an fw_credential_check), path?: string):
   //   undefined (decided at once: see scratch) | Promise<Float64Array>
   Napi::Value Admit(const Napi::CallbackInfo &info) {
     Napi::Env env = info.Env();
     fw_request req = FW_REQUEST_INIT;
     Identity identity(info, 1, headers_, &req);
-    Utf8Arg route(info[4]), method(info[5]);
+    Utf8Arg route(info[4]), method(info[5]), path(info[10]);
     req.route = route.get();
     req.method = method.get();
+    req.path = path.get();
+    req.path_len = path.size();
     req.cost = static_cast<uint64_t>(info[6].As<Napi::Number>().Int64Value());
     req.critical = info[7].As<Napi::Boolean>().Value();
     req.sandbox = info[8].As<Napi::Boolean>().Value();
@@ -587,6 +589,24 @@ Napi::Value TenantKey(const Napi::CallbackInfo &info) {
   req.credential = CredentialArg(info[4]);
   fw_buf buf = FW_BUF_INIT;
   Check(env, fw_tenant_key(c, &req, &buf));
+  return TakeBuf(env, buf);
+}
+
+// requestRoute(handle, route?: string, path?: string): string, the route the request's rules match
+// (fw_request_route): the route made canonical, else the path, else ''.
+Napi::Value RequestRoute(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  fw_request req = FW_REQUEST_INIT;
+  Utf8Arg route(info[1]), path(info[2]);
+  req.route = route.get();
+  req.path = path.get();
+  req.path_len = path.size();
+  fw_buf buf = FW_BUF_INIT;
+  int rc = fw_request_route(Client::From(info)->raw(), &req, &buf);
+  if (rc != FW_OK) {
+    fw_buf_dispose(&buf);
+    Check(env, rc);
+  }
   return TakeBuf(env, buf);
 }
 
@@ -942,6 +962,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("create", Napi::Function::New<Create>(env, "create"));
   exports.Set("admit", Napi::Function::New<Admit>(env, "admit"));
   exports.Set("tenantKey", Napi::Function::New<TenantKey>(env, "tenantKey"));
+  exports.Set("requestRoute", Napi::Function::New<RequestRoute>(env, "requestRoute"));
   exports.Set("requestCredential", Napi::Function::New<RequestCredential>(env, "requestCredential"));
   exports.Set("deadlineMs", Napi::Function::New<DeadlineMs>(env, "deadlineMs"));
   exports.Set("ruleNames", Napi::Function::New<RuleNames>(env, "ruleNames"));
