@@ -99,7 +99,9 @@ def example_policies() -> Iterator[Tuple[str, Any]]:
     yield "examples/routes_api/policy.json", json.loads((ROOT / "examples/routes_api/policy.json").read_text())
     # The policies the binding examples and the README's language sections hand to a client, as code literals.
     calls = [(r"Floodwall\(", False), (r"new Floodwall\(", False), (r"Floodwall::Client\.new\(", True)]
-    sources = sorted(ROOT.glob("bindings/*/examples/*")) + [ROOT / "README.md"]
+    # (An example that is a whole project, such as the Django one, is a folder of files.)
+    files = [p for p in ROOT.glob("bindings/*/examples/**/*") if p.is_file() and p.suffix in (".py", ".js", ".ru", ".rb")]
+    sources = sorted(files) + [ROOT / "README.md"]
     for src in sources:
         text = src.read_text()
         for pattern, ruby in calls:
