@@ -383,23 +383,34 @@ declare global {
   }
 }
 type Key = string | Uint8Array | null | undefined;
-type PerRequest<T, Req, Res> = T | ((req: Req, res: Res) => T | Promise<T>);
+type PerRequest<T, A, B> = T | ((a: A, b: B) => T | Promise<T>);
 
-export interface ExpressOptions<Req extends MiddlewareRequest = MiddlewareRequest, Res extends MiddlewareResponse = MiddlewareResponse> {
+/**
+ * The options of every Node integration (Express, Fastify, Koa), resolved the same way by each. `A` and `B`
+ * are what the framework's hooks get: Express (req, res), Fastify (request, reply), Koa (ctx).
+ * A value may be given as it is or as a function of the request, possibly async. A wrong type is a TypeError
+ * naming the option when the middleware is made (the plugin registered), never at the first request.
+ */
+export interface IntegrationOptions<A, B = undefined> {
   /**
-   * The tenant of a request. Absent, or returning undefined or null: the core derives it from
-   * req.rawHeaders and req.socket.remoteAddress (policy section "tenant"). '' is the anonymous tenant.
+   * The tenant of a request. Absent, or returning undefined or null: the core derives it from the request's
+   * raw headers and its peer address (policy section "tenant"). '' is the anonymous tenant.
    */
-  keyGenerator?: (req: Req, res: Res) => Key | Promise<Key>;
-  /** The route family (default: req.baseUrl + req.route.path, the pattern). */
-  route?: PerRequest<string, Req, Res>;
-  cost?: PerRequest<number, Req, Res>;
-  critical?: PerRequest<boolean, Req, Res>;
-  sandbox?: PerRequest<boolean, Req, Res>;
-  /** Requests for which it answers true are not limited at all. */
-  skip?: (req: Req, res: Res) => boolean | Promise<boolean>;
-  /** Sends a rejection (default: the decision's status (403, 429 or 503), body and contentType; its limit headers are already set on res). */
-  handler?: (req: Req, res: Res, next: NextFunction, decision: Decision) => unknown;
+  keyGenerator?: (a: A, b: B) => Key | Promise<Key>;
+  /**
+   * The route family, a pattern in the framework's syntax (canonical in the core). Default: the matched route's
+   * pattern (Express: the route the app's router matches; Fastify: request.routeOptions.url; Koa: @koa/router's).
+   * The request's path is passed too: without a pattern the policy's route globs match it.
+   */
+  route?: PerRequest<string | undefined, A, B>;
+  /** Tokens the request costs (default 1). */
+  cost?: PerRequest<number, A, B>;
+  /** Never counted by the fleet shedder, shed last (default false). */
+  critical?: PerRequest<boolean, A, B>;
+  /** Sandbox traffic, shed first (default false). */
+  sandbox?: PerRequest<boolean, A, B>;
+  /** Requests for which it is (or answers) true are not limited at all. */
+  skip?: PerRequest<boolean, A, B>;
   /**
    * Vouches for the request's credential (the Bearer token or API key, as Floodwall#requestCredential gives
    * it) when the core derives the tenant: truthy, the credential names the tenant; falsy, the request is
@@ -407,9 +418,15 @@ export interface ExpressOptions<Req extends MiddlewareRequest = MiddlewareReques
    * longer than verifyTimeout counts as falsy and is reported once (process warning 'FLOODWALL_VERIFY').
    * Without it every request without a keyGenerator tenant is keyed by its address (by default).
    */
-  verify?: (credential: string, req: Req) => unknown;
+  verify?: (credential: string, a: A) => unknown;
   /** Milliseconds verify may take (default fw.deadlineMs). */
   verifyTimeout?: number;
+}
+
+export interface ExpressOptions<Req extends MiddlewareRequest = MiddlewareRequest, Res extends MiddlewareResponse = MiddlewareResponse>
+  extends IntegrationOptions<Req, Res> {
+  /** Sends a rejection (default: the decision's status (403, 429 or 503), body and contentType; its limit headers are already set on res). */
+  handler?: (req: Req, res: Res, next: NextFunction, decision: Decision) => unknown;
 }
 
 export function express<Req extends MiddlewareRequest = MiddlewareRequest, Res extends MiddlewareResponse = MiddlewareResponse>(

@@ -210,8 +210,12 @@ describe('bad middleware options throw TypeError at setup', () => {
     [[{}], 'fw'],
     [[fw, { keyGenerator: 'ip' }], 'keyGenerator'],
     [[fw, { keyGenerator: null }], 'keyGenerator'],
-    [[fw, { skip: true }], 'skip'],
+    [[fw, { skip: 'yes' }], 'skip'], // a boolean or a function (config.floodwall's skip: true, the same option)
     [[fw, { handler: 429 }], 'handler'],
+    [[fw, { cost: 1.5 }], 'cost'],
+    [[fw, { critical: 'no' }], 'critical'],
+    [[fw, { route: 5 }], 'route'],
+    [[fw, { keygenerator: () => 'x' }], 'keygenerator'],
   ]) {
     test(what, () => assert.throws(() => express(...args), (err) => err instanceof TypeError && err.message.includes(what)));
   }

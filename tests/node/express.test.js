@@ -8,6 +8,7 @@ const { test, describe } = require('node:test');
 const floodwall = require('../..');
 const { Floodwall } = floodwall;
 const { request, eventually } = require('./helpers');
+const { integrationSuite } = require('./integration_suite');
 
 const EXPRESSES = [
   ['Express 4', require('express4')],
@@ -56,6 +57,56 @@ async function serve(expressLib, fw, options = {}) {
     }),
   };
 }
+
+// The app integration_suite.js describes, on Express.
+async function serveForSuite(expressLib, fw, options) {
+  const app = expressLib();
+  app.set('env', 'test');
+  const entered = new Map();
+  const enter = (name) => entered.set(name, (entered.get(name) || 0) + 1);
+  const held = [];
+  let inFlight = 0;
+  let most = 0;
+  let openGate;
+  const gate = new Promise((resolve) => (openGate = resolve));
+  app.use(floodwall.express(fw, { keyGenerator: (req) => req.get('x-tenant'), critical: (req) => req.get('x-critical') === '1', ...options }));
+  app.get('/ok', (req, res) => res.json({ decided: Boolean(req.floodwall), remaining: req.floodwall?.remaining }));
+  const orders = expressLib.Router(); // a mounted router: its mount path is part of the family
+  orders.get('/:id', (req, res) => res.json({ rules: req.floodwall.rules }));
+  app.use('/orders', orders);
+  app.get('/held', (req, res) => {
+    enter('held');
+    held.push(res);
+  });
+  app.get('/boom', () => {
+    throw new Error('boom');
+  });
+  app.get('/slow/:id', async (req, res) => {
+    enter('slow');
+    inFlight++;
+    most = Math.max(most, inFlight);
+    await gate;
+    await new Promise((r) => setTimeout(r, 2));
+    inFlight--;
+    res.json({ ok: true });
+  });
+  const server = http.createServer(app);
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: server.address().port,
+    entered: (name) => entered.get(name) || 0,
+    open: () => openGate(),
+    maxInFlight: () => most,
+    close: () => new Promise((resolve) => {
+      openGate();
+      for (const res of held) res.destroy();
+      server.closeAllConnections();
+      server.close(resolve);
+    }),
+  };
+}
+
+for (const [name, expressLib] of EXPRESSES) integrationSuite(name, (fw, options) => serveForSuite(expressLib, fw, options));
 
 function headerNames(rawHeaders) {
   return rawHeaders.filter((_, i) => i % 2 === 0);
@@ -361,8 +412,8 @@ for (const [name, expressLib] of EXPRESSES) {
         request_rate: { rate: 0.001, burst: 10, limits: [{ name: 'writes', routes: ['/*'], methods: ['POST'], rate: 0.001, burst: 1 }] },
         quotas: [{ name: 'daily', limit: 100, period: 'day' }],
       });
-      // At app level no route has matched yet: the request's path is the route the limit's glob sees.
-      const srv = await serve(expressLib, fw, { route: (req) => req.path });
+      // At app level: the route the app's router matches is the route the limit's glob sees.
+      const srv = await serve(expressLib, fw);
       srv.app.post('/orders', (req, res) => res.json({ rules: req.floodwall.rules }));
       try {
         const first = await request(srv.port, '/orders', { method: 'POST', headers: { 'x-tenant': 't' } });

@@ -6,16 +6,92 @@
 // shedders, 403s for tenants blocked through the admin API, and a ticket released exactly once when the
 // response ends ('close': after 'finish', or when the client goes away mid-request).
 //
-// A Bearer token or API key names the request's tenant only once the app vouches for it (the verify
-// option): a client that invents a key per request would otherwise get a new bucket each time. Without
-// verify (or when it says no, throws, or is too slow) the request is the tenant of its address.
+// The options, and how a request becomes an admit, are every Node integration's (lib/integration.js).
+const { integration, isThenable, pathOf, rememberedRoute, releaseWhenDone, SKIPPED } = require('./integration');
 
-// The route family: the mount path plus the route's pattern ('/users/:id', never '/users/42'), so that
-// concurrency.routes can name it and the metrics stay bounded. At app level (no route matched yet) it
-// is the mount path, '' being the core's default route.
+// ------------------------------------------------------------------------------------------ route family
+
+const MAX_DEPTH = 8; // routers mounted in routers
+
+// A layer's match of `path` as { path: the part matched, pattern: the layer's own pattern when it is a plain
+// string } or null. Express 5's router answers with an object; Express 4's Layer#match with a boolean and
+// the matched part in layer.path (as its own dispatch does).
+function matchLayer(layer, path) {
+  const m = layer.match(path);
+  if (!m) return null;
+  if (m === true) return { path: layer.path, pattern: layer.keys && layer.keys.length ? undefined : layer.path };
+  return { path: m.path, pattern: typeof m.pattern === 'string' ? m.pattern : undefined };
+}
+
+// Whether the route answers the method, as the router decides (Express 4's Route#_handles_method, Express
+// 5's _handlesMethod: the same rule over route.methods).
+function handlesMethod(route, method) {
+  const methods = route.methods || {};
+  if (methods._all) return true;
+  const name = method.toLowerCase();
+  return Boolean(methods[name] || (name === 'head' && methods.get));
+}
+
+// The layers of what a non-route layer hands the request to: a Router, or a mounted app. Express 4's
+// app.router is a getter that throws, hence _router first.
+function innerStack(handle) {
+  if (typeof handle !== 'function') return undefined;
+  if (Array.isArray(handle.stack)) return handle.stack;
+  if (handle._router && Array.isArray(handle._router.stack)) return handle._router.stack;
+  if (typeof handle.set === 'function' && typeof handle.handle === 'function' && !('_router' in handle)) {
+    const router = handle.router; // an Express 5 app
+    return router && Array.isArray(router.stack) ? router.stack : undefined;
+  }
+  return undefined;
+}
+
+// The pattern of the route the router would dispatch `method path` to, its mounts' patterns in front
+// ('/api' + '/orders/:id'), or undefined (no route matches, or a mount's or route's path is a RegExp).
+function findRoute(stack, path, method, prefix, depth) {
+  for (const layer of stack) {
+    if (layer.route) {
+      const m = matchLayer(layer, path);
+      if (!m || !handlesMethod(layer.route, method)) continue;
+      const pattern = typeof layer.route.path === 'string' ? layer.route.path : m.pattern;
+      return pattern === undefined ? undefined : prefix + pattern;
+    }
+    if (depth >= MAX_DEPTH) continue;
+    const inner = innerStack(layer.handle);
+    if (inner === undefined) continue;
+    const m = matchLayer(layer, path);
+    if (!m) continue;
+    if (m.pattern === undefined) return undefined; // a mount with parameters or a RegExp: no pattern to give
+    const rest = path.slice(m.path.length);
+    const found = findRoute(inner, rest.startsWith('/') ? rest : `/${rest}`, method, prefix + (m.pattern === '/' ? '' : m.pattern), depth + 1);
+    if (found !== undefined) return found;
+  }
+  return undefined;
+}
+
+// The app router's stack: Express 4's app._router, Express 5's app.router.
+function appRouter(app) {
+  if (!app) return undefined;
+  if (app._router) return app._router;
+  if ('_router' in app) return undefined; // Express 4 before its first route
+  return app.router;
+}
+
+// The pattern of the route that the app's router would match for the request (for a middleware mounted
+// app-wide, before routing), remembered per method and path.
+function lookUpRoute(req, path) {
+  const router = appRouter(req.app);
+  if (!router || !Array.isArray(router.stack) || path === undefined) return undefined;
+  return rememberedRoute(router, router.stack.length, req.method, path,
+    () => findRoute(router.stack, path, req.method, '', 0));
+}
+
+// The route family: the matched route's pattern ('/users/:id', never '/users/42') with its mount path in
+// front, so that the policy's route rules can name it and the metrics stay bounded. Mounted on a route, the
+// route Express matched; mounted app-wide (no route matched yet), the one the app's router would match;
+// undefined when none would (then the rules' globs match the path, which is always passed too).
 function defaultRoute(req) {
-  const pattern = req.route && typeof req.route.path === 'string' ? req.route.path : '';
-  return (req.baseUrl || '') + pattern;
+  if (req.route && typeof req.route.path === 'string') return (req.baseUrl || '') + req.route.path;
+  return lookUpRoute(req, pathOf(req.originalUrl || req.url));
 }
 
 function defaultHandler(req, res, next, decision) {
@@ -26,151 +102,18 @@ function defaultHandler(req, res, next, decision) {
   res.end(decision.body);
 }
 
-const { performance } = require('node:perf_hooks');
-const { admitNow } = require('./internal');
-
-function resolveOption(value, req, res) {
-  return typeof value === 'function' ? value(req, res) : value;
-}
-
-function isThenable(v) {
-  return v !== null && (typeof v === 'object' || typeof v === 'function') && typeof v.then === 'function';
-}
-
-// Releases the decision's ticket once the response is done: its 'close' comes after 'finish' (the response
-// sent) or when the connection goes away mid-request (Node >= 18), exactly once. One listener, never removed:
-// the response is dropped with it.
-function releaseWhenDone(fw, decision, res) {
-  if (!decision.ticket) return;
-  // On Redis the admit resolves later: the response may be over, or the client gone, meanwhile.
-  // on, not once: 'close' comes once, and once() would wrap the listener in two more objects per request.
-  if (res.closed || res.destroyed) fw.release(decision);
-  else res.on('close', () => fw.release(decision));
-}
-
-// The name and message of what a verify hook threw or rejected with (anything can be thrown).
-function describeError(err) {
-  if (err instanceof Error) return `${err.name || err.constructor.name}: ${err.message}`;
-  const kind = err !== null && typeof err === 'object' && err.constructor ? err.constructor.name : typeof err;
-  return `${kind}: ${String(err)}`;
-}
-
-// The app's verify hook around the core: asked about the request's credential when the core derives the
-// tenant, it answers true (the credential names the tenant), false, or a promise of either. Every failure is
-// false (the request is keyed by its address) and is reported once per middleware, as a process warning.
-function verifier(fw, verify, timeoutMs) {
-  const reported = new Set();
-  function report(kind, message) {
-    if (reported.has(kind)) return;
-    reported.add(kind);
-    process.emitWarning(`${message}; such requests are keyed by their address (reported once)`,
-      { type: 'FloodwallWarning', code: 'FLOODWALL_VERIFY' });
-  }
-  const failed = (err) => {
-    report('threw', `floodwall: the verify hook failed (${describeError(err)})`);
-    return false;
-  };
-  const late = () => report('late', `floodwall: the verify hook took longer than verifyTimeout (${timeoutMs} ms)`);
-
-  // A promise's answer, or false once the `leftMs` are up: the hook goes on, and its late answer (or
-  // failure) is ignored.
-  function within(answer, leftMs) {
-    return new Promise((resolve) => {
-      let waiting = true;
-      const timer = setTimeout(() => {
-        waiting = false;
-        late();
-        resolve(false);
-      }, leftMs);
-      timer.unref(); // a hook that never answers keeps nothing alive
-      Promise.resolve(answer).then((ok) => {
-        if (!waiting) return;
-        clearTimeout(timer);
-        resolve(Boolean(ok));
-      }, (err) => {
-        if (!waiting) return;
-        clearTimeout(timer);
-        resolve(failed(err));
-      });
-    });
-  }
-
-  // `request` holds the headers and the peer. undefined: no credential to ask about (nothing is checked);
-  // true or false; or a promise of the answer. Never throws, never rejects.
-  return function vouch(req, request) {
-    const credential = fw.requestCredential(request);
-    if (credential === null) return undefined;
-    // A synchronous hook cannot be interrupted: a late answer is measured, and counts as no.
-    const started = performance.now();
-    let answer;
-    try {
-      answer = verify(credential, req);
-    } catch (err) {
-      return failed(err);
-    }
-    // The time the hook took to hand back its promise counts too: it gets what is left of verifyTimeout.
-    const left = timeoutMs - (performance.now() - started);
-    if (isThenable(answer)) {
-      if (left > 0) return within(answer, left);
-      Promise.resolve(answer).catch(() => {}); // its end, whatever it is, comes too late to count
-    } else if (left >= 0) {
-      return Boolean(answer);
-    }
-    late();
-    return false;
-  };
-}
-
 /**
  * @param {import('./index').Floodwall} fw
- * @param {object} [options] keyGenerator(req, res), route, cost, critical, sandbox (values or functions of
- *   (req, res), possibly async), skip(req, res), handler(req, res, next, decision) for rejections,
- *   verify(credential, req) and verifyTimeout (ms).
- *   Without a keyGenerator, or when it returns undefined or null, the core derives the tenant from
- *   req.rawHeaders and req.socket.remoteAddress (policy section "tenant"); '' is the anonymous tenant.
- *   A derived tenant is the client's address unless verify vouches for the request's Bearer token or API
- *   key (returns truthy, or a promise of it, within verifyTimeout: by default the store's deadline).
+ * @param {object} [options] the options of every Node integration (README, index.d.ts): keyGenerator, route,
+ *   cost, critical, sandbox, skip (values or functions of (req, res), possibly async), handler(req, res,
+ *   next, decision) for rejections, verify(credential, req) and verifyTimeout (ms).
  */
 function express(fw, options = {}) {
-  if (!fw || typeof fw.admit !== 'function') throw new TypeError('express(fw, options): fw must be a Floodwall');
-  const {
-    keyGenerator,
-    route = defaultRoute,
-    cost = 1,
-    critical = false,
-    sandbox = false,
-    skip = () => false,
-    handler = defaultHandler,
-    verify,
-    verifyTimeout,
-  } = options;
-  // A Floodwall decides at once when it can; anything else with admit() and release() (a wrapper, a spy)
-  // answers with a promise.
-  const admit = typeof fw[admitNow] === 'function' ? (request) => fw[admitNow](request) : (request) => fw.admit(request);
-  const hooks = { skip, handler };
-  if (keyGenerator !== undefined) hooks.keyGenerator = keyGenerator;
-  if (verify !== undefined) hooks.verify = verify;
-  for (const [name, fn] of Object.entries(hooks)) {
-    if (typeof fn !== 'function') throw new TypeError(`express(fw, options): ${name} must be a function`);
-  }
-  if (verify === undefined && verifyTimeout !== undefined) {
-    throw new TypeError('express(fw, options): verifyTimeout needs a verify hook');
-  }
-  let vouch;
-  if (verify !== undefined) {
-    if (typeof fw.requestCredential !== 'function') {
-      throw new TypeError('express(fw, options): verify needs fw.requestCredential (a Floodwall)');
-    }
-    // By default no longer than the store is given: a verify hook is on the request's path as the store is.
-    const timeoutMs = verifyTimeout === undefined ? fw.deadlineMs : verifyTimeout;
-    if (typeof timeoutMs !== 'number' || !(timeoutMs > 0) || timeoutMs > 2 ** 31 - 1) {
-      throw new TypeError('express(fw, options): verifyTimeout must be a number of milliseconds above 0');
-    }
-    vouch = verifier(fw, verify, timeoutMs);
-  }
+  const { decide, handler } = integration(fw, options, { where: 'express(fw, options)', defaultRoute, defaultHandler });
 
   // The decision answered: headers, the ticket's release, then the next handler or the rejection.
   function answer(req, res, next, decision) {
+    if (decision === SKIPPED) return next();
     releaseWhenDone(fw, decision, res);
     req.floodwall = decision;
     if (!res.headersSent) {
@@ -182,65 +125,15 @@ function express(fw, options = {}) {
     if (isThenable(done)) done.then(undefined, next);
   }
 
-  // The request's fields, each option's value as the app gives it (possibly a promise). With a verify hook
-  // and a tenant already known to be derived, its answer too (when the tenant is a promise, decideLater asks).
-  function fields(req, res) {
-    const request = {
-      tenant: keyGenerator === undefined ? undefined : keyGenerator(req, res),
-      // Read by the core only when there is no tenant. The peer, not req.ip: which X-Forwarded-For entry
-      // to believe is the policy's tenant.trusted_proxies, the same in every language.
-      headers: req.rawHeaders,
-      peer: req.socket ? req.socket.remoteAddress : undefined,
-      route: resolveOption(route, req, res),
-      method: req.method,
-      cost: resolveOption(cost, req, res),
-      critical: resolveOption(critical, req, res),
-      sandbox: resolveOption(sandbox, req, res),
-      verified: undefined,
-    };
-    if (vouch !== undefined && (request.tenant === undefined || request.tenant === null)) {
-      request.verified = vouch(req, request);
-    }
-    return request;
-  }
-
-  // Some hook or option answered with a promise: every one of them is awaited, in the order above. Each hook
-  // runs once: `request` is the fields already asked for, when skip was not a promise.
-  async function decideLater(req, res, skipped, request) {
-    if (await skipped) return null;
-    if (request === undefined) request = fields(req, res);
-    const tenantLater = isThenable(request.tenant);
-    for (const key of ['tenant', 'route', 'cost', 'critical', 'sandbox']) request[key] = await request[key];
-    if (vouch !== undefined && tenantLater && (request.tenant === undefined || request.tenant === null)) {
-      request.verified = vouch(req, request);
-    }
-    request.verified = await request.verified;
-    return admit(request);
-  }
-
-  // Synchronous as long as the app's hooks are (verify included) and the core decides at once (memory://,
-  // shm://, a hot tenant): no promise and no microtask on that path. A store that answers later (Redis)
-  // resolves the decision's promise, and the app's async hooks are awaited.
   return function floodwall(req, res, next) {
     let decided;
     try {
-      const skipped = skip(req, res);
-      if (isThenable(skipped)) {
-        decided = decideLater(req, res, skipped);
-      } else if (skipped) {
-        return next();
-      } else {
-        const request = fields(req, res);
-        const later = isThenable(request.tenant) || isThenable(request.route) || isThenable(request.cost) ||
-          isThenable(request.critical) || isThenable(request.sandbox) || isThenable(request.verified);
-        decided = later ? decideLater(req, res, false, request) : admit(request);
-      }
+      decided = decide(req, res, req, pathOf(req.originalUrl || req.url));
     } catch (err) {
       return next(err);
     }
     if (!isThenable(decided)) return answer(req, res, next, decided);
     decided.then((decision) => {
-      if (decision === null) return next(); // skipped
       try {
         answer(req, res, next, decision);
       } catch (err) {
