@@ -434,6 +434,47 @@ export function express<Req extends MiddlewareRequest = MiddlewareRequest, Res e
   options?: ExpressOptions<Req, Res>,
 ): (req: Req, res: Res, next: NextFunction) => void;
 
+// ---------------------------------------------------------------------------------------- Fastify
+
+/** The parts of Fastify's request and reply the plugin uses (no dependency on fastify's types). */
+export interface FastifyLikeRequest {
+  raw: { method?: string; url?: string; rawHeaders?: string[]; socket?: { remoteAddress?: string } };
+  routeOptions: { url?: string; config?: any };
+  floodwall?: Decision | null;
+  [key: string]: any;
+}
+export interface FastifyLikeReply {
+  code(status: number): this;
+  header(name: string, value: unknown): this;
+  headers(values: Record<string, string>): this;
+  send(payload?: unknown): this;
+  [key: string]: any;
+}
+
+/** A route's own options: `config: { floodwall: { cost, critical, sandbox, skip } }`, checked at the route's registration. */
+export interface FastifyRouteOptions<Req = FastifyLikeRequest, Rep = FastifyLikeReply> {
+  cost?: PerRequest<number, Req, Rep>;
+  critical?: PerRequest<boolean, Req, Rep>;
+  sandbox?: PerRequest<boolean, Req, Rep>;
+  skip?: PerRequest<boolean, Req, Rep>;
+}
+
+export interface FastifyOptions<Req = FastifyLikeRequest, Rep = FastifyLikeReply> extends IntegrationOptions<Req, Rep> {
+  /** The Floodwall that decides (required; open). */
+  client: Floodwall;
+  /** Sends a rejection (default: reply.code(status), the core's content type and body; the limit headers are already set). */
+  handler?: (request: Req, reply: Rep, decision: Decision) => unknown;
+}
+
+/**
+ * The Fastify plugin (Fastify 4 and 5): `app.register(floodwall.fastify, { client: fw, ...options })`.
+ * App-wide (fastify-plugin's skip-override); the decision is request.floodwall.
+ */
+export const fastify: {
+  (instance: any, options: FastifyOptions<any, any>, done: (err?: Error) => void): void;
+  default: typeof fastify;
+};
+
 // ------------------------------------------------------------------------------------ client side
 
 /** The core's backoff defaults (FW_BACKOFF_INIT), in milliseconds: the same in every floodwall language. */

@@ -275,6 +275,7 @@ class Floodwall {
 }
 
 const { express } = require('./express');
+const { fastify } = require('./fastify');
 const { backoff, backoffDefaults, retry, parseRetryAfter } = require('./retry');
 
 // Every export a plain name, so that Node's detection of a CommonJS module's exports (cjs-module-lexer)
@@ -287,6 +288,7 @@ module.exports = {
   Decision,
   Admin,
   express,
+  fastify,
   backoff,
   backoffDefaults,
   retry,

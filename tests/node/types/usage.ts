@@ -1,7 +1,9 @@
 // Compiled by types.test.js with tsc --strict --noEmit: the declarations describe the API as it is used.
 import express = require('express');
+import Fastify = require('fastify');
 import {
-  Floodwall, Decision, PolicyError, InvalidArgumentError, express as floodwall, backoff, backoffDefaults, retry,
+  Floodwall, Decision, PolicyError, InvalidArgumentError, express as floodwall, fastify as floodwallFastify,
+  backoff, backoffDefaults, retry,
   parseRetryAfter, Admin, StoreError, type Policy, type LimiterName, type HeaderList, type TenantInfo, type TenantRecord,
 } from 'floodwall';
 
@@ -128,6 +130,18 @@ async function main(): Promise<void> {
   app.use(floodwall(fw, { verify: async (credential, req) => issued.has(credential) && req.method === 'GET', verifyTimeout: 20 }));
   // @ts-expect-error: verifyTimeout is milliseconds, a number
   app.use(floodwall(fw, { verify: () => true, verifyTimeout: '20ms' }));
+  // Fastify: the plugin with its options; a route's config.floodwall.
+  const fapp = Fastify();
+  fapp.register(floodwallFastify, { client: fw, keyGenerator: (req) => req.headers['x-tenant'], cost: 2 });
+  fapp.register(floodwallFastify, { client: fw, skip: (req) => req.url === '/health', handler: (req, reply, d) => reply.code(d.status).send(d.body) });
+  // @ts-expect-error: the client is required
+  fapp.register(floodwallFastify, { cost: 2 });
+  // @ts-expect-error: cost is a number or a function
+  fapp.register(floodwallFastify, { client: fw, cost: 'two' });
+  fapp.get('/x', { config: { floodwall: { cost: 3, critical: true } } }, async () => 'x');
+  const routeOwn: import('floodwall').FastifyRouteOptions = { skip: true, sandbox: () => false };
+  const family: string = fw.requestRoute({ route: '/orders/{id}', path: '/orders/42' });
+  console.log(routeOwn, family, fw.admit({ tenant: 't', route: '/orders/:id', path: '/orders/42' }));
   const wait: number = backoff(3, { base: backoffDefaults.base / 2, cap: backoffDefaults.cap, retryAfter: '2', random: Math.random });
   const ms: number | null = parseRetryAfter('Wed, 21 Oct 2015 07:28:00 GMT');
   const res = await retry(() => fetch('http://127.0.0.1:1/'), { retries: 2, onRetry: ({ wait: w }) => console.log(w) });

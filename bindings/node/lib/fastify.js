@@ -1,0 +1,135 @@
+'use strict';
+// The Fastify plugin (Fastify 4 and 5): app.register(floodwall.fastify, { client: fw, ...options }) with the
+// options of every Node integration (lib/integration.js), hooks getting (request, reply).
+//
+// - App-wide: the plugin sets fastify-plugin's symbols itself (skip-override, display name and its
+//   metadata), as fastify-plugin would, so that its hooks apply to the whole app and not only to its own
+//   encapsulated context; floodwall has no runtime dependency on fastify-plugin for it.
+// - The route family is the route's pattern, request.routeOptions.url ('/orders/:id'), and the path is
+//   always passed: a request no route matches (a 404) is limited too, its path matched by the rules' globs.
+// - A route's own options are its config.floodwall ({cost, critical, sandbox, skip}, as @fastify/rate-limit
+//   reads config.rateLimit), checked when the route is registered (onRoute): an unknown key or a wrong
+//   type fails the registration, not the first request.
+// - The limit headers go on every reply (set in onRequest); a rejection is the core's status and body.
+// - The ticket is released exactly once when the request is over, by whichever comes first of onResponse
+//   (reply sent), onError (the handler threw), onRequestAbort (the client went away) and onTimeout
+//   (connectionTimeout), or at once when the admit resolved after the client had gone.
+const { integration, isThenable, pathOf, SKIPPED } = require('./integration');
+
+const kDecision = Symbol('floodwall.decision'); // the request's decision while its ticket is held
+
+function defaultRoute(request) {
+  return request.routeOptions.url;
+}
+
+function defaultHandler(request, reply, decision) {
+  // The core's body and type as they are: Fastify would add "; charset=utf-8" to a JSON type sent with a
+  // string, never with a Buffer.
+  reply.code(decision.status).header('content-type', decision.contentType).send(Buffer.from(decision.body));
+}
+
+function fastifyPlugin(app, options, done) {
+  try {
+    register(app, options);
+  } catch (err) {
+    return done(err); // app.register(...) / app.ready() fails with it: a missing or closed client, a bad option
+  }
+  return done();
+}
+
+function register(app, options) {
+  const where = 'floodwall.fastify';
+  if (typeof options !== 'object' || options === null) throw new TypeError(`${where}: options must be an object`);
+  const { client, prefix, logLevel, logSerializers, ...rest } = options; // the last three are Fastify's
+  if (client === undefined) throw new TypeError(`${where}: the client option is required (a Floodwall)`);
+  const { decide, handler, routeSettings, base } = integration(client, rest, { where, defaultRoute, defaultHandler });
+  // Declared once for every request (the shape Fastify's request objects keep).
+  if (!app.hasRequestDecorator('floodwall')) app.decorateRequest('floodwall', null);
+  if (!app.hasRequestDecorator(kDecision)) app.decorateRequest(kDecision, null);
+  // Each route's settings by its config.floodwall object (which Fastify's copy of the route's config keeps).
+  const perRoute = new WeakMap();
+
+  function settingsOf(route, own) {
+    const settings = routeSettings(own, `${where}: route ${route.method} ${route.url}: config.floodwall`);
+    if (typeof own === 'object' && own !== null) perRoute.set(own, settings);
+    return settings;
+  }
+  // Checked as each route is registered; a route registered before the plugin is checked at its first request.
+  app.addHook('onRoute', (route) => {
+    const own = route.config && route.config.floodwall;
+    if (own !== undefined) settingsOf(route, own);
+  });
+
+  function release(request) {
+    const decision = request[kDecision];
+    if (decision === null) return;
+    request[kDecision] = null;
+    client.release(decision);
+  }
+
+  // The decision answered: headers, the ticket held until the request is over, the route's handler or the
+  // rejection. Returns whether the request goes on.
+  function answer(request, reply, decision) {
+    if (decision === SKIPPED) return true;
+    request.floodwall = decision;
+    if (decision.ticket) {
+      const raw = reply.raw;
+      // Decided later (Redis): the client may have gone meanwhile, and with it the hooks that release.
+      if (raw.destroyed || request.raw.destroyed) client.release(decision);
+      else request[kDecision] = decision;
+    }
+    reply.headers(decision.headers);
+    if (decision.allowed) return true;
+    const sent = handler(request, reply, decision);
+    if (isThenable(sent)) sent.then(undefined, (err) => reply.send(err));
+    return false;
+  }
+
+  app.addHook('onRequest', (request, reply, next) => {
+    let decided;
+    try {
+      const own = request.routeOptions.config.floodwall;
+      const settings = own === undefined ? base : perRoute.get(own) || settingsOf(request.routeOptions, own);
+      decided = decide(request, reply, request.raw, pathOf(request.raw.url), settings);
+    } catch (err) {
+      return next(err);
+    }
+    if (!isThenable(decided)) {
+      if (answer(request, reply, decided)) next();
+      return undefined;
+    }
+    decided.then((decision) => {
+      let goOn;
+      try {
+        goOn = answer(request, reply, decision);
+      } catch (err) {
+        return next(err);
+      }
+      if (goOn) next();
+      return undefined;
+    }, next);
+    return undefined;
+  });
+  const onOver = (request, reply, next) => {
+    release(request);
+    next();
+  };
+  app.addHook('onResponse', onOver);
+  app.addHook('onTimeout', onOver);
+  app.addHook('onError', (request, reply, error, next) => {
+    release(request);
+    next();
+  });
+  app.addHook('onRequestAbort', (request, next) => {
+    release(request);
+    next();
+  });
+}
+
+// fastify-plugin's conventions, set here as it sets them.
+fastifyPlugin[Symbol.for('skip-override')] = true;
+fastifyPlugin[Symbol.for('fastify.display-name')] = 'floodwall';
+fastifyPlugin[Symbol.for('plugin-meta')] = { name: 'floodwall', fastify: '4.x || 5.x' };
+fastifyPlugin.default = fastifyPlugin;
+
+module.exports = { fastify: fastifyPlugin };
