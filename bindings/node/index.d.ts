@@ -475,6 +475,32 @@ export const fastify: {
   default: typeof fastify;
 };
 
+// -------------------------------------------------------------------------------------------- Koa
+
+/** The parts of Koa's context the middleware uses (no dependency on koa's types). */
+export interface KoaLikeContext {
+  req: { method?: string; rawHeaders?: string[]; socket?: { remoteAddress?: string } };
+  res: { on(event: string, listener: () => void): unknown };
+  path: string;
+  method: string;
+  state: { floodwall?: Decision; [key: string]: any };
+  set(field: Record<string, string>): void;
+  [key: string]: any;
+}
+
+export interface KoaOptions<Ctx = KoaLikeContext> extends IntegrationOptions<Ctx> {
+  /** Sends a rejection (default: ctx.status, the core's content type and body; the limit headers are already set). */
+  handler?: (ctx: Ctx, next: () => Promise<unknown>, decision: Decision) => unknown;
+  /**
+   * The @koa/router Router(s) whose matched route is the route family when the middleware runs before them
+   * (default: the routers the app uses, found by their router.routes() middleware).
+   */
+  router?: { match(path: string, method: string): unknown; stack: unknown[] } | Array<{ match(path: string, method: string): unknown; stack: unknown[] }>;
+}
+
+/** Koa middleware: `app.use(floodwall.koa(fw, options))`; the decision is ctx.state.floodwall. */
+export function koa<Ctx = KoaLikeContext>(fw: Floodwall, options?: KoaOptions<Ctx>): (ctx: Ctx, next: () => Promise<unknown>) => Promise<unknown>;
+
 // ------------------------------------------------------------------------------------ client side
 
 /** The core's backoff defaults (FW_BACKOFF_INIT), in milliseconds: the same in every floodwall language. */

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 
 import floodwall, {
-  Floodwall, Decision, Admin, express, fastify, backoff, backoffDefaults, retry, parseRetryAfter, otel, version,
+  Floodwall, Decision, Admin, express, fastify, koa, backoff, backoffDefaults, retry, parseRetryAfter, otel, version,
   FloodwallError, PolicyError, StoreError, InvalidArgumentError, ClosedError,
 } from 'floodwall'; // the package by its name, as an app imports it (self-reference through "exports")
 
@@ -13,7 +13,7 @@ const require = createRequire(import.meta.url);
 
 test('every export of the CommonJS module is a named ESM import', () => {
   const cjs = require('floodwall');
-  const named = { Floodwall, Decision, Admin, express, fastify, backoff, backoffDefaults, retry, parseRetryAfter, otel, version,
+  const named = { Floodwall, Decision, Admin, express, fastify, koa, backoff, backoffDefaults, retry, parseRetryAfter, otel, version,
     FloodwallError, PolicyError, StoreError, InvalidArgumentError, ClosedError };
   assert.deepEqual(Object.keys(named).sort(), Object.keys(cjs).sort(), 'a new export must be importable by name');
   for (const [name, value] of Object.entries(named)) assert.equal(value, cjs[name], name);

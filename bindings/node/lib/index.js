@@ -276,6 +276,7 @@ class Floodwall {
 
 const { express } = require('./express');
 const { fastify } = require('./fastify');
+const { koa } = require('./koa');
 const { backoff, backoffDefaults, retry, parseRetryAfter } = require('./retry');
 
 // Every export a plain name, so that Node's detection of a CommonJS module's exports (cjs-module-lexer)
@@ -289,6 +290,7 @@ module.exports = {
   Admin,
   express,
   fastify,
+  koa,
   backoff,
   backoffDefaults,
   retry,

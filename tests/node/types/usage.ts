@@ -2,7 +2,7 @@
 import express = require('express');
 import Fastify = require('fastify');
 import {
-  Floodwall, Decision, PolicyError, InvalidArgumentError, express as floodwall, fastify as floodwallFastify,
+  Floodwall, Decision, PolicyError, InvalidArgumentError, express as floodwall, fastify as floodwallFastify, koa as floodwallKoa,
   backoff, backoffDefaults, retry,
   parseRetryAfter, Admin, StoreError, type Policy, type LimiterName, type HeaderList, type TenantInfo, type TenantRecord,
 } from 'floodwall';
@@ -140,8 +140,13 @@ async function main(): Promise<void> {
   fapp.register(floodwallFastify, { client: fw, cost: 'two' });
   fapp.get('/x', { config: { floodwall: { cost: 3, critical: true } } }, async () => 'x');
   const routeOwn: import('floodwall').FastifyRouteOptions = { skip: true, sandbox: () => false };
+  // Koa: ctx in, a promise out; the route of a @koa/router Router.
+  const koaMiddleware = floodwallKoa(fw, { keyGenerator: (ctx) => ctx.path, cost: 1, handler: (ctx, next, d) => { ctx.status = d.status; } });
+  const pending: Promise<unknown> = koaMiddleware({} as import('floodwall').KoaLikeContext, async () => undefined);
+  // @ts-expect-error: verifyTimeout is milliseconds, a number
+  floodwallKoa(fw, { verify: () => true, verifyTimeout: '20ms' });
   const family: string = fw.requestRoute({ route: '/orders/{id}', path: '/orders/42' });
-  console.log(routeOwn, family, fw.admit({ tenant: 't', route: '/orders/:id', path: '/orders/42' }));
+  console.log(routeOwn, pending, family, fw.admit({ tenant: 't', route: '/orders/:id', path: '/orders/42' }));
   const wait: number = backoff(3, { base: backoffDefaults.base / 2, cap: backoffDefaults.cap, retryAfter: '2', random: Math.random });
   const ms: number | null = parseRetryAfter('Wed, 21 Oct 2015 07:28:00 GMT');
   const res = await retry(() => fetch('http://127.0.0.1:1/'), { retries: 2, onRetry: ({ wait: w }) => console.log(w) });
