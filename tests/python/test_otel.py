@@ -86,6 +86,7 @@ def test_a_closed_client_observes_nothing_and_raises_nothing(meter_reader):
     meter, reader = meter_reader
     fw = floodwall.Floodwall({"request_rate": {"rate": 1, "burst": 1}})
     otel.instrument(fw, meter=meter)
+    assert collect(reader)["floodwall_decisions_total"][1], "observed while open"
     fw.close()
     assert all(not points for _, points in collect(reader).values())
 
