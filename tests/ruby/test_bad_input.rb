@@ -161,6 +161,17 @@ class TestBadInput < Minitest::Test
       assert error.message.start_with?("verify_timeout: needs a verify: hook"), error.message
     end
 
+    def test_the_rack_middlewares_routes_option_is_a_route_set_or_false
+      require "floodwall/rack"
+      app = ->(_env) { [200, {}, ["ok"]] }
+      ["/orders/*", {}, true].each do |routes|
+        error = assert_raises(ArgumentError, routes.inspect) { Floodwall::Rack.new(app, client: @fw, routes: routes) }
+        assert error.message.start_with?("routes: must be a Rails route set"), error.message
+      end
+      status, = Floodwall::Rack.new(app, client: @fw, routes: false).call(Rack::MockRequest.env_for("/orders/1"))
+      assert_equal 200, status
+    end
+
     def test_a_cost_above_the_burst_names_cost_and_consumes_nothing
       error = assert_raises(Floodwall::InvalidArgumentError) { @fw.admit(tenant: "acme", cost: 6) }
       assert error.message.start_with?("cost"), error.message

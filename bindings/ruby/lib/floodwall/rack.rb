@@ -72,6 +72,9 @@ module Floodwall
       { key: key, skip: skip, on_reject: on_reject, verify: verify }.each do |name, hook|
         raise ArgumentError, "#{name}: must respond to #call" unless hook.nil? || hook.respond_to?(:call)
       end
+      unless routes.nil? || routes == false || routes.respond_to?(:router)
+        raise ArgumentError, "routes: must be a Rails route set (Rails.application.routes) or false, not #{routes.class}"
+      end
       # A timeout with no hook to time is a mistake (a verify: left out), as in Python and Node.
       raise ArgumentError, "verify_timeout: needs a verify: hook" if verify.nil? && !verify_timeout.nil?
       unless verify_timeout.nil? || (verify_timeout.is_a?(Numeric) && verify_timeout.to_f.positive? &&
