@@ -12,10 +12,8 @@
 set -uo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/.."
-# One compiler cache for every build of the core (the tests', the sanitizers', the wheel's, the addon's,
-# the gem's from its unpacked copy): paths are hashed relative to each build, so a copy of the sources in
-# another folder still hits.
-export CCACHE_BASEDIR=${CCACHE_BASEDIR:-/} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true}
+# One compiler cache for every build of the core (core/ccache.cmake says how a copy of the sources in
+# another folder still hits).
 logs=${LOGS:-$PWD/$build/test-logs}
 rm -rf "$logs"
 mkdir -p "$logs"
