@@ -7,6 +7,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=$(pwd)/build-python/venv
+# One at a time: make test's lanes may prepare this venv for two suites at once.
+mkdir -p build-python
+exec 9>build-python/.lock
+flock 9
 [ -x "$venv/bin/python" ] || "${PYTHON:-python3}" -m venv "$venv"
 pip() { "$venv/bin/python" -m pip --disable-pip-version-check -q "$@"; }
 # jsonschema: tests/python/test_schema.py checks floodwall.schema.json with a real validator.

@@ -56,14 +56,14 @@ stage() {
 
 suite() { [ -f "packaging/test-$1.sh" ] || { echo "make test: packaging/test-$1.sh is missing" >&2; return 1; }; bash "packaging/test-$1.sh"; }
 
-# The lanes. The suites that share a directory stay in one lane (python, wheel, e2e and monitoring the
-# Python venv in build-python/; node and e2e the repo's node_modules; ruby and e2e the gem's vendored
-# core in bindings/ruby/ext/). Builds that only compile (the
+# The lanes. Suites that prepare one directory take turns by a lock (the Python venv in build-python/,
+# the repo's node_modules and build-node/, the gem's vendored core in bindings/ruby/ext/). Builds that only compile (the
 # sanitizers', the fuzz targets') run at a lower priority: they take the CPU the suites leave, never the
 # other way round, so that no suite's timing changes with what runs beside it.
 lane_core() {
   stage "core and C ABI (GoogleTest, ctest)" ctest --test-dir "$build" --output-on-failure -j "$(nproc)"
   stage "soak" suite soak
+  stage "monitoring" suite monitoring
   stage "fuzz" suite fuzz
 }
 lane_sanitizers() {
@@ -71,6 +71,7 @@ lane_sanitizers() {
   stage "core and C ABI under ASan+UBSan" bash packaging/test-sanitizers.sh asan test
   stage "TSan build" nice -n 15 bash packaging/test-sanitizers.sh tsan build
   stage "core and C ABI under TSan" bash packaging/test-sanitizers.sh tsan test
+  stage "install" suite install
 }
 lane_bindings() {
   stage "python" suite python
@@ -78,8 +79,6 @@ lane_bindings() {
   stage "ruby" suite ruby
   stage "e2e" suite e2e
   stage "wheel" suite wheel
-  [ -f packaging/test-monitoring.sh ] && stage "monitoring" suite monitoring
-  [ -f packaging/test-install.sh ] && stage "install" suite install
 }
 
 stage "dependencies (packaging/install-deps.sh)" bash packaging/install-deps.sh

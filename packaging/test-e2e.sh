@@ -9,15 +9,18 @@ root=$(pwd)
 
 py=$(bash packaging/python-venv.sh pytest fastapi uvicorn httpx flask gunicorn | tail -n 1)
 
-FLOODWALL_BUILD_FROM_SOURCE=1 npm install --no-audit --no-fund --no-package-lock --no-update-notifier --loglevel=error
+mkdir -p build-node
+FLOODWALL_WERROR=1 FLOODWALL_BUILD_FROM_SOURCE=1 flock build-node/.lock npm install --no-audit --no-fund --no-package-lock --no-update-notifier --loglevel=error
 
 export GEM_HOME="$root/build/e2e-gems"
 # Reinstall the gem when the sources it is built from changed.
 stamp=$(cat $(git ls-files core capi lua bindings/ruby CMakeLists.txt 2>/dev/null || find core capi lua bindings/ruby -type f) | sha1sum)
 if [ "$(cat "$GEM_HOME/.floodwall-stamp" 2>/dev/null)" != "$stamp" ] || ! ruby -e 'require "floodwall"' 2>/dev/null; then
   work=$(mktemp -d)
-  rake -f bindings/ruby/Rakefile gem GEM_OUT="$work/floodwall.gem" >/dev/null
-  gem install --local --no-document "$work/floodwall.gem" >"$work/install.log" 2>&1 || { cat "$work/install.log"; exit 1; }
+  # One at a time (make test's lanes): test-ruby.sh prepares the same bindings/ruby/ext.
+  mkdir -p build-ruby
+  flock build-ruby/.lock rake -f bindings/ruby/Rakefile gem GEM_OUT="$work/floodwall.gem" >/dev/null
+  FLOODWALL_WERROR=1 gem install --local --no-document "$work/floodwall.gem" >"$work/install.log" 2>&1 || { cat "$work/install.log"; exit 1; }
   rm -rf "$work"
   echo "$stamp" > "$GEM_HOME/.floodwall-stamp"
 fi

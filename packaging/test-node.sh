@@ -10,6 +10,8 @@ for tool in node npm cmake redis-server; do
 done
 # Warnings are errors here (never in a user's `npm install`).
 # And always from this checkout's sources, never a prebuilt addon left by an earlier run.
-FLOODWALL_WERROR=1 FLOODWALL_BUILD_FROM_SOURCE=1 npm install --no-audit --no-fund --no-package-lock --no-update-notifier --loglevel=error
+# One at a time (make test's lanes): e2e runs the same install in this tree.
+mkdir -p build-node
+FLOODWALL_WERROR=1 FLOODWALL_BUILD_FROM_SOURCE=1 flock build-node/.lock npm install --no-audit --no-fund --no-package-lock --no-update-notifier --loglevel=error
 # A hung test fails after ten minutes instead of holding CI; the packed-tarball test builds the core anew.
 node --test --test-timeout=600000 tests/node/

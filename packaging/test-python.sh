@@ -6,4 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 py=$(bash packaging/python-venv.sh pytest fastapi uvicorn httpx flask gunicorn django opentelemetry-api opentelemetry-sdk | tail -n 1)
 cd tests/python
-exec "$py" -m pytest -q -p no:cacheprovider "$@"
+# The monitoring tests (a real Prometheus, the dashboard's queries, OpenTelemetry) are the monitoring
+# stage's (packaging/test-monitoring.sh), which make test runs beside this one.
+exec "$py" -m pytest -q -p no:cacheprovider --ignore=test_monitoring.py --ignore=test_prometheus.py \
+  --ignore=test_otel.py "$@"

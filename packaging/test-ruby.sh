@@ -11,7 +11,9 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/floodwall-ruby.XXXXXX")
 trap '[ ! -s "$work/tls/redis.pid" ] || kill "$(cat "$work/tls/redis.pid")"; rm -rf "$work"' EXIT
 
 echo "test-ruby: rake gem (vendors the core, generates the SWIG wrapper, builds the gem)"
-rake -f bindings/ruby/Rakefile gem GEM_OUT="$work/floodwall.gem"
+# One at a time (make test's lanes): test-e2e.sh prepares the same bindings/ruby/ext.
+mkdir -p build-ruby
+flock build-ruby/.lock rake -f bindings/ruby/Rakefile gem GEM_OUT="$work/floodwall.gem"
 
 # The gem carries its wrapper: installing it must not need SWIG. A swig that fails stands first on PATH.
 mkdir "$work/no-swig"
