@@ -8,7 +8,8 @@ debs=(
   libhiredis-dev libssl-dev openssl nlohmann-json3-dev libgtest-dev googletest redis-server redis-tools
   python3-dev python3-venv
   ruby ruby-dev swig ruby-rack ruby-rack-test ruby-minitest ruby-webrick puma ruby-sinatra ruby-rack-attack ruby-redis
-  ruby-bundler
+  ruby-bundler ruby-rails
+  prometheus
 )
 # Node and npm from Debian (nodejs 18.x on Debian 12; package.json asks for >= 18.17) only when the commands
 # are missing: a Node installed another way (NodeSource, nvm) bundles its own npm, which Debian's npm
