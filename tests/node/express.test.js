@@ -114,6 +114,32 @@ function headerNames(rawHeaders) {
 
 for (const [name, expressLib] of EXPRESSES) {
   describe(name, () => {
+    test('app-wide: the family is the pattern the router would match, by method, mounts in front; else a glob on the path', async () => {
+      const fw = new Floodwall({ request_rate: { rate: 100, burst: 100, limits: [{ name: 'g', routes: ['/re/*', '/b/*'], rate: 100, burst: 100 }] } });
+      const app = expressLib();
+      app.use(floodwall.express(fw, { keyGenerator: () => 't' }));
+      app.get('/a/:x', (req, res) => res.end('a'));
+      app.post('/b/:y', (req, res) => res.end('b'));
+      const api = expressLib.Router();
+      api.get('/c/:z', (req, res) => res.end('c'));
+      app.use('/api', api);
+      app.get(/^\/re\/\d+$/, (req, res) => res.end('re'));
+      const server = http.createServer(app);
+      await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+      try {
+        const { port } = server.address();
+        assert.equal((await request(port, '/a/1')).status, 200);
+        assert.equal((await request(port, '/api/c/2?q=1')).status, 200);
+        assert.equal((await request(port, '/b/3')).status, 404); // a POST route: not GET's family
+        assert.equal((await request(port, '/re/4')).status, 200); // a RegExp route: no pattern, the path
+        assert.deepEqual(Object.keys(fw.metrics().routes).filter((r) => r !== 'default').sort(), ['/a/:x', '/api/c/:z', '/b/*', '/re/*']);
+      } finally {
+        server.closeAllConnections();
+        await new Promise((resolve) => server.close(resolve));
+        fw.close();
+      }
+    });
+
     test('a 200 carries the core headers and the decision is on req.floodwall', async () => {
       const fw = new Floodwall({ request_rate: { rate: 100, burst: 500 }, concurrency: { limit: 20 } });
       const srv = await serve(expressLib, fw);

@@ -13,13 +13,17 @@ const { integration, isThenable, pathOf, rememberedRoute, releaseWhenDone, SKIPP
 
 const MAX_DEPTH = 8; // routers mounted in routers
 
-// A layer's match of `path` as { path: the part matched, pattern: the layer's own pattern when it is a plain
-// string } or null. Express 5's router answers with an object; Express 4's Layer#match with a boolean and
-// the matched part in layer.path (as its own dispatch does).
+// A layer's match of `path` as { path: the part matched, pattern: the path the layer was given, when it is
+// a string } or null. Express 5's router answers with an object naming the pattern that matched (one of an
+// array's); Express 4's Layer#match with a boolean and the matched part in layer.path (as its own dispatch
+// does), which is the pattern only for a mount path without parameters or a RegExp (`literal`).
 function matchLayer(layer, path) {
   const m = layer.match(path);
   if (!m) return null;
-  if (m === true) return { path: layer.path, pattern: layer.keys && layer.keys.length ? undefined : layer.path };
+  if (m === true) {
+    const literal = !(layer.keys && layer.keys.length) && !(layer.route && typeof layer.route.path !== 'string');
+    return { path: layer.path, pattern: literal ? layer.path : undefined };
+  }
   return { path: m.path, pattern: typeof m.pattern === 'string' ? m.pattern : undefined };
 }
 
@@ -81,8 +85,13 @@ function appRouter(app) {
 function lookUpRoute(req, path) {
   const router = appRouter(req.app);
   if (!router || !Array.isArray(router.stack) || path === undefined) return undefined;
-  return rememberedRoute(router, router.stack.length, req.method, path,
-    () => findRoute(router.stack, path, req.method, '', 0));
+  return rememberedRoute(router, router.stack.length, req.method, path, () => {
+    try {
+      return findRoute(router.stack, path, req.method, '', 0);
+    } catch {
+      return undefined; // a layer of a shape this lookup does not know: the path alone, never a failed request
+    }
+  });
 }
 
 // The route family: the matched route's pattern ('/users/:id', never '/users/42') with its mount path in
