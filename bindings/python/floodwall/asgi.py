@@ -49,6 +49,10 @@ Options, constants or callables of the ASGI scope:
   middleware always hands the core too (``scope["path"]``), so ``"routes": ["/orders/*"]`` limits
   GET /orders/42 whatever the app.
 - ``method``: default the request's method. ``cost`` (default 1), ``critical``, ``sandbox`` (default False).
+
+A route's own settings (``@floodwall.fastapi.limit(cost=5)`` on its endpoint, or
+``Depends(floodwall.fastapi.limit(...))`` among a FastAPI route's dependencies) override ``cost``,
+``critical``, ``sandbox`` and add a ``skip`` for the requests the route serves.
 """
 
 from __future__ import annotations

@@ -47,6 +47,10 @@ Options, constants or callables of the WSGI environ:
   match the request's path, which the middleware always hands the core too (SCRIPT_NAME + PATH_INFO), so
   ``"routes": ["/orders/*"]`` limits GET /orders/42 whatever the app.
 - ``method``: default REQUEST_METHOD. ``cost`` (default 1), ``critical``, ``sandbox`` (default False).
+
+A Flask view's own settings (``@floodwall.flask.limit(cost=5)``) override ``cost``, ``critical``,
+``sandbox`` and add a ``skip`` for the requests it serves; ``floodwall.flask.Floodwall(app, policy)``
+installs this middleware for a Flask app.
 """
 
 from __future__ import annotations
