@@ -271,6 +271,7 @@ function markdown(result) {
 function incumbent(c) {
   if (!c.limiter.startsWith('floodwall-')) return null;
   if (c.framework === 'express') return c.limiter.startsWith('floodwall-memory') ? 'erl-memory' : 'erl-redis';
+  if (c.framework === 'fastify') return c.limiter.startsWith('floodwall-memory') ? 'frl-memory' : 'frl-redis';
   if (c.framework === 'starlette') return 'limits-redis';
   if (c.framework === 'rack') return 'rack-attack-redis';
   return null;
