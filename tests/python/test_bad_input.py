@@ -331,3 +331,23 @@ def test_a_verify_timeout_without_a_verify_hook_is_a_type_error(kind):
     middleware = {"asgi": asgi, "wsgi": wsgi}[kind].FloodwallMiddleware
     with pytest.raises(TypeError, match="^verify_timeout: "):
         middleware(lambda *a: None, floodwall.Floodwall({}), verify_timeout=1.0)
+
+
+@pytest.mark.parametrize("path", [42, 1.5, ["/orders"], object()])
+def test_a_path_that_is_neither_str_nor_bytes_nor_none_is_a_type_error_naming_path(path):
+    with floodwall.Floodwall({"request_rate": {"rate": 1, "burst": 1}}) as fw:
+        with pytest.raises(TypeError, match="path: "):
+            fw.admit("t", path=path)
+        with pytest.raises(TypeError, match="path: "):
+            fw.request_route(path=path)
+        assert fw.admit("t").allowed  # nothing was spent by the refused calls
+
+
+@pytest.mark.parametrize("path", ["/a\0b", "/" + "x" * 1_000_000, "/\r\n/{(}", b"/\xff\xfe", ""])
+def test_a_hostile_path_is_text_never_a_crash_or_a_header(path):
+    with floodwall.Floodwall({"request_rate": {"rate": 100, "burst": 100, "limits": [
+            {"name": "x", "routes": ["/x/*"], "rate": 1, "burst": 1}]}}) as fw:
+        d = fw.admit("t", path=path)
+        assert d.allowed and all("\n" not in v and "\r" not in v for v in d.headers.values())
+        assert isinstance(fw.request_route(path=path), str)
+        assert len(fw.metrics()["routes"]) <= 3  # default and the globs: a path is never a family of its own
