@@ -202,6 +202,27 @@ for (const [name, fastifyLib] of FASTIFIES) {
       }
     });
 
+    test('registered twice (two clients), each releases its own ticket', async () => {
+      const app = fastifyLib({ logger: false });
+      const fws = [new Floodwall({ concurrency: { limit: 1 } }), new Floodwall({ concurrency: { limit: 1 } })];
+      const [a, b] = fws.map(counted);
+      await app.register(floodwall.fastify, { client: a, keyGenerator: () => 't' });
+      await app.register(floodwall.fastify, { client: b, keyGenerator: () => 't' });
+      app.get('/ok', async () => 'ok');
+      await app.listen({ port: 0, host: '127.0.0.1' });
+      try {
+        const { port } = app.server.address();
+        for (let i = 1; i <= 3; i++) {
+          assert.equal((await request(port, '/ok')).status, 200, `request ${i}`);
+          await eventually(() => a.releases.size === i && b.releases.size === i);
+        }
+      } finally {
+        app.server.closeAllConnections();
+        await app.close();
+        fws.forEach((fw) => fw.close());
+      }
+    });
+
     test('a custom handler answers the rejection', async () => {
       const fw = new Floodwall({ request_rate: { rate: 0.001, burst: 1 } });
       const srv = await serve(fastifyLib, fw, {

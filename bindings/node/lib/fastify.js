@@ -16,8 +16,6 @@
 //   (connectionTimeout), or at once when the admit resolved after the client had gone.
 const { integration, isThenable, pathOf, SKIPPED } = require('./integration');
 
-const kDecision = Symbol('floodwall.decision'); // the request's decision while its ticket is held
-
 function defaultRoute(request) {
   return request.routeOptions.url;
 }
@@ -43,9 +41,12 @@ function register(app, options) {
   const { client, prefix, logLevel, logSerializers, ...rest } = options; // the last three are Fastify's
   if (client === undefined) throw new TypeError(`${where}: the client option is required (a Floodwall)`);
   const { decide, handler, routeSettings, base } = integration(client, rest, { where, defaultRoute, defaultHandler });
-  // Declared once for every request (the shape Fastify's request objects keep).
+  // The request's decision while its ticket is held: one key per registration, so that two (a strict
+  // client for the login route beside the app's) each release their own.
+  const kDecision = Symbol('floodwall.decision');
+  // Declared for every request (the shape Fastify's request objects keep).
   if (!app.hasRequestDecorator('floodwall')) app.decorateRequest('floodwall', null);
-  if (!app.hasRequestDecorator(kDecision)) app.decorateRequest(kDecision, null);
+  app.decorateRequest(kDecision, null);
   // Each route's settings by its config.floodwall object (which Fastify's copy of the route's config keeps).
   const perRoute = new WeakMap();
 
