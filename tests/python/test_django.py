@@ -177,8 +177,9 @@ def test_a_views_own_cost_and_skip(site):
     with httpx.Client(base_url=server.url) as http:
         assert http.get("/hello").headers["ratelimit-remaining"] == "19"
         assert http.get("/report").headers["ratelimit-remaining"] == "14"  # cost=5
+        assert http.get("/export").headers["ratelimit-remaining"] == "11"  # a class-based view's cost=3
         health = http.get("/health")
-        assert http.get("/hello").headers["ratelimit-remaining"] == "13"
+        assert http.get("/hello").headers["ratelimit-remaining"] == "10"
     assert health.status_code == 200 and "ratelimit-limit" not in health.headers  # skip=True: undecided
 
 

@@ -4,6 +4,7 @@ import time
 
 from django.http import JsonResponse, StreamingHttpResponse
 from django.urls import path, re_path
+from django.views import View
 
 import floodwall.django
 
@@ -88,6 +89,12 @@ def critical(request):
     return JsonResponse({"critical": True})
 
 
+@floodwall.django.limit(cost=3)
+class Export(View):
+    def get(self, request):
+        return JsonResponse({"export": "ready"})
+
+
 @floodwall.django.limit(skip=True)
 def stats(request):
     fw = floodwall.django.client()
@@ -113,6 +120,7 @@ urlpatterns = [
     path("stream", stream),
     path("astream", astream),
     path("report", report),
+    path("export", Export.as_view()),
     path("health", health),
     path("critical", critical),
     path("_stats", stats),
