@@ -8,15 +8,20 @@
 #   pip    `pip install <clone>` into a fresh venv
 # and floodwall.schema.json in each package. The wheel and the sdist are packaging/test-wheel.sh's; the
 # tarball's source build and its README example are tests/node/package.test.js's.
-# Builds go through ccache when it is installed (make test exports CCACHE_BASEDIR=/ CCACHE_NOHASHDIR=true).
+# Builds go through ccache when it is installed (see CCACHE_BASEDIR below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 for tool in git node npm bundle python3 cmake swig; do
   command -v "$tool" >/dev/null || { echo "test-install: $tool is missing (run packaging/install-deps.sh)" >&2; exit 1; }
 done
-export CCACHE_BASEDIR=${CCACHE_BASEDIR:-/} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true} FLOODWALL_JOBS=${FLOODWALL_JOBS:-2}
 work=$(mktemp -d "${TMPDIR:-/tmp}/floodwall-install.XXXXXX")
+# ccache (core/ccache.cmake): paths under this run's directory are hashed relative to the build directory,
+# system headers by their absolute paths, so the core compiled in the clone (npm's build-node/core, path:'s
+# build-ruby/core) and in Bundler's deeper git: checkout (build-ruby/core) is one set of entries, shared
+# with every other run and copy. Set here, so that a CCACHE_BASEDIR=/ from outside cannot spell
+# /usr/include/hiredis with as many ../ as a build directory is deep.
+export CCACHE_BASEDIR=$work CCACHE_NOHASHDIR=true FLOODWALL_JOBS=${FLOODWALL_JOBS:-2}
 trap 'rm -rf "$work"' EXIT
 fail() { echo "test-install: $*" >&2; exit 1; }
 step() { echo "test-install: $* ($SECONDS s)"; }
@@ -106,7 +111,7 @@ step "rake gem: the .gem carries floodwall.schema.json"
 python3 -m venv "$work/venv"
 "$work/venv/bin/python" -m pip --disable-pip-version-check -q install "$clone" >"$work/pip.log" 2>&1 ||
   { tail -n 40 "$work/pip.log"; fail "pip install <clone> failed"; }
-(cd "$work" && "$work/venv/bin/python" - "$v" <<'PY') || fail "floodwall from pip install <clone> does not work"
+cat >"$work/pip_check.py" <<'PY'
 import importlib.resources, json, sys
 import floodwall, floodwall.asgi, floodwall.wsgi
 fw = floodwall.Floodwall({"request_rate": {"rate": 0.001, "burst": 1}})
@@ -116,5 +121,6 @@ assert floodwall.__version__ == sys.argv[1], (floodwall.__version__, sys.argv[1]
 schema = json.loads(importlib.resources.files("floodwall").joinpath("floodwall.schema.json").read_text())
 assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema", schema.get("$schema")
 PY
+(cd "$work" && "$work/venv/bin/python" pip_check.py "$v") || fail "floodwall from pip install <clone> does not work"
 step "pip: pip install <clone> into a fresh venv, with floodwall.schema.json"
 echo "test-install: passed in $SECONDS s"
