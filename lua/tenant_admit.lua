@@ -92,7 +92,11 @@ end
 if fleet_on then
   fleet_ttl = tonumber(ARGV[8])
   fleet_count = live(KEYS[3], fleet_ttl)
-  if KEYS[4] then fleet_count = fleet_count + (tonumber(rcall('HGET', KEYS[4], 'sum')) or 0) end
+  -- The reports key is there only when the policy leases: count the keys before the rules' and the
+  -- control record's (KEYS[4] may be a rule's key, or the control record, otherwise).
+  if #KEYS - (no_ctl and 0 or 1) - #rule_spec == 4 then
+    fleet_count = fleet_count + (tonumber(rcall('HGET', KEYS[4], 'sum')) or 0)
+  end
   if fleet_count >= tonumber(ARGV[7]) then fleet_ok = 0 end
 end
 

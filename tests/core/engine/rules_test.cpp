@@ -336,6 +336,39 @@ TEST(RulesRedis, FourProcessesOfFourThreadsOnOneTenantAreExact) {
   munmap(counts, 4096);
 }
 
+// The fleet shedder beside a rule, on Redis: the script once took the rule's key (KEYS[4]) for the fleet's
+// reports key, which only a policy that leases sends, and Redis refused every admit after the first
+// (WRONGTYPE, decided by the fallback as a config failure).
+TEST(RulesRedis, AFleetCapacityAndARuleAreDecidedTogetherByRedis) {
+  RedisServer redis;
+  for (bool with_ctl : {false, true}) {
+    SCOPED_TRACE(with_ctl ? "with a control record" : "without one");
+    Client fw(R"({"store": ")" + redis.url() + R"(", "prefix": "fleet-rule-)" + std::to_string(with_ctl) +
+              R"(", "redis": {"deadline_ms": 2000}, "fleet": {"capacity": 3},
+        "request_rate": {"rate": 1000, "burst": 1000, "limits": [
+          {"name": "orders", "routes": ["/orders/*"], "rate": 0.001, "burst": 2}]}})");
+    if (with_ctl) {
+      ASSERT_EQ(fw_admin_set_override(fw.get(), "acct", 4, 1000, 1000), FW_OK) << fw_error_last()->message;
+    }
+    std::vector<Admission> held;
+    for (int i = 0; i < 2; i++) {
+      held.push_back(fw.admit("acct", "/orders/:id"));
+      EXPECT_TRUE(held.back().allowed()) << i;
+      EXPECT_FALSE(held.back().decision().degraded) << i << ": " << held.back().decision().fail_reason;
+    }
+    Admission third = fw.admit("acct", "/orders/:id");
+    EXPECT_FALSE(third.allowed()) << "the rule's burst is 2";
+    EXPECT_FALSE(third.decision().degraded);
+    EXPECT_EQ(third.decision().rule, 0);
+    held.push_back(fw.admit("acct", "/profile"));
+    EXPECT_TRUE(held.back().allowed());
+    Admission over = fw.admit("acct", "/profile");
+    EXPECT_FALSE(over.allowed()) << "three in flight fleet-wide";
+    EXPECT_EQ(over.limiter(), FW_LIMITER_FLEET);
+    EXPECT_FALSE(over.decision().degraded);
+  }
+}
+
 // ------------------------------------------------------------------- a quota's boundary, in simulated time
 
 TEST(QuotaBoundary, MemoryStoreOnATestClockCrossesNewYear) {
