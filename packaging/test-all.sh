@@ -65,13 +65,13 @@ lane_core() {
   stage "soak" suite soak
   stage "monitoring" suite monitoring
   stage "fuzz" suite fuzz
+  stage "install" suite install
 }
 lane_sanitizers() {
   stage "ASan+UBSan build" nice -n 15 bash packaging/test-sanitizers.sh asan build
   stage "core and C ABI under ASan+UBSan" bash packaging/test-sanitizers.sh asan test
   stage "TSan build" nice -n 15 bash packaging/test-sanitizers.sh tsan build
   stage "core and C ABI under TSan" bash packaging/test-sanitizers.sh tsan test
-  stage "install" suite install
 }
 lane_bindings() {
   stage "python" suite python
