@@ -57,9 +57,11 @@ stage() {
 suite() { [ -f "packaging/test-$1.sh" ] || { echo "make test: packaging/test-$1.sh is missing" >&2; return 1; }; bash "packaging/test-$1.sh"; }
 
 # The lanes. Suites that prepare one directory take turns by a lock (the Python venv in build-python/,
-# the repo's node_modules and build-node/, the gem's vendored core in bindings/ruby/ext/). Builds that only compile (the
-# sanitizers', the fuzz targets') run at a lower priority: they take the CPU the suites leave, never the
-# other way round, so that no suite's timing changes with what runs beside it.
+# the repo's node_modules and build-node/, the gem's vendored core in bindings/ruby/ext/). The sanitizers'
+# builds run at a slightly lower priority (nice 5), so that the suites' timing changes less with what runs
+# beside them; not lower, for their lane is the longest when the compiler cache is cold. Warm (a re-run,
+# or a fresh clone on a machine that has run make test), the builds are cache hits and the lanes end
+# within minutes of each other.
 lane_core() {
   stage "core and C ABI (GoogleTest, ctest)" ctest --test-dir "$build" --output-on-failure -j "$(nproc)"
   stage "soak" suite soak
@@ -68,9 +70,9 @@ lane_core() {
   stage "install" suite install
 }
 lane_sanitizers() {
-  stage "ASan+UBSan build" nice -n 15 bash packaging/test-sanitizers.sh asan build
+  stage "ASan+UBSan build" nice -n 5 bash packaging/test-sanitizers.sh asan build
   stage "core and C ABI under ASan+UBSan" bash packaging/test-sanitizers.sh asan test
-  stage "TSan build" nice -n 15 bash packaging/test-sanitizers.sh tsan build
+  stage "TSan build" nice -n 5 bash packaging/test-sanitizers.sh tsan build
   stage "core and C ABI under TSan" bash packaging/test-sanitizers.sh tsan test
 }
 lane_bindings() {
