@@ -295,7 +295,9 @@ def test_the_example_project_serves_and_limits(kind):
     assert responses[0].json() == {"hello": "world"}
     assert responses[0].headers["ratelimit-limit"] == "10" and responses[0].headers["ratelimit-remaining"] == "9"
     assert responses[-1].json()["error"]["limit_type"] == "request_rate"
-    assert made_up.status_code == 429
+    # A key nobody issued is the address's tenant, whose bucket the 11 requests spent (5 tokens a second
+    # refill it: on a loaded machine one may be back, so the test asks only that it is not a fresh bucket).
+    assert made_up.status_code == 429 or int(made_up.headers["ratelimit-remaining"]) < 8, made_up.headers
     assert issued.status_code == 200 and issued.headers["ratelimit-remaining"] == "9"
     assert report.status_code == 200 and report.headers["ratelimit-remaining"] == "5"  # cost=5
     assert orders == [200, 200, 429]

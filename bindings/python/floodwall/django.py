@@ -22,9 +22,11 @@ it: ``@floodwall.django.limit(cost=5)`` (also ``critical``, ``sandbox``, ``skip`
 The tenant is derived by the core from the request's headers (``request.META``'s ``HTTP_*``) and
 ``REMOTE_ADDR`` as in every floodwall language, or is what ``key`` returns. Every response gets the limit
 headers (unless it set one itself); a rejected request gets the core's status (429, 503, 403), headers,
-Content-Type and body without reaching the view. The ticket is released on every path: when the response
-is closed (after the last byte of a streaming response too, or when the client goes away mid-stream: the
-server closes it), when the view raises, or when an async request is cancelled.
+Content-Type and body without reaching the view. The ticket is released on every path: when the view
+returns a whole response (its work is done; a client that sends its next request as soon as it has the
+answer finds the slot free, though the server closes the response later), when a streaming response is
+closed (after its last byte, or when the client goes away mid-stream: the server closes it), when the view
+raises, or when an async request is cancelled.
 """
 
 from __future__ import annotations
@@ -127,9 +129,14 @@ def _add_limits(response: HttpResponseBase, decision: Decision) -> None:
             response[name] = value
 
 
-def _release_on_close(response: HttpResponseBase, decision: Decision) -> HttpResponseBase:
-    """Releases the ticket when the server closes the response (after its last byte, a streaming one's
-    too, or when the client went away), even when the response's own close() raises."""
+def _release_when_done(response: HttpResponseBase, decision: Decision) -> HttpResponseBase:
+    """Releases the ticket now for a whole response (the view's work is done: under uvicorn Django closes
+    the response on a thread after the client has its last byte, and a client's next request could find the
+    slot still held), and for a streaming one when the server closes it (after its last byte, or when the
+    client went away), even when the response's own close() raises."""
+    if not response.streaming:
+        decision.release()
+        return response
     close = response.close
 
     def close_then_release() -> None:
@@ -227,7 +234,7 @@ class FloodwallMiddleware:
         except BaseException:
             decision.release()
             raise
-        return _release_on_close(response, decision)
+        return _release_when_done(response, decision)
 
     async def __acall__(self, request: HttpRequest) -> Any:
         if self.skip is not None and await _maybe_await(self.skip(request)):
@@ -252,7 +259,7 @@ class FloodwallMiddleware:
         except BaseException:  # the view raised, or the request was cancelled (the client went away)
             decision.release()
             raise
-        return _release_on_close(response, decision)
+        return _release_when_done(response, decision)
 
 
 async def _maybe_await(value: Any) -> Any:
