@@ -1,23 +1,25 @@
 'use strict';
 // Where the addon is: one built here from the shipped sources (build-node/, by the install script when
 // there is no prebuild for this platform, or by `npm run build` in a checkout), else the prebuilt one
-// that ships in the package (prebuilds/<platform>-<arch>/, from `npm run build:prebuilt`). A dozen lines
-// instead of node-gyp-build: the addon is built with CMake, not node-gyp, and has one name.
+// that ships in the package (prebuilds/<tag>/, from `npm run build:prebuilt`; lib/prebuild.js names the tag
+// by platform, arch and libc). A dozen lines instead of node-gyp-build: the addon is built with CMake, not
+// node-gyp, and has one name.
 const fs = require('node:fs');
 const path = require('node:path');
+const prebuild = require('./prebuild');
 
 const root = path.join(__dirname, '..', '..', '..');
 
 function candidates() {
   return [path.join(root, 'build-node', 'floodwall.node'),
-    path.join(root, 'prebuilds', `${process.platform}-${process.arch}`, 'floodwall.node')];
+    path.join(prebuild.PREBUILDS, prebuild.tag(prebuild.target()), 'floodwall.node')];
 }
 
 function addonPath() {
   const found = candidates().find((p) => fs.existsSync(p));
   if (!found) {
-    throw new Error(`floodwall: no addon for ${process.platform}-${process.arch} (looked in ${candidates().join(', ')}); ` +
-      'run `npm rebuild floodwall` to build it from source (needs CMake, a C++20 compiler, libhiredis-dev, libssl-dev, nlohmann-json3-dev)');
+    throw new Error(`floodwall: no addon for ${prebuild.tag(prebuild.target())} (looked in ${candidates().join(', ')}); ` +
+      `run \`npm rebuild floodwall\` to build it from source, which needs ${prebuild.SOURCE_BUILD_NEEDS}`);
   }
   return found;
 }

@@ -10,13 +10,15 @@
 const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
+const { SOURCE_BUILD_NEEDS, tag, target } = require('../lib/prebuild');
 
 const root = path.resolve(__dirname, '..', '..', '..');
-// --prebuild (npm run build:prebuilt): the addon that ships in the npm package, in prebuilds/<platform>-<arch>/,
-// with hiredis, OpenSSL and the C++ runtime linked in, so that installing the package builds nothing.
+// --prebuild (npm run build:prebuilt): the addon that ships in the npm package, in prebuilds/<tag>/ (<platform>-<arch>,
+// -musl appended on a musl Linux: lib/prebuild.js), with hiredis, OpenSSL and the C++ runtime linked in, so that
+// installing the package builds nothing.
 const prebuild = process.argv.includes('--prebuild');
 const out = path.join(root, prebuild ? 'build-node-prebuild' : 'build-node');
-const addonOut = prebuild ? path.join(root, 'prebuilds', `${process.platform}-${process.arch}`) : out;
+const addonOut = prebuild ? path.join(root, 'prebuilds', tag(target())) : out;
 const jobs = String(process.env.FLOODWALL_JOBS || 2);
 const buildType = process.env.FLOODWALL_BUILD_TYPE || 'Release';
 
@@ -39,7 +41,7 @@ function nodeInclude() {
 
 function run(args) {
   const r = spawnSync('cmake', args, { stdio: 'inherit' });
-  if (r.error) fail(`cannot run cmake (${r.error.message}); floodwall needs CMake >= 3.20, a C++20 compiler, hiredis, OpenSSL and nlohmann-json`);
+  if (r.error) fail(`cannot run cmake (${r.error.message}); a build from source needs ${SOURCE_BUILD_NEEDS}`);
   if (r.status !== 0) fail(`cmake ${args.join(' ')} failed`);
 }
 
