@@ -6,6 +6,8 @@
 # two. The extension reaches the core only through the C ABI (capi/include/floodwall.h).
 #
 # Environment:
+#   PKG_CONFIG=PATH      the pkg-config to ask for hiredis, OpenSSL and nlohmann-json (PKG_CONFIG_PATH and
+#                        PKG_CONFIG_LIBDIR as pkg-config reads them)
 #   FLOODWALL_JOBS=N     parallel jobs for the core build (default 2)
 #   FLOODWALL_WERROR=1   warnings are errors: the core's, and floodwall.i's own C (CI sets it)
 require "fileutils"
@@ -22,11 +24,44 @@ source = [File.join(here, "vendor"), File.expand_path("../../../..", here)].find
   File.exist?(File.join(dir, "capi/include/floodwall.h")) && File.exist?(File.join(dir, "CMakeLists.txt"))
 end or abort "floodwall: the core sources (CMakeLists.txt, core/, capi/, lua/) are missing"
 
-find_executable("cmake") or abort "floodwall: cmake is needed to build the core (Debian: cmake)"
+# What the build needs, each with the package that provides it on Debian/Ubuntu, Alpine and Homebrew.
+# Everything missing is named in one message before anything is compiled: never a raw mkmf or CMake error.
+NEEDS = {
+  cmake: ["CMake >= 3.20", "cmake", "cmake", "cmake"],
+  cxx: ["a C++20 compiler", "g++", "g++", "the Xcode Command Line Tools (xcode-select --install)"],
+  swig: ["SWIG", "swig", "swig", "swig"],
+  pkg_config: ["pkg-config", "pkg-config", "pkgconf", "pkg-config"],
+  hiredis: ["hiredis", "libhiredis-dev", "hiredis-dev", "hiredis"],
+  openssl: ["OpenSSL (rediss://)", "libssl-dev", "openssl-dev", "openssl@3"],
+  json: ["nlohmann-json", "nlohmann-json3-dev", "nlohmann-json", "nlohmann-json"],
+}.freeze
+
+def needs_message(missing)
+  names = missing.map { |k| NEEDS[k][0] }.join(", ")
+  debian, alpine, brew = (1..3).map { |i| missing.map { |k| NEEDS[k][i] }.uniq.join(" ") }
+  "floodwall: cannot build the extension, missing: #{names}. Install them, then the gem again: " \
+    "Debian/Ubuntu: apt-get install #{debian}; Alpine: apk add #{alpine}; macOS: brew install #{brew} " \
+    "(with PKG_CONFIG_PATH=$(brew --prefix openssl@3)/lib/pkgconfig if OpenSSL is still not found)"
+end
+
 shipped_wrapper = File.exist?(File.join(here, "floodwall_wrap.c")) && File.exist?(File.join(here, "vendor"))
-shipped_wrapper || find_executable("swig") or abort "floodwall: swig is needed to build the extension (Debian: swig)"
-pkg_config("hiredis") or abort "floodwall: hiredis is needed (Debian: libhiredis-dev)"
-pkg_config("openssl") or abort "floodwall: OpenSSL is needed for rediss:// (Debian: libssl-dev)"
+missing = []
+missing << :cmake unless find_executable("cmake")
+missing << :cxx unless [ENV["CXX"], "c++", "g++", "clang++"].compact.any? { |cxx| find_executable(cxx.split.first) }
+missing << :swig unless shipped_wrapper || find_executable("swig")
+# The pkg-config: PKG_CONFIG's (as for autoconf and CMake), else Ruby's (a target-prefixed one on Debian),
+# else pkg-config or pkgconf on PATH.
+$PKGCONFIG = [ENV["PKG_CONFIG"], RbConfig::CONFIG["PKG_CONFIG"], "pkg-config", "pkgconf"].find do |pc|
+  pc && !pc.empty? && find_executable0(pc.split.first)
+end
+if $PKGCONFIG
+  missing << :hiredis unless pkg_config("hiredis")
+  missing << :openssl unless pkg_config("openssl")
+  missing << :json unless pkg_config("nlohmann_json", "modversion")
+else
+  missing << :pkg_config
+end
+abort needs_message(missing) unless missing.empty?
 werror = ENV["FLOODWALL_WERROR"] == "1"
 
 # A gem builds the core next to this Makefile (`make` links it after extconf.rb has returned). A clone that
