@@ -7,7 +7,7 @@ TSAN_BUILD ?= build-tsan
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build build-only demo story test test-core test-quick format-check version-check wheels test-sanitizers test-python test-node test-ruby test-e2e bench fuzz soak install format clean
+.PHONY: all deps build build-only demo story docs test test-core test-quick format-check version-check wheels test-sanitizers test-python test-node test-ruby test-e2e bench fuzz soak install format clean
 
 all: build
 
@@ -29,6 +29,11 @@ demo: build
 # The seed's stories through the core alone, in simulated time (no HTTP, no Python).
 story: build
 	@$(BUILD)/examples/floodwall_story
+
+# The docs site (MkDocs, pip-installed into build-docs/venv) into site/, warnings as errors, then its links,
+# its nav and the policy reference against floodwall.schema.json (packaging/check-docs.sh).
+docs:
+	@bash packaging/check-docs.sh
 
 # Installs the dependencies, builds, runs every suite, and prints each stage's wall time.
 test:

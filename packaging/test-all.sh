@@ -66,6 +66,7 @@ lane_core() {
   stage "core and C ABI (GoogleTest, ctest)" ctest --test-dir "$build" --output-on-failure -j "$(nproc)"
   stage "soak" suite soak
   stage "monitoring" suite monitoring
+  stage "docs (make docs: MkDocs --strict, links, the policy reference)" make --no-print-directory docs
   stage "fuzz" suite fuzz
   stage "install" suite install
 }

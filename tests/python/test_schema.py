@@ -113,12 +113,13 @@ def example_policies() -> Iterator[Tuple[str, Any]]:
                     yield f"{src.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}", json.loads(_literal_to_json(literal, ruby))
                 except json.JSONDecodeError:
                     continue  # an expression built at run time (f-strings, interpolation)
-    # README JSON blocks that are policies (objects whose keys are the policy's).
-    readme = (ROOT / "README.md").read_text()
-    for m in re.finditer(r"```json\n(.*?)```", readme, re.S):
-        doc = json.loads(m.group(1))
-        if isinstance(doc, dict) and set(doc) <= set(SCHEMA["properties"]):
-            yield f"README.md:{readme.count(chr(10), 0, m.start()) + 1}", doc
+    # The README's and the docs' JSON blocks that are policies (objects whose keys are the policy's).
+    for page in [ROOT / "README.md"] + sorted((ROOT / "docs").rglob("*.md")):
+        readme = page.read_text()
+        for m in re.finditer(r"```json\n(.*?)```", readme, re.S):
+            doc = json.loads(m.group(1))
+            if isinstance(doc, dict) and set(doc) <= set(SCHEMA["properties"]):
+                yield f"{page.relative_to(ROOT)}:{readme.count(chr(10), 0, m.start()) + 1}", doc
     vectors = json.loads((ROOT / "tests/vectors.json").read_text())
     for case in vectors.get("decisions", []):
         yield f"tests/vectors.json decisions: {case['name']}", case["policy"]
@@ -144,9 +145,10 @@ def test_every_example_policy_validates_and_the_core_accepts_it(name, policy, tm
     assert schema_errors(text) == []
     monkeypatch.setenv("REDIS_PASSWORD", "example")  # the README's reference names its password's variable
     errors = core_errors(tmp_path, text)
-    # The README's reference block lists every key at once: redis.tls beside a memory:// store, and a CA file
-    # of the reader's machine. Those are rules of the store and the filesystem, not of the document's shape.
-    if name.startswith("README.md") and "tls" in policy.get("redis", {}):
+    # The policy reference's block (docs/reference/policy.md) lists every key at once: redis.tls beside a
+    # memory:// store, and a CA file of the reader's machine. Those are rules of the store and the
+    # filesystem, not of the document's shape.
+    if name.startswith(("README.md", "docs/")) and "tls" in policy.get("redis", {}):
         errors = [e for e in errors if not is_cross_field(e)]
     assert errors == []
 
@@ -314,7 +316,8 @@ def test_the_schema_is_a_valid_2020_12_schema_and_names_every_top_level_key():
     jsonschema.Draft202012Validator.check_schema(SCHEMA)
     assert SCHEMA["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     # Every key the core accepts at the top level is described (an unknown one is refused by both).
-    readme_keys = set(json.loads(re.search(r"## Policy reference.*?```json\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)))
+    reference = (ROOT / "docs/reference/policy.md").read_text()
+    readme_keys = set(json.loads(re.search(r"# Policy reference.*?```json\n(.*?)```", reference, re.S).group(1)))
     assert readme_keys <= set(SCHEMA["properties"])
     for key, spec in SCHEMA["properties"].items():
         assert "description" in spec or "$ref" in spec, key
