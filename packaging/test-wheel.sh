@@ -5,11 +5,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-rm -f dist/floodwall-*.whl
-bash packaging/build-wheel.sh >/dev/null
-wheel=$(ls dist/floodwall-*manylinux*.whl)
 work=$(mktemp -d)
 trap '[ ! -s "$work/tls/redis.pid" ] || kill "$(cat "$work/tls/redis.pid")"; rm -rf "$work"' EXIT
+# Into a directory of its own: dist/ may hold every CPython's wheels (make packages).
+FW_DIST="$work/dist" bash packaging/build-wheel.sh >/dev/null
+wheel=$(ls "$work"/dist/floodwall-*manylinux*.whl)
 # A TLS redis-server for the wheel's rediss:// check (its certificates signed by a test CA).
 read -r redis_port tls_port < <(bash packaging/tls-redis.sh "$work/tls")
 python3 -m venv "$work/venv"
