@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # packaging/check-docs.sh - `make docs`: builds the docs site into site/ and checks it.
 #   1. the docs venv (packaging/docs-venv.sh: MkDocs and mkdocs-material, pip-installed into build-docs/venv)
-#   2. the API references generated from the code into docs/reference/api/ (packaging/docs-api.py), and
+#   2. the API references (Python, Node, Ruby, C) generated from the code into docs/reference/api/
+#      (packaging/docs-api.py), and
 #      bench/RESULTS.md copied to docs/bench-results.md (neither committed: .gitignore)
 #   3. mkdocs build --strict into site/: a warning is an error (a page missing from the nav, a link to a
 #      page or an anchor that does not exist)

@@ -8,6 +8,7 @@
              declaration itself
   ruby.md    bindings/ruby/lib/**/*.rb: each module, class, method and constant with the comment block
              written above it
+  c.md       capi/include/floodwall.h: its sections, each type and function with the comment above it
 
 A source that yields no entries fails the run (the reference would be silently empty)."""
 
@@ -171,12 +172,74 @@ def ruby_md() -> str:
     return "\n".join(out) + "\n"
 
 
+# --- C ------------------------------------------------------------------------------------------------
+
+def _c_comment(lines: list[str]) -> str:
+    text = "\n".join(lines)
+    text = re.sub(r"^\s*/\*\*?", "", text)
+    text = re.sub(r"\*/\s*$", "", text)
+    return "\n".join(re.sub(r"^\s*\* ?", "", l) for l in text.split("\n")).strip()
+
+
+def c_md() -> str:
+    src = ROOT / "capi/include/floodwall.h"
+    lines = src.read_text().split("\n")
+    out = ["# C API reference", "", HEADER.format(src="`capi/include/floodwall.h`").strip(), "",
+           "`#include <floodwall.h>`; link with `pkg-config --libs floodwall` or CMake's `floodwall::floodwall`. "
+           "The ABI's rules: [The C API](../c-api.md).", ""]
+    count, i, doc = 0, 0, []
+    while i < len(lines):
+        line = lines[i]
+        s = line.strip()
+        m = re.match(r"^/\* -+ (.+?) \*/$", s)
+        if m:
+            out += [f"## {m.group(1)}", ""]
+            doc = []
+            i += 1
+            continue
+        if s.startswith("/*"):
+            block = [line]
+            while "*/" not in lines[i]:
+                i += 1
+                block.append(lines[i])
+            doc = block
+            i += 1
+            continue
+        if s.startswith("FW_EXTERN") or s.startswith("typedef") or s.startswith("struct "):
+            decl = [line]
+            depth = line.count("{") - line.count("}")
+            while not (depth == 0 and decl[-1].rstrip().endswith(";")):
+                i += 1
+                decl.append(lines[i])
+                depth += lines[i].count("{") - lines[i].count("}")
+            name = re.findall(r"(fw_\w+|FW_\w+)\s*(?:\(|;|\[)", " ".join(decl))
+            title = name[0] if name else decl[0].strip()
+            if s.startswith("typedef") and name:
+                title = re.findall(r"(\w+)\s*;\s*$", decl[-1]) or [name[-1]]
+                title = title[0]
+            out += [f"### `{title}`", "", "```c", "\n".join(d.replace("FW_EXTERN ", "") for d in decl), "```", ""]
+            if doc:
+                out += [_c_comment(doc), ""]
+            count += 1
+            doc = []
+            i += 1
+            continue
+        if s and not s.startswith("#") and not s.startswith("//"):
+            doc = []
+        if s.startswith("#") and not s.startswith("#define"):
+            doc = []
+        i += 1
+    if count < 20:
+        fail(f"only {count} declarations found in {src}")
+    return "\n".join(out) + "\n"
+
+
 def main() -> None:
     if len(sys.argv) != 2:
         sys.exit("usage: packaging/docs-api.py OUTDIR")
     outdir = pathlib.Path(sys.argv[1])
     outdir.mkdir(parents=True, exist_ok=True)
-    for name, make in (("python.md", python_md), ("node.md", node_md), ("ruby.md", ruby_md)):
+    for name, make in (("python.md", python_md), ("node.md", node_md), ("ruby.md", ruby_md), ("c.md", c_md)):
         (outdir / name).write_text(make())
         print(f"docs-api: {outdir / name}")
 
