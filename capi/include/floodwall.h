@@ -149,6 +149,15 @@ typedef struct fw_buf {
 /** Frees buf->ptr and resets *buf to empty. NULL and an empty buffer are no-ops. */
 FW_EXTERN void fw_buf_dispose(fw_buf *buf);
 
+/**
+ * A policy as every binding takes one, made JSON text for fw_client_new: with is_path 0, a string whose
+ * first character that is not white space is "{" or "[" is the JSON text itself, and any other string is
+ * the path of a file holding it; with is_path non-zero (a language's path object), always a path. The file
+ * is read whole (at most 16 MiB). On success *out owns the text (fw_buf_dispose). FW_EPOLICY when the file
+ * cannot be read, the message naming the path and the reason; FW_EINVAL for a NULL argument.
+ */
+FW_EXTERN int fw_policy_text(const char *policy, int is_path, fw_buf *out);
+
 /* ------------------------------------------------------------------------------------------ request */
 
 /* Version 2 appended headers, header_count and peer: the request as the server saw it, from which the

@@ -22,6 +22,7 @@
 #include "http/formatter.hpp"
 #include "mapping.hpp"
 #include "policy/policy.hpp"
+#include "policy/policy_source.hpp"
 #include "policy/request_tenant.hpp"
 #include "policy/route.hpp"
 #include "stores/store.hpp"
@@ -219,6 +220,13 @@ int fw_client_new(fw_client **out, const char *policy_json) {
       throw floodwall::StoreError("FLOODWALL_STORE: " + std::string(e.what()).substr(7));
     }
     return FW_OK;
+  });
+}
+
+int fw_policy_text(const char *policy, int is_path, fw_buf *out) {
+  return guarded([&]() -> int {
+    if (!policy || !out) throw floodwall::BadRequest("fw_policy_text: policy and out must not be NULL");
+    return set_buf(out, floodwall::policy_text(policy, is_path != 0));
   });
 }
 

@@ -2,6 +2,7 @@
 // versioned structs, ownership of buffers, and no exception ever crossing the ABI.
 #include <floodwall.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstddef>
@@ -92,6 +93,34 @@ TEST(CApi, BadPolicyIsAnErrorNamingTheField) {
   EXPECT_EQ(fw_client_new(nullptr, "{}"), FW_EINVAL);
   fw_client *client = nullptr;
   EXPECT_EQ(fw_client_new(&client, nullptr), FW_EPOLICY);
+}
+
+// A file's policy, read whole, and its errors: a file the client can make is the policy it holds; a NULL
+// argument is FW_EINVAL, never a crash.
+TEST(CApi, PolicyTextReadsAFileWholeAndTakesJsonTextAsItIs) {
+  char path[] = "/tmp/fw-policy-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  std::string doc = R"({"request_rate": {"rate": 1, "burst": 3}})" + std::string(40000, ' ');  // beyond one read
+  ASSERT_EQ(write(fd, doc.data(), doc.size()), static_cast<ssize_t>(doc.size()));
+  close(fd);
+  for (int is_path : {0, 1}) {
+    fw_buf b = FW_BUF_INIT;
+    ASSERT_EQ(fw_policy_text(path, is_path, &b), FW_OK) << fw_error_last()->message;
+    EXPECT_EQ(std::string(b.ptr, b.size), doc);
+    fw_client *fw = nullptr;
+    ASSERT_EQ(fw_client_new(&fw, b.ptr), FW_OK);
+    fw_decision d = FW_DECISION_INIT;
+    fw_request r = request("acme");
+    for (int i = 0; i < 4; i++) ASSERT_EQ(fw_admit(fw, &r, &d), FW_OK);
+    EXPECT_FALSE(d.allowed) << "the file's burst of 3";
+    fw_client_free(fw);
+    fw_buf_dispose(&b);
+  }
+  unlink(path);
+  fw_buf b = FW_BUF_INIT;
+  EXPECT_EQ(fw_policy_text(nullptr, 0, &b), FW_EINVAL);
+  EXPECT_EQ(fw_policy_text("{}", 0, nullptr), FW_EINVAL);
 }
 
 TEST(CApi, UnknownStoreSchemeIsAStoreError) {

@@ -108,3 +108,23 @@ TEST(VectorsRoutes, FwRequestRouteGivesOneSpellingForEveryFramework) {
   }
   fw_client_free(fw);
 }
+
+TEST(VectorsPolicyText, FwPolicyTextReadsAPolicyByOneRuleForEveryLanguage) {
+  json all = vectors();
+  ASSERT_TRUE(all.contains("policy_text")) << "tests/vectors.json has no \"policy_text\" section";
+  for (const json &c : all["policy_text"]) {
+    SCOPED_TRACE(c.at("name").get<std::string>());
+    std::string input = c.at("input").get<std::string>();
+    fw_buf b = FW_BUF_INIT;
+    int rc = fw_policy_text(input.c_str(), c.value("is_path", false) ? 1 : 0, &b);
+    if (c.contains("text")) {
+      ASSERT_EQ(rc, FW_OK) << fw_error_last()->message;
+      EXPECT_EQ(std::string(b.ptr ? b.ptr : "", b.size), c.at("text").get<std::string>());
+    } else {
+      ASSERT_EQ(rc, FW_EPOLICY);
+      EXPECT_EQ(std::string(fw_error_last()->message), c.at("error").get<std::string>());
+      EXPECT_EQ(b.ptr, nullptr);
+    }
+    fw_buf_dispose(&b);
+  }
+}

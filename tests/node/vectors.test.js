@@ -5,10 +5,11 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
 const { test, describe } = require('node:test');
-const { Floodwall, backoff, parseRetryAfter } = require('../..');
+const { pathToFileURL } = require('node:url');
+const { Floodwall, PolicyError, backoff, parseRetryAfter } = require('../..');
 
 const FILE = path.resolve(__dirname, '..', 'vectors.json');
-const SECTIONS = ['tenant_keys', 'routes', 'backoff', 'retry_after', 'decisions'];
+const SECTIONS = ['tenant_keys', 'routes', 'policy_text', 'backoff', 'retry_after', 'decisions'];
 
 function load() {
   assert.ok(fs.existsSync(FILE), `${FILE} is missing`);
@@ -82,6 +83,31 @@ describe('tenant_keys', () => {
       } finally {
         fw.close();
       }
+    });
+  });
+});
+
+describe('policy_text', () => {
+  test('every vector: a policy string is JSON text or a path by one rule (a file: URL is always a path)', () => {
+    section('policy_text').forEach((v, i) => {
+      // Node's path object is a file: URL, whose path is absolute: the message names that path.
+      const policy = v.is_path ? pathToFileURL(path.resolve(v.input)) : v.input;
+      const shown = v.is_path ? v.error.replace(`"${v.input}"`, `"${path.resolve(v.input)}"`) : v.error;
+      let fw;
+      try {
+        fw = new Floodwall(policy);
+      } catch (err) {
+        assert.ok(err instanceof PolicyError, `${label(v, i)}: ${err}`);
+        if (v.error !== undefined) {
+          assert.equal(err.message, shown, label(v, i));
+          return;
+        }
+        // JSON text: the core's own verdict on it (an array is not a policy), never a file's.
+        assert.doesNotMatch(err.message, /cannot read the file/, label(v, i));
+        return;
+      }
+      fw.close();
+      assert.equal(v.error, undefined, `${label(v, i)}: constructed, expected ${v.error}`);
     });
   });
 });

@@ -54,9 +54,14 @@ def test_a_json_document_that_is_not_an_object_raises_policy_error(tmp_path):
         floodwall.Floodwall(str(path))
 
 
-def test_a_missing_policy_file_raises_file_not_found(tmp_path):
-    with pytest.raises(FileNotFoundError):
-        floodwall.Floodwall(str(tmp_path / "missing.json"))
+def test_a_missing_policy_file_is_a_policy_error_naming_the_path_as_in_every_language(tmp_path):
+    missing = tmp_path / "missing.json"
+    for policy in (str(missing), missing):  # a str by the shared rule, a Path always a path
+        with pytest.raises(floodwall.PolicyError) as e:
+            floodwall.Floodwall(policy)
+        assert str(e.value) == f'policy: cannot read the file "{missing}" (No such file or directory)'
+    with pytest.raises(floodwall.PolicyError, match="NUL"):
+        floodwall.Floodwall("policy\x00.json")
 
 
 def test_a_policy_of_the_wrong_type_raises_type_error():

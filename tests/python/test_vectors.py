@@ -1,6 +1,7 @@
 """tests/vectors.json, the vectors every floodwall suite (core, Python, Node, Ruby) checks alike, through the
 Python binding's public API: tenant keys and the credential a verify hook is asked about, the route a
-request's rules match (the same route family for one app shape in every framework), backoff delays,
+request's rules match (the same route family for one app shape in every framework), how a policy given as a
+string or a path is read, backoff delays,
 Retry-After values, and whole decisions (status, headers in order, content type and body). A missing file
 or an absent or empty section fails."""
 
@@ -18,7 +19,7 @@ from floodwall import backoff
 from floodwall.wsgi import FloodwallMiddleware, request_headers
 
 VECTORS_PATH = pathlib.Path(__file__).resolve().parents[2] / "tests" / "vectors.json"
-SECTIONS = ("tenant_keys", "routes", "backoff", "retry_after", "decisions")
+SECTIONS = ("tenant_keys", "routes", "policy_text", "backoff", "retry_after", "decisions")
 
 
 def load() -> Dict[str, Any]:
@@ -146,6 +147,23 @@ def test_request_route(case):
         assert got == case["route_family"], case
         if "path" in case:  # a path as WSGI and ASGI servers give it: bytes, or a str of them
             assert fw.request_route(route=case.get("route"), path=case["path"].encode()) == got, case
+
+
+@pytest.mark.parametrize("case", section("policy_text"))
+def test_a_policy_string_is_json_text_or_a_path_by_one_rule(case):
+    # Through the constructor, as a user gives a policy: a str, or a pathlib.Path when the case is a path.
+    case = present("policy_text", case)
+    policy = pathlib.Path(case["input"]) if case.get("is_path") else case["input"]
+    if "error" in case:
+        with pytest.raises(floodwall.PolicyError) as e:
+            floodwall.Floodwall(policy)
+        assert str(e.value) == case["error"]
+        return
+    assert floodwall._policy_text(policy) == case["text"]
+    try:
+        floodwall.Floodwall(policy).close()  # JSON text: the core's own verdict on it, never a file's
+    except floodwall.PolicyError as e:
+        assert "cannot read the file" not in str(e) and str(e).startswith("policy: "), e
 
 
 @pytest.mark.parametrize("case", section("routes"))

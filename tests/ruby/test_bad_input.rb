@@ -60,7 +60,12 @@ class TestBadInput < Minitest::Test
   def test_a_policy_of_the_wrong_type_or_a_missing_file
     assert_raises(TypeError) { Floodwall::Client.new(42) }
     assert_raises(TypeError) { Floodwall::Client.new(nil) }
-    assert_raises(Errno::ENOENT) { Floodwall::Client.new("/nonexistent/policy.json") }
+    ["/nonexistent/policy.json", Pathname.new("/nonexistent/policy.json")].each do |policy|
+      error = assert_raises(Floodwall::PolicyError) { Floodwall::Client.new(policy) }
+      assert_equal 'policy: cannot read the file "/nonexistent/policy.json" (No such file or directory)', error.message
+    end
+    error = assert_raises(Floodwall::PolicyError) { Floodwall::Client.new("policy\0.json") }
+    assert_equal "policy: holds a NUL byte", error.message
   end
 
   class WithClient < Minitest::Test

@@ -9,7 +9,7 @@ require_relative "test_helper"
 # A missing file, section or an empty section fails.
 class TestVectors < Minitest::Test
   PATH = File.join(FloodwallTest::ROOT, "tests/vectors.json")
-  SECTIONS = %w[tenant_keys backoff retry_after decisions routes].freeze
+  SECTIONS = %w[tenant_keys backoff retry_after decisions routes policy_text].freeze
   # A vector's "check" as the verified: keyword takes it (absent: the app said nothing).
   VERIFIED = { nil => nil, "verified" => true, "rejected" => false }.freeze
 
@@ -96,6 +96,25 @@ class TestVectors < Minitest::Test
       section("routes").filter_map do |v|
         got = fw.request_route(route: v["route"], path: v["path"])
         "#{v["name"]}: #{got.inspect}, expected #{v["route_family"].inspect}" unless got == v.fetch("route_family")
+      end
+    end
+    assert_empty failures, failures.join("\n")
+  end
+
+  # A policy given as a String is JSON text or a file's path by one rule; a Pathname is always a path.
+  # Through the constructor, as a user gives it: JSON text gets the core's own verdict, never a file's.
+  def test_policy_text
+    failures = section("policy_text").filter_map do |v|
+      policy = v["is_path"] ? Pathname.new(v.fetch("input")) : v.fetch("input")
+      begin
+        Floodwall::Client.new(policy).close
+        "#{v["name"]}: constructed, expected #{v["error"].inspect}" if v.key?("error")
+      rescue Floodwall::PolicyError => e
+        if v.key?("error")
+          "#{v["name"]}: #{e.message.inspect}, expected #{v["error"].inspect}" unless e.message == v["error"]
+        elsif e.message.include?("cannot read the file")
+          "#{v["name"]}: read as a file: #{e.message}"
+        end
       end
     end
     assert_empty failures, failures.join("\n")

@@ -1,7 +1,6 @@
 'use strict';
 // floodwall for Node: the idiomatic layer over the addon (src/addon.cc), which maps the C ABI one to one.
-const fs = require('node:fs');
-const path = require('node:path');
+const url = require('node:url');
 const errors = require('./errors');
 const { Decision } = require('./decision');
 const { Admin } = require('./admin');
@@ -18,13 +17,17 @@ const invalid = (message) => fromStatus(CODES.FW_EINVAL, message);
 // as strings they reach the core, which names the field that holds them.
 function policyJson(policy) {
   if (policy === undefined) return '{}';
-  if (typeof policy === 'string' && /^\s*[{[]/.test(policy)) return policy;
-  if (typeof policy === 'string' || policy instanceof URL) {
+  // A string by the rule of every floodwall language (fw_policy_text: JSON text when it starts with "{" or
+  // "[", else a file's path); a file: URL is always a path.
+  if (typeof policy === 'string') return native.policyText(policy, false);
+  if (policy instanceof URL) {
+    let file;
     try {
-      return fs.readFileSync(policy, 'utf8');
+      file = url.fileURLToPath(policy);
     } catch (err) {
-      throw fromStatus(CODES.FW_EPOLICY, `policy: cannot read the file ${policy} (${err.code || err.message})`);
+      throw fromStatus(CODES.FW_EPOLICY, `policy: ${policy.href} is not a file: URL (${err.message})`);
     }
+    return native.policyText(file, true);
   }
   if (typeof policy !== 'object' || policy === null || Array.isArray(policy)) {
     throw fromStatus(CODES.FW_EPOLICY, 'policy: must be an object, a JSON string or a file path');

@@ -610,6 +610,18 @@ Napi::Value RequestRoute(const Napi::CallbackInfo &info) {
   return TakeBuf(env, buf);
 }
 
+// policyText(policy: string, isPath: boolean): string, the policy's JSON text by the rule of every language
+// (fw_policy_text): JSON text when it starts with "{" or "[", else (and always when isPath) a file's path.
+Napi::Value PolicyText(const Napi::CallbackInfo &info) {
+  Napi::Env env = info.Env();
+  if (!info[0].IsString()) Throw(env, FW_EPOLICY, "policy: must be a string");
+  std::string policy = info[0].As<Napi::String>().Utf8Value();
+  if (policy.find('\0') != std::string::npos) Throw(env, FW_EPOLICY, "policy: holds a NUL byte");
+  fw_buf buf = FW_BUF_INIT;
+  Check(env, fw_policy_text(policy.c_str(), info[1].ToBoolean().Value() ? 1 : 0, &buf));
+  return TakeBuf(env, buf);
+}
+
 // requestCredential(handle, headers, peer): string | null, the credential a verify hook is asked about
 // (fw_request_credential). Latin-1, as the header's own bytes are in a node:http request: the string is
 // the header value the app reads from req.headers, trimmed (and without its Bearer scheme).
@@ -963,6 +975,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("admit", Napi::Function::New<Admit>(env, "admit"));
   exports.Set("tenantKey", Napi::Function::New<TenantKey>(env, "tenantKey"));
   exports.Set("requestRoute", Napi::Function::New<RequestRoute>(env, "requestRoute"));
+  exports.Set("policyText", Napi::Function::New<PolicyText>(env, "policyText"));
   exports.Set("requestCredential", Napi::Function::New<RequestCredential>(env, "requestCredential"));
   exports.Set("deadlineMs", Napi::Function::New<DeadlineMs>(env, "deadlineMs"));
   exports.Set("ruleNames", Napi::Function::New<RuleNames>(env, "ruleNames"));

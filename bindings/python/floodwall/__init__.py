@@ -81,16 +81,17 @@ PolicyLike = Union[Mapping[str, Any], str, bytes, "os.PathLike[str]"]
 
 
 def _policy_text(policy: PolicyLike) -> str:
-    """A policy as JSON text: a mapping is serialised, JSON text is kept, anything else is a file path."""
+    """A policy as JSON text: a mapping is serialised and bytes are JSON text; a str is read by the rule of
+    every floodwall language (fw_policy_text: JSON text when it starts with "{" or "[", else a file's path);
+    an os.PathLike is always a path."""
     if isinstance(policy, Mapping):
         return json.dumps(policy)
     if isinstance(policy, bytes):
         return policy.decode("utf-8")
-    if isinstance(policy, str) and policy.lstrip().startswith("{"):
-        return policy
-    if isinstance(policy, (str, os.PathLike)):
-        with open(policy, encoding="utf-8") as f:
-            return f.read()
+    if isinstance(policy, str):
+        return _floodwall.policy_text(policy.encode("utf-8", "surrogateescape"), False)
+    if isinstance(policy, os.PathLike):
+        return _floodwall.policy_text(os.fsencode(policy), True)
     raise TypeError("policy: must be a dict, a JSON string or a path to a JSON file")
 
 

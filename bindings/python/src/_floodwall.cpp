@@ -739,6 +739,18 @@ PYBIND11_MODULE(_floodwall, m) {
       py::arg("argv"),
       "fw_cli_run: the floodwall command on argv (argv[0] the program's name): (exit status, stdout, stderr).");
 
+  m.def(
+      "policy_text",
+      [](const py::bytes &policy, bool is_path) {
+        std::string s = policy;  // a path in the file system's encoding, or JSON text as UTF-8
+        if (s.find('\0') != std::string::npos) raise_status(FW_EPOLICY, "policy: holds a NUL byte");
+        fw_buf out = FW_BUF_INIT;
+        check(fw_policy_text(s.c_str(), is_path ? 1 : 0, &out));
+        return str_of(out);
+      },
+      py::arg("policy"), py::arg("is_path"),
+      "fw_policy_text: the policy's JSON text, from JSON text or a file's path by the rule of every language.");
+
   const fw_backoff defaults = FW_BACKOFF_INIT;
   py::dict backoff_defaults;
   backoff_defaults["base_s"] = defaults.base_s;

@@ -21,6 +21,7 @@
  * - rule_name and rules: the names of a decision's limits and quotas, from the client's names, asked once
  *   (fw_client_rule_name) when its handle is made;
  * - the backoff calls (fw_backoff_delay, fw_parse_retry_after) and FW_BACKOFF_INIT's defaults;
+ * - policy_text, a policy String or path made JSON text by the rule of every language (fw_policy_text);
  * - the admin calls (fw_admin_*), each of which may wait on the store, so without the GVL, as admit does.
  * fw_admit_async is not wrapped: a blocking admit without the GVL is what Ruby servers want.
  */
@@ -633,6 +634,20 @@ static VALUE fw_rb_parse_retry_after(VALUE value, VALUE now_unix_s) {
   return DBL2NUM(out);
 }
 
+/* fw_policy_text: the policy's JSON text from a String by the rule of every language (JSON text when it starts
+   with "{" or "[", else a file's path), or from a path (is_path true: a Pathname's). */
+static VALUE fw_rb_policy_text(VALUE policy, VALUE is_path) {
+  StringValue(policy);
+  if (memchr(RSTRING_PTR(policy), 0, (size_t)RSTRING_LEN(policy))) fw_rb_raise_message(FW_EPOLICY, "policy: holds a NUL byte");
+  fw_buf buf = FW_BUF_INIT;
+  int rc = fw_policy_text(StringValueCStr(policy), RTEST(is_path) ? 1 : 0, &buf);
+  RB_GC_GUARD(policy);
+  if (rc != FW_OK) fw_rb_raise(rc);
+  VALUE out = rb_utf8_str_new(buf.ptr ? buf.ptr : "", (long)buf.size);
+  fw_buf_dispose(&buf);
+  return out;
+}
+
 /*
  * The admin calls (fw_admin_*): a tenant's control record in the store. Each may wait on the store for up
  * to its deadline (at least a second), so each runs without the GVL, always (they are rare: the hand-off
@@ -854,6 +869,7 @@ static VALUE fw_rb_cli_run(VALUE argv) {
 %ignore fw_response_dispose;
 %ignore fw_backoff;
 %ignore fw_backoff_delay;
+%ignore fw_policy_text;
 %ignore fw_parse_retry_after;
 %ignore fw_admin_set_override;
 %ignore fw_admin_remove_override;
@@ -977,6 +993,7 @@ VALUE fw_rb_backoff_defaults(void);
 VALUE fw_rb_backoff_delay(VALUE base_s, VALUE cap_s, VALUE attempts, VALUE attempt, VALUE retry_after_s,
                           VALUE random01);
 VALUE fw_rb_parse_retry_after(VALUE value, VALUE now_unix_s);
+VALUE fw_rb_policy_text(VALUE policy, VALUE is_path);
 VALUE fw_rb_admin_set_override(VALUE handle, VALUE tenant, VALUE rate, VALUE burst);
 VALUE fw_rb_admin_remove_override(VALUE handle, VALUE tenant);
 VALUE fw_rb_admin_set_tier(VALUE handle, VALUE tenant, VALUE tier);

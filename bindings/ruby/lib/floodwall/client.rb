@@ -196,8 +196,10 @@ module Floodwall
     def policy_json(policy)
       case policy
       when Hash then JSON.generate(policy, allow_nan: true) # a NaN reaches the core, which names its field
-      when Pathname then File.read(policy)
-      when String then policy.lstrip.start_with?("{") ? policy : File.read(policy)
+      # A String by the rule of every floodwall language (fw_policy_text: JSON text when it starts with "{"
+      # or "[", else a file's path); a Pathname always a path.
+      when Pathname then Native.policy_text(policy.to_s, true)
+      when String then Native.policy_text(policy, false)
       else raise TypeError, "policy: expected a Hash, a JSON string or a path, not #{policy.class}"
       end
     end
