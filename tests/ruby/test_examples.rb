@@ -48,8 +48,11 @@ class TestExamples < Minitest::Test
       assert_operator Integer(rejected["Retry-After"]), :>=, 1
       assert_equal "request_rate", JSON.parse(rejected.body).dig("error", "limit_type")
       assert_equal "application/json", rejected["Content-Type"]
-      assert_equal "429", http.get("/", "Authorization" => "Bearer acme").code,
-                   "the core's tenant: a Bearer token of the same value is the same caller"
+      # The core's tenant: a Bearer token of the same value is the same caller, whose bucket the burst
+      # spent (5 tokens a second refill it: on a loaded machine one may be back, never a fresh bucket's 9).
+      bearer = http.get("/", "Authorization" => "Bearer acme")
+      assert bearer.code == "429" || Integer(bearer["RateLimit-Remaining"]) < 8,
+             "a Bearer token of the same value is the same caller: #{bearer.code} #{bearer.to_hash}"
       assert_equal "200", http.get("/", "X-API-Key" => "globex").code, "issued keys are tenants apart"
       made_up = 100.times.lazy.map { |i| http.get("/", "X-API-Key" => "made-up-#{i}") }.find { |r| r.code == "429" }
       assert made_up, "made-up keys all spend one bucket, their address's: 100 of them meet its limit"
