@@ -71,6 +71,18 @@ test-e2e: build
 wheels:
 	@bash packaging/build-wheel.sh
 
+# Every package of the committed tree in dist/ with a manifest (file, platform, size, sha256) and SHA256SUMS:
+# a wheel per CPython (each tested), the sdist, the npm package with its prebuilt addon, the gem, and the C
+# ABI cross-built for Linux arm64 (tested under qemu). packaging/build-packages.sh says what and how long.
+packages:
+	@bash packaging/install-deps.sh platforms
+	@bash packaging/build-packages.sh
+
+# The cross builds and their suites alone (Linux arm64 under qemu-user-static); long, so not in make test.
+test-platforms:
+	@bash packaging/install-deps.sh platforms
+	@bash packaging/test-cross.sh aarch64-linux-gnu
+
 bench: build
 	@bash bench/run.sh "$(BUILD)"
 

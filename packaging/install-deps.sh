@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing floodwall needs on Debian 12, idempotently: only missing packages
 # are installed, and `apt-get update` runs once, only when something is missing.
+# `install-deps.sh platforms` adds what make packages' cross builds need: Debian's arm64 cross compiler,
+# the arm64 libraries through multiarch (dpkg --add-architecture arm64) and qemu-user-static to run tests.
 set -euo pipefail
 
 debs=(
@@ -16,6 +18,14 @@ debs=(
 # package would conflict with.
 command -v node >/dev/null || debs+=(nodejs)
 command -v npm >/dev/null || debs+=(npm)
+if [ "${1:-}" = platforms ]; then
+  dpkg --print-foreign-architectures | grep -qx arm64 || {
+    echo "install-deps: adding the arm64 architecture (multiarch)"
+    $([ "$(id -u)" -eq 0 ] || echo sudo) dpkg --add-architecture arm64
+  }
+  debs+=(crossbuild-essential-arm64 qemu-user-static libc6:arm64 libstdc++6:arm64 libhiredis-dev:arm64 libssl-dev:arm64
+    libgtest-dev:arm64)
+fi
 
 missing=()
 for p in "${debs[@]}"; do

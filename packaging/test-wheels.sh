@@ -24,7 +24,7 @@ trap 'rm -rf "$work"' EXIT
 passed=()
 for v in "${versions[@]}"; do
   tag=cp${v/./}
-  wheel=$(ls "$root"/dist/floodwall-"$version"-"$tag"-"$tag"-manylinux*.whl 2>/dev/null | head -n 1)
+  wheel=$(ls "${FW_DIST:-$root/dist}"/floodwall-"$version"-"$tag"-"$tag"-manylinux*.whl 2>/dev/null | head -n 1)
   [ -n "$wheel" ] || { echo "test-wheels: no $tag wheel of $version in dist/" >&2; exit 1; }
   py=$(ls "$root"/build-wheels/venv-"$v"/bin/python 2>/dev/null) || { echo "test-wheels: no build venv for $v" >&2; exit 1; }
   # The venv's base interpreter, not the build venv: a fresh venv with nothing but the wheel and pytest.
