@@ -25,7 +25,7 @@
 #include "floodwall.h"
 #include "policy/policy.hpp"
 #include "policy/request_tenant.hpp"
-#include "stores/redis/url.hpp"
+#include "util/redact.hpp"
 
 namespace fw_cli {
 

@@ -1,4 +1,4 @@
-// The C structs and enums of floodwall.h to and from the core's types (engine/decision.hpp,
+// The C structs and enums of floodwall.h to and from the core's types (util/decision.hpp,
 // policy/request_tenant.hpp, http/backoff.hpp): the one place where the two meet. The enums carry the same
 // values and a header array is laid out alike (checked below), so those cross as casts; a decision is
 // copied field by field, into and out of a caller's struct of whichever version it declares.
@@ -10,11 +10,11 @@
 #include <string_view>
 #include <type_traits>
 
-#include "engine/decision.hpp"
 #include "floodwall.h"
 #include "http/formatter.hpp"
 #include "policy/policy.hpp"
 #include "policy/request_tenant.hpp"
+#include "util/decision.hpp"
 #include "util/errors.hpp"
 
 // The C enums and the core's are one vocabulary: a value crosses the ABI by a cast.

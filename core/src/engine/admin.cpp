@@ -7,9 +7,9 @@
 #include "engine/guard.hpp"
 #include "http/formatter.hpp"
 #include "stores/quota_window.hpp"
-#include "stores/redis/url.hpp"
-#include "stores/token_bucket.hpp"
 #include "util/errors.hpp"
+#include "util/redact.hpp"
+#include "util/token_bucket.hpp"
 
 namespace floodwall {
 

@@ -4,7 +4,7 @@
 
 #include "policy/route.hpp"
 #include "stores/memory_store.hpp"
-#include "stores/token_bucket.hpp"
+#include "util/token_bucket.hpp"
 
 namespace floodwall {
 

@@ -15,13 +15,13 @@
 #include <unordered_map>
 
 #include "engine/adaptive_limit.hpp"
-#include "engine/decision.hpp"
 #include "engine/hot_tenants.hpp"
 #include "engine/utilization_shedder.hpp"
 #include "metrics/metrics.hpp"
 #include "policy/policy.hpp"
 #include "stores/store.hpp"
 #include "util/clock.hpp"
+#include "util/decision.hpp"
 #include "util/errors.hpp"
 
 namespace floodwall {

@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <mutex>
 
-#include "engine/fork.hpp"
 #include "engine/hot_tenants_parts.hpp"
+#include "util/fork.hpp"
 #include "util/futex_event.hpp"
 
 namespace floodwall {

@@ -3,8 +3,8 @@
 // the tenant hot (an entry: hot_tenants_parts.hpp), kCoolWindows windows without kCoolAdmits cold again.
 #include <mutex>
 
-#include "engine/fork.hpp"
 #include "engine/hot_tenants_parts.hpp"
+#include "util/fork.hpp"
 #include "util/key_hash.hpp"
 
 namespace floodwall {

@@ -12,10 +12,10 @@
 #include <memory>
 #include <vector>
 
-#include "engine/fork.hpp"
 #include "engine/guard.hpp"
 #include "policy/policy.hpp"
 #include "util/clock.hpp"
+#include "util/fork.hpp"
 
 namespace floodwall {
 

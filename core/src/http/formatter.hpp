@@ -13,8 +13,8 @@
 #include <array>
 #include <string>
 
-#include "engine/decision.hpp"
 #include "policy/policy.hpp"
+#include "util/decision.hpp"
 
 namespace floodwall {
 

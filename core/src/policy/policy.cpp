@@ -12,7 +12,7 @@
 #include <utility>
 
 #include "policy/route.hpp"
-#include "stores/token_bucket.hpp"
+#include "util/token_bucket.hpp"
 
 namespace floodwall {
 

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "policy/tenant_key.hpp"
+#include "util/digests.hpp"
 
 namespace floodwall {
 

@@ -58,8 +58,4 @@ class TenantKey {
   uint8_t len_ = 0;
 };
 
-std::array<uint8_t, 32> sha256(std::string_view data);
-std::string hex(std::string_view bytes);
-std::string base64url(std::string_view bytes);
-
 }  // namespace floodwall

@@ -4,8 +4,8 @@
 #include <cstring>
 #include <random>
 
-#include "stores/token_bucket.hpp"
 #include "util/key_hash.hpp"
+#include "util/token_bucket.hpp"
 
 namespace floodwall {
 

@@ -18,9 +18,9 @@
 
 #include "stores/rule_state.hpp"
 #include "stores/store.hpp"
-#include "stores/token_bucket.hpp"
 #include "util/clock.hpp"
 #include "util/spin_lock.hpp"
+#include "util/token_bucket.hpp"
 
 namespace floodwall {
 

@@ -7,7 +7,7 @@
 
 #include "stores/quota_window.hpp"
 #include "stores/store.hpp"
-#include "stores/token_bucket.hpp"
+#include "util/token_bucket.hpp"
 
 namespace floodwall {
 

@@ -15,9 +15,9 @@
 #include <thread>
 
 #include "stores/rule_state.hpp"
-#include "stores/store_factory.hpp"
-#include "stores/token_bucket.hpp"
+#include "util/errors.hpp"
 #include "util/key_hash.hpp"
+#include "util/token_bucket.hpp"
 
 namespace floodwall {
 

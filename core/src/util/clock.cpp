@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <random>
 
-#include "engine/fork.hpp"
+#include "util/fork.hpp"
 
 namespace floodwall {
 

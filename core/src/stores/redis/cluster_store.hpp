@@ -47,9 +47,9 @@
 #include <thread>
 #include <vector>
 
-#include "engine/fork.hpp"
 #include "stores/redis/cluster_map.hpp"
 #include "stores/redis/redis_store.hpp"
+#include "util/fork.hpp"
 
 namespace floodwall {
 

@@ -17,7 +17,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "stores/store_factory.hpp"
+#include "util/errors.hpp"
 
 namespace floodwall {
 

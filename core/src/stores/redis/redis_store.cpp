@@ -17,7 +17,7 @@
 #include <utility>
 
 #include "stores/redis/resp.hpp"
-#include "stores/store_factory.hpp"
+#include "util/errors.hpp"
 #include "util/futex_event.hpp"
 
 namespace floodwall {

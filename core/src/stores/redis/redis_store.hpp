@@ -40,7 +40,6 @@
 #include <thread>
 #include <vector>
 
-#include "engine/fork.hpp"
 #include "policy/policy.hpp"
 #include "stores/redis/admin.hpp"
 #include "stores/redis/breaker.hpp"
@@ -50,6 +49,7 @@
 #include "stores/redis/sentinel.hpp"
 #include "stores/redis/url.hpp"
 #include "stores/store.hpp"
+#include "util/fork.hpp"
 
 struct redisReply;
 

@@ -2,7 +2,7 @@
 
 #include <hiredis/hiredis.h>
 
-#include "util/sha1.hpp"
+#include "util/digests.hpp"
 
 namespace floodwall {
 

@@ -2,7 +2,7 @@
 
 #include <charconv>
 
-#include "stores/store_factory.hpp"
+#include "util/errors.hpp"
 
 namespace floodwall {
 
@@ -55,18 +55,6 @@ std::string percent_decode(const std::string &s) {
 
 bool is_redis_url(const std::string &url) {
   return scheme_of(url) != nullptr;
-}
-
-std::string redact_url(const std::string &url) {
-  // After "scheme://", or after "scheme:" in a URL that lost a slash: a malformed URL hides its password too.
-  auto scheme = url.find("://");
-  size_t start = scheme != std::string::npos ? scheme + 3 : url.find(':') != std::string::npos ? url.find(':') + 1 : 0;
-  auto at = url.rfind('@');
-  if (at == std::string::npos || at < start) return url;
-  auto colon = url.find(':', start);
-  if (colon == std::string::npos || colon > at)
-    return url.substr(0, start) + "***" + url.substr(at);  // a password alone
-  return url.substr(0, colon + 1) + "***" + url.substr(at);
 }
 
 RedisUrl parse_redis_url(const std::string &url) {

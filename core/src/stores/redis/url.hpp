@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "util/redact.hpp"
+
 namespace floodwall {
 
 struct RedisEndpoint {
@@ -40,8 +42,5 @@ bool is_redis_url(const std::string &url);
 
 // Throws StoreError naming "store" for a URL it cannot use, quoting it whole with its password redacted.
 RedisUrl parse_redis_url(const std::string &url);
-
-// The URL with the password of its user part replaced by ***.
-std::string redact_url(const std::string &url);
 
 }  // namespace floodwall

@@ -14,7 +14,7 @@
 #include "stores/redis/scripts.hpp"
 #include "stores/redis/url.hpp"
 #include "stores/store_factory.hpp"
-#include "util/sha1.hpp"
+#include "util/digests.hpp"
 
 using floodwall::Connection;
 using floodwall::parse_redis_url;

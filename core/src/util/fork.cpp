@@ -1,4 +1,4 @@
-#include "engine/fork.hpp"
+#include "util/fork.hpp"
 
 #include <pthread.h>
 #include <unistd.h>

@@ -1,5 +1,5 @@
 // The request rate limiter, with the seed's numbers: capacity 500, refill 100/s.
-#include "stores/token_bucket.hpp"
+#include "util/token_bucket.hpp"
 
 #include <gtest/gtest.h>
 
