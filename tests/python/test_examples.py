@@ -35,16 +35,23 @@ def run_example(python: str, name: str, cwd: pathlib.Path) -> None:
     try:
         wait_for_port(port, timeout=30)
         with httpx.Client(base_url=f"http://127.0.0.1:{port}") as http:
-            responses = [http.get("/hello") for _ in range(11)]
+            # The burst of 10 goes through; the 429 comes with the 11th request, or a few later when the 5
+            # tokens a second refill between requests on a loaded machine (a count, not a time).
+            responses = [http.get("/hello") for _ in range(10)]
+            for _ in range(100):
+                responses.append(http.get("/hello"))
+                if responses[-1].status_code != 200:
+                    break
             made_up = http.get("/hello", headers={"X-API-Key": "k-made-up"})
             issued = http.get("/hello", headers={"X-API-Key": "k-demo-1"})
-        assert [r.status_code for r in responses] == [200] * 10 + [429], proc.stdout
+        assert [r.status_code for r in responses] == [200] * (len(responses) - 1) + [429], proc.stdout
         assert responses[0].json() == {"hello": "world"}
         assert responses[0].headers["ratelimit-limit"] == "10"
         assert responses[0].headers["ratelimit-remaining"] == "9"
         assert responses[-1].headers["retry-after"] == "1"
         assert responses[-1].json()["error"]["limit_type"] == "request_rate"
-        assert made_up.status_code == 429  # the address's tenant, spent
+        # The address's tenant, spent (a token may be back since, never a fresh bucket's 9).
+        assert made_up.status_code == 429 or int(made_up.headers["ratelimit-remaining"]) < 8, made_up.headers
         assert issued.status_code == 200 and issued.headers["ratelimit-remaining"] == "9"  # its own bucket
     finally:
         proc.terminate()
