@@ -17,7 +17,10 @@ const root = path.resolve(__dirname, '..', '..', '..');
 // -musl appended on a musl Linux: lib/prebuild.js), with hiredis, OpenSSL and the C++ runtime linked in, so that
 // installing the package builds nothing.
 const prebuild = process.argv.includes('--prebuild');
-const out = path.join(root, prebuild ? 'build-node-prebuild' : 'build-node');
+// FLOODWALL_CMAKE_TOOLCHAIN (a CMake toolchain file, packaging/cross/) cross-compiles the prebuilt addon for
+// another machine, named by FLOODWALL_PLATFORM/ARCH/LIBC (lib/prebuild.js), in a build directory of its own.
+const toolchain = process.env.FLOODWALL_CMAKE_TOOLCHAIN ? [`-DCMAKE_TOOLCHAIN_FILE=${path.resolve(process.env.FLOODWALL_CMAKE_TOOLCHAIN)}`] : [];
+const out = path.join(root, prebuild ? `build-node-prebuild${toolchain.length ? `-${tag(target())}` : ''}` : 'build-node');
 const addonOut = prebuild ? path.join(root, 'prebuilds', tag(target())) : out;
 const jobs = String(process.env.FLOODWALL_JOBS || 2);
 const buildType = process.env.FLOODWALL_BUILD_TYPE || 'Release';
@@ -67,12 +70,12 @@ const addonApi = addonApiInclude();
 const coreDir = path.join(out, 'core');
 // Warnings are errors only when asked (make test sets FLOODWALL_WERROR=1), never in a user's install.
 const werror = `-DFW_WERROR=${process.env.FLOODWALL_WERROR === '1' ? 'ON' : 'OFF'}`;
-run(['-S', root, '-B', coreDir, ...generator(coreDir), `-DCMAKE_BUILD_TYPE=${buildType}`, '-DFW_BUILD_TESTS=OFF',
+run(['-S', root, '-B', coreDir, ...generator(coreDir), ...toolchain, `-DCMAKE_BUILD_TYPE=${buildType}`, '-DFW_BUILD_TESTS=OFF',
   '-DFW_BUILD_BENCH=OFF', '-DFW_BUILD_EXAMPLES=OFF', '-DFW_BUILD_PYTHON=OFF', werror]);
 run(['--build', coreDir, '--target', 'floodwall_static', '--parallel', jobs]);
 
 const addonDir = path.join(out, 'addon');
-run(['-S', path.join(root, 'bindings', 'node'), '-B', addonDir, ...generator(addonDir),
+run(['-S', path.join(root, 'bindings', 'node'), '-B', addonDir, ...generator(addonDir), ...toolchain,
   `-DCMAKE_BUILD_TYPE=${buildType}`, `-DFW_CORE_BUILD_DIR=${coreDir}`, `-DFW_NODE_INCLUDE_DIR=${nodeInclude()}`,
   `-DFW_NODE_ADDON_API_DIR=${addonApi}`, `-DFW_ADDON_OUTPUT_DIR=${addonOut}`, werror,
   `-DFW_STATIC_HIREDIS=${prebuild ? 'ON' : 'OFF'}`]);
