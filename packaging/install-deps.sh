@@ -25,6 +25,8 @@ if [ "${1:-}" = platforms ]; then
   }
   debs+=(crossbuild-essential-arm64 qemu-user-static libc6:arm64 libstdc++6:arm64 libhiredis-dev:arm64 libssl-dev:arm64
     libgtest-dev:arm64)
+  # The shared libraries of Debian's arm64 node, which packaging/test-cross-node.sh unpacks beside them.
+  debs+=(libbrotli1:arm64 libc-ares2:arm64 libicu72:arm64 libnghttp2-14:arm64 libuv1:arm64 zlib1g:arm64 libssl3:arm64)
 fi
 
 missing=()
