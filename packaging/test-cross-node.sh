@@ -43,7 +43,8 @@ if [ -z "$tarball" ]; then
   (cd "$src" && npm pack --silent --pack-destination "$tmp" >/dev/null)
   tarball=$(ls "$tmp"/floodwall-*.tgz)
 fi
-tar tzf "$tarball" | grep -qx 'package/prebuilds/linux-arm64/floodwall.node' ||
+tar tzf "$tarball" >"$tmp/files"
+grep -qx 'package/prebuilds/linux-arm64/floodwall.node' "$tmp/files" ||
   { echo "test-cross-node: $tarball carries no prebuilds/linux-arm64/floodwall.node" >&2; exit 1; }
 mkdir "$tmp/app"
 echo '{"name":"app","version":"1.0.0","private":true}' >"$tmp/app/package.json"
