@@ -7,7 +7,9 @@
 #                                                  each tested in a fresh venv (test-wheels.sh)
 #   floodwall-V.tar.gz                             the sdist (builds from source anywhere)
 #   floodwall-V.tgz                                the npm package, with the prebuilt addons made here
-#                                                  (prebuilds/linux-x64/); other machines build from source
+#                                                  (prebuilds/linux-x64/, and linux-arm64/ cross-compiled and
+#                                                  run by an arm64 Node under qemu: test-cross-node.sh);
+#                                                  other machines build from source
 #   floodwall-V.gem                                the gem (builds from source: extconf.rb names what it needs)
 #   floodwall-capi-V-linux-aarch64-gnu.tar.gz      the C ABI for Linux arm64 (glibc), cross-compiled and its
 #                                                  suite run under qemu first (test-cross.sh)
@@ -50,6 +52,17 @@ ln -sfn "$root/node_modules" "$src/node_modules"
 rm -rf "$src/prebuilds"
 (cd "$src" && FLOODWALL_JOBS=${JOBS:-2} "${nice[@]}" node bindings/node/scripts/build.js --prebuild >"$work/npm-build.log" 2>&1) ||
   { tail -n 40 "$work/npm-build.log"; echo "packages: the prebuilt addon did not build" >&2; exit 1; }
+# The cross targets' addons beside it (Linux arm64: packaging/cross/aarch64-linux-gnu.cmake), each tested below.
+for triple in $FW_PLATFORMS; do
+  case $triple in
+    aarch64-linux-gnu) arch=arm64 libc=glibc ;;
+    *) echo "packages: no Node prebuild for $triple" >&2; exit 1 ;;
+  esac
+  step "npm: the linux-$arch ($libc) prebuilt addon, cross-compiled"
+  (cd "$src" && FLOODWALL_JOBS=${JOBS:-2} FLOODWALL_PLATFORM=linux FLOODWALL_ARCH=$arch FLOODWALL_LIBC=$libc \
+    FLOODWALL_CMAKE_TOOLCHAIN=$root/packaging/cross/$triple.cmake "${nice[@]}" node bindings/node/scripts/build.js --prebuild \
+    >"$work/npm-build-$triple.log" 2>&1) || { tail -n 40 "$work/npm-build-$triple.log"; echo "packages: the $triple addon did not build" >&2; exit 1; }
+done
 (cd "$src" && npm pack --silent --pack-destination "$out" >/dev/null)
 
 step "gem"
@@ -57,6 +70,8 @@ step "gem"
   { cat "$work/gem.log"; echo "packages: rake gem failed" >&2; exit 1; }
 
 for triple in $FW_PLATFORMS; do
+  step "npm package on $triple: its prebuilt addon under emulation"
+  bash packaging/test-cross-node.sh "$out/floodwall-$v.tgz"
   step "C ABI for $triple, tested under emulation"
   FW_REF=${FW_REF:-HEAD} bash packaging/test-cross.sh "$triple"
   stage=$work/stage-$triple
