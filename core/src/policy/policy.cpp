@@ -11,12 +11,13 @@
 #include <sstream>
 #include <utility>
 
+#include "policy/policy_section.hpp"
 #include "policy/route.hpp"
 #include "util/token_bucket.hpp"
 
 namespace floodwall {
 
-using nlohmann::json;
+using namespace policy_parse;  // Section, show, bucket, and the rules' parsers (policy_section.hpp)
 
 const char *fallback_name(Fallback f) {
   switch (f) {
@@ -170,120 +171,6 @@ std::string quote_non_finite(std::string_view in) {
   return out;
 }
 
-std::string format_seconds(double s) {
-  std::ostringstream o;
-  o << s;
-  return o.str();
-}
-
-std::string show(const json &v) {
-  std::string s = v.dump(-1, ' ', true, json::error_handler_t::replace);
-  if (s.size() > 40) s = s.substr(0, 37) + "...";
-  return s;
-}
-
-class Section {
- public:
-  Section(const json &obj, std::string path, std::set<std::string> allowed) : obj_(obj), path_(std::move(path)) {
-    if (!obj_.is_object())
-      throw PolicyError(path_.empty() ? "policy" : path_, "must be an object (got " + show(obj_) + ")");
-    for (const auto &[k, v] : obj_.items()) {
-      (void)v;
-      if (!allowed.count(k)) throw PolicyError(field(k), "unknown key");
-    }
-  }
-
-  // An empty key is shown as "" so that the error still names something (found by fuzz/policy_fuzz).
-  std::string field(const std::string &k) const {
-    std::string name = k.empty() ? "\"\"" : k;
-    return path_.empty() ? name : path_ + "." + name;
-  }
-  bool has(const char *k) const { return obj_.contains(k); }
-  const json &at(const char *k) const { return obj_.at(k); }
-
-  // A finite number; min is exclusive when `open`.
-  double number(const char *k, std::optional<double> dflt, double min, bool open, double max) const {
-    if (!has(k)) {
-      if (dflt) return *dflt;
-      throw PolicyError(field(k), "is required");
-    }
-    const json &v = at(k);
-    if (!v.is_number()) throw PolicyError(field(k), "must be a finite number (got " + show(v) + ")");
-    double d = v.get<double>();
-    if (!std::isfinite(d)) throw PolicyError(field(k), "must be a finite number");
-    if (open ? !(d > min) : !(d >= min)) {
-      std::ostringstream o;
-      o << "must be " << (open ? "> " : ">= ") << min << " (got " << show(v) << ")";
-      throw PolicyError(field(k), o.str());
-    }
-    if (d > max) {
-      std::ostringstream o;
-      o << "must be at most " << max << " (got " << show(v) << ")";
-      throw PolicyError(field(k), o.str());
-    }
-    return d;
-  }
-
-  int64_t integer(const char *k, std::optional<int64_t> dflt, int64_t min, int64_t max) const {
-    if (!has(k)) {
-      if (dflt) return *dflt;
-      throw PolicyError(field(k), "is required");
-    }
-    const json &v = at(k);
-    bool whole =
-        v.is_number_integer() || (v.is_number_float() && std::isfinite(v.get<double>()) &&
-                                  std::floor(v.get<double>()) == v.get<double>() && std::fabs(v.get<double>()) < 9e15);
-    if (!whole) throw PolicyError(field(k), "must be a whole number (got " + show(v) + ")");
-    double d = v.get<double>();
-    if (d < static_cast<double>(min) || d > static_cast<double>(max) ||
-        (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(max))) {
-      throw PolicyError(field(k), "must be between " + std::to_string(min) + " and " + std::to_string(max) + " (got " +
-                                      show(v) + ")");
-    }
-    return v.is_number_float() ? static_cast<int64_t>(d) : v.get<int64_t>();
-  }
-
-  bool boolean(const char *k, bool dflt) const {
-    if (!has(k)) return dflt;
-    const json &v = at(k);
-    if (!v.is_boolean()) throw PolicyError(field(k), "must be true or false (got " + show(v) + ")");
-    return v.get<bool>();
-  }
-
-  std::string string(const char *k, const std::string &dflt) const {
-    if (!has(k)) return dflt;
-    const json &v = at(k);
-    if (!v.is_string()) throw PolicyError(field(k), "must be a string (got " + show(v) + ")");
-    return v.get<std::string>();
-  }
-
-  // One of a few names, as the value it stands for (dflt when the key is absent); any other value is an
-  // error that lists them: must be "a", "b" or "c" (got ...).
-  template <typename E>
-  E choice(const char *k, E dflt, std::initializer_list<std::pair<const char *, E>> names) const {
-    if (!has(k)) return dflt;
-    std::string v = string(k, "");
-    for (const auto &[name, value] : names)
-      if (v == name) return value;
-    std::string list;
-    size_t i = 0;
-    for (const auto &[name, value] : names) {
-      (void)value;
-      if (i++) list += i == names.size() ? " or " : ", ";
-      list.append(1, '"').append(name).append(1, '"');  // appends: GCC 12 at -O3 warns on "\"" + std::string
-    }
-    throw PolicyError(field(k), "must be " + list + " (got " + show(at(k)) + ")");
-  }
-
-  Mode mode() const {
-    return choice("mode", Mode::enforce, {{"enforce", Mode::enforce}, {"dark", Mode::dark}, {"off", Mode::off}});
-  }
-
- private:
-  const json &obj_;
-  std::string path_;
-};
-
 // A file the client reads when it connects: named in the error with its path when it cannot be read.
 std::string readable_file(const Section &s, const char *k) {
   std::string path = s.string(k, "");
@@ -347,25 +234,6 @@ void redis_access(const Section &s, Policy &p) {
   p.redis.clock = s.choice("clock", p.redis.clock, {{"redis", Clock::redis}, {"client", Clock::client}});
 }
 
-BucketLimits bucket(const Section &s) {
-  BucketLimits b;
-  // A rate above a million tokens per second is not a limit any more; the bound keeps the
-  // micro-token arithmetic inside the integers a double holds exactly.
-  b.rate = s.number("rate", std::nullopt, 0, true, 1e6);
-  b.burst = s.integer("burst", std::nullopt, 1, 1'000'000'000);
-  b.rate_m = static_cast<int64_t>(std::llround(b.rate * 1e6));
-  if (b.rate_m < 1) throw PolicyError(s.field("rate"), "must be at least 0.000001");
-  b.burst_m = b.burst * 1'000'000;
-  // The bucket's state is the instant it is full again, in ns; a refill from empty must stay below
-  // 2^53 ns so that Lua's doubles hold every debt exactly (token_bucket.hpp).
-  // Compared as a double first: a refill beyond int64 (a burst of 1e9 at 0.000001/s) would overflow the
-  // conversion in bucket_cost_ns and pass the check (found by fuzz/policy_fuzz).
-  if (static_cast<double>(b.burst_m) * 1e9 / static_cast<double>(b.rate_m) > static_cast<double>(kMaxRefillNs) ||
-      bucket_cost_ns(b.rate_m, b.burst_m) > kMaxRefillNs)
-    throw PolicyError(s.field("burst"), "takes more than 90 days to refill at this rate (burst / rate)");
-  return b;
-}
-
 bool valid_prefix(const std::string &p) {
   if (p.empty() || p.size() > 64) return false;
   for (unsigned char c : p)
@@ -426,208 +294,6 @@ TenantPolicy tenant_policy(const json &v) {
   return t;
 }
 
-// The route families a section names (concurrency.routes, adaptive.routes): one rule for both, at most 64,
-// each a non-empty glob, none twice (as its canonical form: "/orders/{id}" and "/orders/:id" are one).
-std::vector<std::string> route_families(const json &r, const std::string &field) {
-  if (!r.is_array()) throw PolicyError(field, "must be an array of route globs");
-  std::vector<std::string> out;
-  for (size_t i = 0; i < r.size(); i++) {
-    std::string path = field + "[" + std::to_string(i) + "]";
-    if (!r[i].is_string() || r[i].get<std::string>().empty() || r[i].get<std::string>().size() > 256)
-      throw PolicyError(path, "must be a non-empty string of at most 256 bytes (got " + show(r[i]) + ")");
-    std::string glob = canonical_route(r[i].get<std::string>(), RouteText::glob);
-    if (std::find(out.begin(), out.end(), glob) != out.end())
-      throw PolicyError(
-          path, "names " + show(r[i]) + " twice" + (glob == r[i].get<std::string>() ? "" : " (as \"" + glob + "\")"));
-    out.push_back(std::move(glob));
-  }
-  if (out.size() > 64) throw PolicyError(field, "must name at most 64 route families");
-  return out;
-}
-
-// A rule's name is written into Redis keys, RateLimit-Policy and bodies as it is: a short token.
-std::string rule_name(const Section &s, std::set<std::string> &seen) {
-  std::string name = s.string("name", "");
-  if (!s.has("name")) throw PolicyError(s.field("name"), "is required");
-  if (name.empty() || name.size() > 32 || !std::all_of(name.begin(), name.end(), [](unsigned char c) {
-        return std::isalnum(c) || c == '_' || c == '-' || c == '.';
-      }))
-    throw PolicyError(s.field("name"), "must be 1-32 characters of [A-Za-z0-9_.-] (got " + show(s.at("name")) + ")");
-  if (name == "request_rate" || name == "concurrency")
-    throw PolicyError(s.field("name"),
-                      "\"" + name + "\" names a limiter's own policy in RateLimit-Policy: choose another");
-  if (!seen.insert(name).second)
-    throw PolicyError(s.field("name"), "\"" + name + "\" names another limit or quota too: names must be unique");
-  return name;
-}
-
-std::vector<std::string> rule_routes(const Section &s, bool required) {
-  std::vector<std::string> out;
-  if (!s.has("routes")) {
-    if (required)
-      throw PolicyError(s.field("routes"),
-                        "is required (a limit applies to the routes it names; the tenant's own bucket is "
-                        "request_rate.rate and burst)");
-    return out;
-  }
-  const json &r = s.at("routes");
-  if (!r.is_array() || r.empty() || r.size() > 64)
-    throw PolicyError(s.field("routes"), "must be an array of 1 to 64 route globs (got " + show(r) + ")");
-  for (size_t i = 0; i < r.size(); i++) {
-    std::string path = s.field("routes") + "[" + std::to_string(i) + "]";
-    if (!r[i].is_string() || r[i].get<std::string>().empty() || r[i].get<std::string>().size() > 256)
-      throw PolicyError(path, "must be a non-empty string of at most 256 bytes (got " + show(r[i]) + ")");
-    out.push_back(canonical_route(r[i].get<std::string>(), RouteText::glob));
-  }
-  return out;
-}
-
-void collect_route_globs(Policy &p) {
-  auto add = [&](const std::vector<std::string> &globs) {
-    for (const auto &g : globs)
-      if (std::find(p.route_globs.begin(), p.route_globs.end(), g) == p.route_globs.end()) p.route_globs.push_back(g);
-  };
-  for (const auto &r : p.rules) add(r.routes);
-  if (p.concurrency) add(p.concurrency->routes);
-  if (p.adaptive) add(p.adaptive->routes);
-}
-
-std::vector<std::string> rule_methods(const Section &s) {
-  std::vector<std::string> out;
-  if (!s.has("methods")) return out;
-  const json &m = s.at("methods");
-  if (!m.is_array() || m.empty() || m.size() > 16)
-    throw PolicyError(s.field("methods"), "must be an array of 1 to 16 HTTP methods (got " + show(m) + ")");
-  for (size_t i = 0; i < m.size(); i++) {
-    std::string path = s.field("methods") + "[" + std::to_string(i) + "]";
-    std::string v = m[i].is_string() ? m[i].get<std::string>() : "";
-    if (v.empty() || v.size() > 16 || !std::all_of(v.begin(), v.end(), [](unsigned char c) { return std::isalpha(c); }))
-      throw PolicyError(path, "must be an HTTP method such as \"GET\" (got " + show(m[i]) + ")");
-    std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-    out.push_back(v);
-  }
-  return out;
-}
-
-// "UTC", or a fixed offset from it ("UTC+09:00", "UTC-05:30"): a zone with daylight saving time moves
-// its boundaries, which the store's scripts cannot know.
-int32_t utc_offset(const Section &s) {
-  std::string tz = s.string("timezone", "UTC");
-  if (tz == "UTC") return 0;
-  auto digit = [&](size_t i) { return i < tz.size() && tz[i] >= '0' && tz[i] <= '9'; };
-  if (tz.size() == 9 && tz.compare(0, 3, "UTC") == 0 && (tz[3] == '+' || tz[3] == '-') && digit(4) && digit(5) &&
-      tz[6] == ':' && digit(7) && digit(8)) {
-    int h = (tz[4] - '0') * 10 + (tz[5] - '0'), m = (tz[7] - '0') * 10 + (tz[8] - '0');
-    if (h <= 14 && m < 60 && h * 60 + m <= 14 * 60) return (tz[3] == '-' ? -1 : 1) * (h * 3600 + m * 60);
-  }
-  throw PolicyError(s.field("timezone"),
-                    "must be \"UTC\" or a fixed offset such as \"UTC+09:00\" (got " + show(s.at("timezone")) +
-                        "; zones with daylight saving time are not supported, since their boundaries move)");
-}
-
-uint64_t rule_id(const std::string &name) {
-  uint64_t h = 14695981039346656037ull;  // FNV-1a: the same id in every process and build
-  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
-  return h ? h : 1;
-}
-
-// `tier`: -1 for the policy's own limits and quotas, else the tier's index.
-void add_rule(Policy &p, Rule r, const std::string &path, int tier) {
-  if (std::count_if(p.rules.begin(), p.rules.end(), [&](const Rule &x) { return x.tier == tier; }) >=
-      static_cast<std::ptrdiff_t>(kMaxRules))
-    throw PolicyError(path, "too many limits and quotas: at most " + std::to_string(kMaxRules) + " together");
-  if (p.rules.size() >= kMaxPolicyRules)
-    throw PolicyError(path, "too many limits and quotas: at most " + std::to_string(kMaxPolicyRules) +
-                                " in a policy, its tiers' included");
-  r.id = rule_id(r.name);
-  r.tier = tier;
-  r.key_suffix = (r.quota ? "quota:" : "limit:") + r.name;
-  p.rules.push_back(std::move(r));
-}
-
-void parse_limits(const json &v, Policy &p, std::set<std::string> &seen, const std::string &where, int tier) {
-  if (!v.is_array())
-    throw PolicyError(where, "must be an array of {\"name\", \"routes\", \"rate\", \"burst\"} (got " + show(v) + ")");
-  for (size_t i = 0; i < v.size(); i++) {
-    std::string path = where + "[" + std::to_string(i) + "]";
-    Section s(v[i], path, {"name", "routes", "methods", "rate", "burst", "mode"});
-    Rule r;
-    r.name = rule_name(s, seen);
-    r.routes = rule_routes(s, true);
-    r.methods = rule_methods(s);
-    r.bucket = bucket(s);
-    r.mode = s.mode();
-    add_rule(p, std::move(r), path, tier);
-  }
-}
-
-void parse_quotas(const json &v, Policy &p, std::set<std::string> &seen, const std::string &where, int tier) {
-  if (!v.is_array())
-    throw PolicyError(where, "must be an array of {\"name\", \"limit\", \"period\"} (got " + show(v) + ")");
-  for (size_t i = 0; i < v.size(); i++) {
-    std::string path = where + "[" + std::to_string(i) + "]";
-    Section s(v[i], path, {"name", "limit", "period", "routes", "methods", "timezone", "mode"});
-    Rule r;
-    r.quota = true;
-    r.name = rule_name(s, seen);
-    r.quota_limit = s.integer("limit", std::nullopt, 1, 1'000'000'000'000);
-    if (!s.has("period")) throw PolicyError(s.field("period"), "is required (\"hour\", \"day\" or \"month\")");
-    r.period = s.choice("period", QuotaPeriod::hour,
-                        {{"hour", QuotaPeriod::hour}, {"day", QuotaPeriod::day}, {"month", QuotaPeriod::month}});
-    r.routes = rule_routes(s, false);
-    r.methods = rule_methods(s);
-    r.utc_offset_s = utc_offset(s);
-    r.mode = s.mode();
-    add_rule(p, std::move(r), path, tier);
-  }
-}
-
-bool valid_name(const std::string &n) {
-  return !n.empty() && n.size() <= 32 && std::all_of(n.begin(), n.end(), [](unsigned char c) {
-    return std::isalnum(c) || c == '_' || c == '-' || c == '.';
-  });
-}
-
-// "tiers": {NAME: {"rate", "burst", "limits"?, "quotas"?}}: a plan. A tenant's tier is kept in the store
-// (the admin API sets it); a tier's rate and burst are its tenants' bucket, and its limits and quotas,
-// when it names them, replace the policy's own for its tenants.
-void parse_tiers(const json &v, Policy &p) {
-  if (!v.is_object() || v.empty() || v.size() > 32)
-    throw PolicyError("tiers",
-                      "must be an object of 1 to 32 tiers, {NAME: {\"rate\", \"burst\"}} (got " + show(v) + ")");
-  if (!p.request_rate) throw PolicyError("tiers", "needs a request_rate section (a tier's rate and burst replace its)");
-  for (const auto &[name, t] : v.items()) {
-    if (!valid_name(name))
-      throw PolicyError("tiers",
-                        "a tier's name must be 1-32 characters of [A-Za-z0-9_.-] (got " + show(json(name)) + ")");
-    std::string path = "tiers." + name;
-    Section s(t, path, {"rate", "burst", "limits", "quotas", "description"});
-    PlanTier tier;
-    tier.name = name;
-    tier.bucket = bucket(s);
-    s.string("description", "");
-    int index = static_cast<int>(p.tiers.size());
-    std::set<std::string> seen;
-    if (s.has("limits")) {
-      tier.own_limits = true;
-      parse_limits(s.at("limits"), p, seen, path + ".limits", index);
-    }
-    if (s.has("quotas")) {
-      tier.own_quotas = true;
-      parse_quotas(s.at("quotas"), p, seen, path + ".quotas", index);
-    }
-    p.tiers.push_back(std::move(tier));
-  }
-  for (size_t t = 0; t < p.tiers.size(); t++) {
-    size_t n = 0;
-    for (const Rule &r : p.rules) n += p.applies_to_tier(r, static_cast<int>(t));
-    if (n > kMaxRules)
-      throw PolicyError("tiers." + p.tiers[t].name, "has " + std::to_string(n) +
-                                                        " limits and quotas (its own and the policy's): at most " +
-                                                        std::to_string(kMaxRules));
-  }
-}
-
 }  // namespace
 
 BucketLimits bucket_limits(double rate, double burst) {
@@ -671,18 +337,147 @@ void parse_adaptive(const json &j, Policy &p) {
   if (enabled) p.adaptive = std::move(a);
 }
 
-// The document's parts, each parsed on its own: without a sink the first error is thrown (parse_policy);
-// with one, each part's first error is kept and the next part parsed (policy_errors, `floodwall check`).
-Policy parse_parts(std::string_view text, std::vector<PolicyError> *errors) {
-  json doc;
+// The top level's own fields: the store, the prefix and the answers' shape.
+void parse_top(const Section &top, Policy &p) {
+  p.store = top.string("store", p.store);
+  p.store_given = top.has("store");
+  p.prefix = top.string("prefix", p.prefix);
+  if (!valid_prefix(p.prefix)) throw PolicyError("prefix", "must be 1-64 characters of [A-Za-z0-9_.:-]");
+  p.docs_url = top.string("docs_url", "");
+  if (p.docs_url.size() > 512) throw PolicyError("docs_url", "must be at most 512 characters");
+  p.body_format = top.choice("body_format", p.body_format,
+                             {{"json", BodyFormat::json}, {"problem+json", BodyFormat::problem_json}});
+  p.headers =
+      top.choice("headers", p.headers, {{"all", HeaderSet::all}, {"ietf", HeaderSet::ietf}, {"none", HeaderSet::none}});
+  top.string("description", "");
+  p.max_tenants = top.integer("max_tenants", p.max_tenants, 1, 100'000'000);
+}
+
+// "request_rate": the tenant's bucket, its lease, the overrides by tenant, and the limits by route.
+void parse_request_rate(const json &j, Policy &p, std::set<std::string> &rule_names) {
+  Section s(j, "request_rate", {"rate", "burst", "overrides", "mode", "lease", "limits"});
+  RequestRatePolicy rr;
+  rr.limits = bucket(s);
+  rr.mode = s.mode();
+  if (s.has("lease")) {
+    // A lease larger than the bucket could never be granted whole; an override with a smaller bucket
+    // leases at most its own burst (hot_tenants.hpp).
+    Section ls(s.at("lease"), "request_rate.lease", {"max_tokens", "ttl_ms"});
+    TokenLeasePolicy l;
+    l.max_tokens = ls.integer("max_tokens", std::nullopt, 1, 1'000'000'000);
+    if (l.max_tokens > rr.limits.burst)
+      throw PolicyError("request_rate.lease.max_tokens", "must be at most the burst, " +
+                                                             std::to_string(rr.limits.burst) + " (got " +
+                                                             std::to_string(l.max_tokens) + ")");
+    l.ttl_ms = ls.integer("ttl_ms", std::nullopt, 1, 60'000);
+    rr.lease = l;
+  }
+  if (s.has("overrides")) {
+    const json &o = s.at("overrides");
+    if (!o.is_object()) throw PolicyError("request_rate.overrides", "must be an object of tenant ids");
+    for (const auto &[tenant, limits] : o.items()) {
+      std::string path = "request_rate.overrides." + tenant;
+      if (tenant.empty()) throw PolicyError("request_rate.overrides", "a tenant id must not be empty");
+      Section os(limits, path, {"rate", "burst"});
+      rr.overrides.emplace(std::string(TenantKey(tenant).view()), bucket(os));
+    }
+  }
+  p.request_rate = std::move(rr);
+  if (s.has("limits")) parse_limits(s.at("limits"), p, rule_names, "request_rate.limits", -1);
+}
+
+// "concurrency": the tenant's requests in flight (on the routes it names), and its lease of slots.
+void parse_concurrency(const json &j, Policy &p) {
+  Section s(j, "concurrency", {"limit", "ttl_s", "routes", "mode", "lease"});
+  ConcurrencyPolicy c;
+  c.limit = s.integer("limit", std::nullopt, 1, 1'000'000);
+  c.ttl_s = s.number("ttl_s", 60.0, 0, true, 86400);
+  c.mode = s.mode();
+  if (s.has("lease")) {
+    Section ls(s.at("lease"), "concurrency.lease", {"max_slots", "ttl_ms"});
+    SlotLeasePolicy l;
+    l.max_slots = ls.integer("max_slots", std::nullopt, 1, kMaxLeasedSlots);
+    if (l.max_slots > c.limit)
+      throw PolicyError("concurrency.lease.max_slots", "must be at most the limit, " + std::to_string(c.limit) +
+                                                           " (got " + std::to_string(l.max_slots) + ")");
+    l.ttl_ms = ls.integer("ttl_ms", std::nullopt, 1, 60'000);
+    // A leased slot counts from its lease's start in Redis' set, and the set forgets slots older than
+    // ttl_s: a lease ends well before its slots could be swept while a request still holds them.
+    if (static_cast<double>(l.ttl_ms) * 2 > c.ttl_s * 1000)
+      throw PolicyError("concurrency.lease.ttl_ms", "must be at most half of concurrency.ttl_s (got " +
+                                                        std::to_string(l.ttl_ms) + " ms against ttl_s " +
+                                                        format_seconds(c.ttl_s) + ")");
+    c.lease = l;
+  }
+  if (s.has("routes")) c.routes = route_families(s.at("routes"), "concurrency.routes");
+  p.concurrency = std::move(c);
+}
+
+void parse_fleet(const json &j, Policy &p) {
+  Section s(j, "fleet", {"capacity", "ttl_s", "mode"});
+  FleetPolicy f;
+  f.capacity = s.integer("capacity", std::nullopt, 1, 100'000'000);
+  f.ttl_s = s.number("ttl_s", 60.0, 0, true, 86400);
+  f.mode = s.mode();
+  p.fleet = f;
+}
+
+void parse_utilization(const json &j, Policy &p) {
+  Section s(j, "utilization", {"workers", "good", "bad", "delay_s", "ramp_s", "sample_s", "mode"});
+  UtilizationPolicy u;
+  u.workers = s.integer("workers", 1, 1, 1'000'000);
+  u.good = s.number("good", 0.7, 0, true, 1);
+  u.bad = s.number("bad", 0.8, 0, true, 1);
+  if (u.bad < u.good) throw PolicyError("utilization.bad", "must be >= utilization.good");
+  if (u.bad >= 1) throw PolicyError("utilization.bad", "must be < 1");
+  u.delay_s = s.number("delay_s", 28.0, 0, false, 86400);
+  u.ramp_s = s.number("ramp_s", 120.0, 0, true, 86400);
+  u.sample_s = s.number("sample_s", 8.0, 0, true, 3600);
+  u.mode = s.mode();
+  p.utilization = u;
+}
+
+// "redis": the store's deadline, connections, fallback, breaker, access (TLS, user, passwords) and clock.
+void parse_redis(const json &j, Policy &p) {
+  if (j.is_object() && j.contains("breaker_failures"))
+    throw PolicyError("redis.breaker_failures",
+                      "no longer exists: the breaker opens on a failure rate (redis.breaker_min_calls, "
+                      "redis.breaker_failure_ratio, redis.breaker_window_ms), not on consecutive failures");
+  Section s(j, "redis",
+            {"deadline_ms", "connect_timeout_ms", "connections", "fallback", "breaker_min_calls",
+             "breaker_failure_ratio", "breaker_window_ms", "breaker_open_ms", "flags_poll_ms", "tls", "username",
+             "password_env", "sentinel_password_env", "clock", "batch_window_us", "direct_connections"});
+  redis_access(s, p);
+  p.redis.deadline_ms = s.integer("deadline_ms", p.redis.deadline_ms, 1, 60'000);
+  p.redis.connect_timeout_ms = s.integer("connect_timeout_ms", p.redis.connect_timeout_ms, 1, 60'000);
+  p.redis.connections = s.integer("connections", p.redis.connections, 1, 16);
+  p.redis.fallback = s.choice("fallback", p.redis.fallback,
+                              {{"local", Fallback::local}, {"open", Fallback::open}, {"closed", Fallback::closed}});
+  p.redis.breaker_min_calls = s.integer("breaker_min_calls", p.redis.breaker_min_calls, 1, 1'000'000);
+  p.redis.breaker_failure_ratio = s.number("breaker_failure_ratio", p.redis.breaker_failure_ratio, 0, true, 1);
+  p.redis.breaker_window_ms = s.integer("breaker_window_ms", p.redis.breaker_window_ms, 10, 3'600'000);
+  p.redis.breaker_open_ms = s.integer("breaker_open_ms", p.redis.breaker_open_ms, 1, 3'600'000);
+  p.redis.flags_poll_ms = s.integer("flags_poll_ms", p.redis.flags_poll_ms, 10, 3'600'000);
+  p.redis.batch_window_us = s.integer("batch_window_us", p.redis.batch_window_us, 0, 1'000'000);
+  p.redis.direct_connections = s.integer("direct_connections", p.redis.direct_connections, 0, 8);
+}
+
+const std::set<std::string> kTopKeys = {
+    "store",       "prefix", "docs_url",    "body_format", "max_tenants", "request_rate", "concurrency", "fleet",
+    "utilization", "redis",  "description", "tenant",      "quotas",      "tiers",        "adaptive",    "headers"};
+
+json parse_document(std::string_view text) {
   try {
-    doc = json::parse(quote_non_finite(text));
+    return json::parse(quote_non_finite(text));
   } catch (const json::exception &e) {  // parse_error, and out_of_range for a number beyond a double (1e400)
     throw PolicyError("policy", std::string("is not valid JSON (") + e.what() + ")");
   }
-  const std::set<std::string> keys = {
-      "store",       "prefix", "docs_url",    "body_format", "max_tenants", "request_rate", "concurrency", "fleet",
-      "utilization", "redis",  "description", "tenant",      "quotas",      "tiers",        "adaptive",    "headers"};
+}
+
+// The document's parts, each parsed on its own: without a sink the first error is thrown (parse_policy);
+// with one, each part's first error is kept and the next part parsed (policy_errors, `floodwall check`).
+Policy parse_parts(std::string_view text, std::vector<PolicyError> *errors) {
+  json doc = parse_document(text);
   auto part = [errors](auto &&parse) {
     try {
       parse();
@@ -693,7 +488,7 @@ Policy parse_parts(std::string_view text, std::vector<PolicyError> *errors) {
   };
   if (errors && doc.is_object()) {  // every unknown key said, then the rest parsed without them
     for (auto it = doc.begin(); it != doc.end();) {
-      if (keys.count(it.key())) {
+      if (kTopKeys.count(it.key())) {
         ++it;
         continue;
       }
@@ -701,131 +496,16 @@ Policy parse_parts(std::string_view text, std::vector<PolicyError> *errors) {
       it = doc.erase(it);
     }
   }
-  Section top(doc, "", keys);
+  Section top(doc, "", kTopKeys);
   Policy p;
   std::set<std::string> rule_names;
-  part([&] {
-    p.store = top.string("store", p.store);
-    p.store_given = top.has("store");
-    p.prefix = top.string("prefix", p.prefix);
-    if (!valid_prefix(p.prefix)) throw PolicyError("prefix", "must be 1-64 characters of [A-Za-z0-9_.:-]");
-    p.docs_url = top.string("docs_url", "");
-    if (p.docs_url.size() > 512) throw PolicyError("docs_url", "must be at most 512 characters");
-    p.body_format = top.choice("body_format", p.body_format,
-                               {{"json", BodyFormat::json}, {"problem+json", BodyFormat::problem_json}});
-    p.headers = top.choice("headers", p.headers,
-                           {{"all", HeaderSet::all}, {"ietf", HeaderSet::ietf}, {"none", HeaderSet::none}});
-    top.string("description", "");
-    p.max_tenants = top.integer("max_tenants", p.max_tenants, 1, 100'000'000);
-  });
-  if (top.has("request_rate"))
-    part([&] {
-      Section s(top.at("request_rate"), "request_rate", {"rate", "burst", "overrides", "mode", "lease", "limits"});
-      RequestRatePolicy rr;
-      rr.limits = bucket(s);
-      rr.mode = s.mode();
-      if (s.has("lease")) {
-        // A lease larger than the bucket could never be granted whole; an override with a smaller bucket
-        // leases at most its own burst (hot_tenants.hpp).
-        Section ls(s.at("lease"), "request_rate.lease", {"max_tokens", "ttl_ms"});
-        TokenLeasePolicy l;
-        l.max_tokens = ls.integer("max_tokens", std::nullopt, 1, 1'000'000'000);
-        if (l.max_tokens > rr.limits.burst)
-          throw PolicyError("request_rate.lease.max_tokens", "must be at most the burst, " +
-                                                                 std::to_string(rr.limits.burst) + " (got " +
-                                                                 std::to_string(l.max_tokens) + ")");
-        l.ttl_ms = ls.integer("ttl_ms", std::nullopt, 1, 60'000);
-        rr.lease = l;
-      }
-      if (s.has("overrides")) {
-        const json &o = s.at("overrides");
-        if (!o.is_object()) throw PolicyError("request_rate.overrides", "must be an object of tenant ids");
-        for (const auto &[tenant, limits] : o.items()) {
-          std::string path = "request_rate.overrides." + tenant;
-          if (tenant.empty()) throw PolicyError("request_rate.overrides", "a tenant id must not be empty");
-          Section os(limits, path, {"rate", "burst"});
-          rr.overrides.emplace(std::string(TenantKey(tenant).view()), bucket(os));
-        }
-      }
-      p.request_rate = std::move(rr);
-      if (s.has("limits")) parse_limits(s.at("limits"), p, rule_names, "request_rate.limits", -1);
-    });
-  if (top.has("concurrency"))
-    part([&] {
-      Section s(top.at("concurrency"), "concurrency", {"limit", "ttl_s", "routes", "mode", "lease"});
-      ConcurrencyPolicy c;
-      c.limit = s.integer("limit", std::nullopt, 1, 1'000'000);
-      c.ttl_s = s.number("ttl_s", 60.0, 0, true, 86400);
-      c.mode = s.mode();
-      if (s.has("lease")) {
-        Section ls(s.at("lease"), "concurrency.lease", {"max_slots", "ttl_ms"});
-        SlotLeasePolicy l;
-        l.max_slots = ls.integer("max_slots", std::nullopt, 1, kMaxLeasedSlots);
-        if (l.max_slots > c.limit)
-          throw PolicyError("concurrency.lease.max_slots", "must be at most the limit, " + std::to_string(c.limit) +
-                                                               " (got " + std::to_string(l.max_slots) + ")");
-        l.ttl_ms = ls.integer("ttl_ms", std::nullopt, 1, 60'000);
-        // A leased slot counts from its lease's start in Redis' set, and the set forgets slots older than
-        // ttl_s: a lease ends well before its slots could be swept while a request still holds them.
-        if (static_cast<double>(l.ttl_ms) * 2 > c.ttl_s * 1000)
-          throw PolicyError("concurrency.lease.ttl_ms", "must be at most half of concurrency.ttl_s (got " +
-                                                            std::to_string(l.ttl_ms) + " ms against ttl_s " +
-                                                            format_seconds(c.ttl_s) + ")");
-        c.lease = l;
-      }
-      if (s.has("routes")) c.routes = route_families(s.at("routes"), "concurrency.routes");
-      p.concurrency = std::move(c);
-    });
-  if (top.has("fleet"))
-    part([&] {
-      Section s(top.at("fleet"), "fleet", {"capacity", "ttl_s", "mode"});
-      FleetPolicy f;
-      f.capacity = s.integer("capacity", std::nullopt, 1, 100'000'000);
-      f.ttl_s = s.number("ttl_s", 60.0, 0, true, 86400);
-      f.mode = s.mode();
-      p.fleet = f;
-    });
-  if (top.has("utilization"))
-    part([&] {
-      Section s(top.at("utilization"), "utilization",
-                {"workers", "good", "bad", "delay_s", "ramp_s", "sample_s", "mode"});
-      UtilizationPolicy u;
-      u.workers = s.integer("workers", 1, 1, 1'000'000);
-      u.good = s.number("good", 0.7, 0, true, 1);
-      u.bad = s.number("bad", 0.8, 0, true, 1);
-      if (u.bad < u.good) throw PolicyError("utilization.bad", "must be >= utilization.good");
-      if (u.bad >= 1) throw PolicyError("utilization.bad", "must be < 1");
-      u.delay_s = s.number("delay_s", 28.0, 0, false, 86400);
-      u.ramp_s = s.number("ramp_s", 120.0, 0, true, 86400);
-      u.sample_s = s.number("sample_s", 8.0, 0, true, 3600);
-      u.mode = s.mode();
-      p.utilization = u;
-    });
+  part([&] { parse_top(top, p); });
+  if (top.has("request_rate")) part([&] { parse_request_rate(top.at("request_rate"), p, rule_names); });
+  if (top.has("concurrency")) part([&] { parse_concurrency(top.at("concurrency"), p); });
+  if (top.has("fleet")) part([&] { parse_fleet(top.at("fleet"), p); });
+  if (top.has("utilization")) part([&] { parse_utilization(top.at("utilization"), p); });
   if (top.has("adaptive")) part([&] { parse_adaptive(top.at("adaptive"), p); });
-  if (top.has("redis"))
-    part([&] {
-      if (top.at("redis").is_object() && top.at("redis").contains("breaker_failures"))
-        throw PolicyError("redis.breaker_failures",
-                          "no longer exists: the breaker opens on a failure rate (redis.breaker_min_calls, "
-                          "redis.breaker_failure_ratio, redis.breaker_window_ms), not on consecutive failures");
-      Section s(top.at("redis"), "redis",
-                {"deadline_ms", "connect_timeout_ms", "connections", "fallback", "breaker_min_calls",
-                 "breaker_failure_ratio", "breaker_window_ms", "breaker_open_ms", "flags_poll_ms", "tls", "username",
-                 "password_env", "sentinel_password_env", "clock", "batch_window_us", "direct_connections"});
-      redis_access(s, p);
-      p.redis.deadline_ms = s.integer("deadline_ms", p.redis.deadline_ms, 1, 60'000);
-      p.redis.connect_timeout_ms = s.integer("connect_timeout_ms", p.redis.connect_timeout_ms, 1, 60'000);
-      p.redis.connections = s.integer("connections", p.redis.connections, 1, 16);
-      p.redis.fallback = s.choice("fallback", p.redis.fallback,
-                                  {{"local", Fallback::local}, {"open", Fallback::open}, {"closed", Fallback::closed}});
-      p.redis.breaker_min_calls = s.integer("breaker_min_calls", p.redis.breaker_min_calls, 1, 1'000'000);
-      p.redis.breaker_failure_ratio = s.number("breaker_failure_ratio", p.redis.breaker_failure_ratio, 0, true, 1);
-      p.redis.breaker_window_ms = s.integer("breaker_window_ms", p.redis.breaker_window_ms, 10, 3'600'000);
-      p.redis.breaker_open_ms = s.integer("breaker_open_ms", p.redis.breaker_open_ms, 1, 3'600'000);
-      p.redis.flags_poll_ms = s.integer("flags_poll_ms", p.redis.flags_poll_ms, 10, 3'600'000);
-      p.redis.batch_window_us = s.integer("batch_window_us", p.redis.batch_window_us, 0, 1'000'000);
-      p.redis.direct_connections = s.integer("direct_connections", p.redis.direct_connections, 0, 8);
-    });
+  if (top.has("redis")) part([&] { parse_redis(top.at("redis"), p); });
   if (top.has("tenant")) part([&] { p.tenant = tenant_policy(top.at("tenant")); });
   if (top.has("quotas")) part([&] { parse_quotas(top.at("quotas"), p, rule_names, "quotas", -1); });
   if (top.has("tiers")) part([&] { parse_tiers(top.at("tiers"), p); });
