@@ -27,6 +27,8 @@ if [ "${1:-}" = platforms ]; then
     libgtest-dev:arm64)
   # The shared libraries of Debian's arm64 node, which packaging/test-cross-node.sh unpacks beside them.
   debs+=(libbrotli1:arm64 libc-ares2:arm64 libicu72:arm64 libnghttp2-14:arm64 libuv1:arm64 zlib1g:arm64 libssl3:arm64)
+  # The arm64 wheel's headers and the standard library of Debian's arm64 python3.11 (test-cross-wheel.sh).
+  debs+=(libpython3.11-dev:arm64 libpython3.11-stdlib:arm64)
 fi
 
 missing=()
