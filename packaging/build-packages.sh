@@ -5,6 +5,8 @@
 #
 #   floodwall-V-cpXY-cpXY-manylinux_*_x86_64.whl   every CPython pyproject.toml claims (build-wheels.sh),
 #                                                  each tested in a fresh venv (test-wheels.sh)
+#   floodwall-V-cp311-cp311-manylinux_2_34_aarch64.whl  Linux arm64, cross-compiled, tested by Debian's arm64
+#                                                  python3.11 under qemu (test-cross-wheel.sh)
 #   floodwall-V.tar.gz                             the sdist (builds from source anywhere)
 #   floodwall-V.tgz                                the npm package, with the prebuilt addons made here
 #                                                  (prebuilds/linux-x64/, and linux-arm64/ cross-compiled and
@@ -70,6 +72,8 @@ step "gem"
   { cat "$work/gem.log"; echo "packages: rake gem failed" >&2; exit 1; }
 
 for triple in $FW_PLATFORMS; do
+  step "the $triple wheel (CPython 3.11), tested under emulation"
+  FW_REF=${FW_REF:-HEAD} bash packaging/test-cross-wheel.sh "$out"
   step "npm package on $triple: its prebuilt addon under emulation"
   bash packaging/test-cross-node.sh "$out/floodwall-$v.tgz"
   step "C ABI for $triple, tested under emulation"
