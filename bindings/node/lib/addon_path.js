@@ -10,12 +10,15 @@ const prebuild = require('./prebuild');
 
 const root = path.join(__dirname, '..', '..', '..');
 
+const built = path.join(root, 'build-node', 'floodwall.node');
+
 function candidates() {
-  return [path.join(root, 'build-node', 'floodwall.node'),
-    path.join(prebuild.PREBUILDS, prebuild.tag(prebuild.target()), 'floodwall.node')];
+  return [built, path.join(prebuild.PREBUILDS, prebuild.tag(prebuild.target()), 'floodwall.node')];
 }
 
 function addonPath() {
+  // The libc is asked (a diagnostic report, a few ms) only when no addon was built here.
+  if (fs.existsSync(built)) return built;
   const found = candidates().find((p) => fs.existsSync(p));
   if (!found) {
     throw new Error(`floodwall: no addon for ${prebuild.tag(prebuild.target())} (looked in ${candidates().join(', ')}); ` +
