@@ -26,7 +26,10 @@ out=${FW_DIST:-$root/dist}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 work=$root/build-packages
-src=$(bash packaging/snapshot.sh "$work/src" "${FW_REF:-HEAD}")
+# One commit for every package, though others commit while the packages build.
+FW_REF=$(git rev-parse --verify "${FW_REF:-HEAD}^{commit}")
+export FW_REF
+src=$(bash packaging/snapshot.sh "$work/src" "$FW_REF")
 v=$(cat "$src/VERSION")
 nice=(nice -n "${FW_NICE:-10}")
 if [ -z "${FW_PLATFORMS+set}" ]; then
@@ -39,7 +42,7 @@ step() { echo "packages: $*"; }
 rm -f "$out"/floodwall-"$v"* "$out"/floodwall-capi-"$v"-* "$out"/manifest.json "$out"/SHA256SUMS
 
 step "wheels for every CPython, each tested"
-FW_DIST=$out FW_REF=${FW_REF:-HEAD} bash packaging/test-wheels.sh
+FW_DIST=$out bash packaging/test-wheels.sh
 
 step "sdist"
 py=$root/build-wheels/venv-3.11/bin/python
@@ -73,11 +76,11 @@ step "gem"
 
 for triple in $FW_PLATFORMS; do
   step "the $triple wheel (CPython 3.11), tested under emulation"
-  FW_REF=${FW_REF:-HEAD} bash packaging/test-cross-wheel.sh "$out"
+  bash packaging/test-cross-wheel.sh "$out"
   step "npm package on $triple: its prebuilt addon under emulation"
   bash packaging/test-cross-node.sh "$out/floodwall-$v.tgz"
   step "C ABI for $triple, tested under emulation"
-  FW_REF=${FW_REF:-HEAD} bash packaging/test-cross.sh "$triple"
+  bash packaging/test-cross.sh "$triple"
   stage=$work/stage-$triple
   rm -rf "$stage"
   cmake --install "$root/build-cross-$triple/build" --prefix "$stage/floodwall-capi-$v" >/dev/null
