@@ -66,7 +66,7 @@ lane_core() {
   stage "core and C ABI (GoogleTest, ctest)" ctest --test-dir "$build" --output-on-failure -j "$(nproc)"
   stage "soak" suite soak
   stage "monitoring" suite monitoring
-  stage "docs (make docs: MkDocs --strict, links, the policy reference)" make --no-print-directory docs
+  stage "docs (MkDocs --strict, links)" make --no-print-directory docs
   stage "fuzz" suite fuzz
   stage "install" suite install
 }
@@ -87,7 +87,7 @@ lane_bindings() {
 stage "dependencies (packaging/install-deps.sh)" bash packaging/install-deps.sh
 stage "build (core, C ABI, tests)" make --no-print-directory build-only BUILD="$build"
 stage "formatting (clang-format)" make --no-print-directory format-check
-stage "layers (no include of a higher folder of core/src)" python3 packaging/check-layers.py
+stage "layers (core/src includes)" python3 packaging/check-layers.py
 stage "versions (VERSION and every manifest)" make --no-print-directory version-check
 lanes=(lane_core lane_bindings)
 [ "${FW_SANITIZERS:-1}" = 1 ] && lanes+=(lane_sanitizers)

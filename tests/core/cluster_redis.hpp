@@ -28,7 +28,7 @@
 // shape asked for: `masters` masters with `replicas` replicas each.
 //
 // Each node runs with --cluster-port set to a free port of its own: the default bus port (the port + 10000)
-// is not checked free, and for free_port()'s ports (32768-60999) it can pass 65535; in a trial, another
+// is not checked free, and for a port of the ephemeral range (32768-60999) it can pass 65535; in a trial, another
 // job's redis-server on a node's port + 10000 made that node's restart fail ("Failed listening on port
 // ... (cluster), aborting"). Each node has a data dir of its own (a replica's full sync renames its temp RDB to
 // dump.rdb in its dir; replicas syncing at once in a shared dir could load each other's), while nodes.conf

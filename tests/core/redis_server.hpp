@@ -24,6 +24,7 @@
 #include <cstring>
 #include <ctime>
 #include <initializer_list>
+#include <random>
 #include <string>
 #include <thread>
 #include <utility>
@@ -31,7 +32,30 @@
 
 namespace floodwall::testing {
 
+// A free port for a server the test starts: random below the kernel's ephemeral range (32768-60999 on
+// Linux), checked by binding it. A port bind(0) hands out is one that any outgoing connection of the machine
+// may take as its local port before the server binds it: a cluster node's bus port was taken so once, in
+// make test's lanes ("Address already in use", the node aborted). Seeded per call, so that forked children
+// do not draw their parent's sequence. bind(0)'s port only when 200 draws found none.
+inline bool port_is_free(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  bool ok = bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) == 0;
+  close(fd);
+  return ok;
+}
+
 inline int free_port() {
+  std::random_device seed;
+  std::mt19937 rng(seed() ^ static_cast<unsigned>(getpid()));
+  for (int attempt = 0; attempt < 200; attempt++) {
+    int port = 20000 + static_cast<int>(rng() % 12000);
+    if (port_is_free(port)) return port;
+  }
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
