@@ -7,6 +7,7 @@ import concurrent.futures
 import hashlib
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -28,6 +29,18 @@ def key(credential: str) -> str:
 
 
 def free_port() -> int:
+    """A port for a server the test starts: random below the kernel's ephemeral range (32768-60999), checked
+    by binding it. bind(0)'s port is one any outgoing connection may take as its local port before the
+    server binds it (a cluster node's bus port was taken so once in make test's lanes)."""
+    rng = random.SystemRandom()
+    for _ in range(200):
+        port = rng.randrange(20000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

@@ -1,11 +1,28 @@
 'use strict';
 // Shared by the node test files: a throwaway redis-server on a free port, and HTTP requests over real sockets.
 const { spawn } = require('node:child_process');
+const crypto = require('node:crypto');
 const http = require('node:http');
 const net = require('node:net');
 
-/** A port that was free a moment ago: bind port 0, read it, close. */
-function freePort() {
+/**
+ * A port for a server the test starts: random below the kernel's ephemeral range (32768-60999), checked by
+ * listening on it. Port 0's port is one any outgoing connection may take as its local port before the
+ * server binds it (a cluster node's bus port was taken so once in make test's lanes).
+ */
+function tryPort(port) {
+  return new Promise((resolve) => {
+    const srv = net.createServer();
+    srv.once('error', () => resolve(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
+  });
+}
+
+async function freePort() {
+  for (let i = 0; i < 200; i++) {
+    const port = 20000 + crypto.randomInt(12000);
+    if (await tryPort(port)) return port;
+  }
   return new Promise((resolve, reject) => {
     const srv = net.createServer();
     srv.once('error', reject);

@@ -5,6 +5,7 @@ Nothing here skips: a missing redis-server fails the Redis tests."""
 from __future__ import annotations
 
 import contextlib
+import random
 import shutil
 import socket
 import subprocess
@@ -19,6 +20,18 @@ import floodwall
 
 
 def free_port() -> int:
+    """A port for a server the test starts: random below the kernel's ephemeral range (32768-60999), checked
+    by binding it. bind(0)'s port is one any outgoing connection may take as its local port before the
+    server binds it (a cluster node's bus port was taken so once in make test's lanes)."""
+    rng = random.SystemRandom()
+    for _ in range(200):
+        port = rng.randrange(20000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
