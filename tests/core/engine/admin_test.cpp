@@ -1,4 +1,4 @@
-// Tenants' control records (the admin API): an override, a tier, a block, kept in the store and read by
+// engine/admin: tenants' control records (the admin API): an override, a tier, a block, kept in the store and read by
 // the admit itself, so that a change applies to the next request of every client of the store.
 #include <floodwall.h>
 #include <gtest/gtest.h>
