@@ -35,7 +35,7 @@ build=$work/build
   cmake -S "$src" -B "$build" -G Ninja -DCMAKE_TOOLCHAIN_FILE="$toolchain" -DCMAKE_BUILD_TYPE=Release \
     -DFW_BUILD_BENCH=OFF -DFW_BUILD_EXAMPLES=OFF -DFW_WERROR=OFF >/dev/null
 targets=(capi_tests c_test floodwall floodwall_cli)
-[ "${FW_CROSS_CORE:-0}" = 1 ] && targets+=(core_tests lease_tests)
+[ "${FW_CROSS_CORE:-0}" = 1 ] && targets+=(core_tests hot_tenants_tests)
 nice -n "${FW_NICE:-10}" cmake --build "$build" -j "${JOBS:-2}" --target "${targets[@]}"
 arch=$(file -b "$build/bin/floodwall")
 echo "test-cross: $triple: bin/floodwall is $arch"

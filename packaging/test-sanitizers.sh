@@ -29,7 +29,7 @@ if [[ $which = asan || $which = all ]]; then
   if [[ $step = build || $step = all ]]; then
     cmake -S . -B "$asan_build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFW_WERROR=ON -DFW_SANITIZE=address,undefined \
       -DFW_BUILD_BENCH=OFF >/dev/null
-    cmake --build "$asan_build" -j "$jobs" --target core_tests lease_tests capi_tests c_test
+    cmake --build "$asan_build" -j "$jobs" --target core_tests hot_tenants_tests capi_tests c_test
   fi
   if [[ $step = test || $step = all ]]; then
     ASAN_OPTIONS=detect_leaks=1 ctest --test-dir "$asan_build" --output-on-failure -j "$jobs" -LE install -E "$skip"
@@ -39,7 +39,7 @@ if [[ $which = tsan || $which = all ]]; then
   if [[ $step = build || $step = all ]]; then
     cmake -S . -B "$tsan_build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFW_WERROR=ON -DFW_SANITIZE=thread \
       -DFW_BUILD_BENCH=OFF >/dev/null
-    cmake --build "$tsan_build" -j "$jobs" --target core_tests lease_tests capi_tests
+    cmake --build "$tsan_build" -j "$jobs" --target core_tests hot_tenants_tests capi_tests
   fi
   if [[ $step = test || $step = all ]]; then
     TSAN_OPTIONS=halt_on_error=1 ctest --test-dir "$tsan_build" --output-on-failure -j "$jobs" \

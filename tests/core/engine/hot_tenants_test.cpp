@@ -1,4 +1,4 @@
-// Hot tenants decided in process against a real redis-server: token leases debited before they are
+// engine/hot_tenants: hot tenants decided in process against a real redis-server: token leases debited before they are
 // spent (the fleet never admits more than burst + rate x time, from four processes), unused tokens given
 // back, a killed holder costing the tenant at most ttl_ms of refill, the over-limit cache rejecting with
 // no Redis call, slot leases that never exceed the limit, fleet usage from reports, and cold tenants
