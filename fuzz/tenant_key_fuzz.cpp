@@ -8,6 +8,7 @@
 
 #include "check.hpp"
 #include "policy/tenant_key.hpp"
+#include "util/digests.hpp"
 
 namespace {
 
