@@ -32,8 +32,10 @@ std::string redirect(const std::string &kind, uint16_t slot, int port) {
 }
 
 // SET key value on `master` and WAIT for one replica to have it (one connection, so WAIT counts the SET).
+// WAIT returns as soon as the replica acknowledges; 5 s for one that has just synced under ASan on a busy box
+// (the sentinel harness' 1 s was too short once in make test).
 void set_and_wait(const ClusterTopology &t, int master, const std::string &key, const std::string &value) {
-  EXPECT_EQ(t.commands(master, {{"SET", key, value}, {"WAIT", "1", "1000"}}, /*timeout_s=*/2.0), (Replies{"OK", "1"}))
+  EXPECT_EQ(t.commands(master, {{"SET", key, value}, {"WAIT", "1", "5000"}}, /*timeout_s=*/7.0), (Replies{"OK", "1"}))
       << "on " << master << " for " << key;
 }
 
@@ -230,7 +232,7 @@ TEST(ClusterHarness, PasswordAndAclUserReachEveryNode) {
   std::string key = "floodwall:{acl}:k";
   int master = t.master_of_key(key);
   EXPECT_EQ(
-      commands_at_auth(master, "", {{"AUTH", "fwuser", "fw-secret"}, {"SET", key, "v"}, {"WAIT", "1", "1000"}}, 2.0),
+      commands_at_auth(master, "", {{"AUTH", "fwuser", "fw-secret"}, {"SET", key, "v"}, {"WAIT", "1", "5000"}}, 7.0),
       (Replies{"OK", "OK", "1"}));
   int replica = t.replicas_of(master).at(0);
   EXPECT_EQ(commands_at_auth(replica, "", {{"AUTH", "fwuser", "fw-secret"}, {"READONLY"}, {"GET", key}}),
