@@ -228,144 +228,148 @@ void RedisStore::expire(int64_t now) {
   if (silent_admit && !any_answering(silent_since)) trip(FailReason::timeout, now);
 }
 
-void RedisStore::run() {
-  // Wake at the deadline itself, not up to the default 50 us timer slack after it.
-  prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-  tl_io_of = this;
-  std::vector<Call *> batch;
-  std::vector<pollfd> fds;
-  int64_t drain_until = 0;
-  for (;;) {
-    int64_t now = now_us();
-    if (stop_.load()) {
-      // Closing: send what callers already queued (releases above all) and wait briefly for the
-      // replies, so that a process that exits cleanly leaves no slot held.
-      if (drain_until == 0) drain_until = now + std::max<int64_t>(200, opt_.deadline_ms) * 1000;
-      bool pending;
-      {
-        std::lock_guard lock(queue_mu_);
-        (void)release_held();  // closing: a hold that was never flushed ends here
-        pending = !queue_.empty() || !parked_.empty() || !try_again_.empty();
-      }
-      for (Conn &conn : conns_)
-        for (Call *c : conn.inflight)
-          pending = pending || (!c->abandoned && c->kind != Kind::flags && c->kind != Kind::probe);
-      if (!pending || now >= drain_until) break;
-    }
-    if (sentinel_) drop_stale_masters(now);
-    for (Conn &conn : conns_)
-      if (conn.state == Conn::State::down && now >= conn.reconnect_at_us) start_connect(conn, now);
-    return_spent();
-    bool window_over = now >= next_lane_check_us_, several = false, idle = false;
-    int64_t held_until = INT64_MAX;  // when the calls held now must go out, flushed or not
-    {
-      std::lock_guard lock(queue_mu_);
-      // A hold is a turn of an event loop, flushed at its end; calls held longer than redis.batch_window_us
-      // go out without it (a long turn, a loop that stopped before its flush ran).
-      if (!held_.empty() && now - held_.front()->held_us >= opt_.batch_window_us) (void)release_held();
-      if (!held_.empty()) held_until = held_.front()->held_us + opt_.batch_window_us;
-      batch.swap(queue_);
-      if (window_over) {
-        several = submitter_changes_ >= kSeveralChanges;
-        idle = last_submitter_ == nullptr;
-        submitter_changes_ = 0;
-        last_submitter_ = nullptr;
-      }
-    }
-    if (window_over) {
-      if (idle)
-        next_lane_check_us_ = now + kLaneWindowUs;  // no caller: the lanes stay as they are
-      else
-        choose_lanes(several, now);
-    }
-    if (int64_t since = direct_silent_since_.exchange(0, std::memory_order_acquire); since && !any_answering(since))
-      trip(FailReason::timeout, now);
-    if (lanes_wanted_ != lanes_) settle_lanes(batch, now);
-    if (!unsent_.empty() && breaker_.closed() && any_ready() && lanes_wanted_ == lanes_ && now >= unsent_at_us_) {
-      std::deque<Call *> again;
-      again.swap(unsent_);
-      for (Call *c : again) {
-        c->deadline_us = now + patient_us();
-        dispatch(c, now);
-      }
-    }
-    if (try_again_at_us_ && now >= try_again_at_us_) {
-      try_again_at_us_ = 0;
-      batch.insert(batch.begin(), try_again_.begin(), try_again_.end());
-      try_again_.clear();
-    }
-    for (Call *c : batch) {
-      if (c->kind == Kind::release && !breaker_.closed()) {
-        keep_release(c);
-      } else if ((awaited(c->kind) || c->kind == Kind::report) && !breaker_.closed()) {  // just before it opened
-        fail_call(c, open_reason());
-        recycle(c);
-      } else if (lanes_wanted_ != lanes_ && moves(c))
-        parked_.push_back(c);
-      else
-        dispatch(c, now);
-    }
-    batch.clear();
-    if (!cluster_ && now >= next_flags_us_) {
-      next_flags_us_ = now + opt_.flags_poll_ms * 1000;
-      if (breaker_.closed()) {
-        tl_cmd = resp_format({"EVALSHA", scripts_.flags.sha, "1", flags_key()});
-        dispatch(take_call(Kind::flags, now + patient_us()), now);
-      }
-    }
-    send_probe(now);
-    measure(now);
-    for (Conn &conn : conns_)
-      if (conn.state == Conn::State::ready && should_flush(conn)) flush(conn, now);
-
-    // Sleep until something happens or the nearest deadline.
-    int64_t wake_at = cluster_ ? now + 100'000 : std::min(next_flags_us_, now + 100'000);
-    if (any_ready()) wake_at = std::min(wake_at, breaker_.next_probe_us());
-    if (lanes_wanted_ != lanes_) wake_at = std::min(wake_at, switch_by_us_);
-    if (try_again_at_us_) wake_at = std::min(wake_at, try_again_at_us_);
-    wake_at = std::min(wake_at, held_until);
-    fds.clear();
-    fds.push_back({wake_fd_, POLLIN, 0});
-    for (Conn &conn : conns_) {
-      if (conn.state == Conn::State::down) {
-        wake_at = std::min(wake_at, conn.reconnect_at_us);
-        fds.push_back({-1, 0, 0});
-        continue;
-      }
-      short ev = conn.link->events(conn.state == Conn::State::ready && should_flush(conn));
-      fds.push_back({conn.link->fd(), ev, 0});
-      if (conn.state == Conn::State::connecting) wake_at = std::min(wake_at, conn.connect_deadline_us);
-      for (Call *c : conn.inflight)
-        if (!c->abandoned) wake_at = std::min(wake_at, c->deadline_us);
-    }
-    int64_t wait_us = std::max<int64_t>(0, wake_at - now);
-    timespec timeout{static_cast<time_t>(wait_us / 1'000'000), static_cast<long>(wait_us % 1'000'000) * 1000};
-    ppoll(fds.data(), fds.size(), &timeout, nullptr);
-    now = now_us();
-    if (fds[0].revents & POLLIN) {
-      uint64_t n;
-      (void)!::read(wake_fd_, &n, sizeof n);
-    }
-    for (size_t i = 0; i < conns_.size(); i++) {
-      Conn &conn = conns_[i];
-      short rev = fds[i + 1].revents;
-      if (conn.state == Conn::State::down || !rev) continue;
-      if (conn.state == Conn::State::connecting) {
-        // The TCP connect, then the TLS handshake: a step each time the socket is ready.
-        Connection::Step step = conn.link->advance();
-        if (step == Connection::Step::failed)
-          fail_conn(conn, conn.link->failure(), now);
-        else if (step == Connection::Step::done)
-          on_connected(conn, now);
-        continue;
-      }
-      if (rev & POLLIN) conn.quiet_since_us = conn.last_read_us = now;
-      if (rev & (POLLIN | POLLERR | POLLHUP)) read(conn, now);
-      if (conn.state == Conn::State::ready && (rev & POLLOUT)) flush(conn, now);
-    }
-    expire(now);
+bool RedisStore::closing_drained(int64_t now, int64_t &drain_until) {
+  // Closing: send what callers already queued (releases above all) and wait briefly for the replies, so
+  // that a process that exits cleanly leaves no slot held.
+  if (drain_until == 0) drain_until = now + std::max<int64_t>(200, opt_.deadline_ms) * 1000;
+  bool pending;
+  {
+    std::lock_guard lock(queue_mu_);
+    (void)release_held();  // closing: a hold that was never flushed ends here
+    pending = !queue_.empty() || !parked_.empty() || !try_again_.empty();
   }
+  for (Conn &conn : conns_)
+    for (Call *c : conn.inflight)
+      pending = pending || (!c->abandoned && c->kind != Kind::flags && c->kind != Kind::probe);
+  return !pending || now >= drain_until;
+}
+
+void RedisStore::reconnect_due(int64_t now) {
+  if (sentinel_) drop_stale_masters(now);
+  for (Conn &conn : conns_)
+    if (conn.state == Conn::State::down && now >= conn.reconnect_at_us) start_connect(conn, now);
+}
+
+int64_t RedisStore::take_queue(std::vector<Call *> &batch, int64_t now) {
+  bool window_over = now >= next_lane_check_us_, several = false, idle = false;
+  int64_t held_until = INT64_MAX;  // when the calls held now must go out, flushed or not
+  {
+    std::lock_guard lock(queue_mu_);
+    // A hold is a turn of an event loop, flushed at its end; calls held longer than redis.batch_window_us
+    // go out without it (a long turn, a loop that stopped before its flush ran).
+    if (!held_.empty() && now - held_.front()->held_us >= opt_.batch_window_us) (void)release_held();
+    if (!held_.empty()) held_until = held_.front()->held_us + opt_.batch_window_us;
+    batch.swap(queue_);
+    if (window_over) {
+      several = submitter_changes_ >= kSeveralChanges;
+      idle = last_submitter_ == nullptr;
+      submitter_changes_ = 0;
+      last_submitter_ = nullptr;
+    }
+  }
+  if (window_over) {
+    if (idle)
+      next_lane_check_us_ = now + kLaneWindowUs;  // no caller: the lanes stay as they are
+    else
+      choose_lanes(several, now);
+  }
+  return held_until;
+}
+
+void RedisStore::resend_waiting(std::vector<Call *> &batch, int64_t now) {
+  if (!unsent_.empty() && breaker_.closed() && any_ready() && lanes_wanted_ == lanes_ && now >= unsent_at_us_) {
+    std::deque<Call *> again;
+    again.swap(unsent_);
+    for (Call *c : again) {
+      c->deadline_us = now + patient_us();
+      dispatch(c, now);
+    }
+  }
+  if (try_again_at_us_ && now >= try_again_at_us_) {
+    try_again_at_us_ = 0;
+    batch.insert(batch.begin(), try_again_.begin(), try_again_.end());
+    try_again_.clear();
+  }
+}
+
+void RedisStore::dispatch_batch(std::vector<Call *> &batch, int64_t now) {
+  for (Call *c : batch) {
+    if (c->kind == Kind::release && !breaker_.closed()) {
+      keep_release(c);
+    } else if ((awaited(c->kind) || c->kind == Kind::report) && !breaker_.closed()) {  // just before it opened
+      fail_call(c, open_reason());
+      recycle(c);
+    } else if (lanes_wanted_ != lanes_ && moves(c))
+      parked_.push_back(c);
+    else
+      dispatch(c, now);
+  }
+  batch.clear();
+}
+
+void RedisStore::read_flags_due(int64_t now) {
+  if (cluster_ || now < next_flags_us_) return;
+  next_flags_us_ = now + opt_.flags_poll_ms * 1000;
+  if (breaker_.closed()) {
+    tl_cmd = resp_format({"EVALSHA", scripts_.flags.sha, "1", flags_key()});
+    dispatch(take_call(Kind::flags, now + patient_us()), now);
+  }
+}
+
+int64_t RedisStore::wait_for_events(std::vector<pollfd> &fds, int64_t held_until, int64_t now) {
+  // Sleep until something happens or the nearest deadline.
+  int64_t wake_at = cluster_ ? now + 100'000 : std::min(next_flags_us_, now + 100'000);
+  if (any_ready()) wake_at = std::min(wake_at, breaker_.next_probe_us());
+  if (lanes_wanted_ != lanes_) wake_at = std::min(wake_at, switch_by_us_);
+  if (try_again_at_us_) wake_at = std::min(wake_at, try_again_at_us_);
+  wake_at = std::min(wake_at, held_until);
+  fds.clear();
+  fds.push_back({wake_fd_, POLLIN, 0});
+  for (Conn &conn : conns_) {
+    if (conn.state == Conn::State::down) {
+      wake_at = std::min(wake_at, conn.reconnect_at_us);
+      fds.push_back({-1, 0, 0});
+      continue;
+    }
+    short ev = conn.link->events(conn.state == Conn::State::ready && should_flush(conn));
+    fds.push_back({conn.link->fd(), ev, 0});
+    if (conn.state == Conn::State::connecting) wake_at = std::min(wake_at, conn.connect_deadline_us);
+    for (Call *c : conn.inflight)
+      if (!c->abandoned) wake_at = std::min(wake_at, c->deadline_us);
+  }
+  int64_t wait_us = std::max<int64_t>(0, wake_at - now);
+  timespec timeout{static_cast<time_t>(wait_us / 1'000'000), static_cast<long>(wait_us % 1'000'000) * 1000};
+  ppoll(fds.data(), fds.size(), &timeout, nullptr);
+  return now_us();
+}
+
+void RedisStore::serve_events(const std::vector<pollfd> &fds, int64_t now) {
+  if (fds[0].revents & POLLIN) {
+    uint64_t n;
+    (void)!::read(wake_fd_, &n, sizeof n);
+  }
+  for (size_t i = 0; i < conns_.size(); i++) {
+    Conn &conn = conns_[i];
+    short rev = fds[i + 1].revents;
+    if (conn.state == Conn::State::down || !rev) continue;
+    if (conn.state == Conn::State::connecting) {
+      // The TCP connect, then the TLS handshake: a step each time the socket is ready.
+      Connection::Step step = conn.link->advance();
+      if (step == Connection::Step::failed)
+        fail_conn(conn, conn.link->failure(), now);
+      else if (step == Connection::Step::done)
+        on_connected(conn, now);
+      continue;
+    }
+    if (rev & POLLIN) conn.quiet_since_us = conn.last_read_us = now;
+    if (rev & (POLLIN | POLLERR | POLLHUP)) read(conn, now);
+    if (conn.state == Conn::State::ready && (rev & POLLOUT)) flush(conn, now);
+  }
+}
+
+void RedisStore::fail_everything_left() {
   // Shutting down: nobody may wait forever on a call of ours.
+  std::vector<Call *> batch;
   {
     std::lock_guard lock(queue_mu_);
     (void)release_held();
@@ -391,6 +395,38 @@ void RedisStore::run() {
     conn.link->close();
   }
   return_spent();
+}
+
+// The I/O thread: each turn takes the queued calls, sends them over the lanes, polls, reads the replies and
+// judges the deadlines; once stopped, it drains briefly and fails what is left.
+void RedisStore::run() {
+  // Wake at the deadline itself, not up to the default 50 us timer slack after it.
+  prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+  tl_io_of = this;
+  std::vector<Call *> batch;
+  std::vector<pollfd> fds;
+  int64_t drain_until = 0;
+  for (;;) {
+    int64_t now = now_us();
+    if (stop_.load() && closing_drained(now, drain_until)) break;
+    reconnect_due(now);
+    return_spent();
+    int64_t held_until = take_queue(batch, now);
+    if (int64_t since = direct_silent_since_.exchange(0, std::memory_order_acquire); since && !any_answering(since))
+      trip(FailReason::timeout, now);
+    if (lanes_wanted_ != lanes_) settle_lanes(batch, now);
+    resend_waiting(batch, now);
+    dispatch_batch(batch, now);
+    read_flags_due(now);
+    send_probe(now);
+    measure(now);
+    for (Conn &conn : conns_)
+      if (conn.state == Conn::State::ready && should_flush(conn)) flush(conn, now);
+    now = wait_for_events(fds, held_until, now);
+    serve_events(fds, now);
+    expire(now);
+  }
+  fail_everything_left();
 }
 
 }  // namespace floodwall

@@ -27,6 +27,7 @@
 // - A late reply is matched to its own call and dropped (a slot it took after all is released at once).
 #pragma once
 
+#include <poll.h>
 #include <unistd.h>
 
 #include <array>
@@ -241,7 +242,21 @@ class RedisStore final : public Store {
   // restart), so that the next command goes on a new one instead of being lost with it.
   void drop_if_closed(Direct &d, int64_t now);
   int direct_fd_slot(const Direct &d) const { return kFirstDirectFdSlot + static_cast<int>(&d - direct_.data()); }
+  // The I/O thread (io.cpp), a turn of its loop step by step.
   void run();
+  // Stopping: whether what callers queued has been answered (or drain_until, set on the first call, passed).
+  bool closing_drained(int64_t now, int64_t &drain_until);
+  void reconnect_due(int64_t now);  // connects what is down and due (and drops a master that moved)
+  // Takes the queued calls into `batch` (choosing the lanes once a window); when held calls must go out.
+  int64_t take_queue(std::vector<Call *> &batch, int64_t now);
+  // Sends the releases kept while Redis did not answer, and puts the calls due for a TRYAGAIN into `batch`.
+  void resend_waiting(std::vector<Call *> &batch, int64_t now);
+  void dispatch_batch(std::vector<Call *> &batch, int64_t now);  // to the lanes, parked, or failed (breaker)
+  void read_flags_due(int64_t now);                              // the fleet-wide modes, every flags_poll_ms
+  // Sleeps in ppoll until a descriptor is ready or the nearest deadline; the time after.
+  int64_t wait_for_events(std::vector<pollfd> &fds, int64_t held_until, int64_t now);
+  void serve_events(const std::vector<pollfd> &fds, int64_t now);  // connects, reads, writes what poll said
+  void fail_everything_left();                                     // stopped: no caller waits forever
   void start_connect(Conn &conn, int64_t now);
   void on_connected(Conn &conn, int64_t now);
   void report_refused_setup(const Connection &link, std::string_view err);
