@@ -78,7 +78,7 @@ void RedisStore::on_connected(Conn &conn, int64_t now) {
   if (url_.db != 0) append(conn, setup_call({"SELECT", resp_num(url_.db)}, now));
   if (sentinel_) {
     // The sentinels' answer may be stale (a failover in progress): the server must say it is the master.
-    Call *role = setup_call({"ROLE"}, now);
+    Call *role = setup_call({kRoleCommand}, now);
     role->role_check = true;
     append(conn, role);
   }

@@ -157,10 +157,9 @@ bool RedisStore::direct_admit(Direct &d, const AdmitOp &op, AdmitResult &r) {
     }
     if (sentinel_) {
       // The sentinels' answer may be stale (a failover in progress): the server must say it is the master.
-      redisReply *role = command(resp_format({"ROLE"}));
+      redisReply *role = command(resp_format({kRoleCommand}));
       if (!role) return slot = false, lost();
-      bool master = role->type == REDIS_REPLY_ARRAY && role->elements > 0 && role->element[0]->str &&
-                    std::string_view(role->element[0]->str, role->element[0]->len) == "master";
+      bool master = says_master(role);
       freeReplyObject(role);
       if (!master) {
         sentinel_->suspect(d.gen);
@@ -184,39 +183,36 @@ bool RedisStore::direct_admit(Direct &d, const AdmitOp &op, AdmitResult &r) {
     redisReply *rep = d.conn->next_blocking(deadline());
     if (!rep) return lost();
     direct_read_us_.store(now_us(), std::memory_order_relaxed);  // Redis answers (any_answering)
-    bool noscript = rep->type == REDIS_REPLY_ERROR && std::string_view(rep->str, rep->len).rfind("NOSCRIPT", 0) == 0;
+    ErrorReply kind =
+        rep->type == REDIS_REPLY_ERROR ? classify(std::string_view(rep->str, rep->len)) : ErrorReply::other;
+    bool noscript = rep->type == REDIS_REPLY_ERROR && kind == ErrorReply::noscript;
     bool ok = !noscript && parse_admit_reply(rep, slot, op.rules.n, op.rate && op.rate_enforce, r);
     FailReason why = FailReason::error;
-    if (!ok && rep->type == REDIS_REPLY_ERROR && sentinel_ &&
-        std::string_view(rep->str, rep->len).rfind("READONLY", 0) == 0) {
+    if (!ok && rep->type == REDIS_REPLY_ERROR && kind == ErrorReply::readonly) {
       // The master moved (a failover): ask the sentinels again; this admit is the fallback's.
       freeReplyObject(rep);
       sentinel_->suspect(d.gen);
       slot = false;  // a replica ran nothing
-      return give_up(FailReason::connection);
+      return give_up(fail_reason(kind));
     }
-    if (!ok && rep->type == REDIS_REPLY_ERROR && cluster_) {
-      std::string_view err(rep->str, rep->len);
+    if (!ok && rep->type == REDIS_REPLY_ERROR &&
+        (kind == ErrorReply::redirect || kind == ErrorReply::try_again || kind == ErrorReply::cluster_down)) {
       // MOVED, ASK or TRYAGAIN (keys a migration keeps apart): the I/O thread follows or splits it.
-      bool redirect = parse_redirect(err).has_value() || is_try_again(err), busy = is_cluster_down(err);
-      if (redirect || busy) {
-        freeReplyObject(rep);
-        cluster_->suspect(*this);
-        if (busy) {
-          failures_[static_cast<size_t>(FailReason::cluster)].fetch_add(1, std::memory_order_relaxed);
-          r = AdmitResult{};
-          r.reason = FailReason::cluster;
-          return false;
-        }
-        // MOVED, ASK or TRYAGAIN: undecided with no reason, and the admit goes to the I/O thread.
+      freeReplyObject(rep);
+      cluster_->suspect(*this);
+      if (kind == ErrorReply::cluster_down) {
+        failures_[static_cast<size_t>(FailReason::cluster)].fetch_add(1, std::memory_order_relaxed);
         r = AdmitResult{};
+        r.reason = fail_reason(kind);
         return false;
       }
+      // MOVED, ASK or TRYAGAIN: undecided with no reason, and the admit goes to the I/O thread.
+      r = AdmitResult{};
+      return false;
     }
     if (!ok && rep->type == REDIS_REPLY_ERROR) {
-      std::string_view err(rep->str, rep->len);
-      if (resp_is_script_refusal(err)) report_refused_script(*d.conn, err);
-      if (resp_is_script_refusal(err) || resp_is_config_error(err)) why = FailReason::config;
+      if (kind == ErrorReply::script_refused) report_refused_script(*d.conn, std::string_view(rep->str, rep->len));
+      why = fail_reason(kind) == FailReason::config ? FailReason::config : FailReason::error;
     }
     freeReplyObject(rep);
     if (ok) return true;

@@ -205,6 +205,25 @@ class RedisStore final : public Store {
   // A release's command: a plain ZREM of one slot, or release.lua for two.
   void format_release(const ReleaseOp &op, std::string &cmd) const;
 
+  // What an error reply says, for the pipelined calls (handle) and the direct path alike (replies.cpp).
+  enum class ErrorReply : uint8_t {
+    redirect,        // cluster: MOVED or ASK, followed
+    try_again,       // cluster: TRYAGAIN (keys a migration keeps apart)
+    cluster_down,    // cluster: CLUSTERDOWN (a slot without a master)
+    noscript,        // the script is not loaded (a restart, a failover, SCRIPT FLUSH): loaded, and sent again once
+    readonly,        // redis+sentinel://: a replica refused a write, the master moved
+    script_refused,  // Redis refused a command inside our scripts (TIME on some managed services)
+    config,          // the deployment is wrong (resp_is_config_error), not down
+    other,
+  };
+  ErrorReply classify(std::string_view err) const;
+  // What the caller of a call that failed with such an error is told (the fallback decides).
+  static FailReason fail_reason(ErrorReply e);
+  // redis+sentinel://: the check that the server a connection reached is the master (the sentinels' answer
+  // may be stale, a failover in progress), sent by both paths; whether its reply says master.
+  static constexpr std::string_view kRoleCommand = "ROLE";
+  static bool says_master(const redisReply *role);
+
   // The direct path (direct.cpp): a blocking caller (a Puma or gunicorn worker thread) makes its round trip
   // on a connection of its own, with no hop to the I/O thread and back (two wake-ups of another thread per
   // admit), and writes its releases there too, so that they stay ahead of its next admit. Each thread keeps

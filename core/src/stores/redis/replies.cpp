@@ -78,8 +78,11 @@ void RedisStore::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
   replies_++;
   if (r->type == REDIS_REPLY_ERROR) {
     std::string_view err(r->str, r->len);
-    if (cluster_ && cluster_reply(c, err, now)) return;
-    if (err.rfind("NOSCRIPT", 0) == 0 && !c->retried && c->kind != Kind::setup) {
+    ErrorReply kind = classify(err);
+    if ((kind == ErrorReply::redirect || kind == ErrorReply::try_again || kind == ErrorReply::cluster_down) &&
+        cluster_reply(c, err, now))
+      return;
+    if (kind == ErrorReply::noscript && !c->retried && c->kind != Kind::setup) {
       // Redis restarted, failed over or ran SCRIPT FLUSH: load the scripts and send the call again.
       noscript_reloads_.fetch_add(1, std::memory_order_relaxed);
       c->retried = true;
@@ -98,23 +101,21 @@ void RedisStore::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
     }
     // A replica refusing a write: the master moved (redis+sentinel://); the sentinels are asked again
     // and this call fails over to the fallback as a broken connection would.
-    if (sentinel_ && err.rfind("READONLY", 0) == 0) {
+    if (kind == ErrorReply::readonly) {
       conn.not_master = true;
       if (c->kind == Kind::release) {
         keep_release(c);
         return;
       }
       if (c->kind == Kind::probe && !c->abandoned) breaker_.probe_result(false, now);
-      if (!c->abandoned) fail_call(c, FailReason::connection);
+      if (!c->abandoned) fail_call(c, fail_reason(kind));
       recycle(c);
       return;
     }
     // A configuration error means Redis answered: it is up, the deployment is wrong.
-    bool config = resp_is_config_error(err);
-    if (resp_is_script_refusal(err)) {
-      config = true;
-      report_refused_script(*conn.link, err);
-    }
+    if (kind == ErrorReply::script_refused) report_refused_script(*conn.link, err);
+    FailReason why = fail_reason(kind);
+    bool config = why == FailReason::config;
     if (awaited(c->kind)) breaker_.record(!config, now);
     if (c->kind == Kind::probe && !c->abandoned) breaker_.probe_result(config, now);
     if (c->kind == Kind::release && !config) {
@@ -123,16 +124,11 @@ void RedisStore::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
       keep_release(c);
       return;
     }
-    if (!c->abandoned) fail_call(c, config ? FailReason::config : FailReason::error);
+    if (!c->abandoned) fail_call(c, why);
     recycle(c);
     return;
   }
-  if (c->role_check) {
-    // ROLE: ["master", offset, replicas] on the master; "slave" or "sentinel" first elsewhere.
-    bool master = r->type == REDIS_REPLY_ARRAY && r->elements > 0 && r->element[0]->str &&
-                  std::string_view(r->element[0]->str, r->element[0]->len) == "master";
-    if (!master) conn.not_master = true;
-  }
+  if (c->role_check && !says_master(r)) conn.not_master = true;
   // An answer past the setup: this connection's AUTH and SELECT were accepted.
   if (c->kind != Kind::setup && refused_.load(std::memory_order_relaxed))
     refused_.store(false, std::memory_order_relaxed);
@@ -196,6 +192,41 @@ void RedisStore::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
   }
   recycle(c);
 }
+
+RedisStore::ErrorReply RedisStore::classify(std::string_view err) const {
+  // A cluster's redirections first: behind a plain redis:// URL, MOVED and ASK are the deployment's error.
+  if (cluster_) {
+    if (parse_redirect(err)) return ErrorReply::redirect;
+    if (is_try_again(err)) return ErrorReply::try_again;
+    if (is_cluster_down(err)) return ErrorReply::cluster_down;
+  }
+  if (err.starts_with("NOSCRIPT")) return ErrorReply::noscript;
+  if (sentinel_ && err.starts_with("READONLY")) return ErrorReply::readonly;
+  if (resp_is_script_refusal(err)) return ErrorReply::script_refused;
+  if (resp_is_config_error(err)) return ErrorReply::config;
+  return ErrorReply::other;
+}
+
+FailReason RedisStore::fail_reason(ErrorReply e) {
+  switch (e) {
+    case ErrorReply::redirect:
+    case ErrorReply::try_again:
+    case ErrorReply::cluster_down: return FailReason::cluster;
+    case ErrorReply::readonly: return FailReason::connection;  // as a broken connection: the sentinels are asked again
+    case ErrorReply::script_refused:
+    case ErrorReply::config: return FailReason::config;
+    case ErrorReply::noscript:  // still, after the scripts were loaded
+    case ErrorReply::other: break;
+  }
+  return FailReason::error;
+}
+
+bool RedisStore::says_master(const redisReply *role) {
+  // ROLE: ["master", offset, replicas] on the master; "slave" or "sentinel" first elsewhere.
+  return role->type == REDIS_REPLY_ARRAY && role->elements > 0 && role->element[0]->str &&
+         std::string_view(role->element[0]->str, role->element[0]->len) == "master";
+}
+
 // A MOVED or ASK is followed (handed to the cluster store, at most kMaxRedirects times a call); CLUSTERDOWN and
 // TRYAGAIN (a slot without a master, keys split by a migration) are the fallback's, reason cluster. None
 // of them ran the call, so nothing was taken that would need giving back. False for any other error.
