@@ -265,8 +265,8 @@ class TestRedis < Minitest::Test
   end
 
   # Close (fw_client_close) while six threads admit on Redis in a loop, from two threads at once. Redis is
-  # stopped first, so that every worker is inside an admit when the closes start: they wait for those
-  # admits (without the GVL, so the test thread runs meanwhile) and return only once Redis goes on. Every
+  # stopped first, and each worker seen inside an admit it began after that, when the closes start: they wait
+  # for those admits (without the GVL, so the test thread runs meanwhile) and return only once Redis goes on. Every
   # call gives a decision or raises ClosedError, none after a close has returned gives a decision, every
   # worker ends on ClosedError, and later calls, a release of a held slot and a third close included, are
   # refused by the core (FW_ECLOSED) or harmless.
@@ -281,13 +281,17 @@ class TestRedis < Minitest::Test
     refute held.failed_open? || held.degraded?
     refute_equal 0, held.ticket
     close_returned = false
+    entered = Array.new(6, 0) # admits each worker has begun, and those that returned
+    returned = Array.new(6, 0)
     workers = Array.new(6) do |i|
       Thread.new do
         outcomes = []
         loop do
           after_close = close_returned # read before the call starts
           begin
+            entered[i] += 1
             d = fw.admit(tenant: "closing-#{i}")
+            returned[i] += 1
             outcomes << (after_close ? :decision_after_close : (d.allowed? ? :allowed : :rejected))
             fw.release(d)
           rescue Floodwall::ClosedError => e
@@ -301,7 +305,19 @@ class TestRedis < Minitest::Test
     sleep 0.05 # the workers admit and release freely for a while
     closers = nil
     @redis.stopped do
-      assert all_waiting?(workers), "every worker should be inside an admit on the stopped Redis: #{workers.map(&:status)}"
+      # Inside an admit that Redis did not answer. A "sleep" status alone does not say so: a thread whose
+      # admit was answered just before the stop is "sleep" too while it waits for the GVL, and is in no call
+      # (a close then returned at once, about one full run in fifteen). So the GVL is given up for 200 ms:
+      # such a thread takes it meanwhile and begins another admit, and each worker must be seen in the same
+      # unreturned admit before and after.
+      inside = eventually(timeout: 10) do
+        before = entered.dup
+        sleep 0.2
+        workers.each_with_index.all? do |t, i|
+          entered[i] == before[i] && entered[i] == returned[i] + 1 && t.status == "sleep"
+        end
+      end
+      assert inside, "every worker should be inside an admit on the stopped Redis: #{workers.map(&:status)}"
       closers = Array.new(2) { Thread.new { fw.close } }
       assert all_waiting?(closers), "both closes should wait without the GVL: #{closers.map(&:status)}"
       sleep 0.05
