@@ -88,144 +88,158 @@ bool RedisStore::direct_release(const ReleaseOp &op) {
 
 bool RedisStore::direct_admit(Direct &d, const AdmitOp &op, AdmitResult &r) {
   int64_t sent_us = now_us();
-  bool slot = op.conc || op.fleet;
-  // The admit may run in Redis after all (a slow Redis, a reply lost with the connection): its slot is
-  // given back behind it, on the same connection when it can still take a write (Redis runs the two in
-  // order), else through the I/O thread once this connection is gone.
-  auto give_back = [&] {
-    if (!slot) return;
-    ReleaseOp back = release_of(op);
-    std::string cmd;
-    format_release(back, cmd);
-    bool sent = false;
-    if (d.conn && d.conn->open()) {
-      d.conn->append(cmd);
-      (void)d.conn->write(sent);
-    }
-    free_direct(d);  // what it sent goes before the close
-    if (!sent) release_via_io(back);
-  };
-  auto give_up = [&](FailReason why) {
-    give_back();
-    free_direct(d);  // when there was nothing to give back
-    direct_ok_.store(false, std::memory_order_relaxed);
-    failures_[static_cast<size_t>(why)].fetch_add(1, std::memory_order_relaxed);
-    if (why == FailReason::timeout) {
-      // No byte within the deadline: let the I/O thread judge it (it opens the breaker unless its own
-      // connections are answering), so that the next admit does not wait a deadline too.
-      direct_silent_since_.store(sent_us, std::memory_order_release);
-      wake_io();
-      // It is idle in poll: wait (briefly) for its verdict, so that this caller's next admit sees it.
-      for (int i = 0; i < 400 && direct_silent_since_.load(std::memory_order_acquire) != 0; i++)
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-    r = AdmitResult{};
-    r.reason = why;
-    return false;
-  };
-  // Each command has the whole deadline, as each call on the I/O thread has.
-  auto deadline = [&] { return now_us() + opt_.deadline_ms * 1000; };
-  auto command = [&](const std::string &cmd) -> redisReply * { return d.conn->roundtrip(cmd, deadline()); };
-  // No reply: a time-out, a broken connection, or the server refusing our TLS certificate (said once).
-  auto lost = [&] {
-    FailReason why = d.conn->failure();
-    if (why == FailReason::config) report_tls_failure(*d.conn);
-    return give_up(why == FailReason::config || why == FailReason::timeout ? why : FailReason::connection);
-  };
+  const bool slot = op.conc || op.fleet;
   if (d.conn && sentinel_ && d.gen != sentinel_->generation()) free_direct(d);  // the master moved
   drop_if_closed(d, sent_us);
   d.used_us = sent_us;
-  if (!d.conn) {
-    RedisEndpoint to;
-    if (!target(to, d.gen))
-      return give_up(sentinel_->unknown_reason() == FailReason::config ? FailReason::config : FailReason::connection);
-    d.conn = std::make_unique<Connection>();
-    bool up = d.conn->connect_blocking(to, tls_.get(), now_us() + opt_.connect_timeout_ms * 1000);
-    if (d.conn->fd() >= 0) fds_.set(direct_fd_slot(d), d.conn->fd());
-    if (!up) {
-      // A TLS verification failure is the deployment's: said once, counted as config.
-      if (d.conn->failure() == FailReason::config) report_tls_failure(*d.conn);
-      slot = false;  // nothing was sent
-      return give_up(d.conn->failure() == FailReason::config ? FailReason::config : FailReason::connection);
-    }
-    for (const std::string &cmd : setup_commands()) {
-      redisReply *reply = command(cmd);
-      if (!reply) return slot = false, lost();
-      bool error = reply->type == REDIS_REPLY_ERROR;
-      freeReplyObject(reply);
-      if (error) return slot = false, give_up(FailReason::config);  // the I/O thread's connections say it too
-    }
-    if (sentinel_) {
-      // The sentinels' answer may be stale (a failover in progress): the server must say it is the master.
-      redisReply *role = command(resp_format({kRoleCommand}));
-      if (!role) return slot = false, lost();
-      bool master = says_master(role);
-      freeReplyObject(role);
-      if (!master) {
-        sentinel_->suspect(d.gen);
-        slot = false;
-        return give_up(FailReason::connection);
-      }
-    }
-  }
-  std::string &cmd = tl_cmd;
-  format_admit(op, cmd);
+  if (!d.conn)
+    if (FailReason why = direct_connect(d); why != FailReason::none)
+      return direct_give_up(d, op, false, sent_us, why, r);  // nothing was sent
+  format_admit(op, tl_cmd);
   sent_us = now_us();
   for (int attempt = 0; attempt < 2; attempt++) {
-    if (!d.conn->send_blocking(cmd, deadline())) return lost();
-    // The replies to this thread's releases come first (nobody waits on them; an error is counted).
-    for (; d.unread > 0; d.unread--) {
-      redisReply *back = d.conn->next_blocking(deadline());
-      if (!back) return lost();
-      if (back->type == REDIS_REPLY_ERROR) release_errors_.fetch_add(1, std::memory_order_relaxed);
-      freeReplyObject(back);
+    redisReply *rep = direct_exchange(d, tl_cmd);
+    if (!rep) return direct_give_up(d, op, slot, sent_us, direct_lost(d), r);
+    if (rep->type != REDIS_REPLY_ERROR) {
+      bool ok = parse_admit_reply(rep, slot, op.rules.n, op.rate && op.rate_enforce, r);
+      freeReplyObject(rep);
+      return ok || direct_give_up(d, op, slot, sent_us, FailReason::error, r);
     }
-    redisReply *rep = d.conn->next_blocking(deadline());
-    if (!rep) return lost();
-    direct_read_us_.store(now_us(), std::memory_order_relaxed);  // Redis answers (any_answering)
-    ErrorReply kind =
-        rep->type == REDIS_REPLY_ERROR ? classify(std::string_view(rep->str, rep->len)) : ErrorReply::other;
-    bool noscript = rep->type == REDIS_REPLY_ERROR && kind == ErrorReply::noscript;
-    bool ok = !noscript && parse_admit_reply(rep, slot, op.rules.n, op.rate && op.rate_enforce, r);
-    FailReason why = FailReason::error;
-    if (!ok && rep->type == REDIS_REPLY_ERROR && kind == ErrorReply::readonly) {
+    ErrorReply kind = classify(std::string_view(rep->str, rep->len));
+    if (kind != ErrorReply::noscript || attempt) return direct_refused(d, op, rep, kind, sent_us, r);
+    // Redis restarted, failed over or ran SCRIPT FLUSH: the script is loaded and the admit sent again, once.
+    freeReplyObject(rep);
+    noscript_reloads_.fetch_add(1, std::memory_order_relaxed);
+    redisReply *loaded = d.conn->roundtrip(resp_format({"SCRIPT", "LOAD", scripts_.admit.body}), direct_deadline());
+    if (!loaded) return direct_give_up(d, op, false, sent_us, direct_lost(d), r);
+    freeReplyObject(loaded);
+  }
+  return direct_give_up(d, op, slot, sent_us, FailReason::error, r);
+}
+
+FailReason RedisStore::direct_connect(Direct &d) {
+  RedisEndpoint to;
+  if (!target(to, d.gen))
+    return sentinel_->unknown_reason() == FailReason::config ? FailReason::config : FailReason::connection;
+  d.conn = std::make_unique<Connection>();
+  bool up = d.conn->connect_blocking(to, tls_.get(), now_us() + opt_.connect_timeout_ms * 1000);
+  if (d.conn->fd() >= 0) fds_.set(direct_fd_slot(d), d.conn->fd());
+  if (!up) {
+    // A TLS verification failure is the deployment's: said once, counted as config.
+    if (d.conn->failure() == FailReason::config) report_tls_failure(*d.conn);
+    return d.conn->failure() == FailReason::config ? FailReason::config : FailReason::connection;
+  }
+  for (const std::string &cmd : setup_commands()) {
+    redisReply *reply = d.conn->roundtrip(cmd, direct_deadline());
+    if (!reply) return direct_lost(d);
+    bool error = reply->type == REDIS_REPLY_ERROR;
+    freeReplyObject(reply);
+    if (error) return FailReason::config;  // the I/O thread's connections say it too
+  }
+  if (sentinel_) {
+    // The sentinels' answer may be stale (a failover in progress): the server must say it is the master.
+    redisReply *role = d.conn->roundtrip(resp_format({kRoleCommand}), direct_deadline());
+    if (!role) return direct_lost(d);
+    bool master = says_master(role);
+    freeReplyObject(role);
+    if (!master) {
+      sentinel_->suspect(d.gen);
+      return FailReason::connection;
+    }
+  }
+  return FailReason::none;
+}
+
+redisReply *RedisStore::direct_exchange(Direct &d, const std::string &cmd) {
+  if (!d.conn->send_blocking(cmd, direct_deadline())) return nullptr;
+  // The replies to this thread's releases come first (nobody waits on them; an error is counted).
+  for (; d.unread > 0; d.unread--) {
+    redisReply *back = d.conn->next_blocking(direct_deadline());
+    if (!back) return nullptr;
+    if (back->type == REDIS_REPLY_ERROR) release_errors_.fetch_add(1, std::memory_order_relaxed);
+    freeReplyObject(back);
+  }
+  redisReply *rep = d.conn->next_blocking(direct_deadline());
+  if (rep) direct_read_us_.store(now_us(), std::memory_order_relaxed);  // Redis answers (any_answering)
+  return rep;
+}
+
+bool RedisStore::direct_refused(Direct &d, const AdmitOp &op, redisReply *rep, ErrorReply kind, int64_t sent_us,
+                                AdmitResult &r) {
+  std::string_view err(rep->str, rep->len);
+  switch (kind) {
+    case ErrorReply::readonly:
       // The master moved (a failover): ask the sentinels again; this admit is the fallback's.
       freeReplyObject(rep);
       sentinel_->suspect(d.gen);
-      slot = false;  // a replica ran nothing
-      return give_up(fail_reason(kind));
-    }
-    if (!ok && rep->type == REDIS_REPLY_ERROR &&
-        (kind == ErrorReply::redirect || kind == ErrorReply::try_again || kind == ErrorReply::cluster_down)) {
-      // MOVED, ASK or TRYAGAIN (keys a migration keeps apart): the I/O thread follows or splits it.
+      return direct_give_up(d, op, false, sent_us, fail_reason(kind), r);  // a replica ran nothing
+    case ErrorReply::redirect:
+    case ErrorReply::try_again:
+    case ErrorReply::cluster_down:
       freeReplyObject(rep);
       cluster_->suspect(*this);
+      r = AdmitResult{};
       if (kind == ErrorReply::cluster_down) {
         failures_[static_cast<size_t>(FailReason::cluster)].fetch_add(1, std::memory_order_relaxed);
-        r = AdmitResult{};
         r.reason = fail_reason(kind);
-        return false;
       }
-      // MOVED, ASK or TRYAGAIN: undecided with no reason, and the admit goes to the I/O thread.
-      r = AdmitResult{};
+      // MOVED, ASK or TRYAGAIN (keys a migration keeps apart): undecided with no reason, and the admit goes to
+      // the I/O thread, which follows or splits it.
       return false;
-    }
-    if (!ok && rep->type == REDIS_REPLY_ERROR) {
-      if (kind == ErrorReply::script_refused) report_refused_script(*d.conn, std::string_view(rep->str, rep->len));
-      why = fail_reason(kind) == FailReason::config ? FailReason::config : FailReason::error;
-    }
-    freeReplyObject(rep);
-    if (ok) return true;
-    slot = slot && !noscript && why != FailReason::config;  // a refused script took nothing
-    if (why == FailReason::config) return give_up(why);
-    if (!noscript || attempt) return give_up(FailReason::error);
-    noscript_reloads_.fetch_add(1, std::memory_order_relaxed);
-    redisReply *loaded = command(resp_format({"SCRIPT", "LOAD", scripts_.admit.body}));
-    if (!loaded) return lost();
-    freeReplyObject(loaded);
-    slot = op.conc || op.fleet;
+    case ErrorReply::script_refused:
+      report_refused_script(*d.conn, err);
+      freeReplyObject(rep);
+      return direct_give_up(d, op, false, sent_us, fail_reason(kind), r);  // a refused script took nothing
+    case ErrorReply::config:
+    case ErrorReply::noscript:  // still, after the script was loaded: it ran nothing
+      freeReplyObject(rep);
+      return direct_give_up(d, op, false, sent_us, fail_reason(kind), r);
+    case ErrorReply::other: break;
   }
-  return give_up(FailReason::error);
+  freeReplyObject(rep);
+  return direct_give_up(d, op, op.conc || op.fleet, sent_us, FailReason::error, r);
+}
+
+bool RedisStore::direct_give_up(Direct &d, const AdmitOp &op, bool may_hold_slot, int64_t sent_us, FailReason why,
+                                AdmitResult &r) {
+  if (may_hold_slot) direct_give_back(d, op);
+  free_direct(d);  // when there was nothing to give back
+  direct_ok_.store(false, std::memory_order_relaxed);
+  failures_[static_cast<size_t>(why)].fetch_add(1, std::memory_order_relaxed);
+  if (why == FailReason::timeout) {
+    // No byte within the deadline: let the I/O thread judge it (it opens the breaker unless its own
+    // connections are answering), so that the next admit does not wait a deadline too.
+    direct_silent_since_.store(sent_us, std::memory_order_release);
+    wake_io();
+    // It is idle in poll: wait (briefly) for its verdict, so that this caller's next admit sees it.
+    for (int i = 0; i < 400 && direct_silent_since_.load(std::memory_order_acquire) != 0; i++)
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  r = AdmitResult{};
+  r.reason = why;
+  return false;
+}
+
+void RedisStore::direct_give_back(Direct &d, const AdmitOp &op) {
+  // The admit may run in Redis after all (a slow Redis, a reply lost with the connection): its slot is given
+  // back behind it, on the same connection when it can still take a write (Redis runs the two in order), else
+  // through the I/O thread once this connection is gone.
+  ReleaseOp back = release_of(op);
+  std::string cmd;
+  format_release(back, cmd);
+  bool sent = false;
+  if (d.conn && d.conn->open()) {
+    d.conn->append(cmd);
+    (void)d.conn->write(sent);
+  }
+  free_direct(d);  // what it sent goes before the close
+  if (!sent) release_via_io(back);
+}
+
+FailReason RedisStore::direct_lost(Direct &d) {
+  FailReason why = d.conn->failure();
+  if (why == FailReason::config) report_tls_failure(*d.conn);  // the server refused our certificate: said once
+  return why == FailReason::config || why == FailReason::timeout ? why : FailReason::connection;
 }
 
 }  // namespace floodwall

@@ -246,6 +246,21 @@ class RedisStore final : public Store {
   // (the direct path is then off until the I/O thread sees Redis answer an admit, so that the breaker judges
   // what follows); false with no reason for a cluster's redirection (the I/O thread follows it).
   bool direct_admit(Direct &d, const AdmitOp &op, AdmitResult &r);
+  // Its steps, d.mu held. A new connection with its setup (AUTH, SELECT, the ROLE check): none, or why not.
+  FailReason direct_connect(Direct &d);
+  // Sends cmd and reads the replies to this thread's releases, then cmd's; null when none came in time.
+  redisReply *direct_exchange(Direct &d, const std::string &cmd);
+  // An error reply to the admit (rep freed): followed by the I/O thread (a cluster's redirection), or given up.
+  bool direct_refused(Direct &d, const AdmitOp &op, redisReply *rep, ErrorReply kind, int64_t sent_us, AdmitResult &r);
+  // Undecided (r.reason = why), the connection dropped and the direct path off; a slot the admit may hold
+  // (`may_hold_slot`) given back behind it. Always false.
+  bool direct_give_up(Direct &d, const AdmitOp &op, bool may_hold_slot, int64_t sent_us, FailReason why,
+                      AdmitResult &r);
+  void direct_give_back(Direct &d, const AdmitOp &op);
+  // No reply on d: why (a time-out, a broken connection, the server refusing our TLS certificate).
+  FailReason direct_lost(Direct &d);
+  // Each command has the whole deadline, as each call on the I/O thread has.
+  int64_t direct_deadline() const { return now_us() + opt_.deadline_ms * 1000; }
   // True when the release was written on this thread's own connection.
   bool direct_release(const ReleaseOp &op);
   void release_via_io(const ReleaseOp &op);
