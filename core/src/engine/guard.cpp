@@ -26,6 +26,7 @@ Guard::Guard(Policy policy, std::unique_ptr<Store> store, const Clock &clock, Rn
     fallback_ = std::make_unique<MemoryStore>(clock_, policy_.max_tenants);
   if (policy_.leases() && store_->supports_leases())
     hot_ = std::make_unique<HotTenants>(policy_, *store_, clock_, rng_, metrics_);
+  reads_now_ = store_->takes_time() || controller_ || !adaptive_.empty();
 }
 
 // The leases are given back first, then the store goes (its destructor sends what is queued, and fails
@@ -105,6 +106,9 @@ void Guard::prepare_rules(std::string_view route, std::string_view method, uint6
 
 void Guard::prepare(const Request &rq, Prepared &p) {
   if (rq.tenant.empty()) throw BadRequest("tenant: must not be empty");
+  // The clock, once per decision, for every part of it that needs the time: the in-process store, the
+  // utilization shedder and the adaptive limit (a vDSO read is a sixth of an embedded decision).
+  if (reads_now_) p.op.now_us = clock_.now_us();
   p.op.tenant.assign(rq.tenant);
   uint64_t cost = rq.cost == 0 ? 1 : rq.cost;
   p.cost = cost;
@@ -156,7 +160,7 @@ void Guard::prepare(const Request &rq, Prepared &p) {
 
   if (controller_) {
     p.util_counted = true;
-    int64_t now = clock_.now_us();
+    int64_t now = p.op.now_us;
     tick_utilization(now);
     Mode m = mode_in_force(Limiter::utilization);
     if (m != Mode::off) {
@@ -187,7 +191,7 @@ void Guard::prepare_adaptive(const Request &rq, std::string_view route, std::str
   if (m == Mode::off) return;
   bool over = false;
   uint64_t slot = adaptive_[static_cast<size_t>(family)]->acquire(tier_of(rq.sandbox, rq.critical, method),
-                                                                  m == Mode::enforce, clock_.now_us(), over);
+                                                                  m == Mode::enforce, p.op.now_us, over);
   metrics_.count(p.route, Limiter::adaptive,
                  !over                ? Outcome::allowed
                  : m == Mode::enforce ? Outcome::rejected
@@ -276,13 +280,20 @@ Decision Guard::finish(const Prepared &p, const AdmitResult &store_result) {
   return d;
 }
 
+// One Decision, built where the caller receives it (a single return of one object: no copy of it).
 Decision Guard::decide(const Prepared &p, const AdmitResult &store_result) {
+  Decision d = kAllowed;
   if (store_result.other_tier) {  // the tenant's tier kept changing under this admit: the fallback decides
     AdmitResult undecided;
     undecided.reason = FailReason::error;
-    return decide(p, undecided);
+    decide_into(p, undecided, d);
+  } else {
+    decide_into(p, store_result, d);
   }
-  Decision d = kAllowed;
+  return d;
+}
+
+void Guard::decide_into(const Prepared &p, const AdmitResult &store_result, Decision &d) {
   d.cost = p.cost;
   if (p.shed_dark) d.dark_limiter = Limiter::utilization;
   if (p.adaptive_dark && d.dark_limiter == Limiter::none) d.dark_limiter = Limiter::adaptive;
@@ -301,50 +312,55 @@ Decision Guard::decide(const Prepared &p, const AdmitResult &store_result) {
     d.retry_after_s = p.shed_by == Limiter::adaptive
                           ? 1
                           : std::max<int64_t>(1, static_cast<int64_t>(std::ceil(policy_.utilization->sample_s)));
-    return d;
+    return;
   }
   d.rules = p.rules;
-  bool touched_store = op.asks();
-  const AdmitResult *res = &store_result;
-  AdmitResult local;
-  if (touched_store && !store_result.decided) {
-    // The store could not answer in time. Never stop limiting silently: count it, and let redis.fallback
-    // decide. "local": the same policy on an in-process table, so a flood is still held.
-    d.fail_reason = store_result.reason;
-    const std::pair<bool, Limiter> asked[] = {{op.rate || op.rules.n > 0, Limiter::request_rate},
-                                              {op.conc, Limiter::concurrency},
-                                              {op.fleet, Limiter::fleet}};
-    for (auto [on, l] : asked)
-      if (on) metrics_.failed(l, store_result.reason);
-    if (fallback_) {
-      if (op.tier.empty()) {
-        local = fallback_->admit(op);
-      } else {  // the local table keeps no control records: the tier's limits, unchecked
-        AdmitOp o = op;
-        o.tier = {};
-        local = fallback_->admit(o);
-      }
-      res = &local;
-      d.degraded = true;
-      metrics_.source(Source::fallback);
-    } else if (policy_.redis.fallback == Fallback::closed) {
-      // Refuse what cannot be limited: 503, with a body that says the limiter is unavailable.
-      d.allowed = false;
-      d.status = 503;
-      d.retry_after_s = 1;
-      metrics_.source(Source::refused);
-      return d;
-    } else {
-      // "open": allowed with no limiter at all, and counted as such.
-      d.failed_open = true;
-      for (auto [on, l] : asked)
-        if (on) metrics_.count(p.route, l, Outcome::failed_open);
-      metrics_.source(Source::failed_open);
-    }
-  } else if (touched_store) {
-    metrics_.source(Source::store);
+  if (!op.asks()) return decide_on(p, store_result, false, d);
+  if (!store_result.decided) return decide_without_store(p, store_result, d);
+  metrics_.source(Source::store);
+  decide_on(p, store_result, true, d);
+}
+
+// The store could not answer in time. Never stop limiting silently: count it, and let redis.fallback
+// decide. "local": the same policy on an in-process table, so a flood is still held. Out of the common
+// path, with the fallback's result it needs.
+void Guard::decide_without_store(const Prepared &p, const AdmitResult &store_result, Decision &d) {
+  const AdmitOp &op = p.op;
+  d.fail_reason = store_result.reason;
+  const std::pair<bool, Limiter> asked[] = {
+      {op.rate || op.rules.n > 0, Limiter::request_rate}, {op.conc, Limiter::concurrency}, {op.fleet, Limiter::fleet}};
+  for (auto [on, l] : asked)
+    if (on) metrics_.failed(l, store_result.reason);
+  if (fallback_) {
+    // The local table keeps no control records (a tier's limits go unchecked), and reads its own clock:
+    // the store's answer may have come a deadline after the admit began.
+    AdmitOp o = op;
+    o.tier = {};
+    o.now_us = AdmitOp::kStoreClock;
+    AdmitResult local = fallback_->admit(o);
+    d.degraded = true;
+    metrics_.source(Source::fallback);
+    return decide_on(p, local, true, d);
   }
-  const AdmitResult &r = *res;
+  if (policy_.redis.fallback == Fallback::closed) {
+    // Refuse what cannot be limited: 503, with a body that says the limiter is unavailable.
+    d.allowed = false;
+    d.status = 503;
+    d.retry_after_s = 1;
+    metrics_.source(Source::refused);
+    return;
+  }
+  // "open": allowed with no limiter at all, and counted as such.
+  d.failed_open = true;
+  for (auto [on, l] : asked)
+    if (on) metrics_.count(p.route, l, Outcome::failed_open);
+  metrics_.source(Source::failed_open);
+  decide_on(p, store_result, true, d);
+}
+
+// The verdicts of the store's (or the fallback's) result `r`, and the ticket of what the request holds.
+void Guard::decide_on(const Prepared &p, const AdmitResult &r, bool touched_store, Decision &d) {
+  const AdmitOp &op = p.op;
   if (touched_store && r.decided && r.blocked) {
     // The tenant is blocked (the admin API): 403, nothing consumed.
     d.allowed = false;
@@ -355,7 +371,7 @@ Decision Guard::decide(const Prepared &p, const AdmitResult &store_result) {
         r.blocked_until_s > 0 ? std::max<int64_t>(1, r.blocked_until_s - floor_div(clock_.wall_us(), 1'000'000)) : 0;
     metrics_.tenant_seen(op.tenant, true);
     metrics_.blocked();
-    return d;
+    return;
   }
   // A runtime override of the tenant's bucket (its control record): the bucket the store used.
   int64_t rate_m = r.rate_m > 0 ? r.rate_m : op.rate_m, burst_m = r.rate_m > 0 ? r.burst_m : op.burst_m;
@@ -391,11 +407,11 @@ Decision Guard::decide(const Prepared &p, const AdmitResult &store_result) {
     }
     if (op.rate || op.conc || op.rules.n > 0) metrics_.tenant_seen(op.tenant, !d.allowed);
   }
-  if (!d.allowed) return d;
+  if (!d.allowed) return;
   bool conc = op.conc && r.decided && r.committed && r.conc_ok;
   bool fleet = op.fleet && r.decided && r.committed && r.fleet_ok;
   if (!(conc || fleet || p.util_counted || p.adaptive_slot))
-    return d;  // nothing to give back: no ticket (leased ones included)
+    return;  // nothing to give back: no ticket (leased ones included)
   Held h;
   h.tenant = op.tenant;
   h.slot = r.slot_leased ? r.leased_slot : op.slot;
@@ -408,9 +424,10 @@ Decision Guard::decide(const Prepared &p, const AdmitResult &store_result) {
   h.local = d.degraded;
   h.adaptive = p.adaptive;
   h.adaptive_slot = p.adaptive_slot;
-  if (h.in_flight) meter_.change(+1, clock_.now_us());
+  // In flight from the decision: its instant when an in-process store made it, else now (a network store's
+  // answer comes later than the admit began).
+  if (h.in_flight) meter_.change(+1, store_->takes_time() ? op.now_us : clock_.now_us());
   d.ticket = hold(h);
-  return d;
 }
 
 // ------------------------------------------------------------------------------------------ tiers
@@ -445,14 +462,17 @@ Decision Guard::admit(const Request &rq) {
     Prepared p;
     prepare(rq, p);
     bool asks = !p.shed && p.op.asks();
-    AdmitResult r;
     // A request that a limit or quota applies to is decided by the store, exactly: leases hold the
     // tenant's bucket only (a lease per rule is not built).
     HotTenants::EntryRef e;
-    if (asks && hot_ && p.op.rules.n == 0) e = hot_->track(p.op, clock_.now_us());
-    if (e && hot_->admit(*e, p.op, r) == HotTenants::Outcome::decided) return finish(p, r);
-    int64_t sent = clock_.now_us();
-    if (asks) r = store_->admit(p.op);
+    if (asks && hot_ && p.op.rules.n == 0) {
+      e = hot_->track(p.op, clock_.now_us());
+      AdmitResult leased;
+      if (e && hot_->admit(*e, p.op, leased) == HotTenants::Outcome::decided) return finish(p, leased);
+    }
+    int64_t sent = e ? clock_.now_us() : 0;  // a hot tenant's exact admit: when it was sent (learn)
+    // Built in place (no copy of a result this size); the in-process stores decide at p.op.now_us.
+    AdmitResult r = asks ? store_->admit(p.op) : AdmitResult{};
     if (r.other_tier && attempt < kTierAttempts) {
       learn_tier(p.op.tenant, r.tier);  // nothing was consumed: decide again in that tier
       drop_adaptive(p);

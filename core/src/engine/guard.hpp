@@ -109,6 +109,9 @@ class Guard {
   void prepare_rules(std::string_view route, std::string_view method, uint64_t cost, Prepared &p);
   Decision finish(const Prepared &p, const AdmitResult &r);
   Decision decide(const Prepared &p, const AdmitResult &r);  // finish() but for the adaptive slot
+  void decide_into(const Prepared &p, const AdmitResult &r, Decision &d);
+  [[gnu::noinline]] void decide_without_store(const Prepared &p, const AdmitResult &r, Decision &d);
+  void decide_on(const Prepared &p, const AdmitResult &r, bool touched_store, Decision &d);
   void prepare_adaptive(const Request &rq, std::string_view route, std::string_view method, Prepared &p);
   void drop_adaptive(Prepared &p);  // a prepared request that is not going on: its adaptive slot back
   void release_adaptive(int family, uint64_t slot, bool measured);  // slot 0: none
@@ -148,6 +151,9 @@ class Guard {
 
   // The adaptive concurrency limits: one for every request, or one per route family policy_.adaptive names.
   std::vector<std::unique_ptr<AdaptiveLimit>> adaptive_;
+  // Whether prepare() reads the clock into AdmitOp::now_us: for an in-process store (Store::takes_time),
+  // the utilization shedder or the adaptive limit, each of which then uses that one reading.
+  bool reads_now_ = false;
 
   // Tickets: what each admitted request holds until it is released.
   static constexpr size_t kTicketShards = 16;

@@ -216,7 +216,8 @@ AdmitResult MemoryStore::admit_tables(const AdmitOp &op) {
   uint64_t h = hash(key);
   Shard &s = shard_for(h);
   std::lock_guard lock(s.mu);
-  int64_t now = clock_.now_us();
+  // The Guard's reading when it handed one down (one clock read per decision), else the store's own.
+  int64_t now = op.now_us != AdmitOp::kStoreClock ? op.now_us : clock_.now_us();
   Entry *e = find(s, h, key);
 
   int64_t tokens = 0, debt_ns = 0;

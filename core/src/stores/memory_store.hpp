@@ -31,6 +31,7 @@ class MemoryStore final : public Store {
   AdmitResult admit(const AdmitOp &op) override;
   void admit_async(const AdmitOp &op, AdmitCompletion *done) override;
   void release(const ReleaseOp &op) override;
+  bool takes_time() const override { return true; }
   StoreStats stats() const override;
   void control(const TenantKey &tenant, const ControlChange &change) override;
   TenantState inspect(const AdmitOp &op) override;

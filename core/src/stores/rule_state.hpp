@@ -17,18 +17,20 @@ struct RuleState {
   int64_t a = 0, b = 0;
 };
 
+// Trivial (no member initializers): the stores keep an array of kMaxRules of them on the stack, which an
+// admit that checks no rule must not pay to zero; check_rule value-initializes the one it returns.
 struct RuleCheck {
-  bool ok = true;
-  int64_t left = 0;      // before this request: micro-tokens (a limit) or units (a quota)
-  int64_t debt_ns = 0;   // a limit
-  QuotaWindow window{};  // a quota
-  int64_t used = 0;      // a quota: counted in the window so far
+  bool ok;
+  int64_t left;        // before this request: micro-tokens (a limit) or units (a quota)
+  int64_t debt_ns;     // a limit
+  QuotaWindow window;  // a quota
+  int64_t used;        // a quota: counted in the window so far
 };
 
 // now_us: the store's monotonic clock (buckets); wall_us: its calendar (quotas' windows).
 inline RuleCheck check_rule(const RuleOp &r, const RuleState *s, int64_t now_us, int64_t wall_us, int64_t cost_m,
                             int64_t units) {
-  RuleCheck c;
+  RuleCheck c{};
   if (!r.quota) {
     BucketState b{s ? s->a : 0};
     c.debt_ns = bucket_debt_ns(s ? &b : nullptr, now_us);

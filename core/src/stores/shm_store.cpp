@@ -307,7 +307,8 @@ AdmitResult ShmStore::admit_tables(const AdmitOp &op) {
   Slot *slots = slots_of(s);
   size_t n_slots = layout_->g.slots_per_shard;
   Lock lock(s.mu, layout_->repairs, [&] { repair_shard(s); });
-  int64_t now = clock_.now_us();
+  // The Guard's reading when it handed one down (one clock read per decision), else the store's own.
+  int64_t now = op.now_us != AdmitOp::kStoreClock ? op.now_us : clock_.now_us();
   Entry *e = find(s, h, key);
 
   int64_t tokens = 0, debt_ns = 0;

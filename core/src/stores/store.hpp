@@ -110,6 +110,11 @@ struct AdmitOp {
   // Redis Cluster, during a slot's migration (ClusterStore::Split): the control record read on its own
   // (ctl_only: the one key), then the rest without it (no_ctl).
   bool ctl_only = false, no_ctl = false;
+  // The decision's instant on the Guard's clock (Clock::now_us), read once per decision and handed to an
+  // in-process store (Store::takes_time) instead of a second read there; kStoreClock: the store reads its
+  // own (the fallback table, tests, admin calls). The Redis store never reads it: its clock is TIME.
+  static constexpr int64_t kStoreClock = INT64_MIN;
+  int64_t now_us = kStoreClock;
   bool asks() const { return rate || conc || fleet || rules.n > 0; }
 };
 
@@ -291,6 +296,9 @@ class Store {
   }
   // Whether admit() can wait on I/O (a network store); the in-process stores answer at once.
   virtual bool can_block() const { return false; }
+  // Whether admit() decides at AdmitOp::now_us when it is given (the in-process stores, on the Guard's
+  // clock): the Guard then reads the clock for the store, once per decision.
+  virtual bool takes_time() const { return false; }
   // Batching for an event loop (fw_client_hold, fw_client_flush): from hold_writes until flush_writes, the
   // async admits and releases of the calling thread are kept from the I/O thread, so that a turn's calls
   // go out in one write (one read for Redis), or a long turn's in a few (redis.batch_window_us); a blocking
