@@ -319,7 +319,12 @@ class RedisStore final : public Store {
   void settle_lanes(std::vector<Call *> &batch, int64_t now);
   bool moves(const Call *c) const { return c->affinity % lanes_ != c->affinity % lanes_wanted_; }
   void read(Conn &conn, int64_t now);
+  // A reply, to the call it answers (replies.cpp); an error reply, a fleet report's, the flags' (the fleet-wide
+  // modes and the control epoch).
   void handle(Conn &conn, Call *c, redisReply *r, int64_t now);
+  void handle_error(Conn &conn, Call *c, std::string_view err, int64_t now);
+  void finish_report(Call *c, const redisReply *r);
+  void apply_flags(const redisReply *r);
   void expire(int64_t now);
   void fail_call(Call *c, FailReason why);
   void complete(Call *c, AdmitResult &&r);  // hands an admit's result to its caller

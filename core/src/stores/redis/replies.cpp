@@ -77,55 +77,7 @@ void RedisStore::return_spent() {
 void RedisStore::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
   replies_++;
   if (r->type == REDIS_REPLY_ERROR) {
-    std::string_view err(r->str, r->len);
-    ErrorReply kind = classify(err);
-    if ((kind == ErrorReply::redirect || kind == ErrorReply::try_again || kind == ErrorReply::cluster_down) &&
-        cluster_reply(c, err, now))
-      return;
-    if (kind == ErrorReply::noscript && !c->retried && c->kind != Kind::setup) {
-      // Redis restarted, failed over or ran SCRIPT FLUSH: load the scripts and send the call again.
-      noscript_reloads_.fetch_add(1, std::memory_order_relaxed);
-      c->retried = true;
-      for (const Script *s : scripts_.all()) append(conn, setup_call({"SCRIPT", "LOAD", s->body}, now));
-      append(conn, c);
-      return;
-    }
-    if (c->kind == Kind::setup) {
-      // A wrong password must not pass for a working connection (it used to carry on as the default
-      // user): the connection is closed, its calls fail as config errors, and it is said once.
-      conn.refused = true;
-      refused_.store(true, std::memory_order_relaxed);
-      report_refused_setup(*conn.link, err);
-      recycle(c);
-      return;
-    }
-    // A replica refusing a write: the master moved (redis+sentinel://); the sentinels are asked again
-    // and this call fails over to the fallback as a broken connection would.
-    if (kind == ErrorReply::readonly) {
-      conn.not_master = true;
-      if (c->kind == Kind::release) {
-        keep_release(c);
-        return;
-      }
-      if (c->kind == Kind::probe && !c->abandoned) breaker_.probe_result(false, now);
-      if (!c->abandoned) fail_call(c, fail_reason(kind));
-      recycle(c);
-      return;
-    }
-    // A configuration error means Redis answered: it is up, the deployment is wrong.
-    if (kind == ErrorReply::script_refused) report_refused_script(*conn.link, err);
-    FailReason why = fail_reason(kind);
-    bool config = why == FailReason::config;
-    if (awaited(c->kind)) breaker_.record(!config, now);
-    if (c->kind == Kind::probe && !c->abandoned) breaker_.probe_result(config, now);
-    if (c->kind == Kind::release && !config) {
-      // Refused for now (READONLY, BUSY, LOADING): sent again later; ZREM is idempotent.
-      unsent_at_us_ = now + 100'000;
-      keep_release(c);
-      return;
-    }
-    if (!c->abandoned) fail_call(c, why);
-    recycle(c);
+    handle_error(conn, c, std::string_view(r->str, r->len), now);
     return;
   }
   if (c->role_check && !says_master(r)) conn.not_master = true;
@@ -135,62 +87,115 @@ void RedisStore::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
   switch (c->kind) {
     case Kind::admit: finish_admit(c, r, now); break;
     case Kind::lease: finish_lease(c, r, now); break;
-    case Kind::report:
-      if (!c->abandoned && c->report_done) {
-        FleetReportResult res;
-        if (r->type == REDIS_REPLY_ARRAY && (r->elements == 2 || r->elements == 3) &&
-            r->element[0]->type == REDIS_REPLY_INTEGER && r->element[1]->type == REDIS_REPLY_INTEGER &&
-            (r->elements == 2 || r->element[2]->type == REDIS_REPLY_INTEGER)) {
-          res.decided = true;
-          res.others = r->element[0]->integer;
-          res.set_live = r->element[1]->integer;
-          if (r->elements == 3) res.reporting = r->element[2]->integer;
-        }
-        FleetReportCompletion *done = c->report_done;
-        c->report_done = nullptr;
-        done->complete(std::move(res));
-      }
-      break;
+    case Kind::report: finish_report(c, r); break;
     case Kind::probe:
       if (!c->abandoned) breaker_.probe_result(true, now);
       break;
-    case Kind::flags:
-      if (r->type == REDIS_REPLY_ARRAY) {
-        FleetModes m;
-        m.fill(-1);
-        for (size_t i = 0; i + 1 < r->elements; i += 2) {
-          std::string_view field(r->element[i]->str ? r->element[i]->str : "", r->element[i]->len);
-          std::string_view value(r->element[i + 1]->str ? r->element[i + 1]->str : "", r->element[i + 1]->len);
-          if (field == "ctl_epoch") {
-            // A control record changed somewhere in the fleet: what hot tenants believe is asked again.
-            int64_t e = 0;
-            std::from_chars(value.data(), value.data() + value.size(), e);
-            if (e != seen_ctl_epoch_) {
-              seen_ctl_epoch_ = e;
-              if (cluster_)
-                cluster_->ctl_changed();
-              else
-                bump_ctl_epoch();
-            }
-          }
-          for (int l = 1; l < kLimiterCount; l++) {
-            if (field != limiter_name(static_cast<Limiter>(l))) continue;
-            for (Mode mode : {Mode::enforce, Mode::dark, Mode::off})
-              if (value == mode_name(mode)) m[static_cast<size_t>(l)] = static_cast<int8_t>(mode);
-          }
-        }
-        if (cluster_)
-          cluster_->flags(m);
-        else
-          for (size_t i = 0; i < m.size(); i++) fleet_modes_[i].store(m[i], std::memory_order_relaxed);
-      }
-      break;
+    case Kind::flags: apply_flags(r); break;
     case Kind::release:
     case Kind::lease_end:
     case Kind::asking:
     case Kind::setup: break;
   }
   recycle(c);
+}
+
+void RedisStore::handle_error(Conn &conn, Call *c, std::string_view err, int64_t now) {
+  ErrorReply kind = classify(err);
+  if ((kind == ErrorReply::redirect || kind == ErrorReply::try_again || kind == ErrorReply::cluster_down) &&
+      cluster_reply(c, err, now))
+    return;
+  if (kind == ErrorReply::noscript && !c->retried && c->kind != Kind::setup) {
+    // Redis restarted, failed over or ran SCRIPT FLUSH: load the scripts and send the call again.
+    noscript_reloads_.fetch_add(1, std::memory_order_relaxed);
+    c->retried = true;
+    for (const Script *s : scripts_.all()) append(conn, setup_call({"SCRIPT", "LOAD", s->body}, now));
+    append(conn, c);
+    return;
+  }
+  if (c->kind == Kind::setup) {
+    // A wrong password must not pass for a working connection (it used to carry on as the default
+    // user): the connection is closed, its calls fail as config errors, and it is said once.
+    conn.refused = true;
+    refused_.store(true, std::memory_order_relaxed);
+    report_refused_setup(*conn.link, err);
+    recycle(c);
+    return;
+  }
+  // A replica refusing a write: the master moved (redis+sentinel://); the sentinels are asked again
+  // and this call fails over to the fallback as a broken connection would.
+  if (kind == ErrorReply::readonly) {
+    conn.not_master = true;
+    if (c->kind == Kind::release) {
+      keep_release(c);
+      return;
+    }
+    if (c->kind == Kind::probe && !c->abandoned) breaker_.probe_result(false, now);
+    if (!c->abandoned) fail_call(c, fail_reason(kind));
+    recycle(c);
+    return;
+  }
+  // A configuration error means Redis answered: it is up, the deployment is wrong.
+  if (kind == ErrorReply::script_refused) report_refused_script(*conn.link, err);
+  FailReason why = fail_reason(kind);
+  bool config = why == FailReason::config;
+  if (awaited(c->kind)) breaker_.record(!config, now);
+  if (c->kind == Kind::probe && !c->abandoned) breaker_.probe_result(config, now);
+  if (c->kind == Kind::release && !config) {
+    // Refused for now (READONLY, BUSY, LOADING): sent again later; ZREM is idempotent.
+    unsent_at_us_ = now + 100'000;
+    keep_release(c);
+    return;
+  }
+  if (!c->abandoned) fail_call(c, why);
+  recycle(c);
+}
+
+void RedisStore::finish_report(Call *c, const redisReply *r) {
+  if (c->abandoned || !c->report_done) return;
+  FleetReportResult res;
+  if (r->type == REDIS_REPLY_ARRAY && (r->elements == 2 || r->elements == 3) &&
+      r->element[0]->type == REDIS_REPLY_INTEGER && r->element[1]->type == REDIS_REPLY_INTEGER &&
+      (r->elements == 2 || r->element[2]->type == REDIS_REPLY_INTEGER)) {
+    res.decided = true;
+    res.others = r->element[0]->integer;
+    res.set_live = r->element[1]->integer;
+    if (r->elements == 3) res.reporting = r->element[2]->integer;
+  }
+  FleetReportCompletion *done = c->report_done;
+  c->report_done = nullptr;
+  done->complete(std::move(res));
+}
+
+void RedisStore::apply_flags(const redisReply *r) {
+  if (r->type != REDIS_REPLY_ARRAY) return;
+  FleetModes m;
+  m.fill(-1);
+  for (size_t i = 0; i + 1 < r->elements; i += 2) {
+    std::string_view field(r->element[i]->str ? r->element[i]->str : "", r->element[i]->len);
+    std::string_view value(r->element[i + 1]->str ? r->element[i + 1]->str : "", r->element[i + 1]->len);
+    if (field == "ctl_epoch") {
+      // A control record changed somewhere in the fleet: what hot tenants believe is asked again.
+      int64_t e = 0;
+      std::from_chars(value.data(), value.data() + value.size(), e);
+      if (e != seen_ctl_epoch_) {
+        seen_ctl_epoch_ = e;
+        if (cluster_)
+          cluster_->ctl_changed();
+        else
+          bump_ctl_epoch();
+      }
+    }
+    for (int l = 1; l < kLimiterCount; l++) {
+      if (field != limiter_name(static_cast<Limiter>(l))) continue;
+      for (Mode mode : {Mode::enforce, Mode::dark, Mode::off})
+        if (value == mode_name(mode)) m[static_cast<size_t>(l)] = static_cast<int8_t>(mode);
+    }
+  }
+  if (cluster_)
+    cluster_->flags(m);
+  else
+    for (size_t i = 0; i < m.size(); i++) fleet_modes_[i].store(m[i], std::memory_order_relaxed);
 }
 
 RedisStore::ErrorReply RedisStore::classify(std::string_view err) const {
