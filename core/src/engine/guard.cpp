@@ -27,6 +27,7 @@ Guard::Guard(Policy policy, std::unique_ptr<Store> store, const Clock &clock, Rn
   if (policy_.leases() && store_->supports_leases())
     hot_ = std::make_unique<HotTenants>(policy_, *store_, clock_, rng_, metrics_);
   reads_now_ = store_->takes_time() || controller_ || !adaptive_.empty();
+  empty_path_family_ = policy_.family_of_path({});
 }
 
 // The leases are given back first, then the store goes (its destructor sends what is queued, and fails
@@ -115,9 +116,16 @@ void Guard::prepare(const Request &rq, Prepared &p) {
   std::string_view method = rq.method.empty() ? std::string_view("GET") : rq.method;
   // The rules match the route's pattern, else the path; the metrics count a path under the policy's glob
   // it matches, so that the route families stay as few as the globs.
+  // A request with neither (a caller that names no route) is counted under the family of the empty path,
+  // which the policy fixes: found once, in the constructor.
   std::string route_buf;
-  std::string_view route = request_route(rq.route, rq.path, route_buf);
-  p.route = metrics_.route_index(rq.route.empty() ? policy_.family_of_path(route) : route);
+  std::string_view route;
+  if (rq.route.empty() && rq.path.empty()) {
+    p.route = metrics_.route_index(empty_path_family_);
+  } else {
+    route = request_route(rq.route, rq.path, route_buf);
+    p.route = metrics_.route_index(rq.route.empty() ? policy_.family_of_path(route) : route);
+  }
   p.op.units = static_cast<int64_t>(cost);
   if (any_tier_.load(std::memory_order_relaxed)) {
     p.op.tier = tenant_tier(p.op.tenant);

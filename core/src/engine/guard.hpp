@@ -154,6 +154,7 @@ class Guard {
   // Whether prepare() reads the clock into AdmitOp::now_us: for an in-process store (Store::takes_time),
   // the utilization shedder or the adaptive limit, each of which then uses that one reading.
   bool reads_now_ = false;
+  std::string_view empty_path_family_;  // policy_.family_of_path("") (a glob of policy_, or empty)
 
   // Tickets: what each admitted request holds until it is released.
   static constexpr size_t kTicketShards = 16;

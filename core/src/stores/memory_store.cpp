@@ -38,8 +38,7 @@ MemoryStore::Entry *MemoryStore::find(Shard &s, uint64_t h, std::string_view key
   for (size_t i = h & mask;; i = (i + 1) & mask) {
     Entry &e = s.table[i];
     if (e.free()) return nullptr;
-    if (e.hash == h && e.key.view().size() == key.size() && same_bytes(e.key.view().data(), key.data(), key.size()))
-      return &e;
+    if (e.hash == h && e.key_len == key.size() && same_bytes(e.key_bytes, key.data(), key.size())) return &e;
   }
 }
 
@@ -107,7 +106,9 @@ MemoryStore::Entry &MemoryStore::insert(Shard &s, uint64_t h, const TenantKey &k
   while (!s.table[i].free()) i = (i + 1) & mask;
   Entry &e = s.table[i];
   e.hash = h;
-  e.key = key;
+  std::string_view k = key.view();
+  e.key_len = static_cast<uint8_t>(k.size());
+  std::memcpy(e.key_bytes, k.data(), k.size());
   s.count++;
   return e;
 }
@@ -202,7 +203,7 @@ void MemoryStore::reset(const AdmitOp &op) {
   std::lock_guard lock(s.mu);
   size_t mask = s.table.size() - 1;
   for (size_t i = h & mask; !s.table[i].free(); i = (i + 1) & mask) {
-    if (s.table[i].hash == h && s.table[i].key.view() == key) {
+    if (s.table[i].hash == h && s.table[i].key() == key) {
       erase_at(s, i);
       return;
     }
