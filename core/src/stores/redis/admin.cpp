@@ -11,7 +11,7 @@
 #include <chrono>
 
 #include "stores/quota_window.hpp"
-#include "stores/redis/redis_store.hpp"
+#include "stores/redis/redis_store_internal.hpp"
 #include "stores/redis/resp.hpp"
 #include "stores/rule_state.hpp"
 #include "util/errors.hpp"
@@ -232,7 +232,7 @@ std::vector<std::pair<std::string, TenantControl>> admin_controlled(
 
 // ------------------------------------------------------------------------- the store's connection
 
-std::vector<ReplyPtr> RedisStore::admin_run(const std::vector<std::vector<std::string>> &cmds) {
+std::vector<ReplyPtr> RedisIo::admin_run(const std::vector<std::vector<std::string>> &cmds) {
   // Releases waiting for a ride go now, ahead of what this reads, as they went before they could wait.
   send_riders();
   std::lock_guard lock(admin_mu_);
@@ -277,30 +277,30 @@ std::vector<ReplyPtr> RedisStore::admin_run(const std::vector<std::vector<std::s
   return out;
 }
 
-void RedisStore::control(const TenantKey &tenant, const ControlChange &change) {
+void RedisIo::control(const TenantKey &tenant, const ControlChange &change) {
   AdminRunner run = [this](const auto &cmds) { return admin_run(cmds); };
   admin_control(run, run, run, prefix_, tenant, change);
-  bump_ctl_epoch();  // this process's hot tenants at once
+  store_.bump_ctl_epoch();  // this process's hot tenants at once
 }
 
-TenantState RedisStore::inspect(const AdmitOp &op) {
+TenantState RedisIo::inspect(const AdmitOp &op) {
   return admin_inspect([this](const auto &cmds) { return admin_run(cmds); }, prefix_, op);
 }
 
-void RedisStore::reset(const AdmitOp &op) {
+void RedisIo::reset(const AdmitOp &op) {
   admin_reset([this](const auto &cmds) { return admin_run(cmds); }, prefix_, op);
 }
 
-void RedisStore::set_fleet_mode(Limiter l, int8_t mode) {
+void RedisIo::set_fleet_mode(Limiter l, int8_t mode) {
   std::vector<std::vector<std::string>> cmd = {
       mode < 0 ? std::vector<std::string>{"HDEL", flags_key(), limiter_name(l)}
                : std::vector<std::string>{"HSET", flags_key(), limiter_name(l), mode_name(static_cast<Mode>(mode))}};
   auto replies = admin_run(cmd);
   check(replies.front().get(), "the fleet-wide mode");
-  fleet_modes_[static_cast<size_t>(l)].store(mode);  // here at once; the others at their next poll
+  store_.fleet_modes_[static_cast<size_t>(l)].store(mode);  // here at once; the others at their next poll
 }
 
-StoreStatus RedisStore::status(int64_t fleet_ttl_us) {
+StoreStatus RedisIo::status(int64_t fleet_ttl_us) {
   AdminRunner run = [this](const auto &cmds) { return admin_run(cmds); };
   StoreStatus st = admin_status(run, run, run, prefix_, fleet_key_, reports_key_, fleet_ttl_us);
   if (sentinel_) {
@@ -312,7 +312,7 @@ StoreStatus RedisStore::status(int64_t fleet_ttl_us) {
   return st;
 }
 
-std::vector<std::pair<std::string, TenantControl>> RedisStore::controlled(size_t limit) {
+std::vector<std::pair<std::string, TenantControl>> RedisIo::controlled(size_t limit) {
   AdminRunner run = [this](const auto &cmds) { return admin_run(cmds); };
   return admin_controlled(
       run, [&](const TenantKey &) { return run; }, prefix_, limit);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "stores/redis/redis_store_internal.hpp"
 #include "stores/redis/resp.hpp"
 #include "util/clock.hpp"
 #include "util/errors.hpp"

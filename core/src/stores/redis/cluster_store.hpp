@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "stores/redis/cluster_map.hpp"
+#include "stores/redis/connection.hpp"  // TlsContext
 #include "stores/redis/redis_store.hpp"
 #include "util/fork.hpp"
 

@@ -5,17 +5,17 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "stores/redis/redis_store.hpp"
+#include "stores/redis/redis_store_internal.hpp"
 #include "stores/redis/resp.hpp"
 
 namespace floodwall {
 
-RedisStore::Call *RedisStore::setup_call(std::initializer_list<std::string_view> args, int64_t now) {
+RedisIo::Call *RedisIo::setup_call(std::initializer_list<std::string_view> args, int64_t now) {
   tl_cmd = resp_format(std::vector<std::string_view>(args));
   return take_call(Kind::setup, now + opt_.connect_timeout_ms * 1000);
 }
 
-void RedisStore::start_connect(Conn &conn, int64_t now) {
+void RedisIo::start_connect(Conn &conn, int64_t now) {
   RedisEndpoint to;
   if (!target(to, conn.master_gen)) {
     // No sentinel has named the master yet (or they do not know its name: config, said once).
@@ -40,7 +40,7 @@ void RedisStore::start_connect(Conn &conn, int64_t now) {
 
 // Once per store: the reply says what is wrong (WRONGPASS, NOPERM, a SELECT out of range); the
 // password never appears in it, nor here.
-void RedisStore::report_refused_setup(const Connection &link, std::string_view err) {
+void RedisIo::report_refused_setup(const Connection &link, std::string_view err) {
   if (refused_reported_.exchange(true)) return;
   std::string first = printable(err);
   std::string user = url_.user.empty() ? std::string("the default user") : "user \"" + printable(url_.user) + "\"";
@@ -52,7 +52,7 @@ void RedisStore::report_refused_setup(const Connection &link, std::string_view e
 
 // Once per store: which check failed (a CA that did not sign the server, another server name, a client
 // certificate the server refused). The decisions go to the fallback, counted as config.
-void RedisStore::report_tls_failure(const Connection &link) {
+void RedisIo::report_tls_failure(const Connection &link) {
   refused_.store(true, std::memory_order_relaxed);
   if (tls_reported_.exchange(true)) return;
   std::fprintf(stderr,
@@ -61,7 +61,7 @@ void RedisStore::report_tls_failure(const Connection &link) {
                link.peer().c_str(), link.error().c_str());
 }
 
-void RedisStore::on_connected(Conn &conn, int64_t now) {
+void RedisIo::on_connected(Conn &conn, int64_t now) {
   conn.state = Conn::State::ready;
   conn.refused = false;
   conn.backoff_ms = 50;
@@ -96,7 +96,7 @@ void RedisStore::on_connected(Conn &conn, int64_t now) {
   }
 }
 
-void RedisStore::fail_conn(Conn &conn, FailReason why, int64_t now) {
+void RedisIo::fail_conn(Conn &conn, FailReason why, int64_t now) {
   if (why == FailReason::none) why = FailReason::connection;
   if (why == FailReason::config && conn.link->failure() == FailReason::config) report_tls_failure(*conn.link);
   if (conn.link->fd() >= 0) {
@@ -133,13 +133,13 @@ void RedisStore::fail_conn(Conn &conn, FailReason why, int64_t now) {
   conn.reconnect_at_us = now + conn.backoff_ms * 1000;
   conn.backoff_ms = std::min<int64_t>(conn.backoff_ms * 2, 1000);
   if (sentinel_) sentinel_->suspect(conn.master_gen);  // broken: is it still the master?
-  if (cluster_) cluster_->suspect(*this);              // or its slots' master?
+  if (cluster_) cluster_->suspect(store_);             // or its slots' master?
   // Nothing left to ask: the breaker opens, unless the master just changed and the new one is being
   // connected to.
   if (!any_ready() && now >= switch_grace_until_us_) trip(why, now);
 }
 
-void RedisStore::drop_stale_masters(int64_t now) {
+void RedisIo::drop_stale_masters(int64_t now) {
   uint64_t gen = sentinel_->generation();
   for (Conn &conn : conns_) {
     if (conn.master_gen == gen) continue;
@@ -153,7 +153,7 @@ void RedisStore::drop_stale_masters(int64_t now) {
   }
 }
 
-void RedisStore::append(Conn &conn, Call *c) {
+void RedisIo::append(Conn &conn, Call *c) {
   if (c->asking) {
     // An ASK redirection: this one call, on this connection, right after ASKING.
     tl_cmd = resp_format({"ASKING"});
@@ -171,7 +171,7 @@ void RedisStore::append(Conn &conn, Call *c) {
   if (gives_back(c->kind)) conn.releases_sent++;
 }
 
-void RedisStore::flush(Conn &conn, int64_t now) {
+void RedisIo::flush(Conn &conn, int64_t now) {
   bool done = false;
   if (!conn.link->write(done)) {
     fail_conn(conn, conn.link->failure(), now);
@@ -183,7 +183,7 @@ void RedisStore::flush(Conn &conn, int64_t now) {
   if (done) conn.awaiting = conn.setup_left > 0 ? conn.setup_calls : conn.inflight.size();
 }
 
-void RedisStore::read(Conn &conn, int64_t now) {
+void RedisIo::read(Conn &conn, int64_t now) {
   if (!conn.link->read()) {
     fail_conn(conn, conn.link->failure(), now);
     return;

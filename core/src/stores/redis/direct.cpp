@@ -7,14 +7,14 @@
 #include <chrono>
 #include <thread>
 
-#include "stores/redis/redis_store.hpp"
+#include "stores/redis/redis_store_internal.hpp"
 #include "stores/redis/resp.hpp"
 
 namespace floodwall {
 
 // AUTH and SELECT, as a blocking connection of this store's sends them first (the direct path's, the
 // admin API's).
-std::vector<std::string> RedisStore::setup_commands() const {
+std::vector<std::string> RedisIo::setup_commands() const {
   std::vector<std::string> out;
   if (!url_.password.empty())
     out.push_back(url_.user.empty() ? resp_format({"AUTH", url_.password})
@@ -23,7 +23,7 @@ std::vector<std::string> RedisStore::setup_commands() const {
   return out;
 }
 
-void RedisStore::free_direct(Direct &d) {
+void RedisIo::free_direct(Direct &d) {
   static_assert(kFirstDirectFdSlot + kDirectConns <= InheritedFds::kMax, "a forked child closes every one");
   if (!d.conn) return;
   fds_.clear(direct_fd_slot(d));
@@ -31,7 +31,7 @@ void RedisStore::free_direct(Direct &d) {
   d.unread = 0;
 }
 
-void RedisStore::drop_if_closed(Direct &d, int64_t now) {
+void RedisIo::drop_if_closed(Direct &d, int64_t now) {
   // In use within the last 50 ms: Redis closes only connections idle for seconds (its `timeout`), and a
   // restart shows in the command's reply. Else one poll, which sees the peer's close without reading.
   if (!d.conn || now - d.used_us < 50'000) return;
@@ -39,7 +39,7 @@ void RedisStore::drop_if_closed(Direct &d, int64_t now) {
   if (poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))) free_direct(d);
 }
 
-RedisStore::Direct &RedisStore::direct_of_thread() {
+RedisIo::Direct &RedisIo::direct_of_thread() {
   // One number per thread for every store, so that a thread keeps to its connection of each store however
   // it alternates between clients.
   static std::atomic<uint32_t> threads{0};
@@ -47,12 +47,12 @@ RedisStore::Direct &RedisStore::direct_of_thread() {
   return direct_[tl_thread % static_cast<uint32_t>(opt_.direct_connections)];
 }
 
-bool RedisStore::direct_on() const {
+bool RedisIo::direct_on() const {
   return opt_.direct_connections > 0 && direct_ok_.load(std::memory_order_relaxed) && breaker_.closed() &&
          !in_forked_child() && !tl_holds;
 }
 
-bool RedisStore::direct_allowed(const AdmitOp &op) const {
+bool RedisIo::direct_allowed(const AdmitOp &op) const {
   if (!direct_on()) return false;
   bool quiet = outstanding_.load(std::memory_order_acquire) == 0;
   // A cluster: a lone caller's request-rate-only admit (a redirected slot admit would have to give its slot
@@ -63,7 +63,7 @@ bool RedisStore::direct_allowed(const AdmitOp &op) const {
   return quiet || now_us() - tl_io_release_us > patient_us();
 }
 
-bool RedisStore::direct_release(const ReleaseOp &op) {
+bool RedisIo::direct_release(const ReleaseOp &op) {
   // Not the I/O thread's own releases (a late reply's slot): it never blocks on a caller's connection.
   if (!direct_on() || tl_io_of == this || cluster_ || (op.conc && op.fleet)) return false;
   Direct &d = direct_of_thread();
@@ -86,7 +86,7 @@ bool RedisStore::direct_release(const ReleaseOp &op) {
 
 // ------------------------------------------------------------------------------------ callers
 
-bool RedisStore::direct_admit(Direct &d, const AdmitOp &op, AdmitResult &r) {
+bool RedisIo::direct_admit(Direct &d, const AdmitOp &op, AdmitResult &r) {
   int64_t sent_us = now_us();
   const bool slot = op.conc || op.fleet;
   if (d.conn && sentinel_ && d.gen != sentinel_->generation()) free_direct(d);  // the master moved
@@ -117,7 +117,7 @@ bool RedisStore::direct_admit(Direct &d, const AdmitOp &op, AdmitResult &r) {
   return direct_give_up(d, op, slot, sent_us, FailReason::error, r);
 }
 
-FailReason RedisStore::direct_connect(Direct &d) {
+FailReason RedisIo::direct_connect(Direct &d) {
   RedisEndpoint to;
   if (!target(to, d.gen))
     return sentinel_->unknown_reason() == FailReason::config ? FailReason::config : FailReason::connection;
@@ -150,7 +150,7 @@ FailReason RedisStore::direct_connect(Direct &d) {
   return FailReason::none;
 }
 
-redisReply *RedisStore::direct_exchange(Direct &d, const std::string &cmd) {
+redisReply *RedisIo::direct_exchange(Direct &d, const std::string &cmd) {
   if (!d.conn->send_blocking(cmd, direct_deadline())) return nullptr;
   // The replies to this thread's releases come first (nobody waits on them; an error is counted).
   for (; d.unread > 0; d.unread--) {
@@ -164,8 +164,8 @@ redisReply *RedisStore::direct_exchange(Direct &d, const std::string &cmd) {
   return rep;
 }
 
-bool RedisStore::direct_refused(Direct &d, const AdmitOp &op, redisReply *rep, ErrorReply kind, int64_t sent_us,
-                                AdmitResult &r) {
+bool RedisIo::direct_refused(Direct &d, const AdmitOp &op, redisReply *rep, ErrorReply kind, int64_t sent_us,
+                             AdmitResult &r) {
   std::string_view err(rep->str, rep->len);
   switch (kind) {
     case ErrorReply::readonly:
@@ -177,7 +177,7 @@ bool RedisStore::direct_refused(Direct &d, const AdmitOp &op, redisReply *rep, E
     case ErrorReply::try_again:
     case ErrorReply::cluster_down:
       freeReplyObject(rep);
-      cluster_->suspect(*this);
+      cluster_->suspect(store_);
       r = AdmitResult{};
       if (kind == ErrorReply::cluster_down) {
         failures_[static_cast<size_t>(FailReason::cluster)].fetch_add(1, std::memory_order_relaxed);
@@ -200,8 +200,8 @@ bool RedisStore::direct_refused(Direct &d, const AdmitOp &op, redisReply *rep, E
   return direct_give_up(d, op, op.conc || op.fleet, sent_us, FailReason::error, r);
 }
 
-bool RedisStore::direct_give_up(Direct &d, const AdmitOp &op, bool may_hold_slot, int64_t sent_us, FailReason why,
-                                AdmitResult &r) {
+bool RedisIo::direct_give_up(Direct &d, const AdmitOp &op, bool may_hold_slot, int64_t sent_us, FailReason why,
+                             AdmitResult &r) {
   if (may_hold_slot) direct_give_back(d, op);
   free_direct(d);  // when there was nothing to give back
   direct_ok_.store(false, std::memory_order_relaxed);
@@ -220,7 +220,7 @@ bool RedisStore::direct_give_up(Direct &d, const AdmitOp &op, bool may_hold_slot
   return false;
 }
 
-void RedisStore::direct_give_back(Direct &d, const AdmitOp &op) {
+void RedisIo::direct_give_back(Direct &d, const AdmitOp &op) {
   // The admit may run in Redis after all (a slow Redis, a reply lost with the connection): its slot is given
   // back behind it, on the same connection when it can still take a write (Redis runs the two in order), else
   // through the I/O thread once this connection is gone.
@@ -236,7 +236,7 @@ void RedisStore::direct_give_back(Direct &d, const AdmitOp &op) {
   if (!sent) release_via_io(back);
 }
 
-FailReason RedisStore::direct_lost(Direct &d) {
+FailReason RedisIo::direct_lost(Direct &d) {
   FailReason why = d.conn->failure();
   if (why == FailReason::config) report_tls_failure(*d.conn);  // the server refused our certificate: said once
   return why == FailReason::config || why == FailReason::timeout ? why : FailReason::connection;

@@ -8,12 +8,12 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "stores/redis/redis_store.hpp"
+#include "stores/redis/redis_store_internal.hpp"
 #include "stores/redis/resp.hpp"
 
 namespace floodwall {
 
-void RedisStore::fail_call(Call *c, FailReason why) {
+void RedisIo::fail_call(Call *c, FailReason why) {
   if (c->kind == Kind::admit && c->done) {
     failures_[static_cast<size_t>(why)].fetch_add(1, std::memory_order_relaxed);
     AdmitResult r;
@@ -33,21 +33,21 @@ void RedisStore::fail_call(Call *c, FailReason why) {
   }
 }
 
-void RedisStore::complete(Call *c, AdmitResult &&r) {
+void RedisIo::complete(Call *c, AdmitResult &&r) {
   waiting_.fetch_sub(1, std::memory_order_relaxed);
   AdmitCompletion *done = c->done;
   c->done = nullptr;
   done->complete(std::move(r));
 }
 
-void RedisStore::complete_lease(Call *c, LeaseResult &&r) {
+void RedisIo::complete_lease(Call *c, LeaseResult &&r) {
   waiting_.fetch_sub(1, std::memory_order_relaxed);
   LeaseCompletion *done = c->lease_done;
   c->lease_done = nullptr;
   done->complete(std::move(r));
 }
 
-void RedisStore::trip(FailReason why, int64_t now) {
+void RedisIo::trip(FailReason why, int64_t now) {
   breaker_.trip(now);
   for (Conn &conn : conns_) {
     for (Call *c : conn.inflight) {
@@ -58,13 +58,13 @@ void RedisStore::trip(FailReason why, int64_t now) {
   }
 }
 
-bool RedisStore::any_ready() const {
+bool RedisIo::any_ready() const {
   for (const Conn &conn : conns_)
     if (conn.state == Conn::State::ready) return true;
   return false;
 }
 
-bool RedisStore::any_answering(int64_t since_us) const {
+bool RedisIo::any_answering(int64_t since_us) const {
   // The callers' own connections (the direct path) count too: while they get replies, Redis answers.
   if (direct_read_us_.load(std::memory_order_relaxed) > since_us) return true;
   for (const Conn &conn : conns_)
@@ -72,7 +72,7 @@ bool RedisStore::any_answering(int64_t since_us) const {
   return false;
 }
 
-void RedisStore::send_probe(int64_t now) {
+void RedisIo::send_probe(int64_t now) {
   for (Conn &conn : conns_) {
     if (conn.state != Conn::State::ready) continue;
     if (!breaker_.probe_due(now)) return;
@@ -83,7 +83,7 @@ void RedisStore::send_probe(int64_t now) {
   }
 }
 
-void RedisStore::measure(int64_t now) {
+void RedisIo::measure(int64_t now) {
   int64_t elapsed = now - rate_since_us_;
   if (elapsed < kRateWindowUs) return;
   if (replies_ > 0 || waiting_.load(std::memory_order_relaxed) > 0) {
@@ -100,7 +100,7 @@ void RedisStore::measure(int64_t now) {
   waiting_cap_.store(cap, std::memory_order_relaxed);
 }
 
-void RedisStore::dispatch(Call *c, int64_t now) {
+void RedisIo::dispatch(Call *c, int64_t now) {
   // One tenant's calls always take the same connection (while it is up and the lanes stay), so that a
   // release followed by an admit of that tenant reaches Redis in that order.
   size_t first = c->affinity % lanes_;
@@ -122,7 +122,7 @@ void RedisStore::dispatch(Call *c, int64_t now) {
   recycle(c);
 }
 
-void RedisStore::keep_release(Call *c) {
+void RedisIo::keep_release(Call *c) {
   if (unsent_.size() >= 65536) {
     release_errors_.fetch_add(1, std::memory_order_relaxed);
     recycle(c);
@@ -132,14 +132,14 @@ void RedisStore::keep_release(Call *c) {
   unsent_.push_back(c);
 }
 
-RedisStore::Call *RedisStore::copy_release(const Call *c) {
+RedisIo::Call *RedisIo::copy_release(const Call *c) {
   tl_cmd = c->cmd;
   Call *n = take_call(Kind::release, now_us() + patient_us());
   n->affinity = c->affinity;
   return n;
 }
 
-void RedisStore::choose_lanes(bool several, int64_t now) {
+void RedisIo::choose_lanes(bool several, int64_t now) {
   next_lane_check_us_ = now + kLaneWindowUs;
   size_t want = lanes_;
   if (several) {
@@ -156,7 +156,7 @@ void RedisStore::choose_lanes(bool several, int64_t now) {
   switch_by_us_ = now + deadline_us_ / 2;
 }
 
-void RedisStore::settle_lanes(std::vector<Call *> &batch, int64_t now) {
+void RedisIo::settle_lanes(std::vector<Call *> &batch, int64_t now) {
   bool drained = true;
   for (const Conn &conn : conns_) drained = drained && conn.releases_done >= conn.drain_to;
   if (drained) {
@@ -176,7 +176,7 @@ void RedisStore::settle_lanes(std::vector<Call *> &batch, int64_t now) {
   parked_.clear();
 }
 
-void RedisStore::expire(int64_t now) {
+void RedisIo::expire(int64_t now) {
   bool silent_admit = false;
   int64_t silent_since = INT64_MAX;  // when the oldest call that got no byte back was sent
   for (Conn &conn : conns_) {
@@ -228,7 +228,7 @@ void RedisStore::expire(int64_t now) {
   if (silent_admit && !any_answering(silent_since)) trip(FailReason::timeout, now);
 }
 
-bool RedisStore::closing_drained(int64_t now, int64_t &drain_until) {
+bool RedisIo::closing_drained(int64_t now, int64_t &drain_until) {
   // Closing: send what callers already queued (releases above all) and wait briefly for the replies, so
   // that a process that exits cleanly leaves no slot held.
   if (drain_until == 0) drain_until = now + std::max<int64_t>(200, opt_.deadline_ms) * 1000;
@@ -244,13 +244,13 @@ bool RedisStore::closing_drained(int64_t now, int64_t &drain_until) {
   return !pending || now >= drain_until;
 }
 
-void RedisStore::reconnect_due(int64_t now) {
+void RedisIo::reconnect_due(int64_t now) {
   if (sentinel_) drop_stale_masters(now);
   for (Conn &conn : conns_)
     if (conn.state == Conn::State::down && now >= conn.reconnect_at_us) start_connect(conn, now);
 }
 
-int64_t RedisStore::take_queue(std::vector<Call *> &batch, int64_t now) {
+int64_t RedisIo::take_queue(std::vector<Call *> &batch, int64_t now) {
   bool window_over = now >= next_lane_check_us_, several = false, idle = false;
   int64_t held_until = INT64_MAX;  // when the calls held now must go out, flushed or not
   {
@@ -276,7 +276,7 @@ int64_t RedisStore::take_queue(std::vector<Call *> &batch, int64_t now) {
   return held_until;
 }
 
-void RedisStore::resend_waiting(std::vector<Call *> &batch, int64_t now) {
+void RedisIo::resend_waiting(std::vector<Call *> &batch, int64_t now) {
   if (!unsent_.empty() && breaker_.closed() && any_ready() && lanes_wanted_ == lanes_ && now >= unsent_at_us_) {
     std::deque<Call *> again;
     again.swap(unsent_);
@@ -292,7 +292,7 @@ void RedisStore::resend_waiting(std::vector<Call *> &batch, int64_t now) {
   }
 }
 
-void RedisStore::dispatch_batch(std::vector<Call *> &batch, int64_t now) {
+void RedisIo::dispatch_batch(std::vector<Call *> &batch, int64_t now) {
   for (Call *c : batch) {
     if (c->kind == Kind::release && !breaker_.closed()) {
       keep_release(c);
@@ -307,7 +307,7 @@ void RedisStore::dispatch_batch(std::vector<Call *> &batch, int64_t now) {
   batch.clear();
 }
 
-void RedisStore::read_flags_due(int64_t now) {
+void RedisIo::read_flags_due(int64_t now) {
   if (cluster_ || now < next_flags_us_) return;
   next_flags_us_ = now + opt_.flags_poll_ms * 1000;
   if (breaker_.closed()) {
@@ -316,7 +316,7 @@ void RedisStore::read_flags_due(int64_t now) {
   }
 }
 
-int64_t RedisStore::wait_for_events(std::vector<pollfd> &fds, int64_t held_until, int64_t now) {
+int64_t RedisIo::wait_for_events(std::vector<pollfd> &fds, int64_t held_until, int64_t now) {
   // Sleep until something happens or the nearest deadline.
   int64_t wake_at = cluster_ ? now + 100'000 : std::min(next_flags_us_, now + 100'000);
   if (any_ready()) wake_at = std::min(wake_at, breaker_.next_probe_us());
@@ -343,7 +343,7 @@ int64_t RedisStore::wait_for_events(std::vector<pollfd> &fds, int64_t held_until
   return now_us();
 }
 
-void RedisStore::serve_events(const std::vector<pollfd> &fds, int64_t now) {
+void RedisIo::serve_events(const std::vector<pollfd> &fds, int64_t now) {
   if (fds[0].revents & POLLIN) {
     uint64_t n;
     (void)!::read(wake_fd_, &n, sizeof n);
@@ -367,7 +367,7 @@ void RedisStore::serve_events(const std::vector<pollfd> &fds, int64_t now) {
   }
 }
 
-void RedisStore::fail_everything_left() {
+void RedisIo::fail_everything_left() {
   // Shutting down: nobody may wait forever on a call of ours.
   std::vector<Call *> batch;
   {
@@ -399,7 +399,7 @@ void RedisStore::fail_everything_left() {
 
 // The I/O thread: each turn takes the queued calls, sends them over the lanes, polls, reads the replies and
 // judges the deadlines; once stopped, it drains briefly and fails what is left.
-void RedisStore::run() {
+void RedisIo::run() {
   // Wake at the deadline itself, not up to the default 50 us timer slack after it.
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
   tl_io_of = this;

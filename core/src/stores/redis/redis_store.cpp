@@ -1,6 +1,4 @@
 // The Redis store's callers' side: admits, releases, leases and reports queued for the I/O thread.
-#include "stores/redis/redis_store.hpp"
-
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
 #include <linux/futex.h>
@@ -16,6 +14,7 @@
 #include <cstring>
 #include <utility>
 
+#include "stores/redis/redis_store_internal.hpp"
 #include "stores/redis/resp.hpp"
 #include "util/errors.hpp"
 #include "util/futex_event.hpp"
@@ -29,37 +28,38 @@ namespace {
 // without freeing its client; its releases must still reach Redis. Tried, not waited for: in a forked
 // child the mutex may have been held by a parent thread at the fork, and exit must not hang on it.
 std::mutex live_stores_mu;
-std::vector<RedisStore *> live_stores;
+std::vector<RedisIo *> live_stores;
 
 void flush_live_stores() {
   std::unique_lock lock(live_stores_mu, std::defer_lock);
   for (int i = 0; i < 100 && !lock.try_lock(); i++) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   if (!lock.owns_lock()) return;
-  for (RedisStore *s : live_stores) s->flush_for_exit();
+  for (RedisIo *s : live_stores) s->flush_for_exit();
 }
 
-void register_store(RedisStore *s) {
+void register_store(RedisIo *s) {
   static const bool at_exit = std::atexit(flush_live_stores) == 0;
   (void)at_exit;
   std::lock_guard lock(live_stores_mu);
   live_stores.push_back(s);
 }
 
-void unregister_store(RedisStore *s) {
+void unregister_store(RedisIo *s) {
   std::lock_guard lock(live_stores_mu);
   live_stores.erase(std::remove(live_stores.begin(), live_stores.end(), s), live_stores.end());
 }
 
 }  // namespace
 
-RedisStore::RedisStore(const Policy &p, RedisUrl url, ClusterHooks *cluster)
-    : opt_(p.redis),
+RedisIo::RedisIo(RedisStore &store, const Policy &p, RedisUrl url, ClusterHooks *cluster)
+    : store_(store),
+      opt_(p.redis),
       url_(std::move(url)),
       prefix_(p.prefix),
       generation_(fork_generation()),
       cluster_(cluster),
-      fleet_key_(fleet_key_for(p.prefix, cluster != nullptr)),
-      reports_key_(reports_key_for(p.prefix, cluster != nullptr)),
+      fleet_key_(RedisStore::fleet_key_for(p.prefix, cluster != nullptr)),
+      reports_key_(RedisStore::reports_key_for(p.prefix, cluster != nullptr)),
       fleet_reports_(!cluster && p.leases() && p.fleet.has_value()),
       breaker_(BreakerOptions{p.redis.breaker_window_ms * 1000, p.redis.breaker_min_calls,
                               p.redis.breaker_failure_ratio, p.redis.breaker_open_ms * 1000}) {
@@ -107,7 +107,7 @@ RedisStore::RedisStore(const Policy &p, RedisUrl url, ClusterHooks *cluster)
   if (!cluster_) wait_connected(opt_.connect_timeout_ms);
 }
 
-RedisStore::~RedisStore() {
+RedisIo::~RedisIo() {
   if (in_forked_child()) {
     // The I/O thread exists only in the parent: nothing to join. Close what we inherited.
     abandon_after_fork();
@@ -125,7 +125,7 @@ RedisStore::~RedisStore() {
   for (Direct &d : direct_) free_direct(d);
 }
 
-void RedisStore::abandon_after_fork() {
+void RedisIo::abandon_after_fork() {
   fds_.close_all();
   if (sentinel_) {
     sentinel_->abandon_after_fork();
@@ -133,7 +133,7 @@ void RedisStore::abandon_after_fork() {
   }
 }
 
-bool RedisStore::target(RedisEndpoint &to, uint64_t &generation) const {
+bool RedisIo::target(RedisEndpoint &to, uint64_t &generation) const {
   if (!sentinel_) {
     to = url_.nodes.front();
     return true;
@@ -144,7 +144,7 @@ bool RedisStore::target(RedisEndpoint &to, uint64_t &generation) const {
   return true;
 }
 
-void RedisStore::flush_for_exit() {
+void RedisIo::flush_for_exit() {
   if (in_forked_child()) return;  // a parent's store: its I/O thread is not here
   wake_io();
   // Every call queued or on the wire is answered (or times out) within its deadline; releases have
@@ -182,13 +182,13 @@ class SyncWaiter final : public AdmitCompletion {
 
 }  // namespace
 
-thread_local std::string RedisStore::tl_cmd;
-thread_local bool RedisStore::tl_holds = false;
-thread_local int64_t RedisStore::tl_io_release_us = INT64_MIN / 2;
-thread_local const char RedisStore::tl_submitter = 0;
-thread_local const void *RedisStore::tl_io_of = nullptr;
+thread_local std::string RedisIo::tl_cmd;
+thread_local bool RedisIo::tl_holds = false;
+thread_local int64_t RedisIo::tl_io_release_us = INT64_MIN / 2;
+thread_local const char RedisIo::tl_submitter = 0;
+thread_local const void *RedisIo::tl_io_of = nullptr;
 
-AdmitResult RedisStore::admit(const AdmitOp &op) {
+AdmitResult RedisIo::admit(const AdmitOp &op) {
   // A blocking caller makes its round trip itself, on its own connection (direct.cpp): the hop to the I/O
   // thread and back is two wake-ups of another thread per admit.
   if (direct_allowed(op)) {
@@ -217,13 +217,13 @@ void RedisStore::tenant_key_into(std::string &key, const std::string &prefix, co
   key.append(limiter);
 }
 
-std::string_view RedisStore::tenant_key(const TenantKey &t, std::string_view limiter) const {
+std::string_view RedisIo::tenant_key(const TenantKey &t, std::string_view limiter) const {
   thread_local std::string key;
-  tenant_key_into(key, prefix_, t, limiter);
+  RedisStore::tenant_key_into(key, prefix_, t, limiter);
   return key;
 }
 
-RedisStore::Call *RedisStore::take_call(Kind kind, int64_t deadline_us) {
+RedisIo::Call *RedisIo::take_call(Kind kind, int64_t deadline_us) {
   Call *c = nullptr;
   {
     std::lock_guard lock(pool_mu_);
@@ -247,7 +247,7 @@ RedisStore::Call *RedisStore::take_call(Kind kind, int64_t deadline_us) {
   return c;
 }
 
-void RedisStore::admit_async(const AdmitOp &op, AdmitCompletion *done) {
+void RedisIo::admit_async(const AdmitOp &op, AdmitCompletion *done) {
   int64_t now = now_us();
   if (in_forked_child()) {
     // A store made before fork() has no I/O thread in the child (a ProcessGuard makes a new one; a Guard used
@@ -286,7 +286,7 @@ void RedisStore::admit_async(const AdmitOp &op, AdmitCompletion *done) {
   submit(c);
 }
 
-void RedisStore::format_admit(const AdmitOp &op, std::string &cmd) const {
+void RedisIo::format_admit(const AdmitOp &op, std::string &cmd) const {
   // A request-rate-only admit sends one key and four arguments; one with a slot sends everything.
   auto mode = [](bool on, bool enforce) { return !on ? '-' : enforce ? 'E' : 'D'; };
   char limiters[4 + kMaxRules] = {mode(op.rate, op.rate_enforce), mode(op.conc, op.conc_enforce),
@@ -360,12 +360,12 @@ void RedisStore::format_admit(const AdmitOp &op, std::string &cmd) const {
   resp_bulk(cmd, op.tier);
 }
 
-void RedisStore::release(const ReleaseOp &op) {
+void RedisIo::release(const ReleaseOp &op) {
   if (in_forked_child()) return;  // the parent's slots: they heal after ttl_s
   if (!direct_release(op)) release_via_io(op);
 }
 
-void RedisStore::release_via_io(const ReleaseOp &op) {
+void RedisIo::release_via_io(const ReleaseOp &op) {
   int64_t now = now_us();
   tl_io_release_us = now;
   format_release(op, tl_cmd);
@@ -374,7 +374,7 @@ void RedisStore::release_via_io(const ReleaseOp &op) {
   submit(c);
 }
 
-void RedisStore::format_release(const ReleaseOp &op, std::string &cmd) const {
+void RedisIo::format_release(const ReleaseOp &op, std::string &cmd) const {
   char id[16];
   std::memcpy(id, &op.slot.hi, 8);
   std::memcpy(id + 8, &op.slot.lo, 8);
@@ -394,7 +394,7 @@ void RedisStore::format_release(const ReleaseOp &op, std::string &cmd) const {
   resp_bulk(cmd, std::string_view(id, 16));
 }
 
-void RedisStore::resp_flags(std::string &cmd, std::string_view flags) const {
+void RedisIo::resp_flags(std::string &cmd, std::string_view flags) const {
   if (opt_.clock != RedisOptions::Clock::client) {
     resp_bulk(cmd, flags);
     return;
@@ -408,7 +408,7 @@ void RedisStore::resp_flags(std::string &cmd, std::string_view flags) const {
   resp_bulk(cmd, std::string_view(buf, static_cast<size_t>(p - buf)));
 }
 
-void RedisStore::format_lease(const LeaseOp &op, std::string &cmd) const {
+void RedisIo::format_lease(const LeaseOp &op, std::string &cmd) const {
   size_t wanted = op.slots ? op.wanted.size() : 0;
   cmd = resp_evalsha_head(scripts_.lease.sha, 3, static_cast<int>(9 + op.released.size() + wanted));
   resp_bulk(cmd, tenant_key(op.tenant, "rate"));
@@ -428,7 +428,7 @@ void RedisStore::format_lease(const LeaseOp &op, std::string &cmd) const {
   for (size_t i = 0; i < wanted; i++) resp_slot_id(cmd, op.wanted[i]);
 }
 
-void RedisStore::lease_async(const LeaseOp &op, LeaseCompletion *done) {
+void RedisIo::lease_async(const LeaseOp &op, LeaseCompletion *done) {
   int64_t now = now_us();
   FailReason at_once = in_forked_child()    ? FailReason::error
                        : !breaker_.closed() ? open_reason()
@@ -459,7 +459,7 @@ void RedisStore::lease_async(const LeaseOp &op, LeaseCompletion *done) {
   submit(c);
 }
 
-void RedisStore::end_lease(const LeaseOp &op) {
+void RedisIo::end_lease(const LeaseOp &op) {
   int64_t now = now_us();
   if (in_forked_child() || !op.gives_back()) return;  // the parent's lease is the parent's
   if (!breaker_.closed()) {
@@ -475,7 +475,7 @@ void RedisStore::end_lease(const LeaseOp &op) {
   submit(c);
 }
 
-void RedisStore::fleet_report_async(const FleetReportOp &op, FleetReportCompletion *done) {
+void RedisIo::fleet_report_async(const FleetReportOp &op, FleetReportCompletion *done) {
   int64_t now = now_us();
   if (in_forked_child() || !breaker_.closed()) {
     done->complete(FleetReportResult{});
@@ -497,7 +497,7 @@ void RedisStore::fleet_report_async(const FleetReportOp &op, FleetReportCompleti
   submit(c);
 }
 
-void RedisStore::submit(Call *c) {
+void RedisIo::submit(Call *c) {
   bool wake = false;
   const void *self = &tl_submitter;
   bool counted = tl_io_of != this;
@@ -529,7 +529,7 @@ void RedisStore::submit(Call *c) {
   if (wake) wake_io();
 }
 
-bool RedisStore::release_held() {
+bool RedisIo::release_held() {
   if (held_.empty()) return false;
   // A call's deadline, and the latency its reply measures, are Redis': the time it waited for its turn to
   // end (a long turn, a pause of the collector) is given back, so that a late flush is not taken for a
@@ -545,7 +545,7 @@ bool RedisStore::release_held() {
   return wake;
 }
 
-void RedisStore::hold_writes() {
+void RedisIo::hold_writes() {
   tl_holds = true;
   bool wake;
   {
@@ -557,11 +557,11 @@ void RedisStore::hold_writes() {
   if (wake) wake_io();
 }
 
-void RedisStore::flush_writes() {
+void RedisIo::flush_writes() {
   end_hold(nullptr);
 }
 
-void RedisStore::send_riders() {
+void RedisIo::send_riders() {
   bool wake;
   {
     std::lock_guard lock(queue_mu_);
@@ -570,7 +570,7 @@ void RedisStore::send_riders() {
   if (wake) wake_io();
 }
 
-void RedisStore::end_hold(const void *only) {
+void RedisIo::end_hold(const void *only) {
   bool wake;
   {
     std::lock_guard lock(queue_mu_);
@@ -581,18 +581,18 @@ void RedisStore::end_hold(const void *only) {
   if (wake) wake_io();
 }
 
-void RedisStore::poll_flags() {
+void RedisIo::poll_flags() {
   if (in_forked_child() || !breaker_.closed()) return;
   tl_cmd = resp_format({"EVALSHA", scripts_.flags.sha, "1", flags_key()});
   submit(take_call(Kind::flags, now_us() + patient_us()));
 }
 
-bool RedisStore::wait_connected(int64_t ms) {
+bool RedisIo::wait_connected(int64_t ms) {
   std::unique_lock lock(ready_mu_);
   return ready_cv_.wait_for(lock, std::chrono::milliseconds(ms), [this] { return ever_connected_.load(); });
 }
 
-void RedisStore::adopt(Call *c, bool ask) {
+void RedisIo::adopt(Call *c, bool ask) {
   outstanding_.fetch_add(1, std::memory_order_relaxed);
   if (awaited(c->kind)) waiting_.fetch_add(1, std::memory_order_relaxed);
   c->asking = ask;
@@ -600,22 +600,7 @@ void RedisStore::adopt(Call *c, bool ask) {
   submit(c);
 }
 
-void RedisStore::drop(Call *c, FailReason why) {
-  if (c->kind == Kind::admit && c->done) {
-    AdmitResult r;
-    r.reason = why;
-    std::exchange(c->done, nullptr)->complete(std::move(r));
-  } else if (c->kind == Kind::lease && c->lease_done) {
-    LeaseResult r;
-    r.reason = why;
-    std::exchange(c->lease_done, nullptr)->complete(std::move(r));
-  } else if (c->kind == Kind::report && c->report_done) {
-    std::exchange(c->report_done, nullptr)->complete(FleetReportResult{});
-  }
-  delete c;
-}
-
-StoreStats RedisStore::stats() const {
+StoreStats RedisIo::stats() const {
   StoreStats s;
   for (size_t i = 0; i < s.failures.size(); i++) s.failures[i] = failures_[i].load();
   s.release_errors = release_errors_.load();

@@ -4,12 +4,12 @@
 #include <charconv>
 #include <cstdio>
 
-#include "stores/redis/redis_store.hpp"
+#include "stores/redis/redis_store_internal.hpp"
 #include "stores/redis/resp.hpp"
 
 namespace floodwall {
 
-void RedisStore::finish_admit(Call *c, redisReply *r, int64_t now) {
+void RedisIo::finish_admit(Call *c, redisReply *r, int64_t now) {
   AdmitResult res;
   if (!parse_admit_reply(r, c->slot, c->rules, c->rate_enforce, res)) {
     if (!c->abandoned) fail_call(c, FailReason::error);
@@ -28,14 +28,14 @@ void RedisStore::finish_admit(Call *c, redisReply *r, int64_t now) {
   complete(c, std::move(res));
 }
 
-void RedisStore::answered(int64_t sent_us, int64_t now) {
+void RedisIo::answered(int64_t sent_us, int64_t now) {
   breaker_.record(false, now);  // Redis answered, late or not
   if (!direct_ok_.load(std::memory_order_relaxed)) direct_ok_.store(true, std::memory_order_relaxed);
   double latency = static_cast<double>(now - sent_us);
   latency_us_ = latency_us_ == 0 ? latency : latency_us_ + (latency - latency_us_) / 16;
 }
 
-void RedisStore::finish_lease(Call *c, redisReply *r, int64_t now) {
+void RedisIo::finish_lease(Call *c, redisReply *r, int64_t now) {
   LeaseResult res;
   if (!parse_lease_reply(r, res)) {
     if (!c->abandoned) fail_call(c, FailReason::error);
@@ -57,12 +57,12 @@ void RedisStore::finish_lease(Call *c, redisReply *r, int64_t now) {
   complete_lease(c, std::move(res));
 }
 
-void RedisStore::recycle(Call *c) {
+void RedisIo::recycle(Call *c) {
   outstanding_.fetch_sub(1, std::memory_order_release);
   spent_.push_back(c);
 }
 
-void RedisStore::return_spent() {
+void RedisIo::return_spent() {
   if (spent_.empty()) return;
   std::lock_guard lock(pool_mu_);
   for (Call *c : spent_) {
@@ -74,7 +74,7 @@ void RedisStore::return_spent() {
   spent_.clear();
 }
 
-void RedisStore::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
+void RedisIo::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
   replies_++;
   if (r->type == REDIS_REPLY_ERROR) {
     handle_error(conn, c, std::string_view(r->str, r->len), now);
@@ -100,7 +100,7 @@ void RedisStore::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
   recycle(c);
 }
 
-void RedisStore::handle_error(Conn &conn, Call *c, std::string_view err, int64_t now) {
+void RedisIo::handle_error(Conn &conn, Call *c, std::string_view err, int64_t now) {
   ErrorReply kind = classify(err);
   if ((kind == ErrorReply::redirect || kind == ErrorReply::try_again || kind == ErrorReply::cluster_down) &&
       cluster_reply(c, err, now))
@@ -151,7 +151,7 @@ void RedisStore::handle_error(Conn &conn, Call *c, std::string_view err, int64_t
   recycle(c);
 }
 
-void RedisStore::finish_report(Call *c, const redisReply *r) {
+void RedisIo::finish_report(Call *c, const redisReply *r) {
   if (c->abandoned || !c->report_done) return;
   FleetReportResult res;
   if (r->type == REDIS_REPLY_ARRAY && (r->elements == 2 || r->elements == 3) &&
@@ -167,7 +167,7 @@ void RedisStore::finish_report(Call *c, const redisReply *r) {
   done->complete(std::move(res));
 }
 
-void RedisStore::apply_flags(const redisReply *r) {
+void RedisIo::apply_flags(const redisReply *r) {
   if (r->type != REDIS_REPLY_ARRAY) return;
   FleetModes m;
   m.fill(-1);
@@ -183,7 +183,7 @@ void RedisStore::apply_flags(const redisReply *r) {
         if (cluster_)
           cluster_->ctl_changed();
         else
-          bump_ctl_epoch();
+          store_.bump_ctl_epoch();
       }
     }
     for (int l = 1; l < kLimiterCount; l++) {
@@ -195,10 +195,10 @@ void RedisStore::apply_flags(const redisReply *r) {
   if (cluster_)
     cluster_->flags(m);
   else
-    for (size_t i = 0; i < m.size(); i++) fleet_modes_[i].store(m[i], std::memory_order_relaxed);
+    for (size_t i = 0; i < m.size(); i++) store_.fleet_modes_[i].store(m[i], std::memory_order_relaxed);
 }
 
-RedisStore::ErrorReply RedisStore::classify(std::string_view err) const {
+RedisIo::ErrorReply RedisIo::classify(std::string_view err) const {
   // A cluster's redirections first: behind a plain redis:// URL, MOVED and ASK are the deployment's error.
   if (cluster_) {
     if (parse_redirect(err)) return ErrorReply::redirect;
@@ -212,7 +212,7 @@ RedisStore::ErrorReply RedisStore::classify(std::string_view err) const {
   return ErrorReply::other;
 }
 
-FailReason RedisStore::fail_reason(ErrorReply e) {
+FailReason RedisIo::fail_reason(ErrorReply e) {
   switch (e) {
     case ErrorReply::redirect:
     case ErrorReply::try_again:
@@ -226,7 +226,7 @@ FailReason RedisStore::fail_reason(ErrorReply e) {
   return FailReason::error;
 }
 
-bool RedisStore::says_master(const redisReply *role) {
+bool RedisIo::says_master(const redisReply *role) {
   // ROLE: ["master", offset, replicas] on the master; "slave" or "sentinel" first elsewhere.
   return role->type == REDIS_REPLY_ARRAY && role->elements > 0 && role->element[0]->str &&
          std::string_view(role->element[0]->str, role->element[0]->len) == "master";
@@ -235,7 +235,7 @@ bool RedisStore::says_master(const redisReply *role) {
 // A MOVED or ASK is followed (handed to the cluster store, at most kMaxRedirects times a call); CLUSTERDOWN and
 // TRYAGAIN (a slot without a master, keys split by a migration) are the fallback's, reason cluster. None
 // of them ran the call, so nothing was taken that would need giving back. False for any other error.
-bool RedisStore::cluster_reply(Call *c, std::string_view err, int64_t now) {
+bool RedisIo::cluster_reply(Call *c, std::string_view err, int64_t now) {
   std::optional<Redirect> rd = parse_redirect(err);
   if (!rd && !is_cluster_down(err) && !is_try_again(err)) return false;
   if (awaited(c->kind)) breaker_.record(false, now);  // Redis answered
@@ -252,7 +252,7 @@ bool RedisStore::cluster_reply(Call *c, std::string_view err, int64_t now) {
     c->redirects++;
     if (awaited(c->kind)) waiting_.fetch_sub(1, std::memory_order_relaxed);
     outstanding_.fetch_sub(1, std::memory_order_release);
-    cluster_->redirect(*this, c, std::move(*rd));
+    cluster_->redirect(store_, c, std::move(*rd));
     return true;
   }
   if (!rd && is_try_again(err) && c->kind == Kind::admit && !c->op.ctl_only && !c->op.no_ctl) {
@@ -260,7 +260,7 @@ bool RedisStore::cluster_reply(Call *c, std::string_view err, int64_t now) {
     // long: decided as one-key calls instead (ClusterStore::Split).
     waiting_.fetch_sub(1, std::memory_order_relaxed);
     outstanding_.fetch_sub(1, std::memory_order_release);
-    cluster_->split(*this, c);
+    cluster_->split(store_, c);
     return true;
   }
   if (!rd && is_try_again(err) && awaited(c->kind) && now + kTryAgainUs < c->deadline_us - deadline_us_ / 2) {
@@ -272,7 +272,7 @@ bool RedisStore::cluster_reply(Call *c, std::string_view err, int64_t now) {
     if (try_again_at_us_ == 0) try_again_at_us_ = now + kTryAgainUs;
     return true;
   }
-  cluster_->suspect(*this);
+  cluster_->suspect(store_);
   if (c->kind == Kind::release && !rd) {
     // The slot cannot be served now: sent again later (ZREM is idempotent).
     unsent_at_us_ = now + 100'000;
@@ -286,7 +286,7 @@ bool RedisStore::cluster_reply(Call *c, std::string_view err, int64_t now) {
 
 // Once per store. Our scripts call nothing but ordinary data commands and TIME, and TIME is the one that
 // managed services refuse inside scripts (or rename), so that is what the message proposes.
-void RedisStore::report_refused_script(const Connection &link, std::string_view err) {
+void RedisIo::report_refused_script(const Connection &link, std::string_view err) {
   if (script_refusal_reported_.exchange(true)) return;
   std::string first = printable(err);
   std::fprintf(stderr,
