@@ -31,6 +31,17 @@ void RedisIo::free_direct(Direct &d) {
   d.unread = 0;
 }
 
+void RedisIo::close_direct(Direct &d, int64_t deadline_us) {
+  std::lock_guard lock(d.mu);
+  for (; d.conn && d.unread > 0; d.unread--) {
+    redisReply *back = d.conn->next_blocking(deadline_us);
+    if (!back) break;  // Redis is gone or silent: the slots go at their TTL
+    if (back->type == REDIS_REPLY_ERROR) release_errors_.fetch_add(1, std::memory_order_relaxed);
+    freeReplyObject(back);
+  }
+  free_direct(d);
+}
+
 void RedisIo::drop_if_closed(Direct &d, int64_t now) {
   // In use within the last 50 ms: Redis closes only connections idle for seconds (its `timeout`), and a
   // restart shows in the command's reply. Else one poll, which sees the peer's close without reading.

@@ -122,7 +122,9 @@ RedisIo::~RedisIo() {
   fds_.clear(kWakeFdSlot);
   close(wake_fd_);
   for (Call *c : pool_) delete c;
-  for (Direct &d : direct_) free_direct(d);
+  // As the I/O thread waits for the replies to what it sent (closing_drained), with the same bound.
+  const int64_t drain_until = now_us() + std::max<int64_t>(200, opt_.deadline_ms) * 1000;
+  for (Direct &d : direct_) close_direct(d, drain_until);
 }
 
 void RedisIo::abandon_after_fork() {

@@ -218,6 +218,10 @@ class RedisIo {
   // not go direct while that may still be on its way, so that it overtakes none of them.
   static thread_local int64_t tl_io_release_us;
   void free_direct(Direct &d);
+  // Closing: reads the replies to the releases this connection wrote (until `deadline_us`), then frees it.
+  // A socket closed with replies unread is reset, and what Redis had not read yet of those releases is
+  // lost with it.
+  void close_direct(Direct &d, int64_t deadline_us);
   // d.mu held: drops d's connection when Redis has closed it since it was last used (its idle time-out, a
   // restart), so that the next command goes on a new one instead of being lost with it.
   void drop_if_closed(Direct &d, int64_t now);

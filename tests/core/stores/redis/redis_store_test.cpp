@@ -1029,3 +1029,33 @@ TEST(RedisStore, ADirectConnectionRedisClosedWhileIdleIsReplaced) {
   EXPECT_FALSE(d.degraded) << "the admit was lost with the old connection: " << d.fail_reason;
   fw_release(fw.get(), d.ticket);
 }
+
+// A client closed right after its releases went out on its threads' own connections: the close reads
+// their replies (up to the deadline) before it closes those connections. Closed with replies unread, a
+// socket is reset, not shut down, and what Redis had not read yet of those releases was lost with it: a
+// slot held until its TTL (seen once under ASan, in the fault tests' checker). Redis is stopped across the
+// close, so that no reply can come before Redis goes on: the close must still be waiting then.
+TEST(RedisStore, ACloseReadsTheRepliesToTheReleasesItsThreadsWrote) {
+  RedisServer redis;
+  floodwall::Client fw(policy(redis, R"("concurrency": {"limit": 10, "ttl_s": 600})", R"(, "deadline_ms": 5000)"));
+  std::vector<fw_ticket> held;
+  for (int i = 0; i < 5; i++) {
+    fw_decision d = admit_raw(fw, "closing");
+    ASSERT_TRUE(d.allowed && !d.degraded && d.ticket != 0);
+    held.push_back(d.ticket);
+  }
+  ASSERT_EQ(redis.command({"ZCARD", key("closing", "conc")}), "5");
+  redis.pause();
+  for (fw_ticket t : held) fw_release(fw.get(), t);  // written on this thread's connection, unread by Redis
+  std::atomic<bool> closed{false};
+  std::thread closer([&] {
+    EXPECT_EQ(fw_client_close(fw.get()), FW_OK);
+    closed = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  bool closed_while_stopped = closed.load();
+  redis.resume();
+  closer.join();
+  EXPECT_FALSE(closed_while_stopped) << "the close waits for the replies to the releases it wrote";
+  EXPECT_EQ(redis.command({"ZCARD", key("closing", "conc")}), "0") << "every release ran before the close returned";
+}
