@@ -207,127 +207,156 @@ const char *body_content_type(const Decision &d, const Policy &p) {
   return p.body_format == BodyFormat::problem_json ? "application/problem+json" : "application/json";
 }
 
-std::string format_body(const Decision &d, const Policy &p) {
-  if (d.allowed) return {};
-  int64_t retry = retry_after(d);
-  uint64_t cost = d.cost > 1 ? d.cost : 1;  // 0 (a version 1 or 2 caller's struct) counts as 1
-  std::string type, limit_type = limiter_name(d.limiter), message;
+namespace {
+
+// What a refusal's body says, in both of its forms: the Stripe-like {"error": ...} (type, limit_type,
+// message) and RFC 9457's problem+json (problem, title, detail = message, violated-policies); `extra` is
+// the fields both carry after limit_type.
+struct Refusal {
+  std::string type = "service_unavailable";
+  std::string limit_type;
+  std::string message;
   std::string extra;
   const char *problem = kReducedCapacity;
   const char *title = "Request cannot be satisfied due to temporary server capacity constraints";
-  std::string policy_name = limit_type;  // the draft's violated policy: the limiter, or the limit or quota
-  const Rule *rule = d.limiter == Limiter::request_rate ? rule_at(&p, d.rule) : nullptr;
-  if (d.blocked) return blocked_body(d, p);
-  switch (rule ? Limiter::none : d.limiter) {
-    case Limiter::request_rate:
-      type = "rate_limit_error";
-      problem = kQuotaExceeded;
-      title = "Request cannot be satisfied as assigned quota has been exceeded";
-      if (cost > 1) {
-        // A weighted request is told what it costs against what the bucket gives, in one unit: tokens.
-        message = "Request rate limit exceeded: this request costs " + std::to_string(cost) + " tokens; the limit is " +
-                  format_number(d.rate) + " tokens/second sustained (bursts to " + std::to_string(d.limit) +
-                  "). Retry after " + std::to_string(retry) + "s.";
-      } else {
-        message = "Request rate limit exceeded: " + format_number(d.rate) + " requests/second sustained (bursts to " +
-                  std::to_string(d.limit) + "). Retry after " + std::to_string(retry) + "s.";
-      }
-      extra = ",\"limit\":" + std::to_string(d.limit) + ",\"rate\":" + json_number(d.rate);
-      if (cost > 1) extra += ",\"cost\":" + std::to_string(cost);
-      break;
-    case Limiter::concurrency:
-      type = "rate_limit_error";
-      problem = kQuotaExceeded;
-      title = "Request cannot be satisfied as assigned quota has been exceeded";
-      message = "Concurrent request limit exceeded: " + std::to_string(d.concurrency_limit) +
-                " requests in flight allowed. Retry after " + std::to_string(retry) + "s.";
-      extra = ",\"limit\":" + std::to_string(d.concurrency_limit);
-      break;
+  std::string policy_name;  // the draft's violated policy: the limiter, or the limit or quota
+};
+
+void over_quota(Refusal &r) {
+  r.type = "rate_limit_error";
+  r.problem = kQuotaExceeded;
+  r.title = "Request cannot be satisfied as assigned quota has been exceeded";
+}
+
+std::string retry_text(int64_t retry) {
+  return "Retry after " + std::to_string(retry) + "s.";
+}
+
+// The tenant's bucket. A weighted request is told what it costs against what the bucket gives, in one
+// unit: tokens.
+void request_rate_refusal(Refusal &r, const Decision &d, uint64_t cost, int64_t retry) {
+  over_quota(r);
+  if (cost > 1) {
+    r.message = "Request rate limit exceeded: this request costs " + std::to_string(cost) + " tokens; the limit is " +
+                format_number(d.rate) + " tokens/second sustained (bursts to " + std::to_string(d.limit) + "). " +
+                retry_text(retry);
+  } else {
+    r.message = "Request rate limit exceeded: " + format_number(d.rate) + " requests/second sustained (bursts to " +
+                std::to_string(d.limit) + "). " + retry_text(retry);
+  }
+  r.extra = ",\"limit\":" + std::to_string(d.limit) + ",\"rate\":" + json_number(d.rate);
+  if (cost > 1) r.extra += ",\"cost\":" + std::to_string(cost);
+}
+
+void concurrency_refusal(Refusal &r, const Decision &d, int64_t retry) {
+  over_quota(r);
+  r.message = "Concurrent request limit exceeded: " + std::to_string(d.concurrency_limit) +
+              " requests in flight allowed. " + retry_text(retry);
+  r.extra = ",\"limit\":" + std::to_string(d.concurrency_limit);
+}
+
+// A limit or a quota of the policy's rules.
+void rule_refusal(Refusal &r, const Decision &d, const Rule &rule, uint64_t cost, int64_t retry) {
+  over_quota(r);
+  r.policy_name = rule.name;
+  std::string costs = cost > 1 ? "this request costs " + std::to_string(cost) + "; " : "";
+  if (rule.quota) {
+    const std::string renewed = utc_time(d.rule_window_end_s);
+    r.limit_type = "quota";
+    r.message = "Quota \"" + rule.name + "\" exceeded: " + costs + std::to_string(rule.quota_limit) +
+                (cost > 1 ? " units per " : " requests per ") + quota_period_name(rule.period) +
+                (!renewed.empty() ? ", renewed at " + renewed : std::string()) + ". " + retry_text(retry);
+    r.extra = ",\"policy\":\"" + rule.name + "\",\"limit\":" + std::to_string(rule.quota_limit) + ",\"period\":\"" +
+              quota_period_name(rule.period) + "\"";
+    if (!renewed.empty()) r.extra += ",\"reset\":\"" + renewed + "\"";
+  } else {
+    r.message = "Request rate limit \"" + rule.name + "\" exceeded: " + costs + format_number(rule.bucket.rate) +
+                (cost > 1 ? " tokens/second" : " requests/second") + " sustained (bursts to " +
+                std::to_string(rule.bucket.burst) + "). " + retry_text(retry);
+    r.extra = ",\"policy\":\"" + rule.name + "\",\"limit\":" + std::to_string(rule.bucket.burst) +
+              ",\"rate\":" + json_number(rule.bucket.rate);
+  }
+  if (cost > 1) r.extra += ",\"cost\":" + std::to_string(cost);
+}
+
+// The 503s: a shedder, the adaptive limit, or a store that did not answer with redis.fallback "closed".
+void service_refusal(Refusal &r, Limiter limiter, int64_t retry) {
+  const std::string backoff = "Retry with backoff after " + std::to_string(retry) + "s.";
+  switch (limiter) {
     case Limiter::fleet:
-      type = "service_unavailable";
-      message =
-          "Service degraded: non-critical traffic is being shed to keep capacity for critical requests. "
-          "Retry with backoff after " +
-          std::to_string(retry) + "s.";
+      r.message =
+          "Service degraded: non-critical traffic is being shed to keep capacity for critical requests. " + backoff;
       break;
     case Limiter::none:
-      if (rule) {
-        type = "rate_limit_error";
-        problem = kQuotaExceeded;
-        title = "Request cannot be satisfied as assigned quota has been exceeded";
-        policy_name = rule->name;
-        std::string costs = cost > 1 ? "this request costs " + std::to_string(cost) + "; " : "";
-        if (rule->quota) {
-          limit_type = "quota";
-          message = "Quota \"" + rule->name + "\" exceeded: " + costs + std::to_string(rule->quota_limit) +
-                    (cost > 1 ? " units per " : " requests per ") + quota_period_name(rule->period) +
-                    (!utc_time(d.rule_window_end_s).empty() ? ", renewed at " + utc_time(d.rule_window_end_s)
-                                                            : std::string()) +
-                    ". Retry after " + std::to_string(retry) + "s.";
-          extra = ",\"policy\":\"" + rule->name + "\",\"limit\":" + std::to_string(rule->quota_limit) +
-                  ",\"period\":\"" + quota_period_name(rule->period) + "\"";
-          if (!utc_time(d.rule_window_end_s).empty()) extra += ",\"reset\":\"" + utc_time(d.rule_window_end_s) + "\"";
-        } else {
-          message = "Request rate limit \"" + rule->name + "\" exceeded: " + costs + format_number(rule->bucket.rate) +
-                    (cost > 1 ? " tokens/second" : " requests/second") + " sustained (bursts to " +
-                    std::to_string(rule->bucket.burst) + "). Retry after " + std::to_string(retry) + "s.";
-          extra = ",\"policy\":\"" + rule->name + "\",\"limit\":" + std::to_string(rule->bucket.burst) +
-                  ",\"rate\":" + json_number(rule->bucket.rate);
-        }
-        if (cost > 1) extra += ",\"cost\":" + std::to_string(cost);
-        break;
-      }
-      // the store did not answer and redis.fallback is "closed"
-      type = "service_unavailable";
-      limit_type = "unavailable";
-      message =
+      r.limit_type = "unavailable";
+      r.message =
           "Service unavailable: the rate limiter cannot reach its store, and this service refuses requests it "
-          "cannot limit. Retry with backoff after " +
-          std::to_string(retry) + "s.";
+          "cannot limit. " +
+          backoff;
       break;
     case Limiter::adaptive:
-      type = "service_unavailable";
-      limit_type = "adaptive";
-      message =
-          "Service degraded: this server is at the concurrency limit its latency allows and is shedding load. "
-          "Retry with backoff after " +
-          std::to_string(retry) + "s.";
+      r.limit_type = "adaptive";
+      r.message =
+          "Service degraded: this server is at the concurrency limit its latency allows and is shedding load. " +
+          backoff;
       break;
     default:
-      type = "service_unavailable";
-      limit_type = "utilization";
-      message = "Service degraded: this server is overloaded and shedding load. Retry with backoff after " +
-                std::to_string(retry) + "s.";
+      r.limit_type = "utilization";
+      r.message = "Service degraded: this server is overloaded and shedding load. " + backoff;
       break;
   }
-  if (!p.docs_url.empty()) message += " See " + p.docs_url;
-  std::string out;
-  if (p.body_format == BodyFormat::problem_json) {
-    // RFC 9457: type, title, status, detail; the draft's "violated-policies" names the policies of
-    // RateLimit-Policy that rejected (none when the store was unavailable); the rest are extensions.
-    out = "{\"type\":";
-    append_json_string(out, problem);
-    out += ",\"title\":";
-    append_json_string(out, title);
-    out += ",\"status\":" + std::to_string(d.status) + ",\"detail\":";
-    append_json_string(out, message);
-    out += ",\"violated-policies\":[";
-    if (d.limiter != Limiter::none) append_json_string(out, policy_name);
-    out += "],\"limit_type\":";
-    append_json_string(out, limit_type);
-    out += extra;
-    out += ",\"retry_after\":" + std::to_string(retry) + "}";
-    return out;
-  }
-  out = "{\"error\":{\"type\":";
-  append_json_string(out, type);
+}
+
+// RFC 9457: type, title, status, detail; the draft's "violated-policies" names the policies of
+// RateLimit-Policy that rejected (none when the store was unavailable); the rest are extensions.
+std::string problem_json(const Refusal &r, const Decision &d, int64_t retry) {
+  std::string out = "{\"type\":";
+  append_json_string(out, r.problem);
+  out += ",\"title\":";
+  append_json_string(out, r.title);
+  out += ",\"status\":" + std::to_string(d.status) + ",\"detail\":";
+  append_json_string(out, r.message);
+  out += ",\"violated-policies\":[";
+  if (d.limiter != Limiter::none) append_json_string(out, r.policy_name);
+  out += "],\"limit_type\":";
+  append_json_string(out, r.limit_type);
+  out += r.extra;
+  out += ",\"retry_after\":" + std::to_string(retry) + "}";
+  return out;
+}
+
+std::string error_json(const Refusal &r, int64_t retry) {
+  std::string out = "{\"error\":{\"type\":";
+  append_json_string(out, r.type);
   out += ",\"limit_type\":";
-  append_json_string(out, limit_type);
+  append_json_string(out, r.limit_type);
   out += ",\"message\":";
-  append_json_string(out, message);
-  out += extra;
+  append_json_string(out, r.message);
+  out += r.extra;
   out += ",\"retry_after\":" + std::to_string(retry) + "}}";
   return out;
+}
+
+}  // namespace
+
+std::string format_body(const Decision &d, const Policy &p) {
+  if (d.allowed) return {};
+  if (d.blocked) return blocked_body(d, p);
+  const int64_t retry = retry_after(d);
+  const uint64_t cost = d.cost > 1 ? d.cost : 1;  // 0 (a version 1 or 2 caller's struct) counts as 1
+  Refusal r;
+  r.limit_type = r.policy_name = limiter_name(d.limiter);
+  const Rule *rule = d.limiter == Limiter::request_rate ? rule_at(&p, d.rule) : nullptr;
+  if (rule)
+    rule_refusal(r, d, *rule, cost, retry);
+  else if (d.limiter == Limiter::request_rate)
+    request_rate_refusal(r, d, cost, retry);
+  else if (d.limiter == Limiter::concurrency)
+    concurrency_refusal(r, d, retry);
+  else
+    service_refusal(r, d.limiter, retry);
+  if (!p.docs_url.empty()) r.message += " See " + p.docs_url;
+  return p.body_format == BodyFormat::problem_json ? problem_json(r, d, retry) : error_json(r, retry);
 }
 
 }  // namespace floodwall
