@@ -179,6 +179,17 @@ constexpr Outcome kOutcomes[] = {Outcome::allowed, Outcome::rejected, Outcome::d
 // The one walk: the JSON document from its first key to its last, and with each value the Prometheus
 // series it is (Series{}: the JSON's alone). Prometheus lists its families in its own order (visitor.hpp).
 void Metrics::visit(const StoreStats &st, const Gauges &g, MetricsVisitor &v) const {
+  visit_decisions(v);
+  visit_failures(st, v);
+  visit_rules(g, v);
+  visit_modes(g, v);
+  visit_top_tenants(v);
+  visit_store(st, v);
+  visit_leases(g, v);
+  visit_load(g, v);
+}
+
+void Metrics::visit_decisions(MetricsVisitor &v) const {
   size_t n = route_count_.load();
   std::vector<size_t> routes;  // the named route families, and "other" once they are kMaxRoutes
   for (size_t r = 0; r < n; r++) routes.push_back(r);
@@ -211,7 +222,9 @@ void Metrics::visit(const StoreStats &st, const Gauges &g, MetricsVisitor &v) co
     v.end();
   }
   v.end();
+}
 
+void Metrics::visit_failures(const StoreStats &st, MetricsVisitor &v) const {
   v.begin_object("sources");
   for (int i = 0; i < kSourceCount; i++) {
     auto s = static_cast<Source>(i);
@@ -231,7 +244,9 @@ void Metrics::visit(const StoreStats &st, const Gauges &g, MetricsVisitor &v) co
   }
   v.end();
   v.number("config_errors", {Family::config_errors_total}, st.failures[static_cast<size_t>(FailReason::config)]);
+}
 
+void Metrics::visit_rules(const Gauges &g, MetricsVisitor &v) const {
   if (!g.rules.empty()) {  // a tier's limit may share its name with the policy's: one series per name
     v.begin_object("rules");
     std::vector<std::string> seen;
@@ -250,7 +265,9 @@ void Metrics::visit(const StoreStats &st, const Gauges &g, MetricsVisitor &v) co
     v.end();
   }
   v.number("blocked", {Family::blocked_total}, blocked_.load());
+}
 
+void Metrics::visit_modes(const Gauges &g, MetricsVisitor &v) const {
   v.family(Family::mode);  // its HELP and TYPE even with no limiter configured
   v.begin_object("modes");
   for (Limiter l : kLimiters) {
@@ -262,7 +279,9 @@ void Metrics::visit(const StoreStats &st, const Gauges &g, MetricsVisitor &v) co
       v.text(limiter_name(l), "unconfigured");  // not in Prometheus
   }
   v.end();
+}
 
+void Metrics::visit_top_tenants(MetricsVisitor &v) const {
   v.family(Family::tenant_rejection_ratio);  // and before any tenant is rejected
   v.begin_list("top_tenants");
   for (const TenantRow &row : top_tenants()) {
@@ -275,7 +294,9 @@ void Metrics::visit(const StoreStats &st, const Gauges &g, MetricsVisitor &v) co
     v.end();
   }
   v.end();
+}
 
+void Metrics::visit_store(const StoreStats &st, MetricsVisitor &v) const {
   v.state("breaker", {Family::breaker_state},
           {breaker_name(BreakerState::closed), breaker_name(BreakerState::open), breaker_name(BreakerState::half_open)},
           breaker_name(st.breaker));
@@ -292,7 +313,9 @@ void Metrics::visit(const StoreStats &st, const Gauges &g, MetricsVisitor &v) co
   v.number("waiting", {redis(Family::store_waiting)}, st.waiting);
   v.number("waiting_cap", {redis(Family::store_waiting_cap)}, st.waiting_cap);
   v.end();
+}
 
+void Metrics::visit_leases(const Gauges &g, MetricsVisitor &v) const {
   if (g.leases) {
     using K = LeaseCounter;
     v.begin_object("leases");
@@ -315,7 +338,9 @@ void Metrics::visit(const StoreStats &st, const Gauges &g, MetricsVisitor &v) co
     v.number("redis_commands_saved", {Family::redis_commands_saved}, commands_saved());
     v.end();
   }
+}
 
+void Metrics::visit_load(const Gauges &g, MetricsVisitor &v) const {
   v.number("shedding_amount", {Family::shedding_amount}, g.shedding_amount);
   v.number("utilization", {Family::utilization}, g.utilization);
   v.number("in_flight", {Family::in_flight}, g.in_flight);

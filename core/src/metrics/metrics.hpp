@@ -156,6 +156,16 @@ class Metrics {
   std::vector<TenantRow> top_tenants() const;
   uint64_t counter(size_t route, Limiter l, Outcome o) const;
   uint64_t source_count(Source s) const;
+  // The walk's parts, in the JSON document's order (visit).
+  void visit_decisions(MetricsVisitor &v) const;                       // every route family together, then each
+  void visit_failures(const StoreStats &st, MetricsVisitor &v) const;  // by source, then the store's failures
+
+  void visit_rules(const Gauges &g, MetricsVisitor &v) const;  // the limits and quotas, then blocks
+  void visit_modes(const Gauges &g, MetricsVisitor &v) const;
+  void visit_top_tenants(MetricsVisitor &v) const;
+  void visit_store(const StoreStats &st, MetricsVisitor &v) const;  // the breaker too
+  void visit_leases(const Gauges &g, MetricsVisitor &v) const;
+  void visit_load(const Gauges &g, MetricsVisitor &v) const;  // the shedders' and the adaptive limit's levels
 
   const uint64_t id_;  // never reused, unlike an address
   mutable std::mutex slabs_mu_;
