@@ -55,10 +55,19 @@ tools=$root/build-cross-tools
 zig=$("$tools/venv/bin/python" -c 'import os, ziglang; print(os.path.join(os.path.dirname(ziglang.__file__), "zig"))')
 # zig's cache (the libc++ and musl it builds per target) in build-musl, not in $HOME.
 export ZIG_GLOBAL_CACHE_DIR=$work/zig-cache ZIG_LOCAL_CACHE_DIR=$work/zig-cache
+# zig's linker has no --exclude-libs, which the prebuilt Node addon links with (bindings/node/CMakeLists.txt:
+# every archive's symbols kept inside the addon, never bound to the SSL_* and EVP_* that Node itself exports).
+# The wrappers give it the same effect another way: a version script that exports Node's entry points alone.
+printf '{\n  global: napi_register_module_v1; node_api_module_get_api_version_v1;\n  local: *;\n};\n' >"$prefix/bin/node-addon.map"
 for t in cc c++ ar ranlib; do
   case $t in cc | c++) args="$t -target $triple" ;; *) args=$t ;; esac
-  printf '#!/bin/sh\nZIG_GLOBAL_CACHE_DIR=%s ZIG_LOCAL_CACHE_DIR=%s exec %s %s "$@"\n' "$ZIG_GLOBAL_CACHE_DIR" "$ZIG_LOCAL_CACHE_DIR" "$zig" "$args" \
-    >"$prefix/bin/$t.new"
+  {
+    printf '#!/bin/sh\n# zig %s for %s (packaging/test-musl.sh writes this file)\n' "$t" "$triple"
+    printf 'for a do\n  shift\n  case $a in\n'
+    printf '    -Wl,--exclude-libs,ALL) set -- "$@" -Wl,--version-script=%s ;;\n' "$prefix/bin/node-addon.map"
+    printf '    *) set -- "$@" "$a" ;;\n  esac\ndone\n'
+    printf 'ZIG_GLOBAL_CACHE_DIR=%s ZIG_LOCAL_CACHE_DIR=%s exec %s %s "$@"\n' "$ZIG_GLOBAL_CACHE_DIR" "$ZIG_LOCAL_CACHE_DIR" "$zig" "$args"
+  } >"$prefix/bin/$t.new"
   chmod +x "$prefix/bin/$t.new" && mv "$prefix/bin/$t.new" "$prefix/bin/$t"
 done
 say "zig $("$zig" version)"
@@ -206,6 +215,9 @@ say "building the Node addon (linux-$arch-musl)"
   { grep -E 'error|FAILED' "$work/$triple-npm-build.log" | head -n 40; echo "test-musl: the linux-$arch-musl addon did not build (log: $work/$triple-npm-build.log)" >&2; exit 1; }
 addon=$nsrc/prebuilds/linux-$arch-musl/floodwall.node
 [ -f "$addon" ] || { echo "test-musl: build.js wrote no prebuilds/linux-$arch-musl/floodwall.node" >&2; exit 1; }
+# zig's libc++ comes with its debug information (36 of the addon's 45 MB): left out of what ships.
+strip=$(command -v llvm-strip || command -v llvm-strip-14) || { echo "test-musl: llvm-strip is missing (Debian: llvm)" >&2; exit 1; }
+"$strip" --strip-debug "$addon"
 # What the addon needs where it runs: musl's libc alone (Alpine's loader resolves libc.so to itself), no
 # glibc symbol versions; it exports napi_register_module_v1 (Node's entry point) and leaves napi_* to Node.
 needed=$(readelf -d "$addon" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | paste -sd' ')
@@ -215,7 +227,13 @@ machine=$(readelf -h "$addon" | sed -n 's/ *Machine: *//p')
 readelf --dyn-syms -W "$addon" | awk '$5 == "GLOBAL" && $7 != "UND" && $8 == "napi_register_module_v1"' | grep -q . ||
   { echo "test-musl: the addon does not export napi_register_module_v1" >&2; exit 1; }
 exported=$(readelf --dyn-syms -W "$addon" | awk '$5 == "GLOBAL" && $7 != "UND" {print $8}' | paste -sd' ')
-undefined=$(readelf --dyn-syms -W "$addon" | awk '$7 == "UND" && $8 != "" {print $8}' | grep -vc '^napi_' || true)
+# Every other symbol it needs (weak ones aside: libc++abi's __cxa_thread_atexit_impl, which only glibc has) is one
+# that musl's libc defines (Debian's musl 1.2.3, the version Alpine 3.17 ships).
+readelf --dyn-syms -W "$interp" | awk '$7 != "UND" && $8 != "" {sub(/@.*/, "", $8); print $8}' | sort -u >"$work/$triple-libc.syms"
+readelf --dyn-syms -W "$addon" | awk '$7 == "UND" && $5 == "GLOBAL" && $8 != "" {sub(/@.*/, "", $8); print $8}' | grep -v '^napi_' | sort -u >"$work/$triple-addon.undefined"
+missing=$(comm -23 "$work/$triple-addon.undefined" "$work/$triple-libc.syms" | paste -sd' ')
+[ -z "$missing" ] || { echo "test-musl: the addon needs symbols musl's libc does not define: $missing" >&2; exit 1; }
+undefined=$(wc -l <"$work/$triple-addon.undefined")
 mkdir -p "$root/prebuilds/linux-$arch-musl"
 cp "$addon" "$root/prebuilds/linux-$arch-musl/floodwall.node"
-say "prebuilds/linux-$arch-musl/floodwall.node ($machine, $(stat -c %s "$addon") bytes): needs $needed; exports $exported; $undefined undefined symbols besides napi_* (musl's libc). Not loaded: no musl Node here"
+say "prebuilds/linux-$arch-musl/floodwall.node ($machine, $(stat -c %s "$addon") bytes): needs $needed; exports $exported; its $undefined other undefined symbols all in musl's libc. Not loaded: no musl Node here"
