@@ -80,12 +80,13 @@ packages:
 	@bash packaging/build-packages.sh
 	@bash packaging/test-musl.sh x86_64-linux-musl
 
-# The cross builds and their suites alone (Linux arm64 under qemu-user-static; x86_64 musl natively, with
-# hiredis and OpenSSL built for musl once into build-musl/); long, so not in make test.
+# The cross builds and their suites alone (Linux arm64 under qemu-user-static; x86_64 musl natively and arm64
+# musl under qemu, hiredis and OpenSSL built for musl once into build-musl/); long, so not in make test.
 test-platforms:
 	@bash packaging/install-deps.sh platforms
 	@bash packaging/test-cross.sh aarch64-linux-gnu
 	@bash packaging/test-musl.sh x86_64-linux-musl
+	@FW_MUSL_NODE=0 bash packaging/test-musl.sh aarch64-linux-musl
 
 bench: build
 	@bash bench/run.sh "$(BUILD)"
