@@ -6,25 +6,25 @@
 // (floodwall-redis-rate); the -ietf variants send the two IETF limit headers alone (policy "headers": "ietf").
 // The tenant is the X-API-Key header in every variant (floodwall's: through a verify hook that looks the key
 // up among the 1,000 issued); no limit is ever reached at the load the benchmark offers. Both limiters are
-// registered app-wide, before the route. Prints "listening on PORT" once it serves.
+// registered app-wide, before the route. floodwall-memory-ietf-key is the like-for-like setup for
+// @fastify/rate-limit: the same key source (a keyGenerator reading X-API-Key), no concurrency limit.
+// Prints "listening on PORT" once it serves; bench/http/inject.js builds the same apps in process (build()).
 const Fastify = require('fastify');
 
-const limiter = process.env.FW_HTTP_LIMITER || 'none';
-const redisUrl = process.env.FW_BENCH_REDIS;
-
-let fw = null; // floodwall's client: its metrics say where each decision came from
-
-async function register(app) {
-  if (limiter === 'none') return;
+async function register(app, limiter, redisUrl, floodwallModule) {
+  if (limiter === 'none') return null;
   if (limiter.startsWith('floodwall-')) {
-    const { Floodwall, fastify: floodwall } = require('../..');
+    const { Floodwall, fastify: floodwall } = floodwallModule;
     const store = limiter.startsWith('floodwall-memory') ? 'memory://' : redisUrl;
-    const concurrency = limiter === 'floodwall-redis-rate' ? {} : { concurrency: { limit: 20 } };
-    const headers = limiter.endsWith('-ietf') ? { headers: 'ietf' } : {};
-    fw = new Floodwall({ store, prefix: 'fwhttp', request_rate: { rate: 100, burst: 500 }, ...concurrency, ...headers });
+    const keyed = limiter.endsWith('-key');
+    const concurrency = limiter === 'floodwall-redis-rate' || keyed ? {} : { concurrency: { limit: 20 } };
+    const headers = /-ietf(-key)?$/.test(limiter) ? { headers: 'ietf' } : {};
+    const fw = new Floodwall({ store, prefix: 'fwhttp', request_rate: { rate: 100, burst: 500 }, ...concurrency, ...headers });
     const issued = new Set(Array.from({ length: 1000 }, (_, i) => `tenant-${i}`));
-    await app.register(floodwall, { client: fw, verify: (key) => issued.has(key) });
-    return;
+    const options = keyed ? { keyGenerator: (request) => request.headers['x-api-key'] || 'anonymous' }
+      : { verify: (key) => issued.has(key) };
+    await app.register(floodwall, { client: fw, ...options });
+    return fw;
   }
   const options = {
     global: true,
@@ -41,19 +41,30 @@ async function register(app) {
     throw new Error(`FW_HTTP_LIMITER: unknown limiter ${limiter}`);
   }
   await app.register(require('@fastify/rate-limit'), options);
+  return null;
 }
 
-process.on('SIGINT', () => process.exit(0));
-
-(async () => {
+// The app behind `limiter`; floodwallModule: the floodwall package to take the plugin from.
+async function build(limiter, { redisUrl, floodwallModule } = {}) {
   const app = Fastify({ logger: false });
+  let fw = null; // floodwall's client: its metrics say where each decision came from
   // Where floodwall's decisions came from; outside the limiter (registered in a context of its own first).
   app.get('/__sources', { config: { rateLimit: false, floodwall: { skip: true } } }, async () => (fw ? fw.metrics().sources : null));
-  await register(app);
+  fw = await register(app, limiter, redisUrl, floodwallModule || (limiter.startsWith('floodwall-') ? require('../..') : null));
   app.get('/', async () => ({ ok: true }));
-  await app.listen({ port: 0, host: '127.0.0.1' });
-  console.log(`listening on ${app.server.address().port}`);
-})().catch((err) => {
-  console.error(err);
-  process.exit(1);
-});
+  return app;
+}
+
+if (require.main === module) {
+  process.on('SIGINT', () => process.exit(0));
+  (async () => {
+    const app = await build(process.env.FW_HTTP_LIMITER || 'none', { redisUrl: process.env.FW_BENCH_REDIS });
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    console.log(`listening on ${app.server.address().port}`);
+  })().catch((err) => {
+    console.error(err);
+    process.exit(1);
+  });
+}
+
+module.exports = { build };
