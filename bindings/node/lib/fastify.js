@@ -11,10 +11,13 @@
 //   reads config.rateLimit), checked when the route is registered (onRoute): an unknown key or a wrong
 //   type fails the registration, not the first request.
 // - The limit headers go on every reply (set in onRequest); a rejection is the core's status and body.
-// - The ticket is released exactly once when the request is over, by whichever comes first of onResponse
-//   (reply sent), onError (the handler threw), onRequestAbort (the client went away) and onTimeout
-//   (connectionTimeout), or at once when the admit resolved after the client had gone.
-const { integration, isThenable, pathOf, SKIPPED } = require('./integration');
+// - The ticket is released exactly once when the request is over: on the node:http response's 'close',
+//   which comes after the reply is sent (a handler that threw included: Fastify answers its error), when the
+//   client goes away and when connectionTimeout cuts the request off; or at once when the admit resolved
+//   after the client had gone. One listener, as the Express middleware does, and only on a request that
+//   holds a ticket: Fastify's onResponse, onRequestAbort and onTimeout hooks would cost every request of
+//   the app their listeners and objects (5 to 10 us of CPU a request, bench/http/inject.js).
+const { integration, isThenable, pathOf, releaseWhenDone, SKIPPED } = require('./integration');
 
 function defaultRoute(request) {
   return request.routeOptions.url;
@@ -41,12 +44,8 @@ function register(app, options) {
   const { client, prefix, logLevel, logSerializers, ...rest } = options; // the last three are Fastify's
   if (client === undefined) throw new TypeError(`${where}: the client option is required (a Floodwall)`);
   const { decide, handler, routeSettings, base } = integration(client, rest, { where, defaultRoute, defaultHandler });
-  // The request's decision while its ticket is held: one key per registration, so that two (a strict
-  // client for the login route beside the app's) each release their own.
-  const kDecision = Symbol('floodwall.decision');
   // Declared for every request (the shape Fastify's request objects keep).
   if (!app.hasRequestDecorator('floodwall')) app.decorateRequest('floodwall', null);
-  app.decorateRequest(kDecision, null);
   // Each route's settings by its config.floodwall object (which Fastify's copy of the route's config keeps).
   const perRoute = new WeakMap();
 
@@ -61,23 +60,15 @@ function register(app, options) {
     if (own !== undefined) settingsOf(route, own);
   });
 
-  function release(request) {
-    const decision = request[kDecision];
-    if (decision === null) return;
-    request[kDecision] = null;
-    client.release(decision);
-  }
-
   // The decision answered: headers, the ticket held until the request is over, the route's handler or the
   // rejection. Returns whether the request goes on.
   function answer(request, reply, decision) {
     if (decision === SKIPPED) return true;
     request.floodwall = decision;
+    // Decided later (Redis): the client may have gone meanwhile (releaseWhenDone releases at once then).
     if (decision.ticket) {
-      const raw = reply.raw;
-      // Decided later (Redis): the client may have gone meanwhile, and with it the hooks that release.
-      if (raw.destroyed || request.raw.destroyed) client.release(decision);
-      else request[kDecision] = decision;
+      if (request.raw.destroyed) client.release(decision);
+      else releaseWhenDone(client, decision, reply.raw);
     }
     reply.headers(decision.headers);
     if (decision.allowed) return true;
@@ -110,20 +101,6 @@ function register(app, options) {
       return undefined;
     }, next);
     return undefined;
-  });
-  const onOver = (request, reply, next) => {
-    release(request);
-    next();
-  };
-  app.addHook('onResponse', onOver);
-  app.addHook('onTimeout', onOver);
-  app.addHook('onError', (request, reply, error, next) => {
-    release(request);
-    next();
-  });
-  app.addHook('onRequestAbort', (request, next) => {
-    release(request);
-    next();
   });
 }
 
