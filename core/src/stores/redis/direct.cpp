@@ -31,14 +31,18 @@ void RedisIo::free_direct(Direct &d) {
   d.unread = 0;
 }
 
-void RedisIo::close_direct(Direct &d, int64_t deadline_us) {
-  std::lock_guard lock(d.mu);
+void RedisIo::read_release_replies(Direct &d, int64_t deadline_us) {
   for (; d.conn && d.unread > 0; d.unread--) {
     redisReply *back = d.conn->next_blocking(deadline_us);
     if (!back) break;  // Redis is gone or silent: the slots go at their TTL
     if (back->type == REDIS_REPLY_ERROR) release_errors_.fetch_add(1, std::memory_order_relaxed);
     freeReplyObject(back);
   }
+}
+
+void RedisIo::close_direct(Direct &d, int64_t deadline_us) {
+  std::lock_guard lock(d.mu);
+  read_release_replies(d, deadline_us);
   free_direct(d);
 }
 

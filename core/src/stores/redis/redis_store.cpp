@@ -156,6 +156,14 @@ void RedisIo::flush_for_exit() {
   while (outstanding_.load(std::memory_order_acquire) > 0 && breaker_.closed() &&
          std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::microseconds(200));
+  // The releases written on callers' own connections: their replies read, so that the exit closes those
+  // sockets with nothing unread (else they are reset, and Redis loses what it had not read yet of them).
+  // A connection some thread is using now is left alone: exit must not wait on it.
+  const int64_t drain_until = now_us() + patient_us();
+  for (Direct &d : direct_) {
+    std::unique_lock lock(d.mu, std::try_to_lock);
+    if (lock.owns_lock()) read_release_replies(d, drain_until);
+  }
 }
 
 // ------------------------------------------------------------------------------------ callers

@@ -222,6 +222,8 @@ class RedisIo {
   // A socket closed with replies unread is reset, and what Redis had not read yet of those releases is
   // lost with it.
   void close_direct(Direct &d, int64_t deadline_us);
+  // d.mu held: reads the replies to the releases written on d's connection, until `deadline_us`.
+  void read_release_replies(Direct &d, int64_t deadline_us);
   // d.mu held: drops d's connection when Redis has closed it since it was last used (its idle time-out, a
   // restart), so that the next command goes on a new one instead of being lost with it.
   void drop_if_closed(Direct &d, int64_t now);
