@@ -284,14 +284,20 @@ def test_the_example_project_serves_and_limits(kind):
     server = Server(kind, {}, {}, EXAMPLES, "django_app")
     try:
         with httpx.Client(base_url=server.url) as http:
-            responses = [http.get("/hello") for _ in range(11)]
+            # The burst of 10 goes through; the 429 comes with the 11th request, or a few later when the 5
+            # tokens a second refill between requests on a loaded machine (a count, not a time).
+            responses = [http.get("/hello") for _ in range(10)]
+            for _ in range(100):
+                responses.append(http.get("/hello"))
+                if responses[-1].status_code != 200:
+                    break
             made_up = http.get("/hello", headers={"X-API-Key": "k-made-up"})
             issued = http.get("/hello", headers={"X-API-Key": "k-demo-1"})
             report = http.get("/report", headers={"X-API-Key": "k-demo-2"})
             orders = [http.get("/orders/42/", headers={"X-API-Key": "k-demo-2"}).status_code for _ in range(3)]
     finally:
         server.stop()
-    assert [r.status_code for r in responses] == [200] * 10 + [429], server.output
+    assert [r.status_code for r in responses] == [200] * (len(responses) - 1) + [429], server.output
     assert responses[0].json() == {"hello": "world"}
     assert responses[0].headers["ratelimit-limit"] == "10" and responses[0].headers["ratelimit-remaining"] == "9"
     assert responses[-1].json()["error"]["limit_type"] == "request_rate"
