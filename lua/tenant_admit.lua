@@ -14,7 +14,8 @@
 -- ARGV[1]  limiters, three characters: request rate, concurrency, fleet; each 'E' (enforce),
 --          'D' (dark: decide, never reject) or '-' (not asked); then one character per rule of the policy
 --          that applies (request_rate.limits, quotas): 'L' a limit, 'Q' a quota, lower case when dark;
---          then, with redis.clock "client" only, '@' and the caller's clock in us since the epoch
+--          then, for an acquire, '~' and its max wait in ns (docs/concepts/acquire.md); then, with
+--          redis.clock "client" only, '@' and the caller's clock in us since the epoch
 -- ARGV[2]  rate, micro-tokens per second      ARGV[3]  burst, micro-tokens     ARGV[4]  cost, micro-tokens
 -- ARGV[5]  concurrency limit                  ARGV[6]  concurrency ttl, us
 -- ARGV[7]  fleet capacity                     ARGV[8]  fleet ttl, us
@@ -34,6 +35,15 @@
 --          applied, its rate and burst (a request-rate-only admit too answers with this array then).
 --          The control record may answer first, nothing written: {'blocked', until (0: for good)}, or
 --          {'tier', the tenant's tier} when it is not the client's (the client decides again with it).
+--          An acquire is always answered with the array, and two integers more at its end: its turn (ns
+--          from now, 0: go now) and TIME (us).
+--
+-- An acquire: the tenant's enforcing bucket, when it lacks the tokens now, reserves them from its turn if
+-- that is within the max wait: the debt after taking, less a full bucket's refill. Every bucket that passes
+-- (the limits' too) takes its tokens at that turn (its debt becomes max(debt, turn) + cost), so that the
+-- requests that go in any window fit burst + rate x window. A turn beyond the max wait refuses as an admit
+-- does, nothing written. Slots are scored from the turn. Limits, quotas, slots and the fleet never wait.
+-- core/src/stores/rule_state.hpp (reserve_turn) is the same for memory:// and shm://.
 --
 -- The clock is Redis' TIME, so every app server of a fleet shares one clock (unless the policy says
 -- redis.clock "client", for services that refuse TIME in scripts). The bucket's representation, its
@@ -45,10 +55,14 @@ local flags = ARGV[1]
 local r, c, f = string.byte(flags, 1, 3)
 -- After the three: '!' when there is no control record key (a Redis Cluster slot in migration, where the
 -- client read it with a call of its own first), then the rules. Most admits have neither.
-local no_ctl, rule_spec = false, ''
+local no_ctl, rule_spec, max_wait = false, '', 0
 if #flags > 3 then
   no_ctl = string.sub(flags, 4, 4) == '!'
-  rule_spec = string.sub(flags, no_ctl and 5 or 4, (string.find(flags, '@', 4, true) or 0) - 1)
+  local stop = string.find(flags, '[~@]', 4)
+  rule_spec = string.sub(flags, no_ctl and 5 or 4, (stop or 0) - 1)
+  if stop and string.sub(flags, stop, stop) == '~' then
+    max_wait = tonumber(string.sub(flags, stop + 1, (string.find(flags, '@', stop, true) or 0) - 1)) or 0
+  end
 end
 local rate_on, conc_on, fleet_on = r ~= NOT_ASKED, c ~= NOT_ASKED, f ~= NOT_ASKED
 
@@ -72,9 +86,8 @@ end
 local override = override_rate and override_burst
 
 local rate_ok, conc_ok, fleet_ok = 1, 1, 1
-local tokens, debt, rate_m, cost_m, full_s = 0, 0, 0, tonumber(ARGV[4]), -1
+local tokens, debt, rate_m, burst_m, cost_m, full_s = 0, 0, 0, 0, tonumber(ARGV[4]), -1
 if rate_on then
-  local burst_m
   rate_m, burst_m = tonumber(ARGV[2]), tonumber(ARGV[3])
   if override then rate_m, burst_m = override_rate, override_burst end
   debt, tokens, full_s = bucket_read(KEYS[1], sec, usec, rate_m, burst_m)
@@ -126,20 +139,36 @@ if #rule_spec > 0 then
   end
 end
 
+-- An acquire: the tenant's enforcing bucket, lacking the tokens now, waits for its turn if it is near.
+local turn = 0
+if max_wait > 0 and r == ENFORCE and rate_ok == 0 then
+  turn = debt + math.ceil(cost_m * 1e9 / rate_m) - math.floor(burst_m * 1e9 / rate_m)
+  if turn < 1 then turn = 1 end
+  if turn > max_wait then turn = 0 else rate_ok = 1 end
+end
+
 local committed = 1
 if (r == ENFORCE and rate_ok == 0) or (c == ENFORCE and conc_ok == 0) or (f == ENFORCE and fleet_ok == 0) or rule_refused then
   committed = 0
+  turn = 0
 else
   -- Writes from here on. TTLs only collect garbage: a bucket key outlives its refill to full.
-  if rate_on and rate_ok == 1 then
+  if rate_on and rate_ok == 1 and turn > 0 then
+    local d = (debt > turn and debt or turn) + math.ceil(cost_m * 1e9 / rate_m)
+    local lack = math.floor((d - turn) * rate_m / 1e9)
+    tokens = lack < burst_m and burst_m - lack or 0
+    bucket_write(KEYS[1], d, sec, usec, full_s)
+  elseif rate_on and rate_ok == 1 then
     tokens = tokens - cost_m
     bucket_write(KEYS[1], debt + math.ceil(cost_m * 1e9 / rate_m), sec, usec, full_s)
   end
   -- Sweep the dead slots, add this request's, and let the set expire a second after its last slot would.
+  -- (An acquire's slot counts from its turn.)
+  local turn_us = math.ceil(turn / 1000)
   local function take_slot(key, ttl)
     rcall('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - ttl))
-    rcall('ZADD', key, string.format('%d', now), ARGV[9])
-    rcall('PEXPIRE', key, string.format('%d', math.ceil(ttl / 1000) + 1000))
+    rcall('ZADD', key, string.format('%d', now + turn_us), ARGV[9])
+    rcall('PEXPIRE', key, string.format('%d', math.ceil((ttl + turn_us) / 1000) + 1000))
   end
   if conc_on and conc_ok == 1 then
     take_slot(KEYS[2], conc_ttl)
@@ -152,13 +181,18 @@ else
     if rule.ok and rule.quota then
       rule.left = rule.left - cost_m / 1000000
       quota_write(rule.key, rule.start, rule.stop, rule.used + cost_m / 1000000)
+    elseif rule.ok and turn > 0 then
+      local d = (rule.debt > turn and rule.debt or turn) + math.ceil(cost_m * 1e9 / rule.rate)
+      local lack = math.floor((d - turn) * rule.rate / 1e9)
+      rule.left = lack < rule.burst and rule.burst - lack or 0
+      bucket_write(rule.key, d, sec, usec, rule.full_s)
     elseif rule.ok then
       rule.left = rule.left - cost_m
       bucket_write(rule.key, rule.debt + math.ceil(cost_m * 1e9 / rule.rate), sec, usec, rule.full_s)
     end
   end
 end
-if #rule_spec > 0 or override then
+if #rule_spec > 0 or override or max_wait > 0 then
   local reply = {committed, rate_ok, tokens, conc_ok, in_flight, fleet_ok}
   for _, rule in ipairs(rules or {}) do
     reply[#reply + 1] = rule.ok and 1 or 0
@@ -169,6 +203,10 @@ if #rule_spec > 0 or override then
   if override then
     reply[#reply + 1] = override_rate
     reply[#reply + 1] = override_burst
+  end
+  if max_wait > 0 then
+    reply[#reply + 1] = turn
+    reply[#reply + 1] = now
   end
   return reply
 end

@@ -1,6 +1,8 @@
 #include "engine/guard.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include "policy/route.hpp"
 #include "stores/memory_store.hpp"
@@ -416,6 +418,10 @@ void Guard::decide_on(const Prepared &p, const AdmitResult &r, bool touched_stor
     if (op.rate || op.conc || op.rules.n > 0) metrics_.tenant_seen(op.tenant, !d.allowed);
   }
   if (!d.allowed) return;
+  if (op.max_wait_ns > 0 && r.decided) {  // an acquire: its turn (the fallback's, when the fallback decided)
+    d.wait_us = ceil_div(r.wait_ns, 1000);
+    d.turn_us = r.store_now_us + d.wait_us;
+  }
   bool conc = op.conc && r.decided && r.committed && r.conc_ok;
   bool fleet = op.fleet && r.decided && r.committed && r.fleet_ok;
   if (!(conc || fleet || p.util_counted || p.adaptive_slot))
@@ -489,6 +495,46 @@ Decision Guard::admit(const Request &rq) {
     if (e && !r.other_tier && !r.blocked) hot_->learn(*e, p.op, r, sent);
     return finish(p, r);
   }
+}
+
+// ------------------------------------------------------------------------------------------ acquire
+
+// The wait an acquire's op is given: max_wait_s, capped at the tenant's bucket's full refill (burst / rate,
+// the policy's: a runtime override does not move it) and at kMaxWaitNs. 0 when the request-rate limiter
+// does not enforce (only the tenant's bucket waits): it is then decided as an admit.
+int64_t Guard::wait_cap_ns(const AdmitOp &op, double max_wait_s) {
+  int64_t refill = op.rate && op.rate_enforce ? bucket_refill_ns(op.rate_m, op.burst_m) : 0;
+  double ns = max_wait_s * 1e9;
+  int64_t cap = std::min(refill, kMaxWaitNs);
+  return ns >= static_cast<double>(cap) ? cap : static_cast<int64_t>(ns);
+}
+
+Decision Guard::reserve(const Request &rq, double max_wait_s) {
+  if (!std::isfinite(max_wait_s) || max_wait_s < 0)
+    throw BadRequest("max_wait: must be a finite number of seconds, 0 or more (got " + std::to_string(max_wait_s) +
+                     ")");
+  for (int attempt = 0;; attempt++) {
+    Prepared p;
+    prepare(rq, p);
+    // Decided by the store, exactly: a hot tenant's lease never holds a reservation.
+    p.op.max_wait_ns = wait_cap_ns(p.op, max_wait_s);
+    bool asks = !p.shed && p.op.asks();
+    AdmitResult r = asks ? store_->admit(p.op) : AdmitResult{};
+    if (r.other_tier && attempt < kTierAttempts) {
+      learn_tier(p.op.tenant, r.tier);  // nothing was consumed: decide again in that tier
+      drop_adaptive(p);
+      continue;
+    }
+    return finish(p, r);
+  }
+}
+
+// Sleeps out the wait the store gave (never polls it): the caller goes at its turn, or a little after it
+// (the decision's own time), never before.
+Decision Guard::acquire(const Request &rq, double max_wait_s) {
+  Decision d = reserve(rq, max_wait_s);
+  if (d.allowed && d.wait_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(d.wait_us));
+  return d;
 }
 
 namespace {

@@ -39,6 +39,14 @@ class Guard {
   bool admit_async(const Request &rq, AdmitDone done);
   void release(Ticket t);
 
+  // An acquire (docs/concepts/acquire.md): the admit of a request that waits for its turn instead of being
+  // refused, when that turn is at most max_wait_s away (capped at the longest full refill of its buckets,
+  // and at 14 days). reserve decides without waiting: an allowed decision's wait_us says when the caller
+  // may go; acquire then sleeps until then (no polling of the store). Refusals come at once, as admit's.
+  // Throws BadRequest naming max_wait for a negative, NaN or infinite one, and what admit throws.
+  Decision reserve(const Request &rq, double max_wait_s);
+  Decision acquire(const Request &rq, double max_wait_s);
+
   void set_mode(Limiter l, Mode m);
   Mode mode(Limiter l) const;  // in force: the fleet-wide one when set, else the local one
   Mode local_mode(Limiter l) const {
@@ -107,6 +115,7 @@ class Guard {
   }
   void prepare(const Request &rq, Prepared &p);
   void prepare_rules(std::string_view route, std::string_view method, uint64_t cost, Prepared &p);
+  static int64_t wait_cap_ns(const AdmitOp &op, double max_wait_s);
   Decision finish(const Prepared &p, const AdmitResult &r);
   Decision decide(const Prepared &p, const AdmitResult &r);  // finish() but for the adaptive slot
   void decide_into(const Prepared &p, const AdmitResult &r, Decision &d);

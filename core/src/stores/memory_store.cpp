@@ -254,25 +254,37 @@ AdmitResult MemoryStore::admit_tables(const AdmitOp &op) {
     if (!checks[j].ok) r.rules.failed |= 1u << j;
   }
 
+  // An acquire: the tenant's bucket, lacking the tokens now, reserves them from their turn if it is near.
+  int64_t turn = reserve_turn(op, debt_ns, r.rate_ok);
   r.committed = commits(op, r.rate_ok, r.conc_ok, r.fleet_ok, r.rules.failed);
+  if (!r.committed) turn = 0;
+  r.wait_ns = turn;
+  if (op.max_wait_ns > 0) r.store_now_us = now;
+  // A waiting request's slots count from its turn (their ttl runs from when it goes).
+  int64_t start = now + ceil_div(turn, 1000);
   bool spend = r.committed && op.rate && r.rate_ok;
   bool take_slot = r.committed && op.conc && r.conc_ok;
   bool rules = r.committed && (op.rules.n > 0 && (~r.rules.failed & ((1u << op.rules.n) - 1)) != 0);
   if (spend || take_slot || rules) {
     if (!e) e = &insert(s, h, op.tenant);
     e->used_recently = true;
-    if (spend) {
+    if (spend && turn > 0) {
+      int64_t debt = taken_debt_ns(op.rate_m, debt_ns, turn, op.cost_m);
+      tokens = tokens_at_turn(op.rate_m, op.burst_m, debt, turn);
+      e->has_bucket = true;
+      e->bucket.full_at_ns = now * 1000 + debt;
+    } else if (spend) {
       tokens -= op.cost_m;
       e->has_bucket = true;
       e->bucket.full_at_ns = now * 1000 + debt_ns + bucket_cost_ns(op.rate_m, op.cost_m);
     }
     if (take_slot) {
-      e->slots.push_back({op.slot, now});
+      e->slots.push_back({op.slot, start});
       in_flight++;
     }
     for (size_t j = 0; rules && j < op.rules.n; j++) {
       if (!checks[j].ok) continue;
-      RuleState st = commit_rule(op.rules.at[j], checks[j], now, op.cost_m, op.units);
+      RuleState st = commit_rule(op.rules.at[j], checks[j], now, op.cost_m, op.units, turn);
       if (RuleState *have = state_of(e, op.rules.at[j].id))
         *have = st;
       else
@@ -282,7 +294,7 @@ AdmitResult MemoryStore::admit_tables(const AdmitOp &op) {
   r.rules.n = op.rules.n;
   for (size_t j = 0; j < op.rules.n; j++) report_rule(r, j, op.rules.at[j], checks[j], wall);
   if (r.committed && op.fleet && r.fleet_ok) {
-    fleet_.push_back({op.slot, now});
+    fleet_.push_back({op.slot, start});
   }
   r.tokens_m = tokens;
   r.conc_count = in_flight;

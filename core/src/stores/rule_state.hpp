@@ -3,6 +3,7 @@
 // for a limit, quota_window.hpp for a quota).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "stores/quota_window.hpp"
@@ -46,13 +47,36 @@ inline RuleCheck check_rule(const RuleOp &r, const RuleState *s, int64_t now_us,
 }
 
 // Spends the request on the rule (it passed): the new state, and what is left after it.
-inline RuleState commit_rule(const RuleOp &r, RuleCheck &c, int64_t now_us, int64_t cost_m, int64_t units) {
+// turn_ns: an acquire's turn (reserve_turn), 0 for an admit.
+inline RuleState commit_rule(const RuleOp &r, RuleCheck &c, int64_t now_us, int64_t cost_m, int64_t units,
+                             int64_t turn_ns = 0) {
   if (!r.quota) {
+    if (turn_ns > 0) {
+      int64_t debt = taken_debt_ns(r.a, c.debt_ns, turn_ns, cost_m);
+      c.left = tokens_at_turn(r.a, r.b, debt, turn_ns);
+      return {now_us * 1000 + debt, 0};
+    }
     c.left -= cost_m;
     return {now_us * 1000 + c.debt_ns + bucket_cost_ns(r.a, cost_m), 0};
   }
   c.left -= units;
   return {c.window.start_s, c.used + units};
+}
+
+// An acquire (op.max_wait_ns > 0) in an in-process store, after every check: the tenant's enforcing bucket,
+// when it lacks the tokens now, waits for its turn (bucket_turn_ns) if that is within max_wait_ns: it then
+// passes (rate_ok) and the turn is returned (ns from now); every bucket that passes, the limits' too, takes
+// its tokens at that turn (taken_debt_ns), which costs the tenant nothing: while a reservation waits, its
+// bucket is empty and every other request of the tenant comes after it. Beyond max_wait_ns nothing changes:
+// refused as an admit, nothing consumed. A limit or quota without the tokens, a slot and the fleet never
+// wait (a limit that waited would take the tenant's tokens at its turn and hold up its other routes).
+// lua/tenant_admit.lua does the same.
+inline int64_t reserve_turn(const AdmitOp &op, int64_t debt_ns, bool &rate_ok) {
+  if (op.max_wait_ns <= 0 || !op.rate || !op.rate_enforce || rate_ok) return 0;
+  int64_t turn = bucket_turn_ns(op.rate_m, op.burst_m, debt_ns, op.cost_m);
+  if (turn > op.max_wait_ns) return 0;
+  rate_ok = true;
+  return turn;
 }
 
 // What the store reports for rule j: left after the request, and a quota's reset.

@@ -359,18 +359,30 @@ AdmitResult ShmStore::admit_tables(const AdmitOp &op) {
     if (!checks[j].ok) r.rules.failed |= 1u << j;
   }
 
+  // An acquire: the tenant's bucket, lacking the tokens now, reserves them from their turn if it is near.
+  int64_t turn = reserve_turn(op, debt_ns, r.rate_ok);
   r.committed = commits(op, r.rate_ok, r.conc_ok, r.fleet_ok, r.rules.failed);
+  if (!r.committed) turn = 0;
+  r.wait_ns = turn;
+  if (op.max_wait_ns > 0) r.store_now_us = now;
+  // A waiting request's slots count from its turn (their ttl runs from when it goes).
+  int64_t start = now + ceil_div(turn, 1000);
   bool spend = r.committed && op.rate && r.rate_ok;
   bool take_slot = r.committed && op.conc && r.conc_ok;
   if (spend || take_slot) {
     if (!e) e = &insert(s, h, op.tenant);
     e->used_us = now;
-    if (spend) {
+    if (spend && turn > 0) {
+      int64_t debt = taken_debt_ns(op.rate_m, debt_ns, turn, op.cost_m);
+      tokens = tokens_at_turn(op.rate_m, op.burst_m, debt, turn);
+      e->full_at_ns = now * 1000 + debt;
+      e->has_bucket = 1;
+    } else if (spend) {
       tokens -= op.cost_m;
       e->full_at_ns = now * 1000 + debt_ns + bucket_cost_ns(op.rate_m, op.cost_m);
       e->has_bucket = 1;
     }
-    if (take_slot && insert_slot(slots, n_slots, s.slots, Slot{op.slot.hi, op.slot.lo, h, now, pid_, 0})) {
+    if (take_slot && insert_slot(slots, n_slots, s.slots, Slot{op.slot.hi, op.slot.lo, h, start, pid_, 0})) {
       e->in_flight++;
       in_flight++;
     }
@@ -378,13 +390,13 @@ AdmitResult ShmStore::admit_tables(const AdmitOp &op) {
   // fleet_ok refused a table three quarters full, so there is room; were there none, the request would
   // only go uncounted, and its release is a no-op.
   if (r.committed && op.fleet && r.fleet_ok)
-    insert_slot(fleet_slots, kFleetSlots, fleet->slots, Slot{op.slot.hi, op.slot.lo, 0, now, pid_, 0});
+    insert_slot(fleet_slots, kFleetSlots, fleet->slots, Slot{op.slot.hi, op.slot.lo, 0, start, pid_, 0});
   // Each rule's entry written on its own (an insert may move entries: no pointer is kept across one).
   for (size_t j = 0; r.committed && j < op.rules.n; j++) {
     if (!checks[j].ok) continue;
     const RuleOp &ro = op.rules.at[j];
     uint64_t rh = rule_hash(h, ro.id);
-    RuleState st = commit_rule(ro, checks[j], now, op.cost_m, op.units);
+    RuleState st = commit_rule(ro, checks[j], now, op.cost_m, op.units, turn);
     Entry *x = find(s, rh, key, ro.id);
     if (!x) x = &insert(s, rh, op.tenant, ro.id);
     x->used_us = now;

@@ -115,6 +115,11 @@ struct AdmitOp {
   // own (the fallback table, tests, admin calls). The Redis store never reads it: its clock is TIME.
   static constexpr int64_t kStoreClock = INT64_MIN;
   int64_t now_us = kStoreClock;
+  // An acquire (docs/concepts/acquire.md): > 0, the longest the request may wait for its turn (ns, capped
+  // by the Guard). An enforcing bucket (the tenant's, a limit) without the tokens now reserves them from
+  // its turn, when that is within max_wait_ns: the tokens are taken at once, the caller goes at the turn
+  // (AdmitResult::wait_ns). 0: an admit, which never waits.
+  int64_t max_wait_ns = 0;
   bool asks() const { return rate || conc || fleet || rules.n > 0; }
 };
 
@@ -122,9 +127,11 @@ struct AdmitResult {
   bool decided = false;  // false: the store could not decide; redis.fallback decides
   FailReason reason = FailReason::none;
   bool rate_ok = true, conc_ok = true, fleet_ok = true;  // each limiter's own verdict
-  bool committed = false;  // true when the request consumed (no enforcing limiter rejected)
-  int64_t tokens_m = 0;    // the bucket after this request
-  int64_t conc_count = 0;  // the tenant's in-flight requests after this request
+  bool committed = false;    // true when the request consumed (no enforcing limiter rejected)
+  int64_t tokens_m = 0;      // the bucket after this request (an acquire that waits: at its turn)
+  int64_t wait_ns = 0;       // an acquire that committed: its turn, ns after the store's now (0: go now)
+  int64_t store_now_us = 0;  // an acquire: the store's clock at the decision (Redis: TIME; else now_us)
+  int64_t conc_count = 0;    // the tenant's in-flight requests after this request
   // Decided in process from a hot tenant's lease or what Redis last said (hot_tenants.hpp); still the
   // store's decision. A limiter the decision did not need (another enforcing one rejected first) was
   // not evaluated and is not counted.

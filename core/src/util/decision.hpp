@@ -57,6 +57,10 @@ struct Decision {
   // The tenant is blocked (the admin API): status 403, nothing consumed.
   bool blocked = false;
   int64_t blocked_until_s = 0;  // when the block ends, seconds since the epoch; 0: until unblocked
+  // An acquire (Guard::acquire) that was allowed: how long after the decision the caller's turn came (us;
+  // 0: at once), and that turn on the store's clock (us; 0 for an admit).
+  int64_t wait_us = 0;
+  int64_t turn_us = 0;
 };
 
 // How an asynchronous admit ends: called exactly once, with the decision, or with the exception that kept

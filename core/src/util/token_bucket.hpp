@@ -52,6 +52,33 @@ inline int64_t bucket_cost_ns(int64_t rate_m, int64_t cost_m) {
   return whole + (static_cast<double>(whole) < ns);
 }
 
+// Nanoseconds an empty bucket takes to fill (burst / rate), rounded down: the longest an acquire waits.
+inline int64_t bucket_refill_ns(int64_t rate_m, int64_t burst_m) {
+  return static_cast<int64_t>(static_cast<double>(burst_m) * 1e9 / static_cast<double>(rate_m));
+}
+
+// The longest wait an acquire is given, whatever its max_wait and its bucket: 14 days, which keeps a
+// bucket's debt (a full refill, kMaxRefillNs at most, plus a wait) below 2^53 ns in Lua's doubles.
+inline constexpr int64_t kMaxWaitNs = 14LL * 86'400 * 1'000'000'000;
+
+// An acquire's turn on a bucket that lacks debt_ns and has too few tokens for cost_m now: the nanoseconds
+// from now until the refill has paid for them once they are taken (the debt after taking, less a full
+// bucket's refill), at least 1. lua/tenant_admit.lua computes the same.
+inline int64_t bucket_turn_ns(int64_t rate_m, int64_t burst_m, int64_t debt_ns, int64_t cost_m) {
+  return std::max<int64_t>(1, debt_ns + bucket_cost_ns(rate_m, cost_m) - bucket_refill_ns(rate_m, burst_m));
+}
+
+// The debt a bucket is left with when it gives cost_m at a request's turn (ns from now): taken at the turn,
+// so that in any window the tokens whose callers go in it fit the bucket (burst + rate x window).
+inline int64_t taken_debt_ns(int64_t rate_m, int64_t debt_ns, int64_t turn_ns, int64_t cost_m) {
+  return std::max(debt_ns, turn_ns) + bucket_cost_ns(rate_m, cost_m);
+}
+
+// What a bucket holds at a waiting request's turn once it has taken its tokens (its debt after taking).
+inline int64_t tokens_at_turn(int64_t rate_m, int64_t burst_m, int64_t debt_after_ns, int64_t turn_ns) {
+  return bucket_tokens(rate_m, burst_m, debt_after_ns - turn_ns);
+}
+
 // Whole seconds (rounded up) until the bucket holds `want_m` micro-tokens; 0 when it already does.
 inline int64_t seconds_until(int64_t rate_m, int64_t tokens_m, int64_t want_m) {
   return ceil_div(want_m - tokens_m, rate_m);

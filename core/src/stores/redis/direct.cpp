@@ -116,7 +116,7 @@ bool RedisIo::direct_admit(Direct &d, const AdmitOp &op, AdmitResult &r) {
     redisReply *rep = direct_exchange(d, tl_cmd);
     if (!rep) return direct_give_up(d, op, slot, sent_us, direct_lost(d), r);
     if (rep->type != REDIS_REPLY_ERROR) {
-      bool ok = parse_admit_reply(rep, slot, op.rules.n, op.rate && op.rate_enforce, r);
+      bool ok = parse_admit_reply(rep, slot, op.rules.n, op.rate && op.rate_enforce, r, op.max_wait_ns > 0);
       freeReplyObject(rep);
       return ok || direct_give_up(d, op, slot, sent_us, FailReason::error, r);
     }

@@ -245,7 +245,7 @@ RedisIo::Call *RedisIo::take_call(Kind kind, int64_t deadline_us) {
   if (!c) c = new Call;
   outstanding_.fetch_add(1, std::memory_order_relaxed);
   c->kind = kind;
-  c->slot = c->rate_enforce = c->retried = c->abandoned = c->role_check = false;
+  c->slot = c->rate_enforce = c->acquire = c->retried = c->abandoned = c->role_check = false;
   c->asking = false;
   c->redirects = 0;
   c->deadline_us = deadline_us;
@@ -289,6 +289,7 @@ void RedisIo::admit_async(const AdmitOp &op, AdmitCompletion *done) {
   c->slot = slot;
   c->rules = op.rules.n;
   c->rate_enforce = op.rate && op.rate_enforce;
+  c->acquire = op.max_wait_ns > 0;
   c->affinity = std::hash<std::string_view>{}(op.tenant.view());
   c->held = release_of(op);
   if (cluster_) c->op = op;
@@ -299,8 +300,8 @@ void RedisIo::admit_async(const AdmitOp &op, AdmitCompletion *done) {
 void RedisIo::format_admit(const AdmitOp &op, std::string &cmd) const {
   // A request-rate-only admit sends one key and four arguments; one with a slot sends everything.
   auto mode = [](bool on, bool enforce) { return !on ? '-' : enforce ? 'E' : 'D'; };
-  char limiters[4 + kMaxRules] = {mode(op.rate, op.rate_enforce), mode(op.conc, op.conc_enforce),
-                                  mode(op.fleet, op.fleet_enforce)};
+  char limiters[4 + kMaxRules + 24] = {mode(op.rate, op.rate_enforce), mode(op.conc, op.conc_enforce),
+                                       mode(op.fleet, op.fleet_enforce)};
   if (op.ctl_only) {
     // The control record alone (a cluster slot in migration): one key, nothing else asked.
     cmd.assign(admit_head_ctl_);
@@ -322,9 +323,17 @@ void RedisIo::format_admit(const AdmitOp &op, std::string &cmd) const {
     limiters[flag_len++] = r.quota ? (r.enforce ? 'Q' : 'q') : (r.enforce ? 'L' : 'l');
     rule_args += r.quota ? 3 : 2;
   }
+  // An acquire: '~' and its max wait (ns) after the rules; the reply is then always the array, with the
+  // request's turn and Redis' TIME at its end.
+  bool acquire = op.max_wait_ns > 0;
+  if (acquire) {
+    limiters[flag_len++] = '~';
+    flag_len = static_cast<size_t>(std::to_chars(limiters + flag_len, limiters + sizeof limiters, op.max_wait_ns).ptr -
+                                   limiters);
+  }
   bool slot = op.conc || op.fleet || op.rules.n > 0;
   int ctl_key = op.no_ctl ? 0 : 1;
-  if (op.rules.n > 0 || op.no_ctl)
+  if (op.rules.n > 0 || op.no_ctl || acquire)
     cmd.assign(resp_evalsha_head(scripts_.admit.sha,
                                  slot ? (fleet_reports_ ? 4 : 3) + op.rules.n + ctl_key : 1 + ctl_key,
                                  slot ? 10 + rule_args : 5));
@@ -410,7 +419,7 @@ void RedisIo::resp_flags(std::string &cmd, std::string_view flags) const {
     return;
   }
   // redis.clock "client": the scripts take this process's wall clock instead of TIME.
-  char buf[3 + kMaxRules + 32];  // the flags, "@" and at most 20 digits
+  char buf[4 + kMaxRules + 24 + 32];  // the flags (an acquire's '~' and wait too), "@" and at most 20 digits
   std::memcpy(buf, flags.data(), flags.size());
   char *p = buf + flags.size();
   *p++ = '@';

@@ -43,6 +43,7 @@ struct RedisStore::Call {
   bool slot = false;          // admit: the 6-element reply (a concurrency or fleet slot was asked for)
   uint8_t rules = 0;          // admit: the limits and quotas asked for (four more integers each)
   bool rate_enforce = false;  // admit: an enforced bucket (its rejection is the call's)
+  bool acquire = false;       // admit: an acquire (AdmitOp::max_wait_ns), answered with its turn too
   bool retried = false, abandoned = false;
   bool role_check = false;  // setup: the ROLE that must say master (redis+sentinel://)
   bool asking = false;      // cluster: sent after ASKING (an ASK redirection)

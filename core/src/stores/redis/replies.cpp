@@ -11,7 +11,7 @@ namespace floodwall {
 
 void RedisIo::finish_admit(Call *c, redisReply *r, int64_t now) {
   AdmitResult res;
-  if (!parse_admit_reply(r, c->slot, c->rules, c->rate_enforce, res)) {
+  if (!parse_admit_reply(r, c->slot, c->rules, c->rate_enforce, res, c->acquire)) {
     if (!c->abandoned) fail_call(c, FailReason::error);
     return;
   }

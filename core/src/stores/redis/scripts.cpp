@@ -26,8 +26,10 @@ Scripts::Scripts()
 // a slot: {committed, rate_ok, tokens, conc_ok, tenant in-flight, fleet_ok}. False for a reply of
 // another shape. With n rules, the 6-element array and four integers per rule; with a runtime override of
 // the bucket, its rate and burst after them; or the control record's answer, {'blocked', until} or
-// {'tier', name}.
-bool parse_admit_reply(const redisReply *r, bool slot, size_t rules, bool rate_enforce, AdmitResult &res) {
+// {'tier', name}. An acquire's reply is always the array, with two integers more at its end: the
+// request's turn (ns from Redis' now; 0: go now) and Redis' TIME (us).
+bool parse_admit_reply(const redisReply *r, bool slot, size_t rules, bool rate_enforce, AdmitResult &res,
+                       bool acquire) {
   long long v[6] = {0, 1, 0, 1, 0, 1};
   if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
       (r->element[0]->type == REDIS_REPLY_STRING || r->element[0]->type == REDIS_REPLY_STATUS)) {
@@ -50,9 +52,10 @@ bool parse_admit_reply(const redisReply *r, bool slot, size_t rules, bool rate_e
     }
     return false;
   }
-  size_t full = 6 + 4 * rules;
-  if (r->type == REDIS_REPLY_ARRAY && rules <= kMaxRules && (r->elements == full || r->elements == full + 2) &&
-      (slot || rules > 0 || r->elements == full + 2)) {
+  size_t full = 6 + 4 * rules, turn = acquire ? 2 : 0;
+  if (r->type == REDIS_REPLY_ARRAY && rules <= kMaxRules &&
+      (r->elements == full + turn || r->elements == full + 2 + turn) &&
+      (slot || rules > 0 || acquire || r->elements == full + 2)) {
     for (size_t i = 0; i < r->elements; i++)
       if (r->element[i]->type != REDIS_REPLY_INTEGER) return false;
     for (size_t i = 0; i < 6; i++) v[i] = r->element[i]->integer;
@@ -65,9 +68,13 @@ bool parse_admit_reply(const redisReply *r, bool slot, size_t rules, bool rate_e
       res.rules.reset_s[j] = e[2]->integer;
       res.rules.window_end_s[j] = e[3]->integer;
     }
-    if (r->elements == full + 2) {  // a runtime override of the bucket applied
+    if (r->elements == full + 2 + turn) {  // a runtime override of the bucket applied
       res.rate_m = r->element[full]->integer;
       res.burst_m = r->element[full + 1]->integer;
+    }
+    if (acquire) {
+      res.wait_ns = r->element[r->elements - 2]->integer;
+      res.store_now_us = r->element[r->elements - 1]->integer;
     }
   } else if (!slot && rules == 0 && r->type == REDIS_REPLY_INTEGER) {
     bool rate_ok = r->integer >= 0;

@@ -25,7 +25,8 @@ struct Scripts {
 
 // The replies of tenant_admit.lua and tenant_lease.lua as the store reads them: false for a reply of
 // another shape (which the store counts as an error). Declared here for fuzz/resp_fuzz.cpp.
-bool parse_admit_reply(const redisReply *r, bool slot, size_t rules, bool rate_enforce, AdmitResult &res);
+bool parse_admit_reply(const redisReply *r, bool slot, size_t rules, bool rate_enforce, AdmitResult &res,
+                       bool acquire = false);
 bool parse_lease_reply(const redisReply *r, LeaseResult &res);
 
 }  // namespace floodwall
