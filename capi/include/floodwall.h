@@ -245,9 +245,9 @@ FW_EXTERN int fw_request_route(fw_client *c, const fw_request *req, fw_buf *out)
 /** Holds a request's slots (concurrency, fleet, in-flight accounting); 0 holds nothing. */
 typedef uint64_t fw_ticket;
 
-/* Version 2 appended `degraded`, version 3 `cost`, version 4 the rules. A caller that passes an older struct gets its
-   fields only; a version above FW_DECISION_VERSION is FW_EINVAL. */
-#define FW_DECISION_VERSION 4
+/* Version 2 appended `degraded`, version 3 `cost`, version 4 the rules, version 5 `waited_s`. A caller that passes
+   an older struct gets its fields only; a version above FW_DECISION_VERSION is FW_EINVAL. */
+#define FW_DECISION_VERSION 5
 
 typedef struct fw_decision {
   unsigned version;           /* set by the caller to FW_DECISION_VERSION */
@@ -286,12 +286,15 @@ typedef struct fw_decision {
   /* Version 4. The tenant is blocked (fw_admin_block): status 403, limiter NONE, nothing consumed. */
   int blocked;
   int64_t blocked_until_s; /* when the block ends, seconds since the epoch; 0: until unblocked */
+  /* Version 5. fw_acquire: the seconds an allowed request waited for its turn (0: it went at once; 0 for
+     fw_admit). */
+  double waited_s;
 } fw_decision;
 
 #define FW_DECISION_INIT                                                                                             \
   {                                                                                                                  \
     FW_DECISION_VERSION, 0, 0, FW_LIMITER_NONE, FW_LIMITER_NONE, 0, FW_FAIL_NONE, 0, 0, 0, 0, 0.0, 0, 0, 0, 0, 0, 0, \
-        -1, -1, -1, 0, 0, 0, 0, 0, 0                                                                                 \
+        -1, -1, -1, 0, 0, 0, 0, 0, 0, 0.0                                                                            \
   }
 
 /**
@@ -302,6 +305,21 @@ typedef struct fw_decision {
  * Blocks the calling thread for at most the store's deadline.
  */
 FW_EXTERN int fw_admit(fw_client *c, const fw_request *req, fw_decision *out);
+
+/**
+ * Decides one request as fw_admit does, except that a request the request-rate bucket (or a limit of the
+ * policy) would refuse now waits for its turn instead, when that turn is at most max_wait_s seconds away:
+ * the store takes its tokens at once (one round trip, no polling; callers are served in the order the
+ * store saw them) and this call sleeps until the turn, then writes the decision admit would have given an
+ * allowed request (its ticket released with fw_release as always; waited_s in a version 5 decision). A
+ * request whose turn is further away, or that another limiter refuses (a quota, the concurrency limit, the
+ * fleet and utilization shedders, the adaptive limit: none of them waits), gets admit's refusal at once,
+ * with nothing consumed. max_wait_s is capped at the longest full refill (burst / rate) of the request's
+ * buckets; 0 decides as fw_admit. FW_EINVAL naming "max_wait" for a negative, NaN or infinite one, and for
+ * what fw_admit refuses (a cost above the burst). Blocks for at most the store's deadline plus the wait.
+ * See docs/concepts/acquire.md.
+ */
+FW_EXTERN int fw_acquire(fw_client *c, const fw_request *req, double max_wait_s, fw_decision *out);
 
 /**
  * Callback of fw_admit_async. `status` is what fw_admit would have returned; `d` is borrowed for the

@@ -265,6 +265,18 @@ int fw_admit(fw_client *c, const fw_request *req, fw_decision *out) {
   });
 }
 
+int fw_acquire(fw_client *c, const fw_request *req, double max_wait_s, fw_decision *out) {
+  return guarded([&]() -> int {
+    Use use(c);
+    if (!out) throw floodwall::BadRequest("out: must not be NULL");
+    unsigned version = decision_version(out);
+    floodwall::Guard &g = guard_of(c);
+    std::string derived;
+    write_decision(g.acquire(to_request(req, g.policy(), derived), max_wait_s), version, out);
+    return FW_OK;
+  });
+}
+
 namespace {
 // What fw_admit would have returned for an admit that ended in this exception; its message is this
 // thread's fw_error_last().

@@ -4,6 +4,7 @@
 // copied field by field, into and out of a caller's struct of whichever version it declares.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <string>
@@ -58,6 +59,8 @@ constexpr size_t kDecisionV3Size = offsetof(fw_decision, rules);
 static_assert(kDecisionV1Size == 96, "the version 1 fw_decision layout is frozen");
 static_assert(kDecisionV2Size == 104, "the version 2 fw_decision layout is frozen (sizeof, with its padding)");
 static_assert(kDecisionV3Size == 112, "the version 3 fw_decision layout is frozen");
+constexpr size_t kDecisionV4Size = offsetof(fw_decision, waited_s);
+static_assert(kDecisionV4Size == 184, "the version 4 fw_decision layout is frozen");
 
 inline unsigned decision_version(const fw_decision *d) {
   unsigned v = d->version;
@@ -72,6 +75,7 @@ inline size_t decision_size(unsigned version) {
   return version == 1   ? kDecisionV1Size
          : version == 2 ? kDecisionV2Size
          : version == 3 ? kDecisionV3Size
+         : version == 4 ? kDecisionV4Size
                         : sizeof(fw_decision);
 }
 
@@ -103,6 +107,7 @@ inline void to_c(const floodwall::Decision &d, fw_decision &c) {
   c.rule_window_end_s = d.rule_window_end_s;
   c.blocked = d.blocked ? 1 : 0;
   c.blocked_until_s = d.blocked_until_s;
+  c.waited_s = static_cast<double>(d.wait_us) / 1e6;
 }
 
 // Into a caller's struct of `version` (checked by decision_version): the fields that version has, no byte
@@ -148,6 +153,7 @@ inline floodwall::Decision read_decision(const fw_decision *c) {
   d.rule_window_end_s = full.rule_window_end_s;
   d.blocked = full.blocked != 0;
   d.blocked_until_s = full.blocked_until_s;
+  d.wait_us = std::isfinite(full.waited_s) && full.waited_s > 0 ? static_cast<int64_t>(full.waited_s * 1e6) : 0;
   return d;
 }
 
