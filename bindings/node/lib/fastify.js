@@ -43,15 +43,23 @@ function register(app, options) {
   if (typeof options !== 'object' || options === null) throw new TypeError(`${where}: options must be an object`);
   const { client, prefix, logLevel, logSerializers, ...rest } = options; // the last three are Fastify's
   if (client === undefined) throw new TypeError(`${where}: the client option is required (a Floodwall)`);
-  const { decide, handler, routeSettings, base } = integration(client, rest, { where, defaultRoute, defaultHandler });
+  const { decide, handler, routeSettings } = integration(client, rest, { where, defaultRoute, defaultHandler });
   // Declared for every request (the shape Fastify's request objects keep).
   if (!app.hasRequestDecorator('floodwall')) app.decorateRequest('floodwall', null);
-  // Each route's settings by its config.floodwall object (which Fastify's copy of the route's config keeps).
+  const settingsOf = (route, own) => routeSettings(own, `${where}: route ${route.method} ${route.url}: config.floodwall`);
+  // Each route's settings, made at its first request, by the config object Fastify keeps for the route
+  // (its own config, with its url and method): the route's config.floodwall over the plugin's options, and
+  // the route's pattern as the route when the app gave no route option. request.routeOptions is a getter
+  // that builds a new object on every read (Fastify 4 and 5): read once a request.
   const perRoute = new WeakMap();
-
-  function settingsOf(route, own) {
-    const settings = routeSettings(own, `${where}: route ${route.method} ${route.url}: config.floodwall`);
-    if (typeof own === 'object' && own !== null) perRoute.set(own, settings);
+  function settingsFor(route) {
+    const config = route.config;
+    let settings = perRoute.get(config);
+    if (settings === undefined) {
+      settings = settingsOf(route, config.floodwall);
+      if (settings.route === defaultRoute) settings = Object.freeze({ ...settings, route: config.url });
+      perRoute.set(config, settings);
+    }
     return settings;
   }
   // Checked as each route is registered; a route registered before the plugin is checked at its first request.
@@ -80,9 +88,7 @@ function register(app, options) {
   app.addHook('onRequest', (request, reply, next) => {
     let decided;
     try {
-      const own = request.routeOptions.config.floodwall;
-      const settings = own === undefined ? base : perRoute.get(own) || settingsOf(request.routeOptions, own);
-      decided = decide(request, reply, request.raw, pathOf(request.raw.url), settings);
+      decided = decide(request, reply, request.raw, pathOf(request.raw.url), settingsFor(request.routeOptions));
     } catch (err) {
       return next(err);
     }
