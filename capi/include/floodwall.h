@@ -316,8 +316,8 @@ FW_EXTERN int fw_admit(fw_client *c, const fw_request *req, fw_decision *out);
  * fleet and utilization shedders, the adaptive limit: none of them waits), gets admit's refusal at once,
  * with nothing consumed. max_wait_s is capped at the longest full refill (burst / rate) of the request's
  * buckets; 0 decides as fw_admit. FW_EINVAL naming "max_wait" for a negative, NaN or infinite one, and for
- * what fw_admit refuses (a cost above the burst). Blocks for at most the store's deadline plus the wait.
- * See docs/concepts/acquire.md.
+ * what fw_admit refuses (a cost above the burst). Blocks for at most the store's deadline plus the wait;
+ * fw_client_close waits for it as for any call in progress. See docs/concepts/acquire.md.
  */
 FW_EXTERN int fw_acquire(fw_client *c, const fw_request *req, double max_wait_s, fw_decision *out);
 
