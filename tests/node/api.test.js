@@ -341,6 +341,35 @@ describe('admit on the memory store', () => {
     });
   });
 
+  test('allowed decisions with the same numbers have equal headers, each its own object', async () => {
+    await withClient({ request_rate: { rate: 0.001, burst: 5 }, concurrency: { limit: 5 }, headers: 'ietf' }, async (fw) => {
+      // Two tenants' first requests: the same numbers, so the same response (the addon formats it once).
+      const a = await fw.admit({ tenant: 'a' });
+      const b = await fw.admit({ tenant: 'b' });
+      assert.deepEqual(b.headers, a.headers);
+      assert.notEqual(b.headers, a.headers);
+      a.headers.RateLimit = 'changed by the app';
+      const c = await fw.admit({ tenant: 'c' });
+      assert.equal(c.headers.RateLimit, '"request_rate";r=4;t=1000');
+      assert.deepEqual(Object.keys(c.headers), ['RateLimit-Policy', 'RateLimit']);
+      // Other numbers between two like ones, and a rejection: each decision its own headers.
+      const second = await fw.admit({ tenant: 'a' });
+      assert.equal(second.headers.RateLimit, '"request_rate";r=3;t=2000');
+      for (let i = 0; i < 3; i++) fw.release(await fw.admit({ tenant: 'a' }));
+      const rejected = await fw.admit({ tenant: 'a' });
+      assert.equal(rejected.status, 429);
+      assert.match(rejected.headers.RateLimit, /^"request_rate";r=0;/);
+      const d = await fw.admit({ tenant: 'd' });
+      assert.equal(d.headers.RateLimit, '"request_rate";r=4;t=1000');
+      assert.equal(d.body, null);
+      for (const x of [a, b, c, second, d]) fw.release(x);
+      // Closed, the client formats nothing, even a response it has made before.
+      const e = await fw.admit({ tenant: 'e' });
+      fw.close();
+      assert.throws(() => e.headers, ClosedError);
+    });
+  });
+
   test('many admits in one tick all resolve, each with its own decision', async () => {
     await withClient({ request_rate: { rate: 0.001, burst: 1000 } }, async (fw) => {
       const decisions = await Promise.all(Array.from({ length: 1000 }, () => fw.admit({ tenant: 't' })));

@@ -126,6 +126,12 @@ class Decision {
     // The names and values come as one string, cut by the lengths of the core's name/value pairs, which
     // the addon leaves in the scratch array; the object keeps the core's order.
     const formatted = core.native.formatResponse(core.handle);
+    // true: an allowed decision with the numbers of the last allowed one formatted (the same headers),
+    // whose headers object core.allowedHeaders keeps; each decision gets its own copy.
+    if (formatted === true) {
+      this.#response = { headers: { ...core.allowedHeaders }, contentType: null, body: null };
+      return this.#response;
+    }
     let fields = formatted, contentType = null, body = null;
     if (typeof formatted !== 'string') [fields, contentType, body] = formatted;
     const headers = {};
@@ -135,6 +141,7 @@ class Decision {
       headers[fields.slice(at, name)] = fields.slice(name, end);
       at = end;
     }
+    if (typeof formatted === 'string' && this.allowed) core.allowedHeaders = { ...headers };
     this.#response = { headers, contentType: contentType || null, body: body || null };
     return this.#response;
   }

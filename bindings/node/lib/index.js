@@ -126,7 +126,7 @@ class Floodwall {
     const scratch = new Float64Array(native.rawSize);
     const handle = native.create(policyJson(policy), scratch);
     // The names of the policy's limits and quotas by index: they never change, so they are asked once.
-    this.#core = { native, handle, scratch, ruleNames: Object.freeze(native.ruleNames(handle)), inScratch: null };
+    this.#core = { native, handle, scratch, ruleNames: Object.freeze(native.ruleNames(handle)), inScratch: null, allowedHeaders: null };
     this.#admin = new Admin(native, handle);
     this.#batching = native.canBlock(handle);
   }

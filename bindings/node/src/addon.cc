@@ -439,10 +439,35 @@ class Client {
   HeaderList &headers() { return headers_; }
   std::string &fields() { return fields_; }
 
+  // The numbers of the last allowed decision formatted, as FormatResponse compares them (its ticket left
+  // out, and the rules' fields when no rule applied), or none. An allowed decision's response is a function
+  // of its numbers and the client's policy alone, and a run of them often repeats it (every tenant well
+  // within its limits has the same headers), so FormatResponse answers `true`, "the same as the last",
+  // and lib/decision.js reuses the headers it made of it.
+  bool SameAsLastFormatted(const double *raw) {
+    double key[kRawSize];
+    std::memcpy(key, raw, sizeof key);
+    key[kRawTicketHigh] = key[kRawTicketLow] = 0;
+    if (key[kRawRulesHigh] == 0 && key[kRawRulesLow] == 0) {
+      for (int i = kRawRule; i <= kRawRuleWindowEnd; i++) key[i] = 0;  // not written for such a decision
+    }
+    bool same = last_formatted_valid_ && std::memcmp(key, last_formatted_, sizeof key) == 0;
+    std::memcpy(pending_key_, key, sizeof key);
+    return same;
+  }
+  // FormatResponse formatted the decision SameAsLastFormatted was last asked about: an allowed one, whose
+  // response is remembered from now on; or a rejection, which leaves the remembered one as it was.
+  void Formatted(bool allowed) {
+    if (!allowed) return;
+    std::memcpy(last_formatted_, pending_key_, sizeof last_formatted_);
+    last_formatted_valid_ = true;
+  }
+
   // fw_client_close: the admits pending on the store are decided (each one's completion queued to tsfn_,
   // never waiting on this thread) before it returns. Then no completion can come any more: tsfn_ is let go,
   // once, and delivers those already queued before it goes.
   int Close() {
+    last_formatted_valid_ = false;
     int rc = fw_client_close(c_);
     if (rc == FW_OK) ReleaseTsfn();
     return rc;
@@ -535,6 +560,9 @@ class Client {
   std::unique_ptr<Call> spare_;
   HeaderList headers_;  // the last request's header bytes: the JS thread's only
   std::string fields_;  // the last formatted response's header names and values (FormatResponse)
+  double last_formatted_[kRawSize] = {};
+  double pending_key_[kRawSize] = {};
+  bool last_formatted_valid_ = false;  // false again once closed: a closed client formats nothing
 };
 
 // fw_admit_async3's callback: never inline, on the I/O thread, or on the thread in fw_client_close for the
@@ -727,7 +755,9 @@ Napi::Value SheddingAmount(const Napi::CallbackInfo &info) {
   return Napi::Number::New(env, amount);
 }
 
-// formatResponse(handle): `fields` for the decision that lib/decision.js wrote back into the scratch array,
+// formatResponse(handle): true when the decision is an allowed one with the numbers of the last allowed
+// one formatted (Client::SameAsLastFormatted: the same response; the scratch array is left as it is);
+// else `fields` for the decision that lib/decision.js wrote back into the scratch array,
 // or [fields, contentType, body] for a rejection (an allowed decision has neither: no array, and no two
 // empty strings, to make for every response); on return the scratch array holds [header count, name
 // length, value length, ...] and `fields` is the headers' names and values, in the core's order, one after
@@ -741,6 +771,7 @@ Napi::Value FormatResponse(const Napi::CallbackInfo &info) {
   Napi::Env env = info.Env();
   Client *client = Client::From(info);
   fw_client *c = client->raw();
+  if (client->SameAsLastFormatted(client->scratch())) return Napi::Boolean::New(env, true);
   fw_decision d = FromRaw(client->scratch());
   fw_response resp = FW_RESPONSE_INIT;
   int rc = fw_format_response(c, &d, &resp);
@@ -762,6 +793,7 @@ Napi::Value FormatResponse(const Napi::CallbackInfo &info) {
   CheckNapi(env, napi_create_string_latin1(env, fields.data(), fields.size(), &text));
   if (!resp.body || resp.body_len == 0) {
     fw_response_dispose(&resp);
+    client->Formatted(d.allowed);
     return Napi::Value(env, text);
   }
   Napi::Array out = Napi::Array::New(env, 3);
