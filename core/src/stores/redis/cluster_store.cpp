@@ -81,6 +81,7 @@ class ClusterStore::Split final : public AdmitCompletion {
     AdmitOp ctl = op_;
     ctl.rate = ctl.conc = ctl.fleet = false;
     ctl.rules = RuleOps{};
+    ctl.max_wait_ns = 0;  // an acquire's turn is the bucket's call's (its slot, taken first, counts from now)
     ctl.ctl_only = true;
     owner_.admit_async(ctl, this);
   }
