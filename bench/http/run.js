@@ -50,6 +50,7 @@ const CONTENDERS = [
   { name: 'fastify + @fastify/rate-limit (memory)', framework: 'fastify', limiter: 'frl-memory', cmd: ['node', [path.join(HERE, 'fastify_app.js')]] },
   { name: 'fastify + floodwall (memory://)', framework: 'fastify', limiter: 'floodwall-memory', cmd: ['node', [path.join(HERE, 'fastify_app.js')]] },
   { name: 'fastify + floodwall (memory://, headers: ietf)', framework: 'fastify', limiter: 'floodwall-memory-ietf', cmd: ['node', [path.join(HERE, 'fastify_app.js')]] },
+  { name: 'fastify + floodwall (memory://, headers: ietf, keyGenerator, no concurrency: like for like)', framework: 'fastify', limiter: 'floodwall-memory-ietf-key', cmd: ['node', [path.join(HERE, 'fastify_app.js')]] },
   { name: 'fastify + @fastify/rate-limit (redis)', framework: 'fastify', limiter: 'frl-redis', cmd: ['node', [path.join(HERE, 'fastify_app.js')]] },
   { name: 'fastify + floodwall (redis://)', framework: 'fastify', limiter: 'floodwall-redis', cmd: ['node', [path.join(HERE, 'fastify_app.js')]] },
   { name: 'fastify + floodwall (redis://, headers: ietf)', framework: 'fastify', limiter: 'floodwall-redis-ietf', cmd: ['node', [path.join(HERE, 'fastify_app.js')]] },
