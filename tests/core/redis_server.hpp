@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -37,7 +38,7 @@ namespace floodwall::testing {
 // Linux), checked by binding it. A port bind(0) hands out is one that any outgoing connection of the machine
 // may take as its local port before the server binds it: a cluster node's bus port was taken so once, in
 // make test's lanes ("Address already in use", the node aborted). Seeded per call, so that forked children
-// do not draw their parent's sequence. bind(0)'s port only when 200 draws found none.
+// do not draw their parent's sequence. bind(0)'s port only when 2000 draws found none.
 inline bool port_is_free(int port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return false;
@@ -50,12 +51,37 @@ inline bool port_is_free(int port) {
   return ok;
 }
 
+// A port drawn by any test process of this machine in the last ten minutes is not drawn again, free or
+// not: a cluster remembers the address of a node killed a moment ago and keeps calling it, and a node
+// of another test's cluster started there joined that cluster (redis-cli --cluster create then found it
+// "not empty", once in make test). Each draw leaves a file named after the port in a directory every test
+// process shares; one older than that is taken as free. Where the directory cannot be written, every
+// port counts as undrawn.
+inline bool claim_port(int port) {
+  const char *tmp = std::getenv("TMPDIR");
+  std::string dir = std::string(tmp && *tmp ? tmp : "/tmp") + "/floodwall-test-ports";
+  if (mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST) return true;
+  std::string path = dir + "/" + std::to_string(port);
+  for (int attempt = 0; attempt < 2; attempt++) {
+    int fd = open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0666);
+    if (fd >= 0) {
+      close(fd);
+      return true;
+    }
+    if (errno != EEXIST) return true;
+    struct stat st {};
+    if (stat(path.c_str(), &st) != 0 || time(nullptr) - st.st_mtime < 600) return false;
+    unlink(path.c_str());  // drawn long ago: drawn again (a race with another process's unlink is harmless)
+  }
+  return false;
+}
+
 inline int free_port() {
   std::random_device seed;
   std::mt19937 rng(seed() ^ static_cast<unsigned>(getpid()));
-  for (int attempt = 0; attempt < 200; attempt++) {
+  for (int attempt = 0; attempt < 2000; attempt++) {
     int port = 20000 + static_cast<int>(rng() % 12000);
-    if (port_is_free(port)) return port;
+    if (port_is_free(port) && claim_port(port)) return port;
   }
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
