@@ -116,8 +116,9 @@ if [ ! -f "$prefix/lib/libssl.a" ]; then
     printf '[package]\nname = "fetch"\nversion = "0.0.0"\nedition = "2021"\n\n[dependencies]\nopenssl-src = "=%s"\n' "$OPENSSL_CRATE" >"$fetch/Cargo.toml"
     : >"$fetch/src/lib.rs"
     [ ! -f "${CARGO_HOME:-$HOME/.cargo}/config.toml" ] || cp "${CARGO_HOME:-$HOME/.cargo}/config.toml" "$fetch/"
-    (cd "$fetch" && CARGO_HOME=$fetch/home cargo fetch -q)
-    cp "$(ls "$fetch"/home/registry/cache/*/"openssl-src-$OPENSSL_CRATE.crate" | head -n 1)" "$crate"
+    cargo_home=$fetch/cargo-home  # a throwaway CARGO_HOME: the crate lands in its registry cache
+    (cd "$fetch" && CARGO_HOME=$cargo_home cargo fetch -q)
+    cp "$(ls "$cargo_home"/registry/cache/*/"openssl-src-$OPENSSL_CRATE.crate" | head -n 1)" "$crate"
     rm -rf "$fetch"
   fi
   check_sha "$crate" "$OPENSSL_SHA256"
