@@ -22,7 +22,9 @@
 #include "policy/tenant_key.hpp"
 #include "redis_server.hpp"
 
+using floodwall::testing::completed_calls;
 using floodwall::testing::RedisServer;
+using floodwall::testing::time_reply_seconds;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -67,14 +69,10 @@ int64_t metric(fw_client *c, const std::string &name) {
 // script runs are counted under their own names too: tenant_lease.lua's ZREM (leased slots given back)
 // counts here as well, which only ever raises the count (the tests that count calls bound it from above, or
 // make no lease call at all).
+// A call Redis refused with NOSCRIPT is left out (completed_calls): it decided nothing and was sent again.
 int64_t redis_calls(const RedisServer &redis) {
   std::string info = redis.command({"INFO", "commandstats"});
-  int64_t calls = 0;
-  for (std::string_view stat : {"cmdstat_evalsha:calls=", "cmdstat_zrem:calls="}) {
-    auto at = info.find(stat);
-    if (at != std::string::npos) calls += std::stoll(info.substr(at + stat.size()));
-  }
-  return calls;
+  return completed_calls(info, "evalsha") + completed_calls(info, "zrem");
 }
 
 // The bucket's state in Redis: when it is full again, in ns since the epoch (0: absent, full).
@@ -84,14 +82,9 @@ int64_t full_at_ns(const RedisServer &redis, const std::string &tenant) {
   return std::stoll(v.substr(0, v.size() - 9)) * 1'000'000'000 + std::stoll(v.substr(v.size() - 9));
 }
 
-// Redis' clock (TIME), in seconds: the bucket refills on it, so "burst + rate x time" is measured on it.
-// (The steady clock of this process would disagree with it across a step of the wall clock, which a
-// freshly booted CI machine's time sync may make in the middle of a test.)
+// Redis' clock (TIME), in seconds (time_reply_seconds says why the tests measure on it).
 double redis_seconds(const RedisServer &redis) {
-  std::string t = redis.command({"TIME"});
-  auto sp = t.find(' ');
-  if (sp == std::string::npos) std::abort();
-  return static_cast<double>(std::stoll(t.substr(0, sp))) + static_cast<double>(std::stoll(t.substr(sp + 1))) / 1e6;
+  return time_reply_seconds(redis.command({"TIME"}));
 }
 
 std::string policy(const RedisServer &r, const std::string &sections, const std::string &redis_opts = "") {

@@ -92,9 +92,7 @@ double seconds_since(Clock::time_point t0) {
 
 // Redis' TIME on a node, in seconds: every node runs on this host, so any master's clock is the fleet's.
 double redis_seconds(const ClusterTopology &t, int port) {
-  std::string time = t.command(port, {"TIME"});
-  return static_cast<double>(std::stoll(time.substr(0, time.find(' ')))) +
-         static_cast<double>(std::stoll(time.substr(time.find(' ') + 1))) / 1e6;
+  return floodwall::testing::time_reply_seconds(t.command(port, {"TIME"}));
 }
 
 // The first tenant id stem-N whose keys hash to `slot` (about 16,384 tries, computed here).
