@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "in_flight.hpp"
 #include "policy/tenant_key.hpp"
 #include "redis_server.hpp"
 
@@ -417,8 +418,11 @@ TEST(Lease, SlotLeasesFromFourProcessesNeverExceedTheConcurrencyLimit) {
   const int limit = 5;
   std::string pol =
       policy(redis, R"("concurrency": {"limit": 5, "ttl_s": 30, "lease": {"max_slots": 3, "ttl_ms": 100}})");
-  // admitted, in flight now, most ever in flight, not by the store, children that leased and reused slots
-  auto *shared = shared_counters<std::atomic<int64_t>>(5);
+  struct Figures {
+    std::atomic<int64_t> allowed{0}, not_by_store{0}, leased_and_reused{0};  // the last: children
+    floodwall::testing::InFlight in_flight;
+  };
+  auto *shared = floodwall::testing::in_shared_memory<Figures>();
   auto start = Clock::now();
   std::vector<pid_t> kids;
   for (int p = 0; p < 4; p++) {
@@ -431,30 +435,26 @@ TEST(Lease, SlotLeasesFromFourProcessesNeverExceedTheConcurrencyLimit) {
           ts.emplace_back([&] {
             while (seconds_since(start) < 1.5) {
               fw_decision d = admit(fw.get(), "slots");
-              if (!by_store(d)) shared[3]++;
+              if (!by_store(d)) shared->not_by_store++;
               if (!d.allowed) continue;
-              shared[0]++;
-              int64_t now = ++shared[1];
-              int64_t seen = shared[2].load();
-              while (now > seen && !shared[2].compare_exchange_weak(seen, now)) {
-              }
-              std::this_thread::sleep_for(std::chrono::microseconds(200));
-              shared[1]--;
+              shared->allowed++;
+              shared->in_flight.hold(std::chrono::microseconds(200));
               fw_release(fw.get(), d.ticket);
             }
           });
         for (auto &t : ts) t.join();
-        if (metric(fw.get(), "slots_leased") > 0 && metric(fw.get(), "releases_in_process") > 0) shared[4]++;
+        if (metric(fw.get(), "slots_leased") > 0 && metric(fw.get(), "releases_in_process") > 0)
+          shared->leased_and_reused++;
       }  // the client gives its slots back as it closes
       _exit(0);
     }
     kids.push_back(pid);
   }
   for (pid_t k : kids) EXPECT_EQ(wait_child(k), 0);
-  EXPECT_EQ(shared[3].load(), 0);
-  EXPECT_GT(shared[0].load(), 0);
-  EXPECT_LE(shared[2].load(), limit) << "the concurrency limit was exceeded at some instant";
-  EXPECT_GE(shared[4].load(), 1) << "slots were leased and reused in process";
+  EXPECT_EQ(shared->not_by_store.load(), 0);
+  EXPECT_GT(shared->allowed.load(), 0);
+  EXPECT_LE(shared->in_flight.most.load(), limit) << "the concurrency limit was exceeded at some instant";
+  EXPECT_GE(shared->leased_and_reused.load(), 1) << "slots were leased and reused in process";
   for (int i = 0; i < 100 && redis.command({"ZCARD", key("slots", "conc")}) != "0"; i++)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_EQ(redis.command({"ZCARD", key("slots", "conc")}), "0") << "every leased slot went back";
