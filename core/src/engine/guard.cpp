@@ -23,8 +23,7 @@ Guard::Guard(Policy policy, std::unique_ptr<Store> store, const Clock &clock, Rn
     for (size_t i = 0; i < n; i++)
       adaptive_.push_back(std::make_unique<AdaptiveLimit>(*policy_.adaptive, clock_.now_us()));
   }
-  bool remote = policy_.store.rfind("redis", 0) == 0;
-  if (remote && policy_.redis.fallback == Fallback::local)
+  if (store_->remote() && policy_.redis.fallback == Fallback::local)
     fallback_ = std::make_unique<MemoryStore>(clock_, policy_.max_tenants);
   if (policy_.leases() && store_->supports_leases())
     hot_ = std::make_unique<HotTenants>(policy_, *store_, clock_, rng_, metrics_);

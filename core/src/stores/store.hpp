@@ -118,8 +118,12 @@ class Store {
   virtual std::optional<double> box_utilization(double /*busy*/, int64_t /*workers*/, int64_t /*now_us*/) {
     return std::nullopt;
   }
-  // Whether admit() can wait on I/O (a network store); the in-process stores answer at once.
-  virtual bool can_block() const { return false; }
+  // Whether the state lives in another process over the network (Redis, Cluster, Sentinel): such a store can
+  // fail to answer in time, so the local fallback (redis.fallback) stands in for it. The in-process stores
+  // (memory://, shm://) always answer.
+  virtual bool remote() const { return false; }
+  // Whether admit() can wait on I/O: a remote store's can; the in-process stores answer at once.
+  bool can_block() const { return remote(); }
   // Whether admit() decides at AdmitOp::now_us when it is given (the in-process stores, on the Guard's
   // clock): the Guard then reads the clock for the store, once per decision.
   virtual bool takes_time() const { return false; }

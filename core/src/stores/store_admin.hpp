@@ -1,6 +1,6 @@
 // What the admin API reads and writes through a store (engine/admin.cpp, `floodwall`): a tenant's control
-// record, a change to it, a tenant's state, the store's status for an operator and its counters (StoreStats, in the metrics). Part of the Store
-// interface (store.hpp).
+// record, a change to it, a tenant's state, the store's status for an operator and its counters (StoreStats, in the
+// metrics). Part of the Store interface (store.hpp).
 #pragma once
 
 #include <array>

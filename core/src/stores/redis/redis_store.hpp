@@ -70,7 +70,7 @@ class RedisStore final : public Store {
   std::vector<std::string> setup_commands() const;  // AUTH, SELECT: a blocking connection's first commands
   void release(const ReleaseOp &op) override;
   StoreStats stats() const override;
-  bool can_block() const override { return true; }
+  bool remote() const override { return true; }
   void hold_writes() override;
   void flush_writes() override;
   bool supports_leases() const override { return true; }
