@@ -178,7 +178,7 @@ void Guard::prepare(const Request &rq, Prepared &p) {
         std::lock_guard lock(util_mu_);
         amount = controller_->amount(now);
       }
-      double drop = UtilizationController::drop_probability(amount, tier_of(rq.sandbox, rq.critical, method));
+      double drop = UtilizationController::drop_probability(amount, traffic_class_of(rq.sandbox, rq.critical, method));
       bool reject = drop > 0 && rng_.next_unit() < drop;
       metrics_.count(p.route, Limiter::utilization,
                      !reject              ? Outcome::allowed
@@ -199,7 +199,7 @@ void Guard::prepare_adaptive(const Request &rq, std::string_view route, std::str
   Mode m = mode_in_force(Limiter::adaptive);
   if (m == Mode::off) return;
   bool over = false;
-  uint64_t slot = adaptive_[static_cast<size_t>(family)]->acquire(tier_of(rq.sandbox, rq.critical, method),
+  uint64_t slot = adaptive_[static_cast<size_t>(family)]->acquire(traffic_class_of(rq.sandbox, rq.critical, method),
                                                                   m == Mode::enforce, p.op.now_us, over);
   metrics_.count(p.route, Limiter::adaptive,
                  !over                ? Outcome::allowed

@@ -144,7 +144,8 @@ class Guard {
   Metrics metrics_;
   // Policy leases on a store that supports them: hot tenants decided in process (hot_tenants.hpp).
   std::unique_ptr<HotTenants> hot_;
-  // Tenants whose control record names a tier, as the store last said (tier_of, learn_tier).
+  // Tenants whose control record names a tier, as the store last said (tenant_tier, learn_tier): the plan tier of
+  // Policy::tiers, not a traffic class of the shedders.
   std::mutex tiers_mu_;
   std::unordered_map<std::string, std::string_view> tenant_tiers_;
   std::set<std::string, std::less<>> tier_names_;
