@@ -1,6 +1,8 @@
-// The Guard: the path of one request through the four limiters, cheapest first.
-//   mode flags -> utilization shedder (local, no I/O)
-//   -> request rate + concurrency (one atomic store operation) -> fleet shedder (non-critical only)
+// The Guard: the path of one request through the limiters, cheapest first.
+//   mode flags -> utilization shedder and adaptive limit (local, no I/O)
+//   -> request rate, its limits and quotas, concurrency and the fleet shedder (non-critical only), with the
+//      tenant's control record: one atomic store operation (a hot tenant's lease decides it in process)
+// An acquire (reserve, acquire) takes the same path and may be given a turn instead of a refusal.
 // A request that one limiter rejects leaves every other limiter's state as if it had never arrived.
 #pragma once
 
