@@ -481,7 +481,7 @@ Decision Guard::admit(const Request &rq) {
     if (asks && hot_ && p.op.rules.n == 0) {
       e = hot_->track(p.op, clock_.now_us());
       AdmitResult leased;
-      if (e && hot_->admit(*e, p.op, leased) == HotTenants::Outcome::decided) return finish(p, leased);
+      if (e && hot_->admit(*e, p.op, leased) == HotTenants::Handled::decided) return finish(p, leased);
     }
     int64_t sent = e ? clock_.now_us() : 0;  // a hot tenant's exact admit: when it was sent (learn)
     // Built in place (no copy of a result this size); the in-process stores decide at p.op.now_us.
@@ -597,9 +597,9 @@ class Guard::Pending final : public AdmitCompletion, public LeaseWaiter {
 void Guard::resume_hot(Pending *pending) {
   AdmitResult r;
   switch (hot_->admit_async(*pending->hot, pending->p.op, r, *pending, pending->hot_state)) {
-    case HotTenants::Outcome::decided: pending->complete(std::move(r)); return;
-    case HotTenants::Outcome::waiting: return;  // woken (resume_hot again) when the lease call completes
-    case HotTenants::Outcome::exact:
+    case HotTenants::Handled::decided: pending->complete(std::move(r)); return;
+    case HotTenants::Handled::waiting: return;  // woken (resume_hot again) when the lease call completes
+    case HotTenants::Handled::exact:
       pending->sent_us = clock_.now_us();
       store_->admit_async(pending->p.op, pending);
       return;
@@ -678,11 +678,11 @@ Gauges Guard::gauges() {
     g.adaptive.push_back({policy_.adaptive->routes.empty() ? "*" : policy_.adaptive->routes[i], adaptive_[i]->limit(),
                           adaptive_[i]->in_flight()});
   if (hot_) {
-    HotTenants::Held held = hot_->held();
+    HotTenants::LeaseTotals totals = hot_->lease_totals();
     g.leases = true;
-    g.hot_tenants = held.hot_tenants;
-    g.tokens_in_hand = held.tokens;
-    g.slots_in_hand = held.slots;
+    g.hot_tenants = totals.hot_tenants;
+    g.tokens_in_hand = totals.tokens;
+    g.slots_in_hand = totals.slots;
   }
   return g;
 }
