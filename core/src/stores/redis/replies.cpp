@@ -198,7 +198,7 @@ void RedisIo::apply_flags(const redisReply *r) {
     for (size_t i = 0; i < m.size(); i++) store_.fleet_modes_[i].store(m[i], std::memory_order_relaxed);
 }
 
-RedisIo::ErrorReply RedisIo::classify(std::string_view err) const {
+ErrorReply RedisIo::classify(std::string_view err) const {
   // A cluster's redirections first: behind a plain redis:// URL, MOVED and ASK are the deployment's error.
   if (cluster_) {
     if (parse_redirect(err)) return ErrorReply::redirect;
