@@ -206,9 +206,7 @@ std::string Guard::admin_status() {
   j["topology"] = st.topology;
   j["round_trip_ms"] = st.round_trip_us < 0 ? nlohmann::json(nullptr) : nlohmann::json(st.round_trip_us / 1000.0);
   StoreStats stats = store_->stats();
-  j["breaker"] = stats.breaker == BreakerState::closed ? "closed"
-                 : stats.breaker == BreakerState::open ? "open"
-                                                       : "half_open";
+  j["breaker"] = breaker_state_name(stats.breaker);
   nlohmann::json modes;
   for (int l = 1; l < kLimiterCount; l++) {
     int8_t m = st.modes[static_cast<size_t>(l)];

@@ -163,15 +163,6 @@ std::vector<Metrics::TenantRow> Metrics::top_tenants() const {
 
 namespace {
 
-const char *breaker_name(BreakerState b) {
-  switch (b) {
-    case BreakerState::closed: return "closed";
-    case BreakerState::open: return "open";
-    case BreakerState::half_open: return "half_open";
-  }
-  return "closed";
-}
-
 constexpr Outcome kOutcomes[] = {Outcome::allowed, Outcome::rejected, Outcome::dark_rejected, Outcome::failed_open};
 
 }  // namespace
@@ -298,8 +289,8 @@ void Metrics::visit_top_tenants(MetricsVisitor &v) const {
 
 void Metrics::visit_store(const StoreStats &st, MetricsVisitor &v) const {
   v.state("breaker", {Family::breaker_state},
-          {breaker_name(BreakerState::closed), breaker_name(BreakerState::open), breaker_name(BreakerState::half_open)},
-          breaker_name(st.breaker));
+          {breaker_state_name(BreakerState::closed), breaker_state_name(BreakerState::open), breaker_state_name(BreakerState::half_open)},
+          breaker_state_name(st.breaker));
 
   v.begin_object("store");
   v.number("tenants", {Family::store_tenants}, st.tenants);

@@ -15,6 +15,16 @@ namespace floodwall {
 
 enum class BreakerState : uint8_t { closed = 0, open = 1, half_open = 2 };
 
+// "closed", "open", "half_open": the state's one spelling, in the metrics and in `floodwall status`.
+inline const char *breaker_state_name(BreakerState b) {
+  switch (b) {
+    case BreakerState::closed: return "closed";
+    case BreakerState::open: return "open";
+    case BreakerState::half_open: return "half_open";
+  }
+  return "closed";
+}
+
 struct StoreStats {
   uint64_t evictions = 0;       // memory store: tenants evicted beyond max_tenants
   uint64_t tenants = 0;         // memory store: tenants held now
