@@ -31,7 +31,7 @@
 using namespace fw_capi;  // NOLINT: the mapping is this file's vocabulary
 
 struct fw_client {
-  explicit fw_client(floodwall::Policy p) : client(std::move(p)) {}
+  explicit fw_client(floodwall::Policy p) : client(std::move(p), FW_VERSION_STRING) {}
   floodwall::ProcessGuard client;  // the Guard of this process, made anew in a forked child
   fw_capi::CallCounts calls;       // in progress, and whether fw_client_close was called (calls.hpp)
   std::mutex close_mu;
@@ -564,6 +564,24 @@ int fw_admin_status(fw_client *c, fw_buf *out) {
   return guarded([&]() -> int {
     Use use(c);
     return set_buf(out, guard_of(c).admin_status());
+  });
+}
+
+int fw_admin_clients(fw_client *c, fw_buf *out) {
+  return guarded([&]() -> int {
+    Use use(c);
+    return set_buf(out, floodwall::fleet_clients_json(guard_of(c).store()));
+  });
+}
+
+int fw_client_set_language(fw_client *c, const char *language) {
+  return guarded([&]() -> int {
+    Use use(c);
+    std::string_view l = language ? language : "";
+    if (l.empty() || l.size() > 32 || l.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_.-") != l.npos)
+      throw floodwall::BadRequest("language: must be 1-32 characters of [a-z0-9_.-]");
+    c->client.set_language(std::string(l));
+    return FW_OK;
   });
 }
 
