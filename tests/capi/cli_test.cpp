@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -533,3 +534,98 @@ TEST(Cli, ClusterSentinelAndTls) {
 }
 
 }  // namespace
+
+// ------------------------------------------------------------------------------------- floodwall top
+
+// Waits until `top --once --json` shows `n` clients whose refusals add up to `refused`; the last view.
+json wait_top(const std::string &url, size_t n, uint64_t refused) {
+  json v;
+  for (int i = 0; i < 200; i++) {
+    Ran r = floodwall_cmd({"top", "--once", "--json"}, url);
+    EXPECT_EQ(r.code, 0) << r;
+    v = r.parsed();
+    uint64_t sum = 0;
+    for (const json &t : v["fleet"]["top_refused"]) sum += t["rejections"].get<uint64_t>();
+    if (v["clients"].size() == n && sum == refused) return v;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return v;
+}
+
+TEST(Cli, TopShowsEveryClientOfTheFleet) {
+  RedisServer redis;
+  std::string url = "redis://127.0.0.1:" + std::to_string(redis.port());
+  json policy = {{"store", url}, {"request_rate", {{"rate", 0.001}, {"burst", 2}}}, {"summary", {{"period_s", 0.2}}}};
+  Client a(policy), b(policy);
+  ASSERT_EQ(fw_client_set_language(b.c, "node"), FW_OK);
+  for (int i = 0; i < 5; i++) a.admit("acme");  // the fleet's one bucket of 2: 3 refused here
+  for (int i = 0; i < 4; i++) b.admit("acme");  // and 4 there: one tenant, refused fleet-wide 7 times
+  json v = wait_top(url, 2, 7);
+  ASSERT_EQ(v["clients"].size(), 2u) << v.dump(2);
+  EXPECT_EQ(v["store"], url);
+  const json &f = v["fleet"];
+  EXPECT_EQ(f["clients"], 2);
+  EXPECT_EQ(f["versions"][fw_version()], 2);
+  EXPECT_EQ(f["languages"]["c"], 1);
+  EXPECT_EQ(f["languages"]["node"], 1);
+  EXPECT_TRUE(f["breakers_open"].empty());
+  ASSERT_EQ(f["top_refused"].size(), 1u) << f.dump(2);
+  EXPECT_EQ(f["top_refused"][0]["tenant"], "acme");
+  EXPECT_EQ(f["top_refused"][0]["rejections"], 7);
+  EXPECT_EQ(f["top_refused"][0]["clients"], 2);
+  uint64_t decisions = 0;
+  for (const json &c : v["clients"]) {
+    EXPECT_EQ(c["pid"], getpid());
+    decisions += c["decisions_total"].get<uint64_t>();
+  }
+  EXPECT_EQ(decisions, 9u);
+  // The view for a person: the same, in place.
+  Ran text = floodwall_cmd({"top", "--once"}, url);
+  EXPECT_EQ(text.code, 0) << text;
+  for (const char *s : {"clients       2", "MOST REFUSED TENANTS", "acme", "7 refusals (2 clients)", "node", "CLIENT"})
+    EXPECT_NE(text.out.find(s), std::string::npos) << s << "\n" << text;
+  // floodwall status lists the clients too.
+  Ran st = floodwall_cmd({"status", "--json"}, url);
+  ASSERT_EQ(st.code, 0) << st;
+  EXPECT_EQ(st.parsed()["clients"].size(), 2u) << st;
+  Ran st_text = floodwall_cmd({"status"}, url);
+  EXPECT_NE(st_text.out.find("LANG"), std::string::npos) << st_text;
+  // The command's own client writes no summary: still two.
+  EXPECT_EQ(wait_top(url, 2, 7)["clients"].size(), 2u);
+}
+
+TEST(Cli, TopOnAStoreWithNoClientsSaysSo) {
+  RedisServer redis;
+  std::string url = "redis://127.0.0.1:" + std::to_string(redis.port());
+  Ran text = floodwall_cmd({"top", "--once"}, url);
+  EXPECT_EQ(text.code, 0) << text;
+  EXPECT_NE(text.out.find("no clients"), std::string::npos) << text;
+  Ran j = floodwall_cmd({"top", "--once", "--json"}, url);
+  EXPECT_EQ(j.code, 0) << j;
+  EXPECT_TRUE(j.parsed()["clients"].empty()) << j;
+  EXPECT_EQ(j.parsed()["fleet"]["clients"], 0) << j;
+  std::string shm = "shm://fwtest-top-" + std::to_string(getpid());
+  Ran s = floodwall_cmd({"top", "--once"}, shm);
+  EXPECT_EQ(s.code, 0) << s;
+  EXPECT_NE(s.out.find("no clients"), std::string::npos) << s;
+  shm_unlink(("/floodwall.fwtest-top-" + std::to_string(getpid())).c_str());
+}
+
+TEST(Cli, TopOnAnUnreachableStoreExitsOneNamingIt) {
+  int port = free_port();
+  std::string url = "redis://127.0.0.1:" + std::to_string(port);
+  Ran r = floodwall_cmd({"top", "--once", "--json"}, url);
+  EXPECT_EQ(r.code, 1) << r;
+  EXPECT_NE(r.err.find("127.0.0.1:" + std::to_string(port)), std::string::npos) << r;
+  EXPECT_TRUE(r.out.empty()) << r;
+  // Bad arguments are usage errors naming them, before the store is reached.
+  Ran interval = floodwall_cmd({"top", "--interval", "0"}, url);
+  EXPECT_EQ(interval.code, 2) << interval;
+  EXPECT_NE(interval.err.find("--interval"), std::string::npos) << interval;
+  Ran once = floodwall_cmd({"status", "--once"}, url);
+  EXPECT_EQ(once.code, 2) << once;
+  EXPECT_NE(once.err.find("--once: not an option of status"), std::string::npos) << once;
+  Ran help = floodwall_cmd({"top", "--help"});
+  EXPECT_EQ(help.code, 0) << help;
+  EXPECT_NE(help.out.find("Usage: floodwall top"), std::string::npos) << help;
+}
