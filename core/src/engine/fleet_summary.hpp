@@ -58,7 +58,7 @@ class SummaryWriter {
   std::mutex mu_;  // the previous write's counters; stop_
   std::condition_variable wake_;
   bool stop_ = false;
-  bool last_ok_ = true;
+  bool last_ok_ = false;  // the last write went through (none yet: nothing to take away)
   int64_t last_ms_ = 0;
   uint64_t last_decisions_ = 0;
   std::string last_refused_;  // the previous write's refusals by limiter (JSON)
