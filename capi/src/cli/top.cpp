@@ -99,13 +99,14 @@ json fleet_view(const json &clients) {
       }
   }
   std::vector<std::pair<std::string, std::pair<uint64_t, int64_t>>> rows(tenants.begin(), tenants.end());
-  std::stable_sort(rows.begin(), rows.end(), [](const auto &a, const auto &b) { return a.second.first > b.second.first; });
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const auto &a, const auto &b) { return a.second.first > b.second.first; });
   json top = json::array();
   for (size_t i = 0; i < rows.size() && i < 10; i++)
-    top.push_back({{"tenant", rows[i].first}, {"rejections", rows[i].second.first}, {"clients", rows[i].second.second}});
-  return {{"clients", clients.size()},       {"decisions_per_s", decisions}, {"refused_per_s", refused},
-          {"top_refused", top},              {"versions", versions},        {"languages", languages},
-          {"breakers_open", open}};
+    top.push_back(
+        {{"tenant", rows[i].first}, {"rejections", rows[i].second.first}, {"clients", rows[i].second.second}});
+  return {{"clients", clients.size()}, {"decisions_per_s", decisions}, {"refused_per_s", refused}, {"top_refused", top},
+          {"versions", versions},      {"languages", languages},       {"breakers_open", open}};
 }
 
 std::string clients_text(const json &rows) {
@@ -113,11 +114,10 @@ std::string clients_text(const json &rows) {
                   padded("VERSION", 9) + padded("DEC/S", 9) + padded("REFUSED/S", 9) + padded("BREAKER", 9) +
                   "FALLBACK\n";
   for (const json &r : rows)
-    o += padded(r["id"].get<std::string>(), 16) + padded(r["host"].get<std::string>(), 18) +
-         padded(num(r["pid"]), 7) + padded(r["language"].get<std::string>(), 7) +
-         padded(r["version"].get<std::string>(), 9) + padded(fixed(r["decisions_per_s"].get<double>()), 9) +
-         padded(fixed(r["refused_per_s"].get<double>()), 9) + padded(r["breaker"].get<std::string>(), 9) +
-         fixed(100 * r["fallback_share"].get<double>()) + "%\n";
+    o += padded(r["id"].get<std::string>(), 16) + padded(r["host"].get<std::string>(), 18) + padded(num(r["pid"]), 7) +
+         padded(r["language"].get<std::string>(), 7) + padded(r["version"].get<std::string>(), 9) +
+         padded(fixed(r["decisions_per_s"].get<double>()), 9) + padded(fixed(r["refused_per_s"].get<double>()), 9) +
+         padded(r["breaker"].get<std::string>(), 9) + fixed(100 * r["fallback_share"].get<double>()) + "%\n";
   return o;
 }
 
@@ -128,21 +128,25 @@ std::string view_text(const json &fleet, const json &rows, const std::string &st
   char at[16];
   std::strftime(at, sizeof at, "%H:%M:%S", std::localtime(&now));
   std::string o = "floodwall top  " + shown(store) + "  " + at + "\n\n";
-  o += row("clients", num(fleet["clients"]) + " (breakers open: " + std::to_string(fleet["breakers_open"].size()) + ")");
+  o +=
+      row("clients", num(fleet["clients"]) + " (breakers open: " + std::to_string(fleet["breakers_open"].size()) + ")");
   o += row("decisions/s", fixed(fleet["decisions_per_s"].get<double>()));
   std::string refused;
-  for (const auto &[l, v] : fleet["refused_per_s"].items()) refused += (refused.empty() ? "" : "  ") + l + " " + fixed(v.get<double>());
+  for (const auto &[l, v] : fleet["refused_per_s"].items())
+    refused += (refused.empty() ? "" : "  ") + l + " " + fixed(v.get<double>());
   o += row("refused/s", refused.empty() ? "none" : refused);
   std::string versions, languages;
-  for (const auto &[v, n] : fleet["versions"].items()) versions += (versions.empty() ? "" : "  ") + shown(v) + " x" + num(n);
-  for (const auto &[l, n] : fleet["languages"].items()) languages += (languages.empty() ? "" : "  ") + shown(l) + " x" + num(n);
+  for (const auto &[v, n] : fleet["versions"].items())
+    versions += (versions.empty() ? "" : "  ") + shown(v) + " x" + num(n);
+  for (const auto &[l, n] : fleet["languages"].items())
+    languages += (languages.empty() ? "" : "  ") + shown(l) + " x" + num(n);
   o += row("versions", versions);
   o += row("languages", languages);
   o += "\nMOST REFUSED TENANTS (refusals since each client started)\n";
   if (fleet["top_refused"].empty()) o += "  none\n";
   for (const json &t : fleet["top_refused"])
-    o += "  " + padded(t["tenant"].get<std::string>(), 32) + num(t["rejections"]) + " refusals (" +
-         num(t["clients"]) + (t["clients"].get<int64_t>() == 1 ? " client)\n" : " clients)\n");
+    o += "  " + padded(t["tenant"].get<std::string>(), 32) + num(t["rejections"]) + " refusals (" + num(t["clients"]) +
+         (t["clients"].get<int64_t>() == 1 ? " client)\n" : " clients)\n");
   o += "\n" + clients_text(rows);
   return o;
 }

@@ -32,7 +32,8 @@ namespace {
 constexpr int kThreads = 4, kAdmitsPerThread = 3, kBurst = 5;  // 12 admits of one tenant: 5 allowed, 7 refused
 
 json policy(const std::string &store, double period_s = 0.2) {
-  return {{"store", store}, {"request_rate", {{"rate", 0.001}, {"burst", kBurst}}}, {"summary", {{"period_s", period_s}}}};
+  return {
+      {"store", store}, {"request_rate", {{"rate", 0.001}, {"burst", kBurst}}}, {"summary", {{"period_s", period_s}}}};
 }
 
 struct Client {
@@ -222,7 +223,8 @@ TEST(FleetSummary, UnreachableStoreIsCountedAndNeverStopsDeciding) {
     fw_buf_dispose(&b);
     return m;
   };
-  json m = wait_for(failed, [](const json &j) { return j.contains("summary_writes") && j["summary_writes"]["failed"] >= 2; });
+  json m = wait_for(failed,
+                    [](const json &j) { return j.contains("summary_writes") && j["summary_writes"]["failed"] >= 2; });
   ASSERT_TRUE(m.contains("summary_writes")) << m.dump();
   EXPECT_GE(m["summary_writes"]["failed"].get<uint64_t>(), 2u);
   EXPECT_EQ(m["summary_writes"]["ok"].get<uint64_t>(), 0u);

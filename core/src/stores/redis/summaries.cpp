@@ -46,9 +46,9 @@ void put(const AdminRunner &node, const std::string &prefix, const std::string &
     check(node({{"DEL", key}, {"ZREM", index, id}}), "the removal of a client's summary");
     return;
   }
-  int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                       std::chrono::system_clock::now().time_since_epoch())
-                       .count();
+  int64_t now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   check(node({{"SET", key, text, "PX", std::to_string(ttl_ms)},
               {"ZADD", index, std::to_string(now_ms + ttl_ms), id},
               {"ZREMRANGEBYSCORE", index, "-inf", "(" + std::to_string(now_ms - kIndexSlackMs)}}),
