@@ -18,6 +18,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -628,4 +629,64 @@ TEST(Cli, TopOnAnUnreachableStoreExitsOneNamingIt) {
   Ran help = floodwall_cmd({"top", "--help"});
   EXPECT_EQ(help.code, 0) << help;
   EXPECT_NE(help.out.find("Usage: floodwall top"), std::string::npos) << help;
+}
+
+// Runs `floodwall args` for `seconds`, then interrupts it (SIGINT, as Ctrl-C does); what it printed.
+std::string run_for(const std::vector<std::string> &args, const std::string &store, double seconds) {
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) != 0) return "";
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out[1], 1);
+    setenv("FLOODWALL_STORE", store.c_str(), 1);
+    std::vector<char *> argv = {const_cast<char *>(FW_CLI)};
+    for (const auto &a : args) argv.push_back(const_cast<char *>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(FW_CLI, argv.data());
+    _exit(127);
+  }
+  close(out[1]);
+  std::string text;
+  auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  pollfd fd = {out[0], POLLIN, 0};
+  while (std::chrono::steady_clock::now() < until) {
+    if (poll(&fd, 1, 50) <= 0) continue;
+    char buf[4096];
+    ssize_t n = read(out[0], buf, sizeof buf);
+    if (n <= 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  close(out[0]);
+  return text;
+}
+
+TEST(Cli, TopRefreshesUntilInterrupted) {
+  RedisServer redis;
+  std::string url = "redis://127.0.0.1:" + std::to_string(redis.port());
+  Client a({{"store", url}, {"request_rate", {{"rate", 0.001}, {"burst", 1}}}, {"summary", {{"period_s", 0.2}}}});
+  a.admit("acme");
+  a.admit("acme");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // Not a terminal: each view printed after the last (on a terminal each is redrawn in place).
+  std::string text = run_for({"top", "--interval", "0.2"}, url, 1.5);
+  size_t views = 0;
+  for (size_t at = text.find("floodwall top"); at != std::string::npos; at = text.find("floodwall top", at + 1))
+    views++;
+  EXPECT_GE(views, 2u) << text;
+  EXPECT_NE(text.find("acme"), std::string::npos) << text;
+  EXPECT_EQ(text.find("\x1b["), std::string::npos) << "no ANSI codes into a pipe";
+  // --json, live: one document a line.
+  std::string lines = run_for({"top", "--interval", "0.2", "--json"}, url, 1.0);
+  size_t docs = 0;
+  std::istringstream in(lines);
+  for (std::string line; std::getline(in, line);) {
+    if (in.eof()) break;  // the last line, without its newline: interrupted while it was written
+    json j = json::parse(line);
+    EXPECT_EQ(j["fleet"]["clients"], 1) << line;
+    docs++;
+  }
+  EXPECT_GE(docs, 2u) << lines;
 }
