@@ -147,7 +147,8 @@ std::string view_text(const json &fleet, const json &rows, const std::string &st
   for (const json &t : fleet["top_refused"])
     o += "  " + padded(t["tenant"].get<std::string>(), 32) + num(t["rejections"]) + " refusals (" + num(t["clients"]) +
          (t["clients"].get<int64_t>() == 1 ? " client)\n" : " clients)\n");
-  o += "\n" + clients_text(rows);
+  o += "\n";
+  o += clients_text(rows);
   return o;
 }
 

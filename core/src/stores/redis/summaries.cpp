@@ -49,9 +49,11 @@ void put(const AdminRunner &node, const std::string &prefix, const std::string &
   int64_t now_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
           .count();
+  std::string trim_below = "(";  // appended, not "(" + ...: GCC 12's -O3 -Wrestrict misreads that
+  trim_below += std::to_string(now_ms - kIndexSlackMs);
   check(node({{"SET", key, text, "PX", std::to_string(ttl_ms)},
               {"ZADD", index, std::to_string(now_ms + ttl_ms), id},
-              {"ZREMRANGEBYSCORE", index, "-inf", "(" + std::to_string(now_ms - kIndexSlackMs)}}),
+              {"ZREMRANGEBYSCORE", index, "-inf", trim_below}}),
         "a client's summary");
 }
 
