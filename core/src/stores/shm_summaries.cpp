@@ -34,8 +34,10 @@ bool plain_id(const std::string &id) {
   return true;
 }
 
+// Beside the segment where POSIX shared memory is a folder (Linux: /dev/shm); else in the temporary folder.
 std::string summaries_dir(const std::string &segment) {
-  return "/dev/shm" + segment + ".clients";
+  std::string base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+  return base + segment + ".clients";
 }
 
 }  // namespace
