@@ -13,6 +13,7 @@
 #include <chrono>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -247,6 +248,55 @@ TEST(FleetSummary, PeriodIsCheckedAndZeroWritesNothing) {
   EXPECT_TRUE(off.clients().empty());
   EXPECT_EQ(fw_client_set_language(off.c, "Py thon"), FW_EINVAL);
   EXPECT_NE(std::string(fw_error_last()->message).find("language"), std::string::npos);
+}
+
+}  // namespace
+
+namespace {
+
+// A preforking server: the client made in the parent, used in forked workers. Each worker makes its own
+// Guard (process_guard.hpp) and writes a summary of its own, under its pid, with its own counters.
+TEST(FleetSummary, ForkedWorkersWriteTheirOwnSummaries) {
+  RedisServer redis;
+  Client parent(policy(redis.url()));
+  Client reader(policy(redis.url(), 0));
+  constexpr int kWorkers = 3, kAdmits = 4;
+  std::vector<pid_t> workers;
+  for (int w = 0; w < kWorkers; w++) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      for (int i = 0; i < kAdmits; i++) {
+        std::string tenant = "worker-" + std::to_string(w);
+        fw_request r = FW_REQUEST_INIT;
+        r.tenant = tenant.data();
+        r.tenant_len = tenant.size();
+        fw_decision d = FW_DECISION_INIT;
+        if (fw_admit(parent.c, &r, &d) != FW_OK) _exit(3);
+        fw_release(parent.c, d.ticket);
+      }
+      for (;;) pause();
+    }
+    ASSERT_GT(pid, 0);
+    workers.push_back(pid);
+  }
+  auto workers_seen = [&](const json &j) {
+    int n = 0;
+    for (const json &s : j)
+      for (pid_t w : workers)
+        n += s["pid"].get<int64_t>() == w && s["decisions_total"].get<uint64_t>() == static_cast<uint64_t>(kAdmits);
+    return n;
+  };
+  json all = wait_for([&] { return reader.clients(); }, [&](const json &j) { return workers_seen(j) == kWorkers; });
+  EXPECT_EQ(workers_seen(all), kWorkers) << all.dump(2);
+  std::set<std::string> ids;
+  for (const json &s : all) ids.insert(s["id"].get<std::string>());
+  EXPECT_EQ(ids.size(), all.size()) << "every process its own id";
+  for (pid_t w : workers) {
+    kill(w, SIGKILL);
+    waitpid(w, nullptr, 0);
+  }
+  json after = wait_for([&] { return reader.clients(); }, [&](const json &j) { return workers_seen(j) == 0; });
+  EXPECT_EQ(workers_seen(after), 0) << after.dump(2);
 }
 
 }  // namespace
