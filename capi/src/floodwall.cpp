@@ -1,5 +1,7 @@
-// The C ABI over the core. Every entry point runs inside guarded(): nothing throws across the ABI,
-// std::bad_alloc becomes FW_ENOMEM, everything else a status code with a thread-local message.
+// The C ABI over the core: the client, admit and acquire, release, modes, the request's helpers, formatting,
+// backoff and metrics (the control records and the floodwall command are in fw_admin.cpp). Every entry point
+// runs inside guarded() (guarded.hpp): nothing throws across the ABI, std::bad_alloc becomes FW_ENOMEM,
+// everything else a status code with a thread-local message.
 #include "floodwall.h"
 
 #include <array>
@@ -14,10 +16,9 @@
 #include <string>
 #include <thread>
 
-#include "calls.hpp"
-#include "cli.hpp"
 #include "engine/guard.hpp"
 #include "engine/process_guard.hpp"
+#include "guarded.hpp"
 #include "http/backoff.hpp"
 #include "http/formatter.hpp"
 #include "mapping.hpp"
@@ -30,123 +31,6 @@
 
 using namespace fw_capi;  // NOLINT: the mapping is this file's vocabulary
 
-struct fw_client {
-  explicit fw_client(floodwall::Policy p) : client(std::move(p), FW_VERSION_STRING) {}
-  floodwall::ProcessGuard client;  // the Guard of this process, made anew in a forked child
-  fw_capi::CallCounts calls;       // in progress, and whether fw_client_close was called (calls.hpp)
-  std::mutex close_mu;
-  bool close_done = false;
-};
-
-namespace {
-
-floodwall::Guard &guard_of(fw_client *c) {
-  return c->client.guard();
-}
-
-thread_local std::string last_message;
-thread_local fw_error last_error{FW_OK, ""};
-thread_local bool has_error = false;
-
-int fail(int code, const std::string &message) {
-  try {
-    last_message = message;
-  } catch (...) {
-    last_message.clear();
-  }
-  last_error.code = code;
-  last_error.message = last_message.c_str();
-  has_error = true;
-  return code;
-}
-
-// A call on a closed client (fw_client_close): FW_ECLOSED.
-class ClientClosed : public std::runtime_error {
- public:
-  ClientClosed() : std::runtime_error("client: closed (fw_client_close)") {}
-};
-
-template <class F>
-int guarded(F &&f) noexcept {
-  try {
-    return f();
-  } catch (const std::bad_alloc &) {
-    return fail(FW_ENOMEM, "out of memory");
-  } catch (const floodwall::PolicyError &e) {
-    return fail(FW_EPOLICY, e.what());
-  } catch (const floodwall::StoreError &e) {
-    return fail(FW_ESTORE, e.what());
-  } catch (const floodwall::BadRequest &e) {
-    return fail(FW_EINVAL, e.what());
-  } catch (const ClientClosed &e) {
-    return fail(FW_ECLOSED, e.what());
-  } catch (const std::exception &e) {
-    return fail(FW_ERROR, e.what());
-  } catch (...) {
-    return fail(FW_ERROR, "unknown error");
-  }
-}
-
-int set_buf(fw_buf *out, const std::string &s) {
-  if (!out) throw floodwall::BadRequest("out: must not be NULL");
-  char *p = static_cast<char *>(std::malloc(s.size() + 1));
-  if (!p) throw std::bad_alloc();
-  std::memcpy(p, s.data(), s.size());
-  p[s.size()] = '\0';
-  out->ptr = p;
-  out->size = s.size();
-  return FW_OK;
-}
-
-// One call on a client, from its start to its end: the client is not closed under it.
-class Use {
- public:
-  explicit Use(fw_client *c) : thread_(&fw_capi::tl_calls) {
-    if (!c) throw floodwall::BadRequest("client: must not be NULL");
-    slot_ = thread_->slot_plus_1 ? thread_->slot_plus_1 : fw_capi::first_slot(*thread_);
-    if (!c->calls.enter(*thread_, slot_)) throw ClientClosed();
-    calls_ = &c->calls;
-  }
-  ~Use() { calls_->leave(*thread_, slot_); }
-  Use(const Use &) = delete;
-  Use &operator=(const Use &) = delete;
-
- private:
-  fw_capi::ThreadCalls *thread_;
-  fw_capi::CallCounts *calls_ = nullptr;
-  unsigned slot_ = 0;
-};
-
-// One value of a client's into *out: the fw_client_* and fw_shedding_amount getters.
-template <typename T, typename Get>
-int read_into(fw_client *c, T *out, Get get) {
-  return guarded([&]() -> int {
-    Use use(c);
-    if (!out) throw floodwall::BadRequest("out: must not be NULL");
-    *out = get(guard_of(c));
-    return FW_OK;
-  });
-}
-
-// A C caller may pass any int where an enum is declared; read it as an int so that an out-of-range
-// value is an error, not undefined behaviour.
-template <class E>
-int raw(const E &e) {
-  static_assert(sizeof(E) == sizeof(int));
-  int v;
-  std::memcpy(&v, &e, sizeof v);
-  return v;
-}
-
-bool valid_limiter(int l) {
-  return l >= FW_LIMITER_REQUEST_RATE && l <= FW_LIMITER_ADAPTIVE;
-}
-bool valid_mode(int m) {
-  return m >= FW_MODE_ENFORCE && m <= FW_MODE_OFF;
-}
-
-}  // namespace
-
 extern "C" {
 
 const char *fw_version(void) {
@@ -154,7 +38,7 @@ const char *fw_version(void) {
 }
 
 const fw_error *fw_error_last(void) {
-  return has_error ? &last_error : nullptr;
+  return last_error();
 }
 
 const char *fw_limiter_name(fw_limiter l) {
@@ -254,36 +138,13 @@ void fw_client_free(fw_client *c) {
 }
 
 int fw_admit(fw_client *c, const fw_request *req, fw_decision *out) {
-  return guarded([&]() -> int {
-    Use use(c);
-    if (!out) throw floodwall::BadRequest("out: must not be NULL");
-    unsigned version = decision_version(out);
-    floodwall::Guard &g = guard_of(c);
-    std::string derived;
-    write_decision(g.admit(to_request(req, g.policy(), derived)), version, out);
-    return FW_OK;
-  });
+  return decide_into(c, req, out, [](floodwall::Guard &g, const floodwall::Request &r) { return g.admit(r); });
 }
 
 int fw_acquire(fw_client *c, const fw_request *req, double max_wait_s, fw_decision *out) {
-  return guarded([&]() -> int {
-    Use use(c);
-    if (!out) throw floodwall::BadRequest("out: must not be NULL");
-    unsigned version = decision_version(out);
-    floodwall::Guard &g = guard_of(c);
-    std::string derived;
-    write_decision(g.acquire(to_request(req, g.policy(), derived), max_wait_s), version, out);
-    return FW_OK;
-  });
+  return decide_into(
+      c, req, out, [max_wait_s](floodwall::Guard &g, const floodwall::Request &r) { return g.acquire(r, max_wait_s); });
 }
-
-namespace {
-// What fw_admit would have returned for an admit that ended in this exception; its message is this
-// thread's fw_error_last().
-int status_of(const std::exception_ptr &e) {
-  return guarded([&]() -> int { std::rethrow_exception(e); });
-}
-}  // namespace
 
 int fw_admit_async2(fw_client *c, const fw_request *req, fw_admit_cb cb, void *payload, int *completed) {
   if (completed) *completed = 0;
@@ -349,7 +210,7 @@ void async3_done(Async3 *a, const floodwall::Decision &d, std::exception_ptr e) 
   const char *message = nullptr;
   if (e) {
     status = status_of(e);
-    message = last_message.c_str();
+    message = last_error()->message;
   } else {
     to_c(d, out);
   }
@@ -475,124 +336,6 @@ int fw_client_tenant_header(fw_client *c, int index, const char **out) {
       throw floodwall::BadRequest("index: the tenant derivation reads no header " + std::to_string(index) +
                                   " (it reads " + std::to_string(names.size()) + ")");
     *out = names[static_cast<size_t>(index)];
-    return FW_OK;
-  });
-}
-
-// ------------------------------------------------------------------------------------------ admin
-
-namespace {
-std::string_view admin_tenant(const char *tenant, size_t len) {
-  if (!tenant) throw floodwall::BadRequest("tenant: must not be NULL");
-  return {tenant, len};
-}
-}  // namespace
-
-int fw_admin_set_override(fw_client *c, const char *tenant, size_t tenant_len, double rate, double burst) {
-  return guarded([&]() -> int {
-    Use use(c);
-    guard_of(c).admin_set_override(admin_tenant(tenant, tenant_len), rate, burst);
-    return FW_OK;
-  });
-}
-
-int fw_admin_remove_override(fw_client *c, const char *tenant, size_t tenant_len) {
-  return guarded([&]() -> int {
-    Use use(c);
-    guard_of(c).admin_remove_override(admin_tenant(tenant, tenant_len));
-    return FW_OK;
-  });
-}
-
-int fw_admin_set_tier(fw_client *c, const char *tenant, size_t tenant_len, const char *tier) {
-  return guarded([&]() -> int {
-    Use use(c);
-    guard_of(c).admin_set_tier(admin_tenant(tenant, tenant_len), tier ? std::string_view(tier) : std::string_view());
-    return FW_OK;
-  });
-}
-
-int fw_admin_block(fw_client *c, const char *tenant, size_t tenant_len, double seconds) {
-  return guarded([&]() -> int {
-    Use use(c);
-    guard_of(c).admin_block(admin_tenant(tenant, tenant_len), seconds);
-    return FW_OK;
-  });
-}
-
-int fw_admin_unblock(fw_client *c, const char *tenant, size_t tenant_len) {
-  return guarded([&]() -> int {
-    Use use(c);
-    guard_of(c).admin_unblock(admin_tenant(tenant, tenant_len));
-    return FW_OK;
-  });
-}
-
-int fw_admin_show(fw_client *c, const char *tenant, size_t tenant_len, fw_buf *out) {
-  return guarded([&]() -> int {
-    Use use(c);
-    return set_buf(out, guard_of(c).admin_show(admin_tenant(tenant, tenant_len)));
-  });
-}
-
-int fw_admin_reset(fw_client *c, const char *tenant, size_t tenant_len) {
-  return guarded([&]() -> int {
-    Use use(c);
-    guard_of(c).admin_reset(admin_tenant(tenant, tenant_len));
-    return FW_OK;
-  });
-}
-
-int fw_admin_set_mode(fw_client *c, fw_limiter l, int mode) {
-  return guarded([&]() -> int {
-    Use use(c);
-    // The same check as fw_set_mode: a cast alone would make 257 the request-rate limiter.
-    if (!valid_limiter(raw(l))) throw floodwall::BadRequest("limiter: unknown value " + std::to_string(raw(l)));
-    guard_of(c).admin_set_mode(static_cast<floodwall::Limiter>(raw(l)), mode);
-    return FW_OK;
-  });
-}
-
-int fw_admin_list(fw_client *c, size_t limit, fw_buf *out) {
-  return guarded([&]() -> int {
-    Use use(c);
-    return set_buf(out, guard_of(c).admin_list(limit));
-  });
-}
-
-int fw_admin_status(fw_client *c, fw_buf *out) {
-  return guarded([&]() -> int {
-    Use use(c);
-    return set_buf(out, guard_of(c).admin_status());
-  });
-}
-
-int fw_admin_clients(fw_client *c, fw_buf *out) {
-  return guarded([&]() -> int {
-    Use use(c);
-    return set_buf(out, floodwall::fleet_clients_json(guard_of(c).store()));
-  });
-}
-
-int fw_client_set_language(fw_client *c, const char *language) {
-  return guarded([&]() -> int {
-    Use use(c);
-    std::string_view l = language ? language : "";
-    if (l.empty() || l.size() > 32 || l.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_.-") != l.npos)
-      throw floodwall::BadRequest("language: must be 1-32 characters of [a-z0-9_.-]");
-    c->client.set_language(std::string(l));
-    return FW_OK;
-  });
-}
-
-int fw_cli_run(int argc, const char *const *argv, int *exit_status, fw_buf *out, fw_buf *err) {
-  return guarded([&]() -> int {
-    if (argc < 0 || (argc > 0 && !argv) || !exit_status || !out || !err)
-      throw floodwall::BadRequest("fw_cli_run: argv, exit_status, out and err must not be NULL");
-    std::string o, e;
-    *exit_status = fw_cli::run(argc, argv, o, e);
-    set_buf(out, o);
-    set_buf(err, e);
     return FW_OK;
   });
 }

@@ -3,7 +3,7 @@
 // never from a request's path, with a TTL of three periods, so that a process that dies disappears. A
 // write that fails is counted (floodwall_summary_writes_total{result="failed"}) and tried again at the next
 // period; deciding never waits on it. The store keeps the summaries (Store::put_summary): Redis (single
-// node, Sentinel, Cluster) as keys under one hash tag (stores/redis/summaries.cpp), shm:// as files beside
+// node, Sentinel, Cluster) as keys under one hash tag (stores/redis/redis_summaries.cpp), shm:// as files beside
 // the segment (stores/shm_summaries.cpp), memory:// in process.
 //
 // A summary is a JSON object: the client's id, host, pid, language, version, when it started and wrote,

@@ -23,8 +23,7 @@ Guard::Guard(Policy policy, std::unique_ptr<Store> store, const Clock &clock, Rn
     for (size_t i = 0; i < n; i++)
       adaptive_.push_back(std::make_unique<AdaptiveLimit>(*policy_.adaptive, clock_.now_us()));
   }
-  bool remote = policy_.store.rfind("redis", 0) == 0;
-  if (remote && policy_.redis.fallback == Fallback::local)
+  if (store_->remote() && policy_.redis.fallback == Fallback::local)
     fallback_ = std::make_unique<MemoryStore>(clock_, policy_.max_tenants);
   if (policy_.leases() && store_->supports_leases())
     hot_ = std::make_unique<HotTenants>(policy_, *store_, clock_, rng_, metrics_);
@@ -179,7 +178,7 @@ void Guard::prepare(const Request &rq, Prepared &p) {
         std::lock_guard lock(util_mu_);
         amount = controller_->amount(now);
       }
-      double drop = UtilizationController::drop_probability(amount, tier_of(rq.sandbox, rq.critical, method));
+      double drop = UtilizationController::drop_probability(amount, traffic_class_of(rq.sandbox, rq.critical, method));
       bool reject = drop > 0 && rng_.next_unit() < drop;
       metrics_.count(p.route, Limiter::utilization,
                      !reject              ? Outcome::allowed
@@ -200,7 +199,7 @@ void Guard::prepare_adaptive(const Request &rq, std::string_view route, std::str
   Mode m = mode_in_force(Limiter::adaptive);
   if (m == Mode::off) return;
   bool over = false;
-  uint64_t slot = adaptive_[static_cast<size_t>(family)]->acquire(tier_of(rq.sandbox, rq.critical, method),
+  uint64_t slot = adaptive_[static_cast<size_t>(family)]->acquire(traffic_class_of(rq.sandbox, rq.critical, method),
                                                                   m == Mode::enforce, p.op.now_us, over);
   metrics_.count(p.route, Limiter::adaptive,
                  !over                ? Outcome::allowed

@@ -337,10 +337,7 @@ std::string policy_for(const std::string &store) {
 }
 
 int64_t stat_calls(const floodwall::testing::RedisServer &redis, const std::string &command) {
-  std::string info = redis.command({"INFO", "commandstats"});
-  std::string tag = "cmdstat_" + command + ":calls=";
-  size_t at = info.find(tag);
-  return at == std::string::npos ? 0 : std::stoll(info.substr(at + tag.size()));
+  return floodwall::testing::completed_calls(redis.command({"INFO", "commandstats"}), command);
 }
 
 }  // namespace

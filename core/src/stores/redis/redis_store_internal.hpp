@@ -1,7 +1,7 @@
 // The Redis store's machinery (redis_store.hpp is its interface): the calls, the I/O thread's connections, the
 // direct path's, the queues, the breaker and the backpressure, which the store's files share
-// (redis_store.cpp, io.cpp, conns.cpp, replies.cpp, direct.cpp, admin.cpp) and the cluster store hands calls
-// between. A RedisStore owns one RedisIo and passes every call to it.
+// (redis_store.cpp, io.cpp, io_connections.cpp, replies.cpp, direct.cpp, redis_admin.cpp) and the cluster store hands
+// calls between. A RedisStore owns one RedisIo and passes every call to it.
 #pragma once
 
 #include <poll.h>

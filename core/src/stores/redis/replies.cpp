@@ -288,7 +288,7 @@ bool RedisIo::cluster_reply(Call *c, std::string_view err, int64_t now) {
 // managed services refuse inside scripts (or rename), so that is what the message proposes.
 void RedisIo::report_refused_script(const Connection &link, std::string_view err) {
   if (script_refusal_reported_.exchange(true)) return;
-  std::string first = printable(err);
+  std::string first = message_excerpt(err);
   std::fprintf(stderr,
                "floodwall: Redis at %s refused a command inside floodwall's scripts (%s)%s; every decision is the "
                "fallback's until it accepts\n",

@@ -11,8 +11,8 @@
 
 #include <chrono>
 
-#include "stores/redis/admin.hpp"
 #include "stores/redis/cluster_store.hpp"
+#include "stores/redis/redis_admin.hpp"
 #include "stores/redis/redis_store.hpp"
 #include "stores/redis/resp.hpp"
 #include "util/errors.hpp"
@@ -36,7 +36,7 @@ void check(const std::vector<ReplyPtr> &replies, const char *what) {
   for (const ReplyPtr &r : replies)
     if (r && r->type == REDIS_REPLY_ERROR)
       throw StoreError(std::string("store: Redis refused ") + what + ": " +
-                       printable(std::string_view(r->str, r->len)));
+                       message_excerpt(std::string_view(r->str, r->len)));
 }
 
 void put(const AdminRunner &node, const std::string &prefix, const std::string &id, const std::string &text,
