@@ -471,6 +471,21 @@ FW_EXTERN int fw_admin_list(fw_client *c, size_t limit, fw_buf *out);
  * control record), overrides and blocks (as fw_admin_list's entries, at most 1,000 records read).
  */
 FW_EXTERN int fw_admin_status(fw_client *c, fw_buf *out);
+/**
+ * The fleet view (`floodwall top`): every live client's summary as the store holds it now, a JSON array
+ * sorted by id. Each client writes its own every `summary.period_s` (policy; 5 s by default, 0 never) with a
+ * TTL of three periods: id, host, pid, language, version, started_at_ms, written_at_ms, period_s, decisions
+ * (cumulative, by limiter and outcome), sources, decisions_total, refused (by limiter), per_s (decisions and
+ * refused over its last period), fallback_share, top_refused (tenant, rejections, requests) and breaker.
+ * memory:// holds this client's own only. FW_ESTORE when the store cannot be reached.
+ */
+FW_EXTERN int fw_admin_clients(fw_client *c, fw_buf *out);
+/**
+ * The language this client's summary names (the fleet view): a binding says its own ("python", "node",
+ * "ruby"); a client of the C ABI is "c" until it says otherwise. 1-32 characters of [a-z0-9_.-], else
+ * FW_EINVAL. The next summary written carries it.
+ */
+FW_EXTERN int fw_client_set_language(fw_client *c, const char *language);
 
 /* ----------------------------------------------------------------------------------------- command */
 

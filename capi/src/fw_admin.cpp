@@ -1,5 +1,6 @@
-// The C ABI's control records (fw_admin_*: overrides, tiers, blocks, modes, show, list, status) and the
-// floodwall command (fw_cli_run). Each entry point runs inside guarded() (guarded.hpp).
+// The C ABI's control records (fw_admin_*: overrides, tiers, blocks, modes, show, list, status; the fleet view's
+// clients and a client's language) and the floodwall command (fw_cli_run). Each entry point runs inside guarded()
+// (guarded.hpp).
 #include <string>
 #include <string_view>
 
@@ -94,6 +95,24 @@ int fw_admin_status(fw_client *c, fw_buf *out) {
   return guarded([&]() -> int {
     Use use(c);
     return set_buf(out, guard_of(c).admin_status());
+  });
+}
+
+int fw_admin_clients(fw_client *c, fw_buf *out) {
+  return guarded([&]() -> int {
+    Use use(c);
+    return set_buf(out, floodwall::fleet_clients_json(guard_of(c).store()));
+  });
+}
+
+int fw_client_set_language(fw_client *c, const char *language) {
+  return guarded([&]() -> int {
+    Use use(c);
+    std::string_view l = language ? language : "";
+    if (l.empty() || l.size() > 32 || l.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_.-") != l.npos)
+      throw floodwall::BadRequest("language: must be 1-32 characters of [a-z0-9_.-]");
+    c->client.set_language(std::string(l));
+    return FW_OK;
   });
 }
 

@@ -18,7 +18,7 @@
 #include "util/errors.hpp"
 
 struct fw_client {
-  explicit fw_client(floodwall::Policy p) : client(std::move(p)) {}
+  explicit fw_client(floodwall::Policy p) : client(std::move(p), FW_VERSION_STRING) {}
   floodwall::ProcessGuard client;  // the Guard of this process, made anew in a forked child
   fw_capi::CallCounts calls;       // in progress, and whether fw_client_close was called (calls.hpp)
   std::mutex close_mu;

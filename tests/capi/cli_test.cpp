@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -533,3 +535,158 @@ TEST(Cli, ClusterSentinelAndTls) {
 }
 
 }  // namespace
+
+// ------------------------------------------------------------------------------------- floodwall top
+
+// Waits until `top --once --json` shows `n` clients whose refusals add up to `refused`; the last view.
+json wait_top(const std::string &url, size_t n, uint64_t refused) {
+  json v;
+  for (int i = 0; i < 200; i++) {
+    Ran r = floodwall_cmd({"top", "--once", "--json"}, url);
+    EXPECT_EQ(r.code, 0) << r;
+    v = r.parsed();
+    uint64_t sum = 0;
+    for (const json &t : v["fleet"]["top_refused"]) sum += t["rejections"].get<uint64_t>();
+    if (v["clients"].size() == n && sum == refused) return v;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return v;
+}
+
+TEST(Cli, TopShowsEveryClientOfTheFleet) {
+  RedisServer redis;
+  std::string url = "redis://127.0.0.1:" + std::to_string(redis.port());
+  json policy = {{"store", url}, {"request_rate", {{"rate", 0.001}, {"burst", 2}}}, {"summary", {{"period_s", 0.2}}}};
+  Client a(policy), b(policy);
+  ASSERT_EQ(fw_client_set_language(b.c, "node"), FW_OK);
+  for (int i = 0; i < 5; i++) a.admit("acme");  // the fleet's one bucket of 2: 3 refused here
+  for (int i = 0; i < 4; i++) b.admit("acme");  // and 4 there: one tenant, refused fleet-wide 7 times
+  json v = wait_top(url, 2, 7);
+  ASSERT_EQ(v["clients"].size(), 2u) << v.dump(2);
+  EXPECT_EQ(v["store"], url);
+  const json &f = v["fleet"];
+  EXPECT_EQ(f["clients"], 2);
+  EXPECT_EQ(f["versions"][fw_version()], 2);
+  EXPECT_EQ(f["languages"]["c"], 1);
+  EXPECT_EQ(f["languages"]["node"], 1);
+  EXPECT_TRUE(f["breakers_open"].empty());
+  ASSERT_EQ(f["top_refused"].size(), 1u) << f.dump(2);
+  EXPECT_EQ(f["top_refused"][0]["tenant"], "acme");
+  EXPECT_EQ(f["top_refused"][0]["rejections"], 7);
+  EXPECT_EQ(f["top_refused"][0]["clients"], 2);
+  uint64_t decisions = 0;
+  for (const json &c : v["clients"]) {
+    EXPECT_EQ(c["pid"], getpid());
+    decisions += c["decisions_total"].get<uint64_t>();
+  }
+  EXPECT_EQ(decisions, 9u);
+  // The view for a person: the same, in place.
+  Ran text = floodwall_cmd({"top", "--once"}, url);
+  EXPECT_EQ(text.code, 0) << text;
+  for (const char *s : {"clients       2", "MOST REFUSED TENANTS", "acme", "7 refusals (2 clients)", "node", "CLIENT"})
+    EXPECT_NE(text.out.find(s), std::string::npos) << s << "\n" << text;
+  // floodwall status lists the clients too.
+  Ran st = floodwall_cmd({"status", "--json"}, url);
+  ASSERT_EQ(st.code, 0) << st;
+  EXPECT_EQ(st.parsed()["clients"].size(), 2u) << st;
+  Ran st_text = floodwall_cmd({"status"}, url);
+  EXPECT_NE(st_text.out.find("LANG"), std::string::npos) << st_text;
+  // The command's own client writes no summary: still two.
+  EXPECT_EQ(wait_top(url, 2, 7)["clients"].size(), 2u);
+}
+
+TEST(Cli, TopOnAStoreWithNoClientsSaysSo) {
+  RedisServer redis;
+  std::string url = "redis://127.0.0.1:" + std::to_string(redis.port());
+  Ran text = floodwall_cmd({"top", "--once"}, url);
+  EXPECT_EQ(text.code, 0) << text;
+  EXPECT_NE(text.out.find("no clients"), std::string::npos) << text;
+  Ran j = floodwall_cmd({"top", "--once", "--json"}, url);
+  EXPECT_EQ(j.code, 0) << j;
+  EXPECT_TRUE(j.parsed()["clients"].empty()) << j;
+  EXPECT_EQ(j.parsed()["fleet"]["clients"], 0) << j;
+  std::string shm = "shm://fwtest-top-" + std::to_string(getpid());
+  Ran s = floodwall_cmd({"top", "--once"}, shm);
+  EXPECT_EQ(s.code, 0) << s;
+  EXPECT_NE(s.out.find("no clients"), std::string::npos) << s;
+  shm_unlink(("/floodwall.fwtest-top-" + std::to_string(getpid())).c_str());
+}
+
+TEST(Cli, TopOnAnUnreachableStoreExitsOneNamingIt) {
+  int port = free_port();
+  std::string url = "redis://127.0.0.1:" + std::to_string(port);
+  Ran r = floodwall_cmd({"top", "--once", "--json"}, url);
+  EXPECT_EQ(r.code, 1) << r;
+  EXPECT_NE(r.err.find("127.0.0.1:" + std::to_string(port)), std::string::npos) << r;
+  EXPECT_TRUE(r.out.empty()) << r;
+  // Bad arguments are usage errors naming them, before the store is reached.
+  Ran interval = floodwall_cmd({"top", "--interval", "0"}, url);
+  EXPECT_EQ(interval.code, 2) << interval;
+  EXPECT_NE(interval.err.find("--interval"), std::string::npos) << interval;
+  Ran once = floodwall_cmd({"status", "--once"}, url);
+  EXPECT_EQ(once.code, 2) << once;
+  EXPECT_NE(once.err.find("--once: not an option of status"), std::string::npos) << once;
+  Ran help = floodwall_cmd({"top", "--help"});
+  EXPECT_EQ(help.code, 0) << help;
+  EXPECT_NE(help.out.find("Usage: floodwall top"), std::string::npos) << help;
+}
+
+// Runs `floodwall args` for `seconds`, then interrupts it (SIGINT, as Ctrl-C does); what it printed.
+std::string run_for(const std::vector<std::string> &args, const std::string &store, double seconds) {
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) != 0) return "";
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out[1], 1);
+    setenv("FLOODWALL_STORE", store.c_str(), 1);
+    std::vector<char *> argv = {const_cast<char *>(FW_CLI)};
+    for (const auto &a : args) argv.push_back(const_cast<char *>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(FW_CLI, argv.data());
+    _exit(127);
+  }
+  close(out[1]);
+  std::string text;
+  auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  pollfd fd = {out[0], POLLIN, 0};
+  while (std::chrono::steady_clock::now() < until) {
+    if (poll(&fd, 1, 50) <= 0) continue;
+    char buf[4096];
+    ssize_t n = read(out[0], buf, sizeof buf);
+    if (n <= 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  close(out[0]);
+  return text;
+}
+
+TEST(Cli, TopRefreshesUntilInterrupted) {
+  RedisServer redis;
+  std::string url = "redis://127.0.0.1:" + std::to_string(redis.port());
+  Client a({{"store", url}, {"request_rate", {{"rate", 0.001}, {"burst", 1}}}, {"summary", {{"period_s", 0.2}}}});
+  a.admit("acme");
+  a.admit("acme");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // Not a terminal: each view printed after the last (on a terminal each is redrawn in place).
+  std::string text = run_for({"top", "--interval", "0.2"}, url, 1.5);
+  size_t views = 0;
+  for (size_t at = text.find("floodwall top"); at != std::string::npos; at = text.find("floodwall top", at + 1))
+    views++;
+  EXPECT_GE(views, 2u) << text;
+  EXPECT_NE(text.find("acme"), std::string::npos) << text;
+  EXPECT_EQ(text.find("\x1b["), std::string::npos) << "no ANSI codes into a pipe";
+  // --json, live: one document a line.
+  std::string lines = run_for({"top", "--interval", "0.2", "--json"}, url, 1.0);
+  size_t docs = 0;
+  std::istringstream in(lines);
+  for (std::string line; std::getline(in, line);) {
+    if (in.eof()) break;  // the last line, without its newline: interrupted while it was written
+    json j = json::parse(line);
+    EXPECT_EQ(j["fleet"]["clients"], 1) << line;
+    docs++;
+  }
+  EXPECT_GE(docs, 2u) << lines;
+}

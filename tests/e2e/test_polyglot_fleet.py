@@ -98,6 +98,9 @@ def fleet(tmp_path_factory):
             "ip:198.51.100.23": {"rate": 0.001, "burst": 3},
             "ip:198.51.100.77": {"rate": 0.001, "burst": 3}}},
         "concurrency": {"limit": LIMIT, "ttl_s": 30, "routes": ["/work"]},
+        # The fleet view's summaries every half second: written (their keys made) before the tests that count
+        # keys, and read back by test_every_service_appears_in_floodwall_top_with_its_language.
+        "summary": {"period_s": 0.5},
     }
     path = tmp_path_factory.mktemp("fleet") / "policy.json"
     path.write_text(json.dumps(policy))
@@ -130,6 +133,39 @@ def fleet(tmp_path_factory):
 def get(url: str, tenant: str, hold_s: float = 0) -> httpx.Response:
     return httpx.get(f"{url}/work", params={"hold_s": hold_s} if hold_s else None, headers={"X-API-Key": tenant},
                      timeout=30)
+
+
+def floodwall_top(store: str) -> dict:
+    """`floodwall top --once --json` through the Python package's console script (the C library's command)."""
+    python = os.environ.get("FW_E2E_PYTHON", sys.executable)
+    ran = subprocess.run([python, "-c", "import sys, floodwall.cli; sys.exit(floodwall.cli.main(sys.argv[1:]))",
+                          "--store", store, "top", "--once", "--json"], capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    return json.loads(ran.stdout)
+
+
+def test_every_service_appears_in_floodwall_top_with_its_language(fleet):
+    """The fleet view: each service's client writes its summary to the one Redis; one read of `floodwall top`
+    shows all three, each with its language (the binding's) and the version, and the decisions it made."""
+    redis, urls = fleet
+    for lang, url in urls.items():
+        for _ in range(2):
+            get(url, f"top-{lang}")
+    store = f"redis://127.0.0.1:{redis.port}/0"
+    deadline = time.monotonic() + 30
+    while True:
+        view = floodwall_top(store)
+        by_lang = {c["language"]: c for c in view["clients"]}
+        if (set(by_lang) == {"python", "node", "ruby"} and all(c["decisions_total"] >= 2 for c in by_lang.values())) \
+                or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert set(by_lang) == {"python", "node", "ruby"}, view
+    assert view["fleet"]["languages"] == {"python": 1, "node": 1, "ruby": 1}, view
+    assert len(view["fleet"]["versions"]) == 1, "one version of floodwall in the fleet"
+    for lang, c in by_lang.items():
+        assert c["decisions_total"] >= 2, (lang, c)
+        assert c["breaker"] == "closed", (lang, c)
 
 
 def test_combined_admissions_stay_within_one_bucket(fleet):

@@ -587,6 +587,7 @@ Napi::Value Create(const Napi::CallbackInfo &info) {
   std::string policy = info[0].As<Napi::String>().Utf8Value();
   fw_client *c = nullptr;
   Check(env, fw_client_new(&c, policy.c_str()));
+  fw_client_set_language(c, "node");  // its summary in the fleet view (floodwall top)
   auto *client = new Client(env, c, info[1].As<Napi::Float64Array>());
   return Napi::External<Client>::New(env, client, [](Napi::Env, Client *self) { delete self; });
 }

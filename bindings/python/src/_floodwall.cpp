@@ -432,6 +432,7 @@ std::shared_ptr<Handle> client_new(const std::string &policy_json) {
     rc = fw_client_new(&h->c, policy_json.c_str());
   }
   check(rc);
+  fw_client_set_language(h->c, "python");  // its summary in the fleet view (floodwall top)
   int blocks = 1;
   if (fw_client_can_block(h->c, &blocks) == FW_OK) h->can_block = blocks != 0;  // else assume it can
   const char *name = nullptr;

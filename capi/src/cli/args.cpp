@@ -18,8 +18,9 @@ std::string shown(std::string_view s) {
 Args parse_args(int argc, const char *const *argv) {
   Args a;
   const std::map<std::string, std::optional<std::string> Args::*> valued = {
-      {"--store", &Args::store}, {"--prefix", &Args::prefix}, {"--policy", &Args::policy}, {"--rate", &Args::rate},
-      {"--burst", &Args::burst}, {"--tier", &Args::tier},     {"--for", &Args::for_}};
+      {"--store", &Args::store}, {"--prefix", &Args::prefix},    {"--policy", &Args::policy},
+      {"--rate", &Args::rate},   {"--burst", &Args::burst},      {"--tier", &Args::tier},
+      {"--for", &Args::for_},    {"--interval", &Args::interval}};
   bool operands_only = false;
   for (int i = 1; i < argc; i++) {
     std::string arg = argv[i] ? argv[i] : "";
@@ -41,6 +42,10 @@ Args parse_args(int argc, const char *const *argv) {
     }
     if (arg == "--json") {
       a.json = true;
+      continue;
+    }
+    if (arg == "--once") {
+      a.once = true;
       continue;
     }
     if (arg == "--api-key") {
@@ -123,6 +128,8 @@ void only_options(const Args &a, const CommandHelp &c, bool rate_tier, bool for_
   if (!rate_tier && a.tier) refuse("--tier");
   if (!for_ && a.for_) refuse("--for");
   if (!api_key && a.api_key) refuse("--api-key");
+  if (std::string(c.name) != "top" && a.interval) refuse("--interval");
+  if (std::string(c.name) != "top" && a.once) refuse("--once");
 }
 
 }  // namespace fw_cli

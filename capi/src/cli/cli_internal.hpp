@@ -5,6 +5,7 @@
 //   args.cpp      the command line parsed, and the checks of its options and operands
 //   commands.cpp  each command: its arguments checked, then its admin calls through a client
 //   output.cpp    the text a person reads (--json prints the documents themselves)
+//   top.cpp       floodwall top: the fleet view from the clients' summaries
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -13,6 +14,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+struct fw_client;  // floodwall.h
 
 namespace fw_cli {
 
@@ -48,8 +51,8 @@ std::string group_help(const std::string &group);
 // ------------------------------------------------------------------------------------------ args.cpp
 
 struct Args {
-  std::optional<std::string> store, prefix, policy, rate, burst, tier, for_;
-  bool json = false, api_key = false, help = false, version = false;
+  std::optional<std::string> store, prefix, policy, rate, burst, tier, for_, interval;
+  bool json = false, api_key = false, help = false, version = false, once = false;
   std::vector<std::string> words;  // the command's words and operands, in order
 };
 
@@ -76,5 +79,15 @@ std::string block_text(const json &e);
 std::string row(const std::string &label, const std::string &value);
 std::string tenant_text(const json &t);
 std::string status_text(const json &s);
+
+// ------------------------------------------------------------------------------------------ top.cpp
+
+// The clients' summaries (fw_admin_clients; throws CommandError), one row of each, the fleet as a whole.
+json read_clients(::fw_client *fc);
+json client_row(const json &summary);
+json fleet_view(const json &summaries);
+std::string clients_text(const json &rows);
+// floodwall top: live every interval_s until interrupted, or once (--once) into out. `store`: redacted.
+int run_top(const Args &a, double interval_s, ::fw_client *fc, const std::string &store, std::string &out);
 
 }  // namespace fw_cli

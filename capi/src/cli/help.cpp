@@ -22,7 +22,21 @@ const CommandHelp kCommands[] = {
      "and the store as this command reached it (server, topology, round trip).\n\n"
      "Examples:\n"
      "  floodwall --store redis://redis.internal:6379 status\n"
-     "  floodwall status --json | jq .modes\n"},
+     "  floodwall status --json | jq .modes\n"
+     "It lists the clients whose summaries are live too (floodwall top shows them live).\n"},
+    {"top", "top [--interval S] [--once] [--json]", "the whole fleet live: clients, decisions/s, refusals",
+     "The fleet as its clients' summaries in the store show it, redrawn in place every --interval seconds\n"
+     "(2 by default; Ctrl-C quits): the clients, decisions per second, refusals per second by limiter, the\n"
+     "tenants refused most fleet-wide, the clients by version (a rolling upgrade shows two) and by language,\n"
+     "the breakers open, and a row per client. Each client writes its summary every summary.period_s (policy;\n"
+     "5 s by default) with a TTL of three periods: a process that dies disappears; the rates are each client's\n"
+     "over its last period. A store with no clients says so (exit 0).\n\n"
+     "Options:\n"
+     "  --interval S     seconds between redraws (default 2)\n"
+     "  --once           one view, then exit; with --json, one JSON document (fleet, clients)\n\n"
+     "Examples:\n"
+     "  floodwall --store redis://redis.internal:6379 top\n"
+     "  floodwall top --once --json | jq .fleet.top_refused\n"},
     {"mode", "mode LIMITER enforce|dark|off|default", "set a limiter's fleet-wide mode",
      "Sets the mode of LIMITER (request_rate, concurrency, fleet, utilization, adaptive) for every\n"
      "client of the store:\n"

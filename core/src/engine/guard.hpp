@@ -63,6 +63,7 @@ class Guard {
   std::string metrics_prometheus();
   const Policy &policy() const { return policy_; }
   Store &store() { return *store_; }
+  Metrics &metrics() { return metrics_; }
 
   // The admin API (engine/admin.cpp): a tenant's control record in the store, which every client's next
   // admit of the tenant reads. Bad arguments throw BadRequest naming them; a store that cannot be reached,

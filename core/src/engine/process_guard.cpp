@@ -25,28 +25,34 @@ void warn_memory_store_per_process() {
 
 }  // namespace
 
-ProcessGuard::ProcessGuard(Policy policy) : gen_(fork_generation()) {
+ProcessGuard::ProcessGuard(Policy policy, std::string version) : gen_(fork_generation()) {
+  label_->version = std::move(version);
   auto store = make_store(policy, clock_);
-  guard_.store(new Guard(std::move(policy), std::move(store), clock_, rng_), std::memory_order_release);
+  auto g = std::make_unique<Guard>(std::move(policy), std::move(store), clock_, rng_);
+  writer_.store(new SummaryWriter(*g, label_), std::memory_order_release);
+  guard_.store(g.release(), std::memory_order_release);
 }
 
 ProcessGuard::~ProcessGuard() {
-  // In a child whose guard was never remade the guard is the parent's: abandon it, never join threads
-  // that exist only in the parent.
-  Guard *g = guard_.load();
-  if (gen_.load() == fork_generation())
-    delete g;
-  else if (g)
-    g->abandon_after_fork();
+  close();
 }
 
 void ProcessGuard::close() {
   Guard *g = guard_.exchange(nullptr);
+  SummaryWriter *w = writer_.exchange(nullptr);
   if (!g) return;
-  if (gen_.load() == fork_generation())
+  if (gen_.load() == fork_generation()) {
+    delete w;  // its summary taken away, before the store goes
     delete g;
-  else
-    g->abandon_after_fork();  // the parent's, in a child that never used it: never join its threads
+  } else {
+    // The parent's, in a child that never used it: never join its threads (the writer is left too).
+    g->abandon_after_fork();
+  }
+}
+
+void ProcessGuard::set_language(std::string language) {
+  std::lock_guard lock(label_->mu);
+  label_->language = std::move(language);
 }
 
 void ProcessGuard::rebirth() {
@@ -65,6 +71,8 @@ void ProcessGuard::rebirth() {
     // The old guard is left as it is (a parent thread may have held one of its locks at the fork), and
     // leaked: only its inherited descriptors are closed.
     old->abandon_after_fork();
+    // The parent's writer is left (its thread is not in this child); this child writes a summary of its own.
+    writer_.store(new SummaryWriter(*fresh, label_), std::memory_order_release);
     guard_.store(fresh.release(), std::memory_order_release);
     gen_.store(want, std::memory_order_release);
   } catch (...) {

@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "engine/fleet_summary.hpp"
 #include "engine/guard.hpp"
 #include "policy/policy.hpp"
 #include "util/clock.hpp"
@@ -21,8 +22,8 @@ namespace floodwall {
 
 class ProcessGuard {
  public:
-  // Throws PolicyError or StoreError.
-  explicit ProcessGuard(Policy policy);
+  // Throws PolicyError or StoreError. `version`: floodwall's, for the fleet view's summary.
+  explicit ProcessGuard(Policy policy, std::string version = "");
   ~ProcessGuard();
   ProcessGuard(const ProcessGuard &) = delete;
   ProcessGuard &operator=(const ProcessGuard &) = delete;
@@ -37,12 +38,23 @@ class ProcessGuard {
     return *guard_.load(std::memory_order_acquire);
   }
 
+  // The fleet view (fleet_summary.hpp): the language this client's summary names (the binding's), and the
+  // writer of this process's summary (null once closed).
+  void set_language(std::string language);
+  SummaryWriter *summary_writer() {
+    guard();
+    return writer_.load(std::memory_order_acquire);
+  }
+
  private:
   void rebirth();
 
   SteadyClock clock_;
   SystemRng rng_;
   std::atomic<Guard *> guard_{nullptr};
+  // Made with guard_ and in its generation; the parent's is left as it is in a child (its thread is not there).
+  std::atomic<SummaryWriter *> writer_{nullptr};
+  std::shared_ptr<ClientLabel> label_ = std::make_shared<ClientLabel>();
   std::atomic<uint64_t> gen_;                   // the generation guard_ was made in
   std::atomic<uint64_t> building_{UINT64_MAX};  // the generation being made now
 };

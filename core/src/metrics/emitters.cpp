@@ -152,6 +152,11 @@ constexpr FamilyInfo kFamilies[] = {
      "counter",
      "Requests refused because their tenant is blocked (the admin API).",
      {}},
+    {Family::summary_writes_total,
+     "floodwall_summary_writes_total",
+     "counter",
+     "This client's summary written to the store for the fleet view (floodwall top), by result (ok, failed).",
+     {"result"}},
 };
 
 constexpr bool families_in_order() {

@@ -178,6 +178,12 @@ void Metrics::visit(const StoreStats &st, const Gauges &g, MetricsVisitor &v) co
   visit_store(st, v);
   visit_leases(g, v);
   visit_load(g, v);
+  if (summary_writes_[0].load() + summary_writes_[1].load() > 0) {  // the fleet view, once it has written
+    v.begin_object("summary_writes");
+    v.number("ok", {Family::summary_writes_total, {"ok"}}, summary_writes_[0].load());
+    v.number("failed", {Family::summary_writes_total, {"failed"}}, summary_writes_[1].load());
+    v.end();
+  }
 }
 
 void Metrics::visit_decisions(MetricsVisitor &v) const {

@@ -99,6 +99,8 @@ class Metrics {
       rules_[index * kOutcomeCount + static_cast<size_t>(o)].fetch_add(1, std::memory_order_relaxed);
   }
   void blocked() { blocked_.fetch_add(1, std::memory_order_relaxed); }
+  // The fleet view's summary of this client (engine/fleet_summary.hpp): a write to the store, done or not.
+  void summary_written(bool ok) { summary_writes_[ok ? 0 : 1].fetch_add(1, std::memory_order_relaxed); }
   static constexpr size_t kMaxRuleCounters = 64;
   void failed(Limiter l, FailReason r) {
     failures_[static_cast<size_t>(l) * kFailReasonCount + static_cast<size_t>(r)].fetch_add(1,
@@ -180,6 +182,7 @@ class Metrics {
   std::array<std::atomic<uint64_t>, kLimiterCount * kFailReasonCount> failures_{};
   std::array<std::atomic<uint64_t>, kMaxRuleCounters * kOutcomeCount> rules_{};
   std::atomic<uint64_t> blocked_{0};
+  std::array<std::atomic<uint64_t>, 2> summary_writes_{};  // ok, failed
   mutable std::mutex tenants_mu_;
   std::unordered_map<std::string, Tally, Hash, std::equal_to<>> tenants_;
   std::atomic<bool> any_tenant_{false};

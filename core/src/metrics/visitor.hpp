@@ -44,6 +44,7 @@ enum class Family : uint8_t {
   tenant_rejection_ratio,
   rule_decisions_total,
   blocked_total,
+  summary_writes_total,
   none,  // a value only the JSON shows
 };
 constexpr size_t kFamilyCount = static_cast<size_t>(Family::none);

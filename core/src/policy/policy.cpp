@@ -462,9 +462,18 @@ void parse_redis(const json &j, Policy &p) {
   p.redis.direct_connections = s.integer("direct_connections", p.redis.direct_connections, 0, 8);
 }
 
-const std::set<std::string> kTopKeys = {
-    "store",       "prefix", "docs_url",    "body_format", "max_tenants", "request_rate", "concurrency", "fleet",
-    "utilization", "redis",  "description", "tenant",      "quotas",      "tiers",        "adaptive",    "headers"};
+// "summary": the fleet view's summary of this client (engine/fleet_summary.hpp).
+void parse_summary(const json &j, Policy &p) {
+  Section s(j, "summary", {"period_s"});
+  p.summary_period_s = s.number("period_s", p.summary_period_s, 0, false, 3600);
+  if (p.summary_period_s > 0 && p.summary_period_s < 0.1)
+    throw PolicyError("summary.period_s", "must be 0 (no summary) or at least 0.1");
+}
+
+const std::set<std::string> kTopKeys = {"store",        "prefix",      "docs_url", "body_format", "max_tenants",
+                                        "request_rate", "concurrency", "fleet",    "utilization", "redis",
+                                        "description",  "tenant",      "quotas",   "tiers",       "adaptive",
+                                        "headers",      "summary"};
 
 json parse_document(std::string_view text) {
   try {
@@ -506,6 +515,7 @@ Policy parse_parts(std::string_view text, std::vector<PolicyError> *errors) {
   if (top.has("utilization")) part([&] { parse_utilization(top.at("utilization"), p); });
   if (top.has("adaptive")) part([&] { parse_adaptive(top.at("adaptive"), p); });
   if (top.has("redis")) part([&] { parse_redis(top.at("redis"), p); });
+  if (top.has("summary")) part([&] { parse_summary(top.at("summary"), p); });
   if (top.has("tenant")) part([&] { p.tenant = tenant_policy(top.at("tenant")); });
   if (top.has("quotas")) part([&] { parse_quotas(top.at("quotas"), p, rule_names, "quotas", -1); });
   if (top.has("tiers")) part([&] { parse_tiers(top.at("tiers"), p); });

@@ -207,6 +207,9 @@ struct Policy {
   BodyFormat body_format = BodyFormat::json;
   HeaderSet headers = HeaderSet::all;
   int64_t max_tenants = 100000;  // memory store bound; the oldest tenants are evicted beyond it
+  // "summary": how often this client writes its summary to the store for the fleet view (`floodwall top`,
+  // engine/fleet_summary.hpp); it expires after three periods. 0: never.
+  double summary_period_s = 5;
   std::optional<RequestRatePolicy> request_rate;
   std::optional<ConcurrencyPolicy> concurrency;
   std::optional<FleetPolicy> fleet;

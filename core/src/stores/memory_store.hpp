@@ -16,6 +16,7 @@
 #include <mutex>
 #include <vector>
 
+#include "stores/local_summaries.hpp"
 #include "stores/rule_state.hpp"
 #include "stores/store.hpp"
 #include "util/clock.hpp"
@@ -38,8 +39,13 @@ class MemoryStore final : public Store {
   void reset(const AdmitOp &op) override;
   std::vector<std::pair<std::string, TenantControl>> controlled(size_t limit) override;
   StoreStatus status(int64_t fleet_ttl_us) override;
+  void put_summary(const std::string &id, const std::string &text, int64_t ttl_ms) override {
+    summaries_.put(id, text, ttl_ms);
+  }
+  std::vector<std::string> summaries() override { return summaries_.live(); }
 
  private:
+  LocalSummaries summaries_;  // the fleet view: this process's own client only
   AdmitResult admit_tables(const AdmitOp &op);
   struct Slot {
     SlotId id;

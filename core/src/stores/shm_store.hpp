@@ -50,6 +50,9 @@ class ShmStore final : public Store {
   void reset(const AdmitOp &op) override;
   std::vector<std::pair<std::string, TenantControl>> controlled(size_t limit) override;
   StoreStatus status(int64_t fleet_ttl_us) override;
+  // The fleet view: a file per client beside the segment (shm_summaries.cpp).
+  void put_summary(const std::string &id, const std::string &text, int64_t ttl_ms) override;
+  std::vector<std::string> summaries() override;
 
   // Publishes this process's time-weighted busy workers and its workers, and returns the machine's
   // utilization: the sum of busy over the sum of workers of its live processes (dead ones reaped).

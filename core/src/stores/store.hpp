@@ -164,6 +164,12 @@ class Store {
     done->complete(FleetReportResult{});
   }
 
+  // The fleet view (engine/fleet_summary.hpp): this client's summary (JSON text) kept under its id for
+  // ttl_ms, an empty text taking it away; and the summaries of every client alive now. Blocking, within the
+  // store's deadline; throws StoreError. memory:// holds its own process's only.
+  virtual void put_summary(const std::string & /*id*/, const std::string & /*text*/, int64_t /*ttl_ms*/) {}
+  virtual std::vector<std::string> summaries() { return {}; }
+
   // The fleet-wide mode in force for a limiter, -1 when none is set (a store shared by a fleet carries
   // them; the Redis store polls them). A plain load, not a virtual call: the Guard reads it on every
   // decision.

@@ -450,6 +450,7 @@ static fw_rb_handle *new_fw_rb_handle(const char *policy_json) {
   fw_client *c = NULL;
   int rc = fw_client_new(&c, policy_json);
   if (rc != FW_OK) fw_rb_raise(rc);
+  fw_client_set_language(c, "ruby"); /* its summary in the fleet view (floodwall top) */
   int can_block = 1;
   rc = fw_client_can_block(c, &can_block);
   if (rc != FW_OK) {
@@ -881,6 +882,8 @@ static VALUE fw_rb_cli_run(VALUE argv) {
 %ignore fw_admin_set_mode;
 %ignore fw_admin_list;
 %ignore fw_admin_status;
+%ignore fw_admin_clients;
+%ignore fw_client_set_language;
 %ignore fw_cli_run;
 %ignore FW_REQUEST_INIT;
 %ignore FW_DECISION_INIT;

@@ -65,6 +65,9 @@ class ClusterStore final : public Store, private ClusterHooks {
   void reset(const AdmitOp &op) override;
   std::vector<std::pair<std::string, TenantControl>> controlled(size_t limit) override;
   StoreStatus status(int64_t fleet_ttl_us) override;
+  // The fleet view (redis_summaries.cpp): one key per client and their index, under one hash tag.
+  void put_summary(const std::string &id, const std::string &text, int64_t ttl_ms) override;
+  std::vector<std::string> summaries() override;
   void set_fleet_mode(Limiter l, int8_t mode) override;
   void admit_async(const AdmitOp &op, AdmitCompletion *done) override;
   void release(const ReleaseOp &op) override;

@@ -64,6 +64,9 @@ class RedisStore final : public Store {
   void reset(const AdmitOp &op) override;
   std::vector<std::pair<std::string, TenantControl>> controlled(size_t limit) override;
   StoreStatus status(int64_t fleet_ttl_us) override;
+  // The fleet view (redis_summaries.cpp): one key per client and their index, under one hash tag.
+  void put_summary(const std::string &id, const std::string &text, int64_t ttl_ms) override;
+  std::vector<std::string> summaries() override;
   void set_fleet_mode(Limiter l, int8_t mode) override;
   // The admin API's commands, over a blocking connection of their own (redis_admin.cpp); throws StoreError.
   std::vector<ReplyPtr> admin_run(const std::vector<std::vector<std::string>> &cmds);
