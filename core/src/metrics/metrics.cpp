@@ -295,7 +295,8 @@ void Metrics::visit_top_tenants(MetricsVisitor &v) const {
 
 void Metrics::visit_store(const StoreStats &st, MetricsVisitor &v) const {
   v.state("breaker", {Family::breaker_state},
-          {breaker_state_name(BreakerState::closed), breaker_state_name(BreakerState::open), breaker_state_name(BreakerState::half_open)},
+          {breaker_state_name(BreakerState::closed), breaker_state_name(BreakerState::open),
+           breaker_state_name(BreakerState::half_open)},
           breaker_state_name(st.breaker));
 
   v.begin_object("store");
