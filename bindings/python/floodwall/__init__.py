@@ -303,11 +303,18 @@ class Floodwall:
 
     def acquire(
         self,
-        tenant: Tenant,
+        tenant: Optional[Tenant] = None,
         *,
         route: Optional[str] = None,
         cost: int = 1,
         max_wait: float = 10.0,
+        headers: Optional[Headers] = None,
+        peer: Optional[Union[str, bytes]] = None,
+        path: Optional[Union[str, bytes]] = None,
+        method: Optional[str] = "GET",
+        critical: bool = False,
+        sandbox: bool = False,
+        verified: Optional[bool] = None,
     ) -> Decision:
         """Waits for the request's turn instead of refusing it (docs/concepts/acquire.md): when the tenant's
         bucket would have the tokens within ``max_wait`` seconds (capped at its full refill, burst / rate),
@@ -315,21 +322,32 @@ class Floodwall:
         until the turn, with the GIL released, then returns the Decision admit() gives an allowed request
         (``decision.waited``: the seconds it waited). A request whose turn is further away, or that another
         limiter refuses, gets admit()'s refusal at once, with nothing consumed. Release it as admit()'s
-        (``with fw.acquire(...) as d:``). A negative, NaN, infinite or non-numeric ``max_wait`` raises
-        naming max_wait; a cost above the burst raises InvalidArgumentError."""
-        return self._c.acquire(tenant, route, cost, _max_wait(max_wait))
+        (``with fw.acquire(...) as d:``). The other arguments are admit()'s. A negative, NaN or infinite
+        ``max_wait`` raises InvalidArgumentError naming max_wait, a non-numeric one TypeError; a cost
+        above the burst raises InvalidArgumentError."""
+        return self._c.acquire(
+            tenant, headers, peer, route, path, method, cost, critical, sandbox, verified, _max_wait(max_wait)
+        )
 
     async def acquire_async(
         self,
-        tenant: Tenant,
+        tenant: Optional[Tenant] = None,
         *,
         route: Optional[str] = None,
         cost: int = 1,
         max_wait: float = 10.0,
+        headers: Optional[Headers] = None,
+        peer: Optional[Union[str, bytes]] = None,
+        path: Optional[Union[str, bytes]] = None,
+        method: Optional[str] = "GET",
+        critical: bool = False,
+        sandbox: bool = False,
+        verified: Optional[bool] = None,
     ) -> Decision:
         """acquire() for asyncio: the reservation is made without blocking the loop (fw_reserve_async) and
-        its wait is an ``asyncio.sleep``. Cancellable: a task cancelled before its turn releases its
-        reservation, which gives its tokens back when no later reservation was made (see acquire.md)."""
+        its wait is an ``asyncio.sleep`` (``decision.wait``: the seconds it waited). Cancellable: a task
+        cancelled before its turn releases its reservation, which gives its tokens back when no later
+        reservation was made (see acquire.md)."""
         wait = _max_wait(max_wait)
         loop = asyncio.get_running_loop()
         waiter = self._waiters.get(loop)
@@ -337,14 +355,19 @@ class Floodwall:
             waiter = self._waiters[loop] = _LoopWaiter(self._c, loop)
         token = next(self._tokens)
         waiter.hold()
-        d = self._c.reserve_async(waiter.queue, token, tenant, route, cost, wait)
+        d = self._c.reserve_async(
+            waiter.queue, token, tenant, headers, peer, route, path, method, cost, critical, sandbox, verified, wait
+        )
         if d is None:
             fut = loop.create_future()
             waiter.futures[token] = fut
             d = await fut  # cancelled here: _LoopWaiter releases the decision when it arrives
         if d.allowed and d.wait > 0:
+            turn = loop.time() + d.wait
             try:
-                await asyncio.sleep(d.wait)
+                # call_later may run a little early (the loop's clock resolution): slept again until the turn.
+                while loop.time() < turn:
+                    await asyncio.sleep(turn - loop.time())
             except BaseException:
                 d.release()  # gave up before its turn: the reservation goes back
                 raise

@@ -120,14 +120,34 @@ class Client:
         sandbox: bool,
         verified: Optional[bool],
     ) -> Optional[Decision]: ...
-    def acquire(self, tenant: Optional[_Bytes], route: Optional[str], cost: int, max_wait: float) -> Decision: ...
+    def acquire(
+        self,
+        tenant: Optional[_Bytes],
+        headers: Optional[_Headers],
+        peer: Optional[_Bytes],
+        route: Optional[str],
+        path: Optional[_Bytes],
+        method: Optional[str],
+        cost: int,
+        critical: bool,
+        sandbox: bool,
+        verified: Optional[bool],
+        max_wait: float,
+    ) -> Decision: ...
     def reserve_async(
         self,
         queue: CompletionQueue,
         token: int,
         tenant: Optional[_Bytes],
+        headers: Optional[_Headers],
+        peer: Optional[_Bytes],
         route: Optional[str],
+        path: Optional[_Bytes],
+        method: Optional[str],
         cost: int,
+        critical: bool,
+        sandbox: bool,
+        verified: Optional[bool],
         max_wait: float,
     ) -> Optional[Decision]: ...
     def drain(self, queue: CompletionQueue) -> List[Tuple[int, Union[Decision, Exception]]]: ...

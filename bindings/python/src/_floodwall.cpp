@@ -485,10 +485,11 @@ py::object client_admit_async(Handle &h, const std::shared_ptr<CompletionQueue> 
 }
 
 // fw_acquire: the GIL released for the whole wait (whatever the store), since it sleeps until the turn.
-py::object client_acquire(Handle &h, py::handle tenant, py::handle route, py::handle cost, double max_wait) {
+py::object client_acquire(Handle &h, py::handle tenant, py::handle headers, py::handle peer, py::handle route,
+                          py::handle path, py::handle method, py::handle cost, py::handle critical, py::handle sandbox,
+                          py::handle verified, double max_wait) {
   Request r;
-  to_request(r, tenant, py::none(), py::none(), route, py::none(), py::none(), cost, py::bool_(false), py::bool_(false),
-             py::none());
+  to_request(r, tenant, headers, peer, route, path, method, cost, critical, sandbox, verified);
   fw_decision d = FW_DECISION_INIT;
   int rc;
   {
@@ -499,12 +500,13 @@ py::object client_acquire(Handle &h, py::handle tenant, py::handle route, py::ha
   return wrap(d, h.shared_from_this());
 }
 
-// fw_reserve_async: as client_admit_async, the decision's wait_s left for the asyncio loop to wait out.
+// fw_reserve_async: as client_admit_async, the decision's wait left for the asyncio loop to wait out.
 py::object client_reserve_async(Handle &h, const std::shared_ptr<CompletionQueue> &queue, uint64_t token,
-                                py::handle tenant, py::handle route, py::handle cost, double max_wait) {
+                                py::handle tenant, py::handle headers, py::handle peer, py::handle route,
+                                py::handle path, py::handle method, py::handle cost, py::handle critical,
+                                py::handle sandbox, py::handle verified, double max_wait) {
   Request r;
-  to_request(r, tenant, py::none(), py::none(), route, py::none(), py::none(), cost, py::bool_(false), py::bool_(false),
-             py::none());
+  to_request(r, tenant, headers, peer, route, path, method, cost, critical, sandbox, verified);
   auto p = std::make_unique<Pending>();
   p->queue = queue;
   p->token = token;
