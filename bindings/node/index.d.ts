@@ -442,6 +442,12 @@ export interface IntegrationOptions<A, B = undefined> {
   verify?: (credential: string, a: A) => unknown;
   /** Milliseconds verify may take (default fw.deadlineMs). */
   verifyTimeout?: number;
+  /**
+   * Off by default (a request the bucket refuses is answered 429 at once). Milliseconds: such a request
+   * waits for its turn instead (fw.acquire: a timer, the event loop runs on) when the turn is within
+   * maxWait, then goes on; further away it is a 429 as before. Capped at the bucket's burst / rate.
+   */
+  maxWait?: number;
 }
 
 export interface ExpressOptions<Req extends MiddlewareRequest = MiddlewareRequest, Res extends MiddlewareResponse = MiddlewareResponse>
