@@ -181,8 +181,8 @@ int fw_reserve_async(fw_client *c, const fw_request *req, double max_wait_s, fw_
                      fw_admit_cb3 cb, void *payload) {
   if (!std::isfinite(max_wait_s) || max_wait_s < 0) {
     if (decided) *decided = 0;
-    return fail(FW_EINVAL, "max_wait: must be a finite number of seconds, 0 or more (got " +
-                               std::to_string(max_wait_s) + ")");
+    return fail(FW_EINVAL,
+                "max_wait: must be a finite number of seconds, 0 or more (got " + std::to_string(max_wait_s) + ")");
   }
   return submit_async3(c, req, max_wait_s, out, decided, cb, payload);
 }

@@ -103,8 +103,8 @@ TEST(CapiReserve, BadInputIsEinvalNamingTheField) {
     EXPECT_EQ(fw_reserve(fw.get(), &r, bad, &d), FW_EINVAL) << bad;
     EXPECT_NE(last_error().find("max_wait"), std::string::npos) << last_error();
     int decided = 7;
-    EXPECT_EQ(fw_reserve_async(fw.get(), &r, bad, &d, &decided, [](void *, int, const fw_decision *, const char *) {},
-                               nullptr),
+    EXPECT_EQ(fw_reserve_async(
+                  fw.get(), &r, bad, &d, &decided, [](void *, int, const fw_decision *, const char *) {}, nullptr),
               FW_EINVAL);
     EXPECT_NE(last_error().find("max_wait"), std::string::npos) << last_error();
     EXPECT_EQ(decided, 0);
