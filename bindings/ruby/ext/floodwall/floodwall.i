@@ -292,10 +292,11 @@ static VALUE fw_rb_admit(VALUE handle, VALUE tenant, VALUE route, VALUE method, 
 
 /* fw_reserve: the decision of an acquire, its wait (wait_s) left to lib/floodwall/client.rb, which sleeps
    it out (Kernel#sleep gives up the GVL). max_wait is seconds; a non-numeric one is refused naming it. */
-static VALUE fw_rb_reserve(VALUE handle, VALUE tenant, VALUE route, VALUE cost, VALUE max_wait) {
+static VALUE fw_rb_reserve(VALUE handle, VALUE max_wait, VALUE tenant, VALUE route, VALUE method, VALUE cost,
+                           VALUE critical, VALUE sandbox, VALUE headers, VALUE peer, VALUE verified, VALUE path) {
   if (!RB_FLOAT_TYPE_P(max_wait) && !RB_INTEGER_TYPE_P(max_wait))
     rb_raise(rb_eTypeError, "max_wait: must be a number of seconds");
-  return fw_rb_decide(handle, tenant, route, Qnil, cost, Qfalse, Qfalse, Qnil, Qnil, Qnil, Qnil, true,
+  return fw_rb_decide(handle, tenant, route, method, cost, critical, sandbox, headers, peer, verified, path, true,
                       NUM2DBL(max_wait));
 }
 
@@ -873,6 +874,9 @@ static VALUE fw_rb_cli_run(VALUE argv) {
 %ignore fw_admit_async2;
 %ignore fw_admit_cb;
 %ignore fw_admit_async3;
+%ignore fw_acquire;
+%ignore fw_reserve;
+%ignore fw_reserve_async;
 %ignore fw_admit_cb3;
 %ignore fw_release;
 %ignore fw_tenant_key;
@@ -1001,7 +1005,8 @@ typedef struct fw_rb_handle {
 %feature("compactdefaultargs") fw_rb_admit;
 VALUE fw_rb_admit(VALUE handle, VALUE tenant, VALUE route, VALUE method, VALUE cost, VALUE critical, VALUE sandbox,
                   VALUE headers = Qnil, VALUE peer = Qnil, VALUE verified = Qnil, VALUE path = Qnil);
-VALUE fw_rb_reserve(VALUE handle, VALUE tenant, VALUE route, VALUE cost, VALUE max_wait);
+VALUE fw_rb_reserve(VALUE handle, VALUE max_wait, VALUE tenant, VALUE route, VALUE method, VALUE cost, VALUE critical,
+                    VALUE sandbox, VALUE headers, VALUE peer, VALUE verified, VALUE path);
 %feature("compactdefaultargs") fw_rb_tenant_key;
 VALUE fw_rb_tenant_key(VALUE handle, VALUE tenant, VALUE headers, VALUE peer, VALUE verified = Qnil);
 VALUE fw_rb_request_credential(VALUE handle, VALUE headers, VALUE peer);

@@ -94,12 +94,14 @@ module Floodwall
     # Thread#raise) while it waits releases the reservation, which gives its tokens back (when no later
     # reservation was made), then is raised. A negative, NaN or infinite max_wait raises
     # InvalidArgumentError naming max_wait, a non-numeric one TypeError; a cost above the burst
-    # InvalidArgumentError.
-    def acquire(tenant:, route: nil, cost: 1, max_wait: 10)
+    # InvalidArgumentError. The other arguments are #admit's (tenant: nil lets the core derive it).
+    def acquire(tenant: nil, route: nil, cost: 1, max_wait: 10, headers: nil, peer: nil, verified: nil, path: nil,
+                method: "GET", critical: false, sandbox: false)
       raise TypeError, "max_wait: must be a number of seconds" unless max_wait.is_a?(Integer) || max_wait.is_a?(Float)
 
       Thread.handle_interrupt(DEFER) do
-        decision = Native.reserve(@handle, tenant, route, cost, max_wait)
+        decision = Native.reserve(@handle, max_wait, tenant, route, method, cost, critical, sandbox, headers, peer,
+                                  verified, path)
         begin
           Thread.handle_interrupt(DELIVER) { wait_for_turn(decision.wait_s) } if decision.allowed? && decision.wait_s.positive?
           Thread.handle_interrupt(DELIVER) {} if Thread.pending_interrupt?
