@@ -832,7 +832,9 @@ PYBIND11_MODULE(_floodwall, m) {
       .def_property_readonly("concurrency_limit", [](const Decision &x) { return x.d.concurrency_limit; })
       .def_property_readonly("concurrency_remaining", [](const Decision &x) { return x.d.concurrency_remaining; })
       .def_property_readonly("ticket", [](const Decision &x) { return x.d.ticket; })
-      .def_property_readonly("waited", [](const Decision &x) { return x.d.waited_s; })
+      // acquire() and acquire_async() return once the turn has come: the wait they waited (a reservation's
+      // wait_s is waited out by acquire_async before it returns the decision).
+      .def_property_readonly("waited", [](const Decision &x) { return x.d.waited_s + x.d.wait_s; })
       .def_property_readonly("wait", [](const Decision &x) { return x.d.wait_s; })
       .def_property_readonly("headers", &headers_of)
       .def_property_readonly("content_type", [](Decision &x) { return py::str(formatted_of(x).content_type); })
