@@ -474,8 +474,8 @@ void expect_same_turns(floodwall::Guard &g) {
   EXPECT_EQ(g.reserve(request("g"), 1).wait_us, 0);
   Decision first = g.reserve(request("g"), 1), second = g.reserve(request("g"), 1);
   expect_wait(second, 200'000, "the second turn");
-  g.release(first.ticket);   // second stands behind it: kept
-  g.release(second.ticket);  // the last: given back
+  g.release(first.ticket);                                                         // second stands behind it: kept
+  g.release(second.ticket);                                                        // the last: given back
   expect_wait(g.reserve(request("g"), 1), 200'000, "the turn given back, again");  // else 300 ms: refused
   EXPECT_FALSE(g.reserve(request("g"), 1).allowed) << "first's token was not given back";
 }
