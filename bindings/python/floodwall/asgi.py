@@ -52,8 +52,9 @@ Options, constants or callables of the ASGI scope:
   A number of seconds: such a request waits for its turn instead when that turn is at most ``max_wait``
   away (Floodwall.acquire_async: the store reserves its tokens in one round trip, and the wait is a
   timer, so the event loop serves other requests meanwhile), then goes on with the same headers; further
-  away, it is answered 429 as before. A client that disconnects while it waits cancels the task, which
-  gives its reservation back. Capped at the bucket's full refill (burst / rate).
+  away, it is answered 429 as before. A task cancelled while it waits (a server or a timeout that cancels
+  it) gives its reservation back; a server that does not cancel on a disconnect (uvicorn) lets it wait
+  out its turn. Capped at the bucket's full refill (burst / rate).
 - ``method``: default the request's method. ``cost`` (default 1), ``critical``, ``sandbox`` (default False).
 
 A route's own settings (``@floodwall.fastapi.limit(cost=5)`` on its endpoint, or
@@ -217,7 +218,7 @@ class FloodwallMiddleware:
         # keeps working as it did.
         checked = {} if verified is None else {"verified": verified}
         # max_wait: the request waits for its turn (Floodwall.acquire_async: a timer, the loop runs on)
-        # instead of a 429; a client that disconnects meanwhile cancels the task, which gives it back.
+        # instead of a 429; a task cancelled meanwhile gives it back.
         decide = self.client.admit_async if self.max_wait is None else self._acquire
         decision = await decide(
             tenant,
