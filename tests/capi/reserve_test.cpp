@@ -130,6 +130,7 @@ TEST(CapiReserve, AcquireReportsWaitedNotWait) {
   ASSERT_EQ(fw_acquire(fw.get(), &r, 1.0, &b), FW_OK);
   EXPECT_GT(b.waited_s, 0.0);
   EXPECT_EQ(b.wait_s, 0.0);
+  EXPECT_EQ(b.ticket, 0u) << "its turn has come: nothing to give back, no slot held";
   fw_release(fw.get(), b.ticket);
 }
 

@@ -123,6 +123,7 @@ class Guard {
   void prepare_rules(std::string_view route, std::string_view method, uint64_t cost, Prepared &p);
   static int64_t wait_cap_ns(const AdmitOp &op, double max_wait_s);
   static void check_max_wait(double max_wait_s);
+  void turn_came(Decision &d);
   bool submit_async(const Request &rq, AdmitDone done, double max_wait_s);  // max_wait_s < 0: an admit
   void reservation(const AdmitOp &op, const AdmitResult &r, int64_t rate_m, int64_t burst_m, int64_t wait_us, Held &h);
   Decision finish(const Prepared &p, const AdmitResult &r);

@@ -52,7 +52,23 @@ Decision Guard::acquire(const Request &rq, double max_wait_s) {
   Decision d = reserve(rq, max_wait_s);
   if (d.allowed && d.wait_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(d.wait_us));
   d.waiting = false;
+  if (d.ticket) turn_came(d);
   return d;
+}
+
+// Guard::acquire has waited out the turn: nothing is given back any more, and a ticket that held only the
+// reservation holds nothing (0, as an admit's that holds no slot).
+void Guard::turn_came(Decision &d) {
+  auto &shard = tickets_[d.ticket % kTicketShards];
+  std::lock_guard lock(shard.mu);
+  auto it = shard.held.find(d.ticket);
+  if (it == shard.held.end()) return;
+  Held &h = it->second;
+  h.give_back_full_at_ns = 0;
+  if (!(h.conc || h.fleet || h.in_flight || h.leased || h.fleet_in_process || h.adaptive_slot)) {
+    shard.held.erase(it);
+    d.ticket = 0;
+  }
 }
 
 bool Guard::reserve_async(const Request &rq, double max_wait_s, AdmitDone done) {
