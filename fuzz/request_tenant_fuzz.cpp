@@ -39,7 +39,7 @@ std::vector<TenantPolicy> make_policies() {
   for (const auto &d : docs) out.push_back(floodwall::parse_policy(d).tenant);
   // Not normalized (unsorted, nested): derive_tenant's linear search instead of the binary one.
   TenantPolicy raw;
-  raw.from = {TenantPolicy::Source::ip};
+  raw.from = {TenantPolicy::From::ip};
   for (const char *c : {"192.168.1.0/24", "10.0.0.0/8", "192.168.0.0/16", "::1", "10.1.0.0/16"})
     raw.trusted_proxies.push_back(*floodwall::parse_cidr(c));
   out.push_back(raw);

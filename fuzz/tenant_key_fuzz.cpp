@@ -1,5 +1,5 @@
-// TenantKey on any bytes: the canonical form, its Redis-key encoding and its printable form. The
-// encoding is what keeps a caller's bytes out of Redis keys and the printable form what keeps them out
+// TenantKey on any bytes: the canonical form, its Redis-key encoding and its escaped form. The
+// encoding is what keeps a caller's bytes out of Redis keys and the escaped form what keeps them out
 // of metrics and logs, so both are checked by decoding them back.
 #include <cstdint>
 #include <optional>
@@ -36,7 +36,7 @@ std::optional<std::string> unbase64url(std::string_view s) {
   return out;
 }
 
-// The inverse of printable(): "\xNN" back to the byte.
+// The inverse of escaped(): "\xNN" back to the byte.
 std::optional<std::string> unprintable(std::string_view s) {
   auto hexval = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
   std::string out;
@@ -78,7 +78,7 @@ void check_key(const floodwall::TenantKey &k, std::string_view id) {
     FW_FUZZ_CHECK(enc.find('~') == std::string::npos);
   }
 
-  std::string pr = k.printable();
+  std::string pr = k.escaped();
   for (unsigned char c : pr) FW_FUZZ_CHECK(c >= 0x20 && c < 0x7f && c != '"');
   auto back = unprintable(pr);
   FW_FUZZ_CHECK(back && *back == v);

@@ -13,8 +13,9 @@
 --          rate and burst of a runtime override, block: until when, s since the epoch, 0 for good)
 -- ARGV[1]  limiters, three characters: request rate, concurrency, fleet; each 'E' (enforce),
 --          'D' (dark: decide, never reject) or '-' (not asked); then one character per rule of the policy
---          that applies (request_rate.limits, quotas): 'L' a limit, 'Q' a quota, lower case when dark;
---          then, for an acquire, '~' and its max wait in ns (docs/concepts/acquire.md); then, with
+--          that applies (request_rate.limits, quotas): 'L' a limit, 'Q' a quota, lower case when dark
+--          (before them, '!' when the control record is not read in this call: a Redis Cluster slot in
+--          migration, ClusterStore::Split); then, for an acquire, '~' and its max wait in ns (docs/concepts/acquire.md); then, with
 --          redis.clock "client" only, '@' and the caller's clock in us since the epoch
 -- ARGV[2]  rate, micro-tokens per second      ARGV[3]  burst, micro-tokens     ARGV[4]  cost, micro-tokens
 -- ARGV[5]  concurrency limit                  ARGV[6]  concurrency ttl, us

@@ -1,9 +1,12 @@
-// The C ABI over the core. Every entry point runs inside guarded(): nothing throws across the ABI,
-// std::bad_alloc becomes FW_ENOMEM, everything else a status code with a thread-local message.
+// The C ABI over the core: the client, admit and acquire, release, modes, the request's helpers, formatting,
+// backoff and metrics (the control records and the floodwall command are in fw_admin.cpp). Every entry point
+// runs inside guarded() (guarded.hpp): nothing throws across the ABI, std::bad_alloc becomes FW_ENOMEM,
+// everything else a status code with a thread-local message.
 #include "floodwall.h"
 
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -14,11 +17,9 @@
 #include <string>
 #include <thread>
 
-#include "calls.hpp"
-#include "cli.hpp"
 #include "engine/guard.hpp"
 #include "engine/process_guard.hpp"
-#include "entry.hpp"
+#include "guarded.hpp"
 #include "http/backoff.hpp"
 #include "http/formatter.hpp"
 #include "mapping.hpp"
@@ -31,38 +32,6 @@
 
 using namespace fw_capi;  // NOLINT: the mapping is this file's vocabulary
 
-namespace {
-
-// One value of a client's into *out: the fw_client_* and fw_shedding_amount getters.
-template <typename T, typename Get>
-int read_into(fw_client *c, T *out, Get get) {
-  return guarded([&]() -> int {
-    Use use(c);
-    if (!out) throw floodwall::BadRequest("out: must not be NULL");
-    *out = get(guard_of(c));
-    return FW_OK;
-  });
-}
-
-// A C caller may pass any int where an enum is declared; read it as an int so that an out-of-range
-// value is an error, not undefined behaviour.
-template <class E>
-int raw(const E &e) {
-  static_assert(sizeof(E) == sizeof(int));
-  int v;
-  std::memcpy(&v, &e, sizeof v);
-  return v;
-}
-
-bool valid_limiter(int l) {
-  return l >= FW_LIMITER_REQUEST_RATE && l <= FW_LIMITER_ADAPTIVE;
-}
-bool valid_mode(int m) {
-  return m >= FW_MODE_ENFORCE && m <= FW_MODE_OFF;
-}
-
-}  // namespace
-
 extern "C" {
 
 const char *fw_version(void) {
@@ -70,7 +39,7 @@ const char *fw_version(void) {
 }
 
 const fw_error *fw_error_last(void) {
-  return has_error ? &last_error : nullptr;
+  return last_error();
 }
 
 const char *fw_limiter_name(fw_limiter l) {
@@ -170,15 +139,165 @@ void fw_client_free(fw_client *c) {
 }
 
 int fw_admit(fw_client *c, const fw_request *req, fw_decision *out) {
+  return decide_into(c, req, out, [](floodwall::Guard &g, const floodwall::Request &r) { return g.admit(r); });
+}
+
+int fw_acquire(fw_client *c, const fw_request *req, double max_wait_s, fw_decision *out) {
+  return decide_into(
+      c, req, out, [max_wait_s](floodwall::Guard &g, const floodwall::Request &r) { return g.acquire(r, max_wait_s); });
+}
+
+namespace {
+// fw_reserve's decision must be able to say its wait.
+unsigned reserve_version(const fw_decision *out) {
+  unsigned version = decision_version(out);
+  if (version < 6)
+    throw floodwall::BadRequest("out.version: fw_reserve needs a version 6 decision (wait_s), got " +
+                                std::to_string(version));
+  return version;
+}
+}  // namespace
+
+int fw_reserve(fw_client *c, const fw_request *req, double max_wait_s, fw_decision *out) {
   return guarded([&]() -> int {
     Use use(c);
     if (!out) throw floodwall::BadRequest("out: must not be NULL");
-    unsigned version = decision_version(out);
+    unsigned version = reserve_version(out);
     floodwall::Guard &g = guard_of(c);
     std::string derived;
-    write_decision(g.admit(to_request(req, g.policy(), derived)), version, out);
+    write_decision(g.reserve(to_request(req, g.policy(), derived), max_wait_s), version, out);
     return FW_OK;
   });
+}
+
+int fw_admit_async2(fw_client *c, const fw_request *req, fw_admit_cb cb, void *payload, int *completed) {
+  if (completed) *completed = 0;
+  if (!cb) return fail(FW_EINVAL, "cb: must not be NULL");
+  bool called = false, was_inline = false;
+  int rc = guarded([&]() -> int {
+    Use use(c);
+    floodwall::Guard &g = guard_of(c);
+    std::string derived;  // the Guard copies the tenant before admit_async returns
+    floodwall::Request r = to_request(req, g.policy(), derived);
+    called = true;  // from here on, the Guard calls cb exactly once (or throws before calling it)
+    // Two pointers: std::function keeps them in place, no allocation.
+    was_inline = g.admit_async(r, [cb, payload](const floodwall::Decision &d, std::exception_ptr e) {
+      fw_decision out = FW_DECISION_INIT;
+      int status = e ? status_of(e) : FW_OK;
+      if (!e) to_c(d, out);
+      cb(payload, status, &out);
+    });
+    return FW_OK;
+  });
+  if (rc != FW_OK && called) {
+    // A bad request: report it through the callback too, so that a caller waiting on it never hangs.
+    fw_decision d = FW_DECISION_INIT;
+    cb(payload, rc, &d);
+    was_inline = true;
+    rc = FW_OK;
+  }
+  if (completed && rc == FW_OK) *completed = was_inline ? 1 : 0;
+  return rc;
+}
+
+int fw_admit_async(fw_client *c, const fw_request *req, fw_admit_cb cb, void *payload) {
+  return fw_admit_async2(c, req, cb, payload, nullptr);
+}
+
+namespace {
+
+// One fw_admit_async3 in flight: where an inline decision goes, and whom to call otherwise.
+struct Async3 {
+  fw_admit_cb3 cb;
+  void *payload;
+  fw_decision *out;
+  unsigned out_version;
+  bool inline_done = false;
+  std::exception_ptr inline_error;
+};
+
+// The fw_admit_async3 this thread is inside of (a callback may submit another: each keeps the outer one).
+thread_local Async3 *tl_async3 = nullptr;
+
+void async3_done(Async3 *a, const floodwall::Decision &d, std::exception_ptr e) {
+  if (a == tl_async3) {
+    // Decided inside fw_admit_async3, on its thread: the caller reads it from *out.
+    a->inline_done = true;
+    if (e)
+      a->inline_error = std::move(e);
+    else
+      write_decision(d, a->out_version, a->out);
+    return;
+  }
+  fw_decision out = FW_DECISION_INIT;
+  int status = FW_OK;
+  const char *message = nullptr;
+  if (e) {
+    status = status_of(e);
+    message = last_error()->message;
+  } else {
+    to_c(d, out);
+  }
+  fw_admit_cb3 cb = a->cb;
+  void *p = a->payload;
+  delete a;
+  cb(p, status, &out, message);
+}
+
+}  // namespace
+
+namespace {
+// fw_admit_async3 (max_wait_s < 0) and fw_reserve_async.
+int submit_async3(fw_client *c, const fw_request *req, double max_wait_s, fw_decision *out, int *decided,
+                  fw_admit_cb3 cb, void *payload) {
+  if (decided) *decided = 0;
+  if (!cb) return fail(FW_EINVAL, "cb: must not be NULL");
+  if (!out) return fail(FW_EINVAL, "out: must not be NULL");
+  if (!decided) return fail(FW_EINVAL, "decided: must not be NULL");
+  Async3 *a = nullptr;
+  Async3 *outer = tl_async3;
+  bool taken = false, was_inline = false;
+  int rc = guarded([&]() -> int {
+    Use use(c);
+    unsigned version = max_wait_s < 0 ? decision_version(out) : reserve_version(out);
+    floodwall::Guard &g = guard_of(c);
+    std::string derived;
+    floodwall::Request r = to_request(req, g.policy(), derived);
+    a = new Async3{cb, payload, out, version, false, nullptr};
+    tl_async3 = a;
+    taken = true;  // from here on the Guard calls async3_done exactly once, or throws before calling it
+    auto done = [a](const floodwall::Decision &d, std::exception_ptr e) { async3_done(a, d, std::move(e)); };
+    was_inline = max_wait_s < 0 ? g.admit_async(r, done) : g.reserve_async(r, max_wait_s, done);
+    return FW_OK;
+  });
+  tl_async3 = outer;
+  if (!taken) return rc;
+  if (rc != FW_OK) {  // thrown before the Guard called back: nobody else holds `a`
+    delete a;
+    return rc;
+  }
+  if (!was_inline) return FW_OK;  // `a` belongs to the I/O thread now: not touched again here
+  std::exception_ptr error = std::move(a->inline_error);
+  delete a;
+  if (error) return status_of(error);
+  *decided = 1;
+  return FW_OK;
+}
+}  // namespace
+
+int fw_admit_async3(fw_client *c, const fw_request *req, fw_decision *out, int *decided, fw_admit_cb3 cb,
+                    void *payload) {
+  return submit_async3(c, req, -1, out, decided, cb, payload);
+}
+
+int fw_reserve_async(fw_client *c, const fw_request *req, double max_wait_s, fw_decision *out, int *decided,
+                     fw_admit_cb3 cb, void *payload) {
+  if (!std::isfinite(max_wait_s) || max_wait_s < 0) {
+    if (decided) *decided = 0;
+    return fail(FW_EINVAL,
+                "max_wait: must be a finite number of seconds, 0 or more (got " + std::to_string(max_wait_s) + ")");
+  }
+  return submit_async3(c, req, max_wait_s, out, decided, cb, payload);
 }
 
 int fw_tenant_key(fw_client *c, const fw_request *req, fw_buf *out) {
@@ -259,106 +378,6 @@ int fw_client_tenant_header(fw_client *c, int index, const char **out) {
       throw floodwall::BadRequest("index: the tenant derivation reads no header " + std::to_string(index) +
                                   " (it reads " + std::to_string(names.size()) + ")");
     *out = names[static_cast<size_t>(index)];
-    return FW_OK;
-  });
-}
-
-// ------------------------------------------------------------------------------------------ admin
-
-namespace {
-std::string_view admin_tenant(const char *tenant, size_t len) {
-  if (!tenant) throw floodwall::BadRequest("tenant: must not be NULL");
-  return {tenant, len};
-}
-}  // namespace
-
-int fw_admin_set_override(fw_client *c, const char *tenant, size_t tenant_len, double rate, double burst) {
-  return guarded([&]() -> int {
-    Use use(c);
-    guard_of(c).admin_set_override(admin_tenant(tenant, tenant_len), rate, burst);
-    return FW_OK;
-  });
-}
-
-int fw_admin_remove_override(fw_client *c, const char *tenant, size_t tenant_len) {
-  return guarded([&]() -> int {
-    Use use(c);
-    guard_of(c).admin_remove_override(admin_tenant(tenant, tenant_len));
-    return FW_OK;
-  });
-}
-
-int fw_admin_set_tier(fw_client *c, const char *tenant, size_t tenant_len, const char *tier) {
-  return guarded([&]() -> int {
-    Use use(c);
-    guard_of(c).admin_set_tier(admin_tenant(tenant, tenant_len), tier ? std::string_view(tier) : std::string_view());
-    return FW_OK;
-  });
-}
-
-int fw_admin_block(fw_client *c, const char *tenant, size_t tenant_len, double seconds) {
-  return guarded([&]() -> int {
-    Use use(c);
-    guard_of(c).admin_block(admin_tenant(tenant, tenant_len), seconds);
-    return FW_OK;
-  });
-}
-
-int fw_admin_unblock(fw_client *c, const char *tenant, size_t tenant_len) {
-  return guarded([&]() -> int {
-    Use use(c);
-    guard_of(c).admin_unblock(admin_tenant(tenant, tenant_len));
-    return FW_OK;
-  });
-}
-
-int fw_admin_show(fw_client *c, const char *tenant, size_t tenant_len, fw_buf *out) {
-  return guarded([&]() -> int {
-    Use use(c);
-    return set_buf(out, guard_of(c).admin_show(admin_tenant(tenant, tenant_len)));
-  });
-}
-
-int fw_admin_reset(fw_client *c, const char *tenant, size_t tenant_len) {
-  return guarded([&]() -> int {
-    Use use(c);
-    guard_of(c).admin_reset(admin_tenant(tenant, tenant_len));
-    return FW_OK;
-  });
-}
-
-int fw_admin_set_mode(fw_client *c, fw_limiter l, int mode) {
-  return guarded([&]() -> int {
-    Use use(c);
-    // The same check as fw_set_mode: a cast alone would make 257 the request-rate limiter.
-    if (!valid_limiter(raw(l))) throw floodwall::BadRequest("limiter: unknown value " + std::to_string(raw(l)));
-    guard_of(c).admin_set_mode(static_cast<floodwall::Limiter>(raw(l)), mode);
-    return FW_OK;
-  });
-}
-
-int fw_admin_list(fw_client *c, size_t limit, fw_buf *out) {
-  return guarded([&]() -> int {
-    Use use(c);
-    return set_buf(out, guard_of(c).admin_list(limit));
-  });
-}
-
-int fw_admin_status(fw_client *c, fw_buf *out) {
-  return guarded([&]() -> int {
-    Use use(c);
-    return set_buf(out, guard_of(c).admin_status());
-  });
-}
-
-int fw_cli_run(int argc, const char *const *argv, int *exit_status, fw_buf *out, fw_buf *err) {
-  return guarded([&]() -> int {
-    if (argc < 0 || (argc > 0 && !argv) || !exit_status || !out || !err)
-      throw floodwall::BadRequest("fw_cli_run: argv, exit_status, out and err must not be NULL");
-    std::string o, e;
-    *exit_status = fw_cli::run(argc, argv, o, e);
-    set_buf(out, o);
-    set_buf(err, e);
     return FW_OK;
   });
 }

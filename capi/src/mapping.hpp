@@ -51,8 +51,8 @@ static_assert(std::is_same_v<fw_ticket, floodwall::Ticket>);
 
 namespace fw_capi {
 
-// fw_decision grows by appending: a version 1 struct ends where `degraded` begins, version 2 where
-// `cost` begins.
+// fw_decision grows by appending: a version 1 struct ends where `degraded` begins, version 2 where `cost`
+// begins, version 3 where the rules begin, version 4 where `waited_s` begins; version 5 is the whole struct.
 constexpr size_t kDecisionV1Size = offsetof(fw_decision, degraded);
 constexpr size_t kDecisionV2Size = offsetof(fw_decision, cost);
 constexpr size_t kDecisionV3Size = offsetof(fw_decision, rules);

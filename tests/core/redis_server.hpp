@@ -27,6 +27,7 @@
 #include <ctime>
 #include <initializer_list>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
@@ -371,6 +372,36 @@ inline std::string command_at_auth(int port, const NodeAccess &access, std::init
 // "<no connection>" or "<" + hiredis' error + ">".
 inline std::string command_at(int port, std::initializer_list<std::string> args, double timeout_s = 1.0) {
   return command_at_auth(port, {}, args, timeout_s);
+}
+
+// A TIME reply as command_at gives it ("<seconds> <microseconds>") in seconds: the store's clock, on which a
+// bucket refills, so that "burst + rate x time" is measured on it. (The steady clock of a test process would
+// disagree with it across a step of the wall clock, which a freshly booted CI machine's time sync may make in
+// the middle of a test.)
+inline double time_reply_seconds(const std::string &time) {
+  size_t sp = time.find(' ');
+  if (sp == std::string::npos) throw std::runtime_error("TIME: not \"<seconds> <microseconds>\": " + time);
+  return static_cast<double>(std::stoll(time.substr(0, sp))) +
+         static_cast<double>(std::stoll(time.substr(sp + 1))) / 1e6;
+}
+
+// Redis' clock (TIME) at a port, in seconds.
+inline double redis_seconds_at(int port) {
+  return time_reply_seconds(command_at(port, {"TIME"}));
+}
+
+// How many calls of `command` Redis ran to the end without an error reply, from an INFO commandstats text:
+// calls less failed_calls. A floodwall call that Redis refused with NOSCRIPT (a direct connection that
+// reached a fresh server before the I/O thread's SCRIPT LOAD) is sent again once loaded: it made no
+// decision, so a test that counts decisions' calls leaves it out.
+inline int64_t completed_calls(const std::string &commandstats, const std::string &command) {
+  std::string tag = "cmdstat_" + command + ":calls=";
+  size_t at = commandstats.find(tag);
+  if (at == std::string::npos) return 0;
+  int64_t calls = std::stoll(commandstats.substr(at + tag.size()));
+  size_t end = commandstats.find('\n', at), failed = commandstats.find("failed_calls=", at);
+  if (failed != std::string::npos && failed < end) calls -= std::stoll(commandstats.substr(failed + 13));
+  return calls;
 }
 
 // A process's end as text: "exit 1", "signal 9".

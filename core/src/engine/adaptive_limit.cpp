@@ -11,12 +11,12 @@ AdaptiveLimit::AdaptiveLimit(const AdaptivePolicy &p, int64_t now_us)
       window_start_us_(now_us),
       next_sweep_us_(now_us + static_cast<int64_t>(p.ttl_s * 1e6)) {}
 
-int64_t AdaptiveLimit::cap(double limit, Tier t) const {
+int64_t AdaptiveLimit::cap(double limit, TrafficClass t) const {
   double share = 1.0 - p_.critical_reserve * static_cast<double>(3 - static_cast<int>(t)) / 3.0;
   return std::max<int64_t>(1, static_cast<int64_t>(std::floor(limit * share + 1e-9)));
 }
 
-uint64_t AdaptiveLimit::acquire(Tier t, bool enforce, int64_t now_us, bool &over) {
+uint64_t AdaptiveLimit::acquire(TrafficClass t, bool enforce, int64_t now_us, bool &over) {
   std::lock_guard lock(mu_);
   if (now_us >= next_sweep_us_) sweep(now_us);
   if (!probing_ && now_us >= next_probe_us_) {
@@ -25,7 +25,7 @@ uint64_t AdaptiveLimit::acquire(Tier t, bool enforce, int64_t now_us, bool &over
     probe_samples_.clear();
   }
   auto in_flight = static_cast<int64_t>(started_.size());
-  // While the no-load latency is measured, every tier waits for min_limit.
+  // While the no-load latency is measured, every traffic class waits for min_limit.
   over = in_flight >= (probing_ ? p_.min_limit : cap(limit_, t));
   if (over && enforce) return 0;
   if (over && probing_) probe_epoch_++;  // admitted beyond min_limit (dark): spoils the samples in flight

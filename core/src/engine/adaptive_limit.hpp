@@ -16,7 +16,7 @@
 //     3 log10 by log10, over 6 log10 it falls by log10 (log10 at least 1); base follows a lower latency.
 // Either way limit = limit * (1 - smoothing) + new * smoothing, within [min_limit, max_limit].
 //
-// A request of tier t (sandbox, read, write, critical) is admitted while the in-flight count is below
+// A request of traffic class t (sandbox, read, write, critical) is admitted while the in-flight count is below
 // its share of the limit, limit * (1 - critical_reserve * (3 - t) / 3): sandbox work is shed first,
 // critical work last, and critical requests may use the whole limit. A ticket never released stops
 // counting after ttl_s, as a concurrency slot does, so a leaked ticket does not pin the limit.
@@ -39,10 +39,10 @@ class AdaptiveLimit {
 
   AdaptiveLimit(const AdaptivePolicy &p, int64_t now_us);
 
-  // A slot for a request of tier t. Returns its id, or 0 when the limit refuses it and `enforce` is set.
+  // A slot for a request of traffic class t. Returns its id, or 0 when the limit refuses it and `enforce` is set.
   // `over` says whether the limit refused (or, not enforcing, would have): a dark request still holds a
   // slot and is measured, so that the limit learns the service as it would run.
-  uint64_t acquire(Tier t, bool enforce, int64_t now_us, bool &over);
+  uint64_t acquire(TrafficClass t, bool enforce, int64_t now_us, bool &over);
   // The slot back. `sample`: the request ran (it was admitted); its latency is measured. A slot that
   // expired (ttl_s) or was given back already is ignored.
   void release(uint64_t id, bool sample, int64_t now_us);
@@ -50,8 +50,8 @@ class AdaptiveLimit {
   double limit() const;
   int64_t in_flight() const;
   double base_latency_us() const;  // the no-load latency measured last (0: not yet)
-  // The most requests of tier t admitted at once under a limit: at least one.
-  int64_t cap(double limit, Tier t) const;
+  // The most requests of traffic class t admitted at once under a limit: at least one.
+  int64_t cap(double limit, TrafficClass t) const;
 
  private:
   void close_window(int64_t now_us);  // mu_ held, as for the rest

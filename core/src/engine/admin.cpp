@@ -23,7 +23,7 @@ nlohmann::json name_or_null(const std::string &s) {
 // timed block that has run out at now_s is no block (the admit scripts read it so), though its record stays.
 nlohmann::json control_json(const TenantKey &t, const TenantControl &c, int64_t now_s) {
   bool blocked = c.blocked && (c.blocked_until_s == 0 || c.blocked_until_s > now_s);
-  return {{"tenant", t.printable()},
+  return {{"tenant", t.escaped()},
           {"tier", name_or_null(c.tier)},
           {"override", c.rate_m > 0 ? nlohmann::json{{"rate", static_cast<double>(c.rate_m) / 1e6},
                                                      {"burst", c.burst_m / 1'000'000}}

@@ -23,8 +23,7 @@ Guard::Guard(Policy policy, std::unique_ptr<Store> store, const Clock &clock, Rn
     for (size_t i = 0; i < n; i++)
       adaptive_.push_back(std::make_unique<AdaptiveLimit>(*policy_.adaptive, clock_.now_us()));
   }
-  bool remote = policy_.store.rfind("redis", 0) == 0;
-  if (remote && policy_.redis.fallback == Fallback::local)
+  if (store_->remote() && policy_.redis.fallback == Fallback::local)
     fallback_ = std::make_unique<MemoryStore>(clock_, policy_.max_tenants);
   if (policy_.leases() && store_->supports_leases())
     hot_ = std::make_unique<HotTenants>(policy_, *store_, clock_, rng_, metrics_);
@@ -179,7 +178,7 @@ void Guard::prepare(const Request &rq, Prepared &p) {
         std::lock_guard lock(util_mu_);
         amount = controller_->amount(now);
       }
-      double drop = UtilizationController::drop_probability(amount, tier_of(rq.sandbox, rq.critical, method));
+      double drop = UtilizationController::drop_probability(amount, traffic_class_of(rq.sandbox, rq.critical, method));
       bool reject = drop > 0 && rng_.next_unit() < drop;
       metrics_.count(p.route, Limiter::utilization,
                      !reject              ? Outcome::allowed
@@ -200,7 +199,7 @@ void Guard::prepare_adaptive(const Request &rq, std::string_view route, std::str
   Mode m = mode_in_force(Limiter::adaptive);
   if (m == Mode::off) return;
   bool over = false;
-  uint64_t slot = adaptive_[static_cast<size_t>(family)]->acquire(tier_of(rq.sandbox, rq.critical, method),
+  uint64_t slot = adaptive_[static_cast<size_t>(family)]->acquire(traffic_class_of(rq.sandbox, rq.critical, method),
                                                                   m == Mode::enforce, p.op.now_us, over);
   metrics_.count(p.route, Limiter::adaptive,
                  !over                ? Outcome::allowed
@@ -484,7 +483,7 @@ Decision Guard::admit(const Request &rq) {
     if (asks && hot_ && p.op.rules.n == 0) {
       e = hot_->track(p.op, clock_.now_us());
       AdmitResult leased;
-      if (e && hot_->admit(*e, p.op, leased) == HotTenants::Outcome::decided) return finish(p, leased);
+      if (e && hot_->admit(*e, p.op, leased) == HotTenants::Handled::decided) return finish(p, leased);
     }
     int64_t sent = e ? clock_.now_us() : 0;  // a hot tenant's exact admit: when it was sent (learn)
     // Built in place (no copy of a result this size); the in-process stores decide at p.op.now_us.
@@ -562,9 +561,9 @@ class Guard::Pending final : public AdmitCompletion, public LeaseWaiter {
 void Guard::resume_hot(Pending *pending) {
   AdmitResult r;
   switch (hot_->admit_async(*pending->hot, pending->p.op, r, *pending, pending->hot_state)) {
-    case HotTenants::Outcome::decided: pending->complete(std::move(r)); return;
-    case HotTenants::Outcome::waiting: return;  // woken (resume_hot again) when the lease call completes
-    case HotTenants::Outcome::exact:
+    case HotTenants::Handled::decided: pending->complete(std::move(r)); return;
+    case HotTenants::Handled::waiting: return;  // woken (resume_hot again) when the lease call completes
+    case HotTenants::Handled::exact:
       pending->sent_us = clock_.now_us();
       store_->admit_async(pending->p.op, pending);
       return;
@@ -656,11 +655,11 @@ Gauges Guard::gauges() {
     g.adaptive.push_back({policy_.adaptive->routes.empty() ? "*" : policy_.adaptive->routes[i], adaptive_[i]->limit(),
                           adaptive_[i]->in_flight()});
   if (hot_) {
-    HotTenants::Held held = hot_->held();
+    HotTenants::LeaseTotals totals = hot_->lease_totals();
     g.leases = true;
-    g.hot_tenants = held.hot_tenants;
-    g.tokens_in_hand = held.tokens;
-    g.slots_in_hand = held.slots;
+    g.hot_tenants = totals.hot_tenants;
+    g.tokens_in_hand = totals.tokens;
+    g.slots_in_hand = totals.slots;
   }
   return g;
 }

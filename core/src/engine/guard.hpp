@@ -1,6 +1,8 @@
-// The Guard: the path of one request through the four limiters, cheapest first.
-//   mode flags -> utilization shedder (local, no I/O)
-//   -> request rate + concurrency (one atomic store operation) -> fleet shedder (non-critical only)
+// The Guard: the path of one request through the limiters, cheapest first.
+//   mode flags -> utilization shedder and adaptive limit (local, no I/O)
+//   -> request rate, its limits and quotas, concurrency and the fleet shedder (non-critical only), with the
+//      tenant's control record: one atomic store operation (a hot tenant's lease decides it in process)
+// An acquire (reserve, acquire) takes the same path and may be given a turn instead of a refusal.
 // A request that one limiter rejects leaves every other limiter's state as if it had never arrived.
 #pragma once
 
@@ -154,7 +156,8 @@ class Guard {
   Metrics metrics_;
   // Policy leases on a store that supports them: hot tenants decided in process (hot_tenants.hpp).
   std::unique_ptr<HotTenants> hot_;
-  // Tenants whose control record names a tier, as the store last said (tier_of, learn_tier).
+  // Tenants whose control record names a tier, as the store last said (tenant_tier, learn_tier): the plan tier of
+  // Policy::tiers, not a traffic class of the shedders.
   std::mutex tiers_mu_;
   std::unordered_map<std::string, std::string_view> tenant_tiers_;
   std::set<std::string, std::less<>> tier_names_;

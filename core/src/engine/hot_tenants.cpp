@@ -105,8 +105,8 @@ void HotTenants::maintain(int64_t now) {
   report(now, any);
 }
 
-HotTenants::Held HotTenants::held() {
-  Held h;
+HotTenants::LeaseTotals HotTenants::lease_totals() {
+  LeaseTotals h;
   std::lock_guard lock(active_mu_);
   for (const EntryRef &e : active_) {
     if (e.use_count() > 1) h.hot_tenants++;
@@ -119,22 +119,22 @@ HotTenants::Held HotTenants::held() {
 
 // ------------------------------------------------------------------------------- admit paths
 
-HotTenants::Outcome HotTenants::admit(Entry &e, const AdmitOp &op, AdmitResult &r) {
+HotTenants::Handled HotTenants::admit(Entry &e, const AdmitOp &op, AdmitResult &r) {
   thread_local SyncLeaseWaiter w;
   bool called = false;
   for (int round = 0;; round++) {
     bool start = false;
-    Outcome o;
+    Handled o;
     w.arm();
     {
       std::lock_guard lock(e.mu);
       o = decide(e, op, r, start, round < kMaxRounds ? &w : nullptr);
     }
-    if (o == Outcome::exact) {
+    if (o == Handled::exact) {
       metrics_.lease(LeaseCounter::exact_admits);
       return o;
     }
-    if (o == Outcome::decided) {
+    if (o == Handled::decided) {
       metrics_.lease(called ? LeaseCounter::decisions_after_lease_call : LeaseCounter::decisions_in_process);
       return o;
     }
@@ -146,32 +146,32 @@ HotTenants::Outcome HotTenants::admit(Entry &e, const AdmitOp &op, AdmitResult &
     if (w.failure != FailReason::none) {
       r = AdmitResult{};
       r.reason = w.failure;  // Redis did not answer the lease call: redis.fallback decides
-      return Outcome::decided;
+      return Handled::decided;
     }
   }
 }
 
-HotTenants::Outcome HotTenants::admit_async(Entry &e, const AdmitOp &op, AdmitResult &r, LeaseWaiter &w,
+HotTenants::Handled HotTenants::admit_async(Entry &e, const AdmitOp &op, AdmitResult &r, LeaseWaiter &w,
                                             AsyncState &st) {
   if (w.failure != FailReason::none) {
     r = AdmitResult{};
     r.reason = w.failure;
     w.failure = FailReason::none;
-    return Outcome::decided;
+    return Handled::decided;
   }
   bool start = false;
-  Outcome o;
+  Handled o;
   {
     std::lock_guard lock(e.mu);
     o = decide(e, op, r, start, st.rounds < kMaxRounds ? &w : nullptr);
-    if (o == Outcome::waiting) {
+    if (o == Handled::waiting) {
       // Counted before the lock goes: from then on the waiter may be woken (and gone) at any moment.
       st.rounds++;
       if (start) st.called = true;
     }
   }
-  if (o == Outcome::exact) metrics_.lease(LeaseCounter::exact_admits);
-  if (o == Outcome::decided)
+  if (o == Handled::exact) metrics_.lease(LeaseCounter::exact_admits);
+  if (o == Handled::decided)
     metrics_.lease(st.called ? LeaseCounter::decisions_after_lease_call : LeaseCounter::decisions_in_process);
   if (start) start_lease_call(e);  // touches neither w nor st
   return o;

@@ -78,20 +78,20 @@ class HotTenants {
   // Counts the admit; the tenant's entry when it is hot in this process, else null.
   EntryRef track(const AdmitOp &op, int64_t now_us);
 
-  enum class Outcome : uint8_t {
+  enum class Handled : uint8_t {
     decided,  // r is the decision (r.decided false with a reason: the lease call failed, fallback decides)
     exact,    // one exact round trip (learn() from its reply)
     waiting,  // admit_async only: `w` is woken when the lease call in flight completes; ask again then
   };
   // Blocks for at most the lease calls it waits for (each within the store's deadline).
-  Outcome admit(Entry &e, const AdmitOp &op, AdmitResult &r);
+  Handled admit(Entry &e, const AdmitOp &op, AdmitResult &r);
   // An async request's lease calls: how many it waited for, and whether it made one itself (the caller
   // keeps this between wakes).
   struct AsyncState {
     int rounds = 0;
     bool called = false;
   };
-  Outcome admit_async(Entry &e, const AdmitOp &op, AdmitResult &r, LeaseWaiter &w, AsyncState &st);
+  Handled admit_async(Entry &e, const AdmitOp &op, AdmitResult &r, LeaseWaiter &w, AsyncState &st);
   // After an exact admit of a hot tenant sent at sent_us: what its reply says about the bucket.
   void learn(Entry &e, const AdmitOp &op, const AdmitResult &r, int64_t sent_us);
 
@@ -99,10 +99,10 @@ class HotTenants {
   void release_slot(const TenantKey &tenant, const SlotId &id, int64_t until_us);
   void release_fleet_share() { fleet_local_.fetch_sub(1, std::memory_order_relaxed); }
 
-  struct Held {
+  struct LeaseTotals {
     int64_t hot_tenants = 0, tokens = 0, slots = 0;  // tokens: whole tokens in hand
   };
-  Held held();
+  LeaseTotals lease_totals();
 
  private:
   // The parts shared by the files of HotTenants are in hot_tenants_parts.hpp.
@@ -121,7 +121,7 @@ class HotTenants {
   EntryRef find(const TenantKey &tenant);
 
   // hot_tenants_leases.cpp: one decision, in the steps decide() names, under the entry's lock.
-  Outcome decide(Entry &e, const AdmitOp &op, AdmitResult &r, bool &start_call, LeaseWaiter *w);
+  Handled decide(Entry &e, const AdmitOp &op, AdmitResult &r, bool &start_call, LeaseWaiter *w);
   Reading read(Entry &e, const AdmitOp &op) const;
   Verdict rate_verdict(const Entry &e, const AdmitOp &op, Reading &v) const;
   Verdict conc_verdict(Entry &e, int64_t now) const;

@@ -25,7 +25,7 @@ struct HotTenants::Reading {
 // one that enforces and says no refuses the request; else one that needs Redis sends it to an exact round
 // trip, or to wait for the tenant's one lease call (prepare_lease_call()); else it is decided here, its
 // fleet share taken (take_fleet_share()) and the rest spent (answer()).
-HotTenants::Outcome HotTenants::decide(Entry &e, const AdmitOp &op, AdmitResult &r, bool &start_call, LeaseWaiter *w) {
+HotTenants::Handled HotTenants::decide(Entry &e, const AdmitOp &op, AdmitResult &r, bool &start_call, LeaseWaiter *w) {
   start_call = false;
   // A control record changed (here, or in the fleet at the last flags poll): what this entry believes is
   // asked again, by exact admits for a while (the next lease call says whether the tenant has one).
@@ -34,7 +34,7 @@ HotTenants::Outcome HotTenants::decide(Entry &e, const AdmitOp &op, AdmitResult 
     e.known = false;
     e.exact_until_us = clock_.now_us() + kControlledHoldUs;
   }
-  if (e.exact_until_us != 0 && clock_.now_us() < e.exact_until_us) return Outcome::exact;
+  if (e.exact_until_us != 0 && clock_.now_us() < e.exact_until_us) return Handled::exact;
   Reading v = read(e, op);
   auto rejects = [](bool on, bool enforce, Verdict x) { return on && enforce && x == Verdict::no; };
   auto asks = [](bool on, Verdict x, Verdict what) { return on && x == what; };
@@ -44,7 +44,7 @@ HotTenants::Outcome HotTenants::decide(Entry &e, const AdmitOp &op, AdmitResult 
     bool exact = asks(op.rate, v.rate, Verdict::ask_exact) || asks(op.conc, v.conc, Verdict::ask_exact) ||
                  asks(op.fleet, v.fleet, Verdict::ask_exact);
     bool lease = asks(op.rate, v.rate, Verdict::ask_lease) || asks(op.conc, v.conc, Verdict::ask_lease);
-    if (exact || (lease && !w)) return Outcome::exact;
+    if (exact || (lease && !w)) return Handled::exact;
     if (lease) {
       w->next = e.waiters;
       e.waiters = w;
@@ -52,7 +52,7 @@ HotTenants::Outcome HotTenants::decide(Entry &e, const AdmitOp &op, AdmitResult 
         start_call = true;
         prepare_lease_call(e, op, v);
       }
-      return Outcome::waiting;
+      return Handled::waiting;
     }
     // Every limiter is known and none rejects: the fleet share is taken first, since it can still say no
     // (a report's count is shared by every tenant of this client).
@@ -62,7 +62,7 @@ HotTenants::Outcome HotTenants::decide(Entry &e, const AdmitOp &op, AdmitResult 
     }
   }
   answer(e, op, v, rejected, r);
-  return Outcome::decided;
+  return Handled::decided;
 }
 
 HotTenants::Reading HotTenants::read(Entry &e, const AdmitOp &op) const {

@@ -4,11 +4,11 @@
 
 namespace floodwall {
 
-Tier tier_of(bool sandbox, bool critical, std::string_view method) {
-  if (sandbox) return Tier::sandbox;
-  if (critical) return Tier::critical;
-  if (method == "GET" || method == "HEAD" || method == "OPTIONS") return Tier::read;
-  return Tier::write;
+TrafficClass traffic_class_of(bool sandbox, bool critical, std::string_view method) {
+  if (sandbox) return TrafficClass::sandbox;
+  if (critical) return TrafficClass::critical;
+  if (method == "GET" || method == "HEAD" || method == "OPTIONS") return TrafficClass::read;
+  return TrafficClass::write;
 }
 
 UtilizationController::UtilizationController(const UtilizationPolicy &p, int64_t now_us)
@@ -29,7 +29,7 @@ double UtilizationController::derivative(const UtilizationPolicy &p, double u) {
   return std::clamp(d, -1.0, 1.0) / p.ramp_s;
 }
 
-double UtilizationController::drop_probability(double amount, Tier t) {
+double UtilizationController::drop_probability(double amount, TrafficClass t) {
   return std::clamp(4 * amount - static_cast<double>(t), 0.0, 1.0);
 }
 

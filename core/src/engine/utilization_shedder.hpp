@@ -5,7 +5,7 @@
 // box that hovers near one threshold from flapping), above `bad` it ramps up ((u-bad)/(1-bad)); the
 // derivative is clamped to [-1,1] and divided by ramp_s, so even at 100% it takes ramp_s to shed
 // everything. The amount rests at -delay_s/ramp_s, so the first ~delay_s of pressure sheds nothing: a
-// single slow query is not an emergency. Tier i (sandbox, GET, other writes, critical) is dropped with
+// single slow query is not an emergency. Traffic class i (sandbox, GET, other writes, critical) is dropped with
 // probability clamp(4*amount - i, 0, 1).
 #pragma once
 
@@ -16,16 +16,18 @@
 
 namespace floodwall {
 
-enum class Tier : uint8_t { sandbox = 0, read = 1, write = 2, critical = 3 };
+// What the shedders drop first (Stripe's four kinds of traffic): test-mode requests, reads, other writes,
+// critical requests. Not the plan tier of Policy::tiers, which a tenant's control record names.
+enum class TrafficClass : uint8_t { sandbox = 0, read = 1, write = 2, critical = 3 };
 
-Tier tier_of(bool sandbox, bool critical, std::string_view method);
+TrafficClass traffic_class_of(bool sandbox, bool critical, std::string_view method);
 
 class UtilizationController {
  public:
   explicit UtilizationController(const UtilizationPolicy &p, int64_t now_us);
 
   static double derivative(const UtilizationPolicy &p, double u);
-  static double drop_probability(double amount, Tier t);
+  static double drop_probability(double amount, TrafficClass t);
   double resting() const { return resting_; }
 
   // Integrates the derivative in force up to now, then sets the next one from u.

@@ -147,7 +147,7 @@ std::vector<Metrics::TenantRow> Metrics::top_tenants() const {
   {
     std::lock_guard lock(tenants_mu_);
     for (const auto &[k, v] : tenants_) {
-      rows.push_back({TenantKey::from_canonical(k).printable(), v.requests, v.rejections});
+      rows.push_back({TenantKey::from_canonical(k).escaped(), v.requests, v.rejections});
     }
   }
   std::sort(rows.begin(), rows.end(), [](const TenantRow &a, const TenantRow &b) {

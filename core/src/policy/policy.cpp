@@ -254,13 +254,13 @@ TenantPolicy tenant_policy(const json &v) {
     for (size_t i = 0; i < from.size(); i++) {
       std::string path = "tenant.from[" + std::to_string(i) + "]";
       std::string name = from[i].is_string() ? from[i].get<std::string>() : "";
-      TenantPolicy::Source src;
+      TenantPolicy::From src;
       if (name == "authorization")
-        src = TenantPolicy::Source::authorization;
+        src = TenantPolicy::From::authorization;
       else if (name == "x-api-key")
-        src = TenantPolicy::Source::api_key;
+        src = TenantPolicy::From::api_key;
       else if (name == "ip")
-        src = TenantPolicy::Source::ip;
+        src = TenantPolicy::From::ip;
       else
         throw PolicyError(path, "must be \"authorization\", \"x-api-key\" or \"ip\" (got " + show(from[i]) + ")");
       // A repeated source would be tried twice for nothing: most likely a typo for another one.

@@ -496,22 +496,13 @@ void normalize_networks(std::vector<Cidr> &nets) {
   nets = std::move(kept);
 }
 
-const char *source_name(TenantPolicy::Source s) {
-  switch (s) {
-    case TenantPolicy::Source::authorization: return "authorization";
-    case TenantPolicy::Source::api_key: return "x-api-key";
-    case TenantPolicy::Source::ip: return "ip";
-  }
-  return "ip";
-}
-
 std::vector<const char *> tenant_header_names(const TenantPolicy &p) {
   std::vector<const char *> names;
-  for (TenantPolicy::Source s : p.from) {
+  for (TenantPolicy::From s : p.from) {
     switch (s) {
-      case TenantPolicy::Source::authorization: names.push_back("authorization"); break;
-      case TenantPolicy::Source::api_key: names.push_back("x-api-key"); break;
-      case TenantPolicy::Source::ip:  // the forwarded header is believed only from a trusted proxy
+      case TenantPolicy::From::authorization: names.push_back("authorization"); break;
+      case TenantPolicy::From::api_key: names.push_back("x-api-key"); break;
+      case TenantPolicy::From::ip:  // the forwarded header is believed only from a trusted proxy
         if (!p.trusted_proxies.empty())
           names.push_back(p.forwarded_header == TenantPolicy::ForwardedHeader::x_forwarded_for ? "x-forwarded-for"
                                                                                                : "forwarded");
@@ -533,15 +524,15 @@ bool credentials_apply(const TenantPolicy &p, CredentialCheck check) {
 std::optional<Credential> request_credential(const TenantPolicy &p, const RequestHeader *headers, size_t header_count,
                                              std::string_view peer) {
   if (!headers) header_count = 0;
-  for (TenantPolicy::Source s : p.from) {
+  for (TenantPolicy::From s : p.from) {
     switch (s) {
-      case TenantPolicy::Source::authorization:
+      case TenantPolicy::From::authorization:
         if (auto c = authorization_credential(headers, header_count)) return Credential{s, *c};
         break;
-      case TenantPolicy::Source::api_key:
+      case TenantPolicy::From::api_key:
         if (auto c = api_key_credential(headers, header_count)) return Credential{s, *c};
         break;
-      case TenantPolicy::Source::ip:
+      case TenantPolicy::From::ip:
         if (client_address(p, headers, header_count, peer)) return std::nullopt;
         break;
     }
@@ -553,17 +544,17 @@ std::string derive_tenant(const TenantPolicy &p, const RequestHeader *headers, s
                           std::string_view peer, CredentialCheck check) {
   if (!headers) header_count = 0;
   bool credentials = credentials_apply(p, check);
-  for (TenantPolicy::Source s : p.from) {
+  for (TenantPolicy::From s : p.from) {
     switch (s) {
-      case TenantPolicy::Source::authorization:
+      case TenantPolicy::From::authorization:
         if (!credentials) break;
         if (auto c = authorization_credential(headers, header_count)) return credential_key(*c);
         break;
-      case TenantPolicy::Source::api_key:
+      case TenantPolicy::From::api_key:
         if (!credentials) break;
         if (auto c = api_key_credential(headers, header_count)) return credential_key(*c);
         break;
-      case TenantPolicy::Source::ip:
+      case TenantPolicy::From::ip:
         if (auto a = client_address(p, headers, header_count, peer)) return ip_key(*a, p.ipv6_prefix);
         break;
     }

@@ -76,8 +76,8 @@ std::string format_ip(const IpAddr &a);
 void normalize_networks(std::vector<Cidr> &nets);
 
 struct TenantPolicy {
-  enum class Source : uint8_t { authorization, api_key, ip };
-  std::vector<Source> from{Source::authorization, Source::api_key, Source::ip};
+  enum class From : uint8_t { authorization, api_key, ip };
+  std::vector<From> from{From::authorization, From::api_key, From::ip};
   // Empty by default: X-Forwarded-For and Forwarded are ignored. parse_policy leaves it normalized
   // (normalize_networks); any order works, a normalized one is faster.
   std::vector<Cidr> trusted_proxies;
@@ -99,8 +99,6 @@ enum class CredentialCheck : uint8_t {
   rejected    // the app does not: the request is keyed as if it carried none
 };
 
-const char *source_name(TenantPolicy::Source s);  // "authorization", "x-api-key", "ip"
-
 // One field of a request's header as the caller holds it: bytes that need not end in NUL. A NULL pointer
 // reads as empty. Laid out as the C ABI's fw_header (capi/src checks it), so a caller's array is read in
 // place.
@@ -120,7 +118,7 @@ std::vector<const char *> tenant_header_names(const TenantPolicy &p);
 // trimmed, as the rules above read it); nullopt when an address comes first or nothing applies. This is
 // what a verify hook is asked about. The view points into the headers.
 struct Credential {
-  TenantPolicy::Source source;
+  TenantPolicy::From from;
   std::string_view value;
 };
 std::optional<Credential> request_credential(const TenantPolicy &p, const RequestHeader *headers, size_t header_count,

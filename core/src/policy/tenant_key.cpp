@@ -59,7 +59,7 @@ std::string TenantKey::encoded() const {
   return out;
 }
 
-std::string TenantKey::printable() const {
+std::string TenantKey::escaped() const {
   static const char digits[] = "0123456789abcdef";
   std::string out;
   for (unsigned char c : view()) {

@@ -47,7 +47,7 @@ class TenantKey {
   std::string encoded() const;
   void append_encoded(std::string &out) const;
   // For metrics and logs: printable ASCII kept, everything else as \xNN (never raw caller bytes).
-  std::string printable() const;
+  std::string escaped() const;
 
   friend bool operator==(const TenantKey &a, const TenantKey &b) { return a.view() == b.view(); }
 

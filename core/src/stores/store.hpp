@@ -1,5 +1,8 @@
 // The store interface: where the per-tenant and fleet-wide state lives. The memory store keeps it in
-// process; the Redis store keeps it in Redis and runs one script per atomic operation (lua/).
+// process, the shm store in a segment the processes of a machine share; the Redis store keeps it in Redis
+// and runs one script per atomic operation (lua/). An admit's op and result are here; their rule arrays
+// are in store_rules.hpp, the lease and fleet-report calls in store_leases.hpp, the admin API's records in
+// store_admin.hpp.
 #pragma once
 
 #include <algorithm>
@@ -12,83 +15,11 @@
 
 #include "policy/policy.hpp"
 #include "policy/tenant_key.hpp"
+#include "stores/store_admin.hpp"
+#include "stores/store_leases.hpp"
+#include "stores/store_rules.hpp"
 
 namespace floodwall {
-
-// A request's slot id in the concurrency and fleet sets: 128 random bits.
-struct SlotId {
-  uint64_t hi = 0, lo = 0;
-  friend bool operator==(const SlotId &a, const SlotId &b) { return a.hi == b.hi && a.lo == b.lo; }
-};
-
-// One limit or quota of the policy (Policy::rules) that applies to a request.
-struct RuleOp {
-  uint64_t id;             // Rule::id: the rule's state in the in-process and shm stores
-  const std::string *key;  // Rule::key_suffix (the policy outlives every op): the rule's Redis key
-  uint16_t index;          // into Policy::rules
-  bool quota;
-  bool enforce;          // false: dark (decided and reported, never rejecting)
-  int64_t a, b;          // a limit: rate_m, burst_m; a quota: its limit (units) and QuotaPeriod
-  int32_t utc_offset_s;  // a quota
-};
-
-// The op of Policy::rules[index] (enforce: the rule's mode and the request-rate limiter's both enforce).
-inline RuleOp rule_op(const Rule &rule, size_t index, bool enforce) {
-  RuleOp op;
-  op.id = rule.id;
-  op.key = &rule.key_suffix;
-  op.index = static_cast<uint16_t>(index);
-  op.quota = rule.quota;
-  op.enforce = enforce;
-  op.a = rule.quota ? rule.quota_limit : rule.bucket.rate_m;
-  op.b = rule.quota ? static_cast<int64_t>(rule.period) : rule.bucket.burst_m;
-  op.utc_offset_s = rule.utc_offset_s;
-  return op;
-}
-
-// The rules of one admit: a fixed array (no allocation on the hot path), of which only the first n are
-// copied with the op.
-struct RuleOps {
-  uint8_t n = 0;
-  uint32_t enforced = 0;  // bit j: at[j] enforces
-  RuleOp at[kMaxRules];
-  RuleOps() {}  // NOLINT: `at` is written before it is read, up to n
-  RuleOps(const RuleOps &o) : n(o.n), enforced(o.enforced) { std::copy_n(o.at, n, at); }
-  RuleOps &operator=(const RuleOps &o) {
-    n = o.n;
-    enforced = o.enforced;
-    std::copy_n(o.at, n, at);
-    return *this;
-  }
-  void push(const RuleOp &r) {
-    if (r.enforce) enforced |= 1u << n;
-    at[n++] = r;
-  }
-};
-
-// What the store answered for each rule of an admit (in the order of AdmitOp::rules).
-struct RuleResults {
-  uint8_t n = 0;
-  uint32_t failed = 0;              // bit j: rule j had not enough left for the request
-  int64_t left[kMaxRules];          // after this request: a limit's micro-tokens, a quota's units
-  int64_t reset_s[kMaxRules];       // a quota: seconds until its window ends (a limit: 0)
-  int64_t window_end_s[kMaxRules];  // a quota: when its window ends, seconds since the epoch on the store's clock
-  RuleResults() {}                  // NOLINT: written before read, up to n
-  RuleResults(const RuleResults &o) : n(o.n), failed(o.failed) { copy(o); }
-  RuleResults &operator=(const RuleResults &o) {
-    n = o.n;
-    failed = o.failed;
-    copy(o);
-    return *this;
-  }
-
- private:
-  void copy(const RuleResults &o) {
-    std::copy_n(o.left, n, left);
-    std::copy_n(o.reset_s, n, reset_s);
-    std::copy_n(o.window_end_s, n, window_end_s);
-  }
-};
 
 // One admit: the tenant limiters and the fleet slot, decided atomically by the store.
 // A limiter that is off for this request has its flag false; `*_enforce` false means dark mode.
@@ -150,35 +81,6 @@ struct AdmitResult {
   int64_t rate_m = 0, burst_m = 0;  // a runtime override of the bucket was applied (0: the op's own)
 };
 
-// A tenant's control record, kept in the store (Redis: the hash <prefix>:{<tenant>}:ctl, which the admit
-// script reads itself): its tier, its own bucket, its block. Written by the admin API.
-struct TenantControl {
-  std::string tier;                 // "": none
-  int64_t rate_m = 0, burst_m = 0;  // a runtime override of the bucket (0: none)
-  bool blocked = false;
-  int64_t blocked_until_s = 0;  // 0: until unblocked
-  bool empty() const { return tier.empty() && rate_m == 0 && !blocked; }
-};
-
-// An admin call's change to one tenant's control record: each field left alone unless its flag says.
-struct ControlChange {
-  bool set_tier = false, set_override = false, set_block = false;
-  std::string tier;                 // "": back to none
-  int64_t rate_m = 0, burst_m = 0;  // 0: removes the override
-  bool blocked = false;
-  int64_t blocked_until_s = 0;
-};
-
-// What the admin API shows of a tenant: its control record and each limiter's state now.
-struct TenantState {
-  TenantControl control;
-  int64_t tokens_m = -1;           // the bucket (-1: not asked)
-  int64_t in_flight = 0;           // live concurrency slots
-  std::vector<int64_t> rule_left;  // per rule asked (as in AdmitOp::rules): micro-tokens or units left
-  std::vector<int64_t> rule_reset_s;
-  int64_t now_s = 0;  // the store's clock
-};
-
 // The commit rule, shared by every store (lua/tenant_admit.lua has the same lines): a request that an
 // enforcing limiter or rule rejects consumes nothing anywhere; otherwise each one that passed consumes.
 inline bool commits(const AdmitOp &op, bool rate_ok, bool conc_ok, bool fleet_ok, uint32_t rules_failed = 0) {
@@ -203,91 +105,6 @@ class AdmitCompletion {
   virtual void complete(AdmitResult &&r) = 0;
 };
 
-// One lease call on a tenant (lua/tenant_lease.lua): gives back what the process no longer holds, then
-// takes what it asks for. Nothing is rejected: each part grants what exists.
-struct LeaseOp {
-  TenantKey tenant;
-  bool tokens = false;  // ask for tokens
-  int64_t rate_m = 0, burst_m = 0;
-  int64_t min_m = 0;        // grant none unless the bucket holds this many (whole tokens)
-  int64_t want_m = 0;       // grant at most this many (whole tokens)
-  int64_t give_back_m = 0;  // unspent tokens of the previous lease, credited first
-  bool slots = false;       // ask for slot ids (`wanted`)
-  int64_t conc_limit = 0, conc_ttl_us = 0;
-  std::vector<SlotId> released;  // slots given back
-  std::vector<SlotId> wanted;    // ids to add, at most kMaxLeasedSlots; the first `slots` granted are used
-  bool gives_back() const { return give_back_m > 0 || !released.empty(); }
-};
-
-struct LeaseResult {
-  bool decided = false;  // false: the store could not answer; the waiting requests go to redis.fallback
-  FailReason reason = FailReason::none;
-  int64_t granted_m = 0;     // tokens now leased to the process
-  int64_t tokens_m = 0;      // what the bucket holds after the grant (or held, when it granted none)
-  int64_t slots = 0;         // slots granted: the first `slots` ids of `wanted`
-  int64_t conc_count = 0;    // the tenant's live slots after the grant
-  int64_t store_now_us = 0;  // the store's clock when it granted (Redis' TIME)
-  bool controlled = false;   // the tenant has a control record: nothing granted; its requests go exact
-};
-
-class LeaseCompletion {
- public:
-  virtual ~LeaseCompletion() = default;
-  virtual void complete(LeaseResult &&r) = 0;
-};
-
-// This client's fleet usage decided in process, and what the rest of the fleet holds (lua/fleet_report.lua).
-struct FleetReportOp {
-  std::string client;      // this client's id
-  int64_t in_flight = 0;   // its in-process non-critical requests in flight
-  int64_t expires_us = 0;  // how long the report counts; 0 withdraws this client's report
-  int64_t fleet_ttl_us = 0;
-};
-
-struct FleetReportResult {
-  bool decided = false;
-  int64_t others = 0;     // the other clients' live reports
-  int64_t set_live = 0;   // the fleet set's live slots
-  int64_t reporting = 0;  // how many other clients have a live report
-};
-
-class FleetReportCompletion {
- public:
-  virtual ~FleetReportCompletion() = default;
-  virtual void complete(FleetReportResult &&r) = 0;
-};
-
-enum class BreakerState : uint8_t { closed = 0, open = 1, half_open = 2 };
-
-struct StoreStats {
-  uint64_t evictions = 0;       // memory store: tenants evicted beyond max_tenants
-  uint64_t tenants = 0;         // memory store: tenants held now
-  uint64_t release_errors = 0;  // releases the store could not apply (their slots heal after ttl_s)
-  uint64_t repairs = 0;         // shm store: locks taken over from a process that died holding them
-  uint64_t reconnects = 0;
-  uint64_t noscript_reloads = 0;
-  uint64_t connections_in_use = 0;                    // Redis store: the connections calls are spread over now
-  int64_t waiting = 0;                                // Redis store: admits waiting on a reply now
-  int64_t waiting_cap = 0;                            // Redis store: beyond this many, admits do not wait
-  std::array<uint64_t, kFailReasonCount> failures{};  // by reason
-  BreakerState breaker = BreakerState::closed;
-};
-
-// -1: no fleet-wide mode is set for that limiter, else a Mode.
-using FleetModes = std::array<int8_t, kLimiterCount>;
-
-// What the store holds for the fleet as a whole, read at once for an operator (`floodwall status`).
-struct StoreStatus {
-  FleetModes modes{};             // the fleet-wide modes the store holds now (-1: none)
-  bool fleet_wide_modes = false;  // whether they are every client's (Redis), not only this process's (memory, shm)
-  int64_t fleet_in_flight = -1;   // the fleet shedder's live slots plus the clients' live reports; -1: unknown
-  int64_t reporting_clients = 0;  // clients whose report of in-process fleet usage is live (leases)
-  int64_t controlled = 0;         // tenants with a control record
-  std::string server;             // what answers: "redis 7.0.15", "memory (this process)", ...
-  std::string topology;           // "standalone", "cluster of 3 masters", "sentinel: master at 10.0.0.5:6379"
-  int64_t round_trip_us = -1;     // one PING's round trip over the admin connection; -1: not measured
-};
-
 class Store {
  public:
   virtual ~Store() = default;
@@ -306,8 +123,12 @@ class Store {
   virtual std::optional<double> box_utilization(double /*busy*/, int64_t /*workers*/, int64_t /*now_us*/) {
     return std::nullopt;
   }
-  // Whether admit() can wait on I/O (a network store); the in-process stores answer at once.
-  virtual bool can_block() const { return false; }
+  // Whether the state lives in another process over the network (Redis, Cluster, Sentinel): such a store can
+  // fail to answer in time, so the local fallback (redis.fallback) stands in for it. The in-process stores
+  // (memory://, shm://) always answer.
+  virtual bool remote() const { return false; }
+  // Whether admit() can wait on I/O: a remote store's can; the in-process stores answer at once.
+  bool can_block() const { return remote(); }
   // Whether admit() decides at AdmitOp::now_us when it is given (the in-process stores, on the Guard's
   // clock): the Guard then reads the clock for the store, once per decision.
   virtual bool takes_time() const { return false; }

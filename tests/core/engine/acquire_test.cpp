@@ -336,19 +336,8 @@ std::string policy_for(const std::string &store) {
              "request_rate": {"rate": 200, "burst": 20}})";
 }
 
-// The calls of `command` that ran (INFO commandstats: calls less failed_calls). An EVALSHA refused with
-// NOSCRIPT (a process that sent it while another's SCRIPT LOAD had not landed yet; it loads and sends it
-// again) ran nothing and is not counted.
 int64_t stat_calls(const floodwall::testing::RedisServer &redis, const std::string &command) {
-  std::string info = redis.command({"INFO", "commandstats"});
-  std::string tag = "cmdstat_" + command + ":calls=";
-  size_t at = info.find(tag);
-  if (at == std::string::npos) return 0;
-  int64_t calls = std::stoll(info.substr(at + tag.size()));
-  size_t failed = info.find("failed_calls=", at);
-  size_t end = info.find('\n', at);
-  if (failed != std::string::npos && failed < end) calls -= std::stoll(info.substr(failed + 13));
-  return calls;
+  return floodwall::testing::completed_calls(redis.command({"INFO", "commandstats"}), command);
 }
 
 }  // namespace

@@ -19,7 +19,7 @@ using floodwall::Decision;
 using floodwall::Limiter;
 using floodwall::parse_policy;
 using floodwall::Ticket;
-using floodwall::Tier;
+using floodwall::TrafficClass;
 using floodwall::testing::policy_error;
 using floodwall::testing::Sim;
 
@@ -73,7 +73,7 @@ namespace {
 int64_t measure_base(AdaptiveLimit &a, int64_t now, int64_t latency_us) {
   bool over = false;
   for (size_t i = 0; i < AdaptiveLimit::kProbeSamples; i++) {
-    uint64_t id = a.acquire(Tier::read, true, now, over);
+    uint64_t id = a.acquire(TrafficClass::read, true, now, over);
     EXPECT_NE(id, 0u);
     now += latency_us;
     a.release(id, true, now);
@@ -88,28 +88,28 @@ TEST(AdaptiveLimitMath, TheNoLoadLatencyIsMeasuredAtMinLimitFirstAndAgainEveryPr
   AdaptiveLimit a(p, 0);
   bool over = false;
   std::vector<uint64_t> ids;
-  for (int i = 0; i < 3; i++) ids.push_back(a.acquire(Tier::critical, true, 0, over));
-  EXPECT_EQ(a.acquire(Tier::critical, true, 0, over), 0u) << "a fourth critical request while probing";
+  for (int i = 0; i < 3; i++) ids.push_back(a.acquire(TrafficClass::critical, true, 0, over));
+  EXPECT_EQ(a.acquire(TrafficClass::critical, true, 0, over), 0u) << "a fourth critical request while probing";
   EXPECT_TRUE(over);
   for (uint64_t id : ids) a.release(id, true, 500);  // three samples of 0.5 ms
   // Seventeen more, one after another, of 1..17 ms: the median of the twenty, 9 ms.
   int64_t now = 500;
   for (int i = 1; i <= 17; i++) {
-    uint64_t id = a.acquire(Tier::read, true, now, over);
+    uint64_t id = a.acquire(TrafficClass::read, true, now, over);
     now += i * 1000;
     a.release(id, true, now);
   }
   EXPECT_DOUBLE_EQ(a.base_latency_us(), 8000) << "the median of the probe's 20 latencies (the 11th)";
   EXPECT_EQ(a.limit(), 20) << "the probe does not move the limit";
   std::vector<uint64_t> held;
-  for (int i = 0; i < 16; i++) held.push_back(a.acquire(Tier::read, true, now, over));
+  for (int i = 0; i < 16; i++) held.push_back(a.acquire(TrafficClass::read, true, now, over));
   EXPECT_EQ(std::count(held.begin(), held.end(), 0u), 0) << "the limit's 16 reads (20 * 0.8), the probe over";
-  EXPECT_EQ(a.acquire(Tier::read, true, now, over), 0u);
+  EXPECT_EQ(a.acquire(TrafficClass::read, true, now, over), 0u);
   for (uint64_t id : held) a.release(id, false, now);
   // 30 s on, the next admit begins a new probe: min_limit again, then a new median.
   now += 30'000'000;
-  for (int i = 0; i < 3; i++) EXPECT_NE(a.acquire(Tier::critical, true, now, over), 0u);
-  EXPECT_EQ(a.acquire(Tier::critical, true, now, over), 0u);
+  for (int i = 0; i < 3; i++) EXPECT_NE(a.acquire(TrafficClass::critical, true, now, over), 0u);
+  EXPECT_EQ(a.acquire(TrafficClass::critical, true, now, over), 0u);
 }
 
 // Dark mode admits beyond min_limit while the probe runs: such a flood says nothing about the latency at no
@@ -121,7 +121,7 @@ TEST(AdaptiveLimitMath, ADarkFloodIsNotMistakenForTheNoLoadLatency) {
   int64_t now = 0;
   for (int round = 0; round < 10; round++) {  // 10 at once, 300 ms each (queued behind each other)
     std::vector<uint64_t> ids;
-    for (int i = 0; i < 10; i++) ids.push_back(a.acquire(Tier::critical, false, now, over));
+    for (int i = 0; i < 10; i++) ids.push_back(a.acquire(TrafficClass::critical, false, now, over));
     now += 300'000;
     for (uint64_t id : ids) a.release(id, true, now);
   }
@@ -130,33 +130,33 @@ TEST(AdaptiveLimitMath, ADarkFloodIsNotMistakenForTheNoLoadLatency) {
   EXPECT_DOUBLE_EQ(a.base_latency_us(), 20'000);
 }
 
-TEST(AdaptiveLimitMath, TiersStopInTheShedderOrderAndCriticalUsesTheWholeLimit) {
+TEST(AdaptiveLimitMath, TrafficClassesStopInTheShedderOrderAndCriticalUsesTheWholeLimit) {
   AdaptivePolicy p;
   p.initial_limit = 10;
   AdaptiveLimit a(p, 0);
   measure_base(a, 0, 1000);
-  EXPECT_EQ(a.cap(10, Tier::sandbox), 7);
-  EXPECT_EQ(a.cap(10, Tier::read), 8);
-  EXPECT_EQ(a.cap(10, Tier::write), 9);
-  EXPECT_EQ(a.cap(10, Tier::critical), 10);
-  EXPECT_EQ(a.cap(1, Tier::sandbox), 1) << "at least one request of every tier";
+  EXPECT_EQ(a.cap(10, TrafficClass::sandbox), 7);
+  EXPECT_EQ(a.cap(10, TrafficClass::read), 8);
+  EXPECT_EQ(a.cap(10, TrafficClass::write), 9);
+  EXPECT_EQ(a.cap(10, TrafficClass::critical), 10);
+  EXPECT_EQ(a.cap(1, TrafficClass::sandbox), 1) << "at least one request of every traffic class";
   // Fill it with reads: the eighth is the last read, writes go to nine, critical to ten.
   bool over = false;
   std::vector<uint64_t> held;
   for (int i = 0; i < 8; i++) {
-    held.push_back(a.acquire(Tier::read, true, 0, over));
+    held.push_back(a.acquire(TrafficClass::read, true, 0, over));
     EXPECT_FALSE(over);
   }
-  EXPECT_EQ(a.acquire(Tier::sandbox, true, 0, over), 0u);
+  EXPECT_EQ(a.acquire(TrafficClass::sandbox, true, 0, over), 0u);
   EXPECT_TRUE(over);
-  EXPECT_EQ(a.acquire(Tier::read, true, 0, over), 0u);
-  EXPECT_NE(a.acquire(Tier::write, true, 0, over), 0u);
-  EXPECT_EQ(a.acquire(Tier::write, true, 0, over), 0u);
-  EXPECT_NE(a.acquire(Tier::critical, true, 0, over), 0u);
-  EXPECT_EQ(a.acquire(Tier::critical, true, 0, over), 0u);
+  EXPECT_EQ(a.acquire(TrafficClass::read, true, 0, over), 0u);
+  EXPECT_NE(a.acquire(TrafficClass::write, true, 0, over), 0u);
+  EXPECT_EQ(a.acquire(TrafficClass::write, true, 0, over), 0u);
+  EXPECT_NE(a.acquire(TrafficClass::critical, true, 0, over), 0u);
+  EXPECT_EQ(a.acquire(TrafficClass::critical, true, 0, over), 0u);
   EXPECT_EQ(a.in_flight(), 10);
   // Not enforcing: admitted and counted, and said to be over.
-  EXPECT_NE(a.acquire(Tier::critical, false, 0, over), 0u);
+  EXPECT_NE(a.acquire(TrafficClass::critical, false, 0, over), 0u);
   EXPECT_TRUE(over);
   EXPECT_EQ(a.in_flight(), 11);
   a.release(held[0], true, 1000);
@@ -173,11 +173,11 @@ TEST(AdaptiveLimitMath, ALeakedTicketStopsCountingAfterTheTtl) {
   AdaptiveLimit a(p, 0);
   measure_base(a, 0, 1);
   bool over = false;
-  ASSERT_NE(a.acquire(Tier::read, true, 0, over), 0u);
-  uint64_t leaked = a.acquire(Tier::read, true, 0, over);
+  ASSERT_NE(a.acquire(TrafficClass::read, true, 0, over), 0u);
+  uint64_t leaked = a.acquire(TrafficClass::read, true, 0, over);
   ASSERT_NE(leaked, 0u);
-  EXPECT_EQ(a.acquire(Tier::read, true, 5'000'000, over), 0u) << "both held at 5 s";
-  EXPECT_NE(a.acquire(Tier::read, true, 10'000'001, over), 0u) << "both expired at 10 s: a slot again";
+  EXPECT_EQ(a.acquire(TrafficClass::read, true, 5'000'000, over), 0u) << "both held at 5 s";
+  EXPECT_NE(a.acquire(TrafficClass::read, true, 10'000'001, over), 0u) << "both expired at 10 s: a slot again";
   EXPECT_EQ(a.in_flight(), 1);
   a.release(leaked, true, 11'000'000);  // late: ignored, the count is not taken below what is held
   EXPECT_EQ(a.in_flight(), 1);
@@ -194,7 +194,7 @@ TEST(AdaptiveLimitMath, Gradient2FallsWhenLatencyRisesAndDoesNotGrowWhenAppLimit
   auto window = [&](int in_flight, int64_t rtt_us) {
     bool over = false;
     std::vector<uint64_t> ids;
-    for (int i = 0; i < in_flight; i++) ids.push_back(a.acquire(Tier::critical, false, now, over));
+    for (int i = 0; i < in_flight; i++) ids.push_back(a.acquire(TrafficClass::critical, false, now, over));
     now += std::max<int64_t>(rtt_us, 100'000);
     for (int i = 0; i < in_flight; i++) {
       // each released rtt_us after it started

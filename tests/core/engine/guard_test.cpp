@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "harness.hpp"
+#include "in_flight.hpp"
 #include "metrics/metrics.hpp"
 
 using floodwall::Decision;
@@ -56,7 +57,8 @@ TEST(Concurrency, OnlyRoutesThatOptInAreCounted) {
 
 TEST(Concurrency, ExactWithEightThreadsOnOneTenant) {
   Sim s(R"({"concurrency": {"limit": 7}})");
-  std::atomic<int> in_flight{0}, worst{0}, admitted{0};
+  std::atomic<int> admitted{0};
+  floodwall::testing::InFlight in_flight;
   std::vector<std::thread> ts;
   for (int t = 0; t < 8; t++)
     ts.emplace_back([&] {
@@ -64,16 +66,12 @@ TEST(Concurrency, ExactWithEightThreadsOnOneTenant) {
         Decision d = s.admit("shared");
         if (!d.allowed) continue;
         admitted++;
-        int now = ++in_flight;
-        int seen = worst.load();
-        while (now > seen && !worst.compare_exchange_weak(seen, now)) {
-        }
-        in_flight--;
+        in_flight.hold(std::chrono::microseconds(0));
         s.guard->release(d.ticket);
       }
     });
   for (auto &t : ts) t.join();
-  EXPECT_LE(worst.load(), 7);
+  EXPECT_LE(in_flight.most.load(), 7);
   EXPECT_GT(admitted.load(), 0);
   std::vector<Ticket> held;
   for (int i = 0; i < 7; i++) {

@@ -19,10 +19,13 @@
 #include <thread>
 #include <vector>
 
+#include "in_flight.hpp"
 #include "policy/tenant_key.hpp"
 #include "redis_server.hpp"
 
+using floodwall::testing::completed_calls;
 using floodwall::testing::RedisServer;
+using floodwall::testing::time_reply_seconds;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -67,14 +70,10 @@ int64_t metric(fw_client *c, const std::string &name) {
 // script runs are counted under their own names too: tenant_lease.lua's ZREM (leased slots given back)
 // counts here as well, which only ever raises the count (the tests that count calls bound it from above, or
 // make no lease call at all).
+// A call Redis refused with NOSCRIPT is left out (completed_calls): it decided nothing and was sent again.
 int64_t redis_calls(const RedisServer &redis) {
   std::string info = redis.command({"INFO", "commandstats"});
-  int64_t calls = 0;
-  for (std::string_view stat : {"cmdstat_evalsha:calls=", "cmdstat_zrem:calls="}) {
-    auto at = info.find(stat);
-    if (at != std::string::npos) calls += std::stoll(info.substr(at + stat.size()));
-  }
-  return calls;
+  return completed_calls(info, "evalsha") + completed_calls(info, "zrem");
 }
 
 // The bucket's state in Redis: when it is full again, in ns since the epoch (0: absent, full).
@@ -84,14 +83,9 @@ int64_t full_at_ns(const RedisServer &redis, const std::string &tenant) {
   return std::stoll(v.substr(0, v.size() - 9)) * 1'000'000'000 + std::stoll(v.substr(v.size() - 9));
 }
 
-// Redis' clock (TIME), in seconds: the bucket refills on it, so "burst + rate x time" is measured on it.
-// (The steady clock of this process would disagree with it across a step of the wall clock, which a
-// freshly booted CI machine's time sync may make in the middle of a test.)
+// Redis' clock (TIME), in seconds (time_reply_seconds says why the tests measure on it).
 double redis_seconds(const RedisServer &redis) {
-  std::string t = redis.command({"TIME"});
-  auto sp = t.find(' ');
-  if (sp == std::string::npos) std::abort();
-  return static_cast<double>(std::stoll(t.substr(0, sp))) + static_cast<double>(std::stoll(t.substr(sp + 1))) / 1e6;
+  return time_reply_seconds(redis.command({"TIME"}));
 }
 
 std::string policy(const RedisServer &r, const std::string &sections, const std::string &redis_opts = "") {
@@ -424,8 +418,11 @@ TEST(Lease, SlotLeasesFromFourProcessesNeverExceedTheConcurrencyLimit) {
   const int limit = 5;
   std::string pol =
       policy(redis, R"("concurrency": {"limit": 5, "ttl_s": 30, "lease": {"max_slots": 3, "ttl_ms": 100}})");
-  // admitted, in flight now, most ever in flight, not by the store, children that leased and reused slots
-  auto *shared = shared_counters<std::atomic<int64_t>>(5);
+  struct Figures {
+    std::atomic<int64_t> allowed{0}, not_by_store{0}, leased_and_reused{0};  // the last: children
+    floodwall::testing::InFlight in_flight;
+  };
+  auto *shared = floodwall::testing::in_shared_memory<Figures>();
   auto start = Clock::now();
   std::vector<pid_t> kids;
   for (int p = 0; p < 4; p++) {
@@ -438,30 +435,26 @@ TEST(Lease, SlotLeasesFromFourProcessesNeverExceedTheConcurrencyLimit) {
           ts.emplace_back([&] {
             while (seconds_since(start) < 1.5) {
               fw_decision d = admit(fw.get(), "slots");
-              if (!by_store(d)) shared[3]++;
+              if (!by_store(d)) shared->not_by_store++;
               if (!d.allowed) continue;
-              shared[0]++;
-              int64_t now = ++shared[1];
-              int64_t seen = shared[2].load();
-              while (now > seen && !shared[2].compare_exchange_weak(seen, now)) {
-              }
-              std::this_thread::sleep_for(std::chrono::microseconds(200));
-              shared[1]--;
+              shared->allowed++;
+              shared->in_flight.hold(std::chrono::microseconds(200));
               fw_release(fw.get(), d.ticket);
             }
           });
         for (auto &t : ts) t.join();
-        if (metric(fw.get(), "slots_leased") > 0 && metric(fw.get(), "releases_in_process") > 0) shared[4]++;
+        if (metric(fw.get(), "slots_leased") > 0 && metric(fw.get(), "releases_in_process") > 0)
+          shared->leased_and_reused++;
       }  // the client gives its slots back as it closes
       _exit(0);
     }
     kids.push_back(pid);
   }
   for (pid_t k : kids) EXPECT_EQ(wait_child(k), 0);
-  EXPECT_EQ(shared[3].load(), 0);
-  EXPECT_GT(shared[0].load(), 0);
-  EXPECT_LE(shared[2].load(), limit) << "the concurrency limit was exceeded at some instant";
-  EXPECT_GE(shared[4].load(), 1) << "slots were leased and reused in process";
+  EXPECT_EQ(shared->not_by_store.load(), 0);
+  EXPECT_GT(shared->allowed.load(), 0);
+  EXPECT_LE(shared->in_flight.most.load(), limit) << "the concurrency limit was exceeded at some instant";
+  EXPECT_GE(shared->leased_and_reused.load(), 1) << "slots were leased and reused in process";
   for (int i = 0; i < 100 && redis.command({"ZCARD", key("slots", "conc")}) != "0"; i++)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_EQ(redis.command({"ZCARD", key("slots", "conc")}), "0") << "every leased slot went back";

@@ -8,7 +8,7 @@ using floodwall::Decision;
 using floodwall::FailReason;
 using floodwall::Limiter;
 using floodwall::Ticket;
-using floodwall::Tier;
+using floodwall::TrafficClass;
 using floodwall::UtilizationController;
 using floodwall::UtilizationPolicy;
 using floodwall::testing::Sim;
@@ -29,19 +29,19 @@ TEST(UtilizationMath, DerivativeHasADeadZone) {
   EXPECT_DOUBLE_EQ(UtilizationController::derivative(p, 1.0), 1.0 / 120);
 }
 
-TEST(UtilizationMath, TiersAreShedInOrder) {
-  EXPECT_DOUBLE_EQ(UtilizationController::drop_probability(0.125, Tier::sandbox), 0.5);
-  EXPECT_DOUBLE_EQ(UtilizationController::drop_probability(0.125, Tier::read), 0);
-  EXPECT_DOUBLE_EQ(UtilizationController::drop_probability(0.3, Tier::sandbox), 1);
-  EXPECT_DOUBLE_EQ(UtilizationController::drop_probability(0.3, Tier::read), 0.2);
-  EXPECT_DOUBLE_EQ(UtilizationController::drop_probability(0.6, Tier::write), 0.4);
-  EXPECT_DOUBLE_EQ(UtilizationController::drop_probability(0.6, Tier::critical), 0);
-  EXPECT_DOUBLE_EQ(UtilizationController::drop_probability(1.0, Tier::critical), 1);
-  EXPECT_DOUBLE_EQ(UtilizationController::drop_probability(-0.2, Tier::sandbox), 0);
-  EXPECT_EQ(floodwall::tier_of(true, true, "POST"), Tier::sandbox);
-  EXPECT_EQ(floodwall::tier_of(false, true, "GET"), Tier::critical);
-  EXPECT_EQ(floodwall::tier_of(false, false, "GET"), Tier::read);
-  EXPECT_EQ(floodwall::tier_of(false, false, "DELETE"), Tier::write);
+TEST(UtilizationMath, TrafficClassesAreShedInOrder) {
+  EXPECT_DOUBLE_EQ(UtilizationController::drop_probability(0.125, TrafficClass::sandbox), 0.5);
+  EXPECT_DOUBLE_EQ(UtilizationController::drop_probability(0.125, TrafficClass::read), 0);
+  EXPECT_DOUBLE_EQ(UtilizationController::drop_probability(0.3, TrafficClass::sandbox), 1);
+  EXPECT_DOUBLE_EQ(UtilizationController::drop_probability(0.3, TrafficClass::read), 0.2);
+  EXPECT_DOUBLE_EQ(UtilizationController::drop_probability(0.6, TrafficClass::write), 0.4);
+  EXPECT_DOUBLE_EQ(UtilizationController::drop_probability(0.6, TrafficClass::critical), 0);
+  EXPECT_DOUBLE_EQ(UtilizationController::drop_probability(1.0, TrafficClass::critical), 1);
+  EXPECT_DOUBLE_EQ(UtilizationController::drop_probability(-0.2, TrafficClass::sandbox), 0);
+  EXPECT_EQ(floodwall::traffic_class_of(true, true, "POST"), TrafficClass::sandbox);
+  EXPECT_EQ(floodwall::traffic_class_of(false, true, "GET"), TrafficClass::critical);
+  EXPECT_EQ(floodwall::traffic_class_of(false, false, "GET"), TrafficClass::read);
+  EXPECT_EQ(floodwall::traffic_class_of(false, false, "DELETE"), TrafficClass::write);
 }
 
 namespace {

@@ -48,8 +48,8 @@ TenantPolicy tenant_section(const std::string &json) {
 
 TEST(RequestTenantPolicy, DefaultsAndEveryField) {
   TenantPolicy d = parse_policy("{}").tenant;
-  EXPECT_EQ(d.from, (std::vector<TenantPolicy::Source>{TenantPolicy::Source::authorization,
-                                                       TenantPolicy::Source::api_key, TenantPolicy::Source::ip}));
+  EXPECT_EQ(d.from, (std::vector<TenantPolicy::From>{TenantPolicy::From::authorization, TenantPolicy::From::api_key,
+                                                     TenantPolicy::From::ip}));
   EXPECT_TRUE(d.trusted_proxies.empty()) << "no forwarded header is believed unless the operator says so";
   EXPECT_EQ(d.forwarded_header, TenantPolicy::ForwardedHeader::x_forwarded_for);
   EXPECT_EQ(d.ipv6_prefix, 64);
@@ -59,7 +59,7 @@ TEST(RequestTenantPolicy, DefaultsAndEveryField) {
       R"({"from": ["ip", "x-api-key"], "trusted_proxies": ["10.1.0.0/16", "10.0.0.0/8", "2001:db8::/32", "192.0.2.1"],
           "forwarded_header": "forwarded", "ipv6_prefix": 56, "credentials": "unverified"})");
   EXPECT_EQ(t.credentials, TenantPolicy::Credentials::unverified);
-  EXPECT_EQ(t.from, (std::vector<TenantPolicy::Source>{TenantPolicy::Source::ip, TenantPolicy::Source::api_key}));
+  EXPECT_EQ(t.from, (std::vector<TenantPolicy::From>{TenantPolicy::From::ip, TenantPolicy::From::api_key}));
   // Normalized: sorted (IPv4, being ::ffff:0:0/96, first), the /16 inside the /8 dropped.
   ASSERT_EQ(t.trusted_proxies.size(), 3u);
   EXPECT_EQ(floodwall::format_ip(t.trusted_proxies[0].net), "10.0.0.0");

@@ -84,7 +84,7 @@ std::optional<ClusterMap> parse_cluster_shards(const redisReply *reply, std::str
 ClusterMap fill_unowned(ClusterMap map, const ClusterMap &more);
 
 // A reply as RESP (as a server would have sent it), cut to its first `limit` bytes: what a topology reply
-// that could not be read said, for a message (pass it through printable()). Null is "<no reply>".
+// that could not be read said, for a message (pass it through message_excerpt()). Null is "<no reply>".
 std::string reply_head(const redisReply *reply, size_t limit = 200);
 
 // A MOVED or ASK error (its text as hiredis gives it, without the '-'): "MOVED 3999 127.0.0.1:6381",

@@ -69,7 +69,7 @@ class ClusterStore final : public Store, private ClusterHooks {
   void admit_async(const AdmitOp &op, AdmitCompletion *done) override;
   void release(const ReleaseOp &op) override;
   StoreStats stats() const override;
-  bool can_block() const override { return true; }
+  bool remote() const override { return true; }
   void hold_writes() override;
   void flush_writes() override;
   bool supports_leases() const override { return true; }

@@ -36,7 +36,7 @@ bool ClusterStore::read_map(const RedisEndpoint &at, ClusterMap &map, FailReason
       return false;
     }
     bool refused = r->type == REDIS_REPLY_ERROR;
-    if (refused) what = printable(std::string_view(r->str, r->len));
+    if (refused) what = message_excerpt(std::string_view(r->str, r->len));
     freeReplyObject(r);
     if (refused) {
       why = FailReason::config;
@@ -59,7 +59,7 @@ bool ClusterStore::read_map(const RedisEndpoint &at, ClusterMap &map, FailReason
       bool unknown = err.find("nknown subcommand") != std::string_view::npos;
       bool config = resp_is_config_error(err);
       if (!got) {
-        what = printable(err);
+        what = message_excerpt(err);
         why = disabled || config ? FailReason::config : FailReason::error;
       }
       freeReplyObject(r);
@@ -87,7 +87,7 @@ void ClusterStore::say_unreadable(const RedisEndpoint &at, std::string_view comm
   std::fprintf(stderr,
                "floodwall: Redis Cluster node %s sent a %s reply that is no slot map (malformed, or contradicting "
                "itself), left out of the map: %s\n",
-               endpoint_name(at).c_str(), std::string(command).c_str(), printable(reply_head(r)).c_str());
+               endpoint_name(at).c_str(), std::string(command).c_str(), message_excerpt(reply_head(r)).c_str());
 }
 
 bool ClusterStore::refresh() {

@@ -35,8 +35,8 @@
 #include <vector>
 
 #include "policy/policy.hpp"
-#include "stores/redis/admin.hpp"
 #include "stores/redis/cluster_map.hpp"
+#include "stores/redis/redis_admin.hpp"
 #include "stores/redis/scripts.hpp"  // the reply parsers, which fuzz/resp_fuzz.cpp reaches through this header
 #include "stores/redis/url.hpp"
 #include "stores/store.hpp"
@@ -65,12 +65,12 @@ class RedisStore final : public Store {
   std::vector<std::pair<std::string, TenantControl>> controlled(size_t limit) override;
   StoreStatus status(int64_t fleet_ttl_us) override;
   void set_fleet_mode(Limiter l, int8_t mode) override;
-  // The admin API's commands, over a blocking connection of their own (admin.cpp); throws StoreError.
+  // The admin API's commands, over a blocking connection of their own (redis_admin.cpp); throws StoreError.
   std::vector<ReplyPtr> admin_run(const std::vector<std::vector<std::string>> &cmds);
   std::vector<std::string> setup_commands() const;  // AUTH, SELECT: a blocking connection's first commands
   void release(const ReleaseOp &op) override;
   StoreStats stats() const override;
-  bool can_block() const override { return true; }
+  bool remote() const override { return true; }
   void hold_writes() override;
   void flush_writes() override;
   bool supports_leases() const override { return true; }

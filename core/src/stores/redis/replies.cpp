@@ -198,7 +198,7 @@ void RedisIo::apply_flags(const redisReply *r) {
     for (size_t i = 0; i < m.size(); i++) store_.fleet_modes_[i].store(m[i], std::memory_order_relaxed);
 }
 
-RedisIo::ErrorReply RedisIo::classify(std::string_view err) const {
+ErrorReply RedisIo::classify(std::string_view err) const {
   // A cluster's redirections first: behind a plain redis:// URL, MOVED and ASK are the deployment's error.
   if (cluster_) {
     if (parse_redirect(err)) return ErrorReply::redirect;
@@ -288,7 +288,7 @@ bool RedisIo::cluster_reply(Call *c, std::string_view err, int64_t now) {
 // managed services refuse inside scripts (or rename), so that is what the message proposes.
 void RedisIo::report_refused_script(const Connection &link, std::string_view err) {
   if (script_refusal_reported_.exchange(true)) return;
-  std::string first = printable(err);
+  std::string first = message_excerpt(err);
   std::fprintf(stderr,
                "floodwall: Redis at %s refused a command inside floodwall's scripts (%s)%s; every decision is the "
                "fallback's until it accepts\n",

@@ -54,7 +54,7 @@ bool resp_is_script_refusal(std::string_view e) {
   return false;
 }
 
-std::string printable(std::string_view s) {
+std::string message_excerpt(std::string_view s) {
   std::string out(s.substr(0, 200));
   for (char &ch : out)
     if (static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) >= 0x7f) ch = '?';

@@ -59,6 +59,6 @@ bool resp_is_script_refusal(std::string_view e);
 
 // Text a server sent (an error, a name) or the user gave, fit for a message: its first 200 bytes, each
 // control or non-ASCII byte as '?'.
-std::string printable(std::string_view s);
+std::string message_excerpt(std::string_view s);
 
 }  // namespace floodwall

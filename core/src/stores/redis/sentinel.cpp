@@ -159,7 +159,8 @@ void SentinelWatch::say_malformed(size_t i, const redisReply *reply) {
   std::fprintf(stderr,
                "floodwall: sentinel %s sent a SENTINEL get-master-addr-by-name reply that is no address (master "
                "\"%s\"), left out; the other sentinels are asked: %s\n",
-               name_of(url_.nodes[i]).c_str(), printable(url_.master).c_str(), printable(reply_head(reply)).c_str());
+               name_of(url_.nodes[i]).c_str(), message_excerpt(url_.master).c_str(),
+               message_excerpt(reply_head(reply)).c_str());
 }
 
 void SentinelWatch::say_contradiction(size_t doubting, const RedisEndpoint &doubted, size_t other,
@@ -168,7 +169,7 @@ void SentinelWatch::say_contradiction(size_t doubting, const RedisEndpoint &doub
   std::fprintf(stderr,
                "floodwall: sentinel %s names %s as the master \"%s\", which is no master now (its ROLE, or no "
                "connection); sentinel %s names %s: taken (a failover it has not heard of yet?)\n",
-               name_of(url_.nodes[doubting]).c_str(), name_of(doubted).c_str(), printable(url_.master).c_str(),
+               name_of(url_.nodes[doubting]).c_str(), name_of(doubted).c_str(), message_excerpt(url_.master).c_str(),
                name_of(url_.nodes[other]).c_str(), name_of(named).c_str());
 }
 
@@ -242,28 +243,28 @@ bool SentinelWatch::ask() {
                    "floodwall: the sentinels at %s refused the password (master \"%s\"); every decision is the "
                    "fallback's until they accept it (a sentinel password of its own goes in "
                    "redis.sentinel_password_env)\n",
-                   where.c_str(), printable(url_.master).c_str());
+                   where.c_str(), message_excerpt(url_.master).c_str());
   } else if (unknown) {
     unknown_.store(static_cast<uint8_t>(FailReason::config), std::memory_order_relaxed);
     if (!said_unknown_.exchange(true))
       std::fprintf(stderr,
                    "floodwall: the sentinels at %s know no master named \"%s\"; every decision is the fallback's until "
                    "they do (check the name in the store URL)\n",
-                   where.c_str(), printable(url_.master).c_str());
+                   where.c_str(), message_excerpt(url_.master).c_str());
   } else if (!tls_error.empty()) {
     if (!master_known()) unknown_.store(static_cast<uint8_t>(FailReason::config), std::memory_order_relaxed);
     if (!said_unreachable_.exchange(true))
       std::fprintf(stderr,
                    "floodwall: TLS to the sentinels at %s failed: %s; every decision is the fallback's until it "
                    "succeeds (check redis.tls)\n",
-                   where.c_str(), printable(tls_error).c_str());
+                   where.c_str(), message_excerpt(tls_error).c_str());
   } else {
     if (!master_known()) unknown_.store(static_cast<uint8_t>(FailReason::connection), std::memory_order_relaxed);
     if (!said_unreachable_.exchange(true))
       std::fprintf(stderr,
                    "floodwall: no sentinel answered at %s (master \"%s\"); the fallback decides until one does, "
                    "asked again in the background\n",
-                   where.c_str(), printable(url_.master).c_str());
+                   where.c_str(), message_excerpt(url_.master).c_str());
   }
   return false;
 }

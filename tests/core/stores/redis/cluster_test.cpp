@@ -45,6 +45,7 @@
 #include "cluster_redis.hpp"
 #include "cluster_tenants.hpp"
 #include "fake_cluster_node.hpp"
+#include "in_flight.hpp"
 #include "redis_server.hpp"
 #include "stores/redis/cluster_map.hpp"
 
@@ -92,9 +93,7 @@ double seconds_since(Clock::time_point t0) {
 
 // Redis' TIME on a node, in seconds: every node runs on this host, so any master's clock is the fleet's.
 double redis_seconds(const ClusterTopology &t, int port) {
-  std::string time = t.command(port, {"TIME"});
-  return static_cast<double>(std::stoll(time.substr(0, time.find(' ')))) +
-         static_cast<double>(std::stoll(time.substr(time.find(' ') + 1))) / 1e6;
+  return floodwall::testing::time_reply_seconds(t.command(port, {"TIME"}));
 }
 
 // The first tenant id stem-N whose keys hash to `slot` (about 16,384 tries, computed here).
@@ -202,7 +201,8 @@ struct Pipe {
 
 // One tenant's figures, shared by the processes of a test (placed in a MAP_SHARED mapping).
 struct Counts {
-  std::atomic<int64_t> decisions{0}, store{0}, allowed{0}, conc_refused{0}, in_flight{0}, most{0};
+  std::atomic<int64_t> decisions{0}, store{0}, allowed{0}, conc_refused{0};
+  floodwall::testing::InFlight in_flight;
 };
 
 // An admit counted in `n`: an allowed one is held for `hold`, counted in flight meanwhile, then released.
@@ -212,12 +212,7 @@ void admit_counted(fw_client *c, const std::string &tenant, Counts &n, std::chro
   n.store += by_store(d);
   if (d.allowed) {
     n.allowed++;
-    int64_t now = ++n.in_flight;
-    int64_t seen = n.most.load();
-    while (now > seen && !n.most.compare_exchange_weak(seen, now)) {
-    }
-    std::this_thread::sleep_for(hold);
-    n.in_flight--;  // before the release: what is counted here is never more than what Redis holds
+    n.in_flight.hold(hold);
   } else {
     n.conc_refused += d.limiter == FW_LIMITER_CONCURRENCY;
   }
@@ -429,13 +424,13 @@ TEST_F(Cluster, FourProcessesStayExactOnEveryMaster) {
     std::printf("%s on %d: %lld allowed of %lld in %.3f s (bound %.0f), at most %lld in flight (limit %d)\n",
                 tenants[k].c_str(), masters[k], static_cast<long long>(n.allowed.load()),
                 static_cast<long long>(n.decisions.load()), elapsed, burst + rate * elapsed,
-                static_cast<long long>(n.most.load()), limit);
+                static_cast<long long>(n.in_flight.most.load()), limit);
     EXPECT_EQ(n.store.load(), n.decisions.load()) << tenants[k] << ": every decision by its master";
     EXPECT_LE(n.allowed.load(), static_cast<int64_t>(burst + rate * elapsed) + 1)
         << tenants[k] << ": " << elapsed << " s";
     EXPECT_GT(n.allowed.load(), burst) << tenants[k] << ": the bucket refilled and was used";
-    EXPECT_LE(n.most.load(), limit) << tenants[k] << ": the concurrency limit was exceeded at some instant";
-    EXPECT_GE(n.most.load(), 1);
+    EXPECT_LE(n.in_flight.most.load(), limit) << tenants[k] << ": the concurrency limit was exceeded at some instant";
+    EXPECT_GE(n.in_flight.most.load(), 1);
     // Every slot was given back, on the master of the tenant.
     std::string conc = "floodwall:{" + tenants[k] + "}:conc";
     for (int i = 0; i < 100 && t.command(masters[k], {"ZCARD", conc}) != "0"; i++)
@@ -537,15 +532,15 @@ TEST_F(Cluster, TwentyTenantsOverThreeMastersStayExactFromFourProcesses) {
     m.store += n.store.load();
     m.allowed += n.allowed.load();
     m.conc_refused += n.conc_refused.load();
-    m.most = std::max(m.most, n.most.load());
+    m.most = std::max(m.most, n.in_flight.most.load());
     m.tightest = std::min(m.tightest, bound - static_cast<double>(n.allowed.load()));
     not_store += n.decisions.load() - n.store.load();
-    most_anywhere = std::max(most_anywhere, n.most.load());
+    most_anywhere = std::max(most_anywhere, n.in_flight.most.load());
     EXPECT_LE(n.allowed.load(), static_cast<int64_t>(bound) + 1)
         << tenants[j] << " on " << master_of[j] << ": " << elapsed << " s";
     EXPECT_GT(n.allowed.load(), burst) << tenants[j] << ": the bucket refilled and was used";
-    EXPECT_LE(n.most.load(), limit) << tenants[j] << ": the concurrency limit was exceeded at some instant";
-    EXPECT_GE(n.most.load(), 1) << tenants[j];
+    EXPECT_LE(n.in_flight.most.load(), limit) << tenants[j] << ": the concurrency limit was exceeded at some instant";
+    EXPECT_GE(n.in_flight.most.load(), 1) << tenants[j];
   }
   int64_t decisions = 0;
   for (const auto &[master, m] : per_master) {
@@ -623,7 +618,8 @@ TEST_F(Cluster, TheFleetCapacityIsExactForOneClient) {
   EXPECT_TRUE(again.allowed) << "released: the client's own count is now";
   fw_release(c, again.ticket);
 
-  std::atomic<int64_t> in_flight{0}, most{0}, allowed{0}, rejected{0}, not_fleet{0}, not_store{0};
+  std::atomic<int64_t> allowed{0}, rejected{0}, not_fleet{0}, not_store{0};
+  floodwall::testing::InFlight in_flight;
   auto start = Clock::now();
   std::vector<std::thread> threads;
   for (int k = 0; k < 16; k++)
@@ -634,12 +630,7 @@ TEST_F(Cluster, TheFleetCapacityIsExactForOneClient) {
         not_store += !by_store(d);
         if (d.allowed) {
           allowed++;
-          int64_t now = ++in_flight;
-          int64_t seen = most.load();
-          while (now > seen && !most.compare_exchange_weak(seen, now)) {
-          }
-          std::this_thread::sleep_for(std::chrono::milliseconds(2));
-          in_flight--;  // before the release: never more than what the client counts
+          in_flight.hold(std::chrono::milliseconds(2));
         } else {
           rejected++;
           not_fleet += d.limiter != FW_LIMITER_FLEET || d.status != 503;
@@ -651,10 +642,10 @@ TEST_F(Cluster, TheFleetCapacityIsExactForOneClient) {
   for (auto &th : threads) th.join();
   std::printf("one client, 16 threads, capacity %d: %lld allowed, %lld shed, at most %lld in flight\n", cap,
               static_cast<long long>(allowed.load()), static_cast<long long>(rejected.load()),
-              static_cast<long long>(most.load()));
-  RecordProperty("one_client_most_in_flight", std::to_string(most.load()));
-  EXPECT_LE(most.load(), cap) << "one client is exact";
-  EXPECT_GE(most.load(), cap / 2) << "the capacity was used";
+              static_cast<long long>(in_flight.most.load()));
+  RecordProperty("one_client_most_in_flight", std::to_string(in_flight.most.load()));
+  EXPECT_LE(in_flight.most.load(), cap) << "one client is exact";
+  EXPECT_GE(in_flight.most.load(), cap / 2) << "the capacity was used";
   EXPECT_GT(rejected.load(), 0) << "and shed beyond it";
   EXPECT_EQ(not_fleet.load(), 0) << "every rejection the fleet's (503)";
   EXPECT_EQ(not_store.load(), 0) << "no decision the fallback's";

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "in_flight.hpp"
 #include "policy/tenant_key.hpp"
 #include "redis_server.hpp"
 #include "sanitizers.hpp"
@@ -226,11 +227,11 @@ TEST(RedisStore, ExactUnderContentionFromThreadsAndProcesses) {
   const int burst = 100, limit = 5, processes = 4, threads = 8;
   std::string pol =
       policy(redis, R"("request_rate": {"rate": 200, "burst": 100}, "concurrency": {"limit": 5, "ttl_s": 30})");
-  // Shared across processes: admissions, in flight now, the most ever in flight, failed-open count.
-  auto *shared = static_cast<std::atomic<int64_t> *>(
-      mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
-  ASSERT_NE(shared, MAP_FAILED);
-  for (int i = 0; i < 4; i++) new (&shared[i]) std::atomic<int64_t>(0);
+  struct Figures {  // shared by the processes
+    std::atomic<int64_t> allowed{0}, failed_open{0};
+    floodwall::testing::InFlight in_flight;
+  };
+  auto *shared = floodwall::testing::in_shared_memory<Figures>();
   auto start = Clock::now();
   std::vector<pid_t> kids;
   for (int p = 0; p < processes; p++) {
@@ -243,15 +244,10 @@ TEST(RedisStore, ExactUnderContentionFromThreadsAndProcesses) {
           ts.emplace_back([&] {
             while (seconds_since(start) < 2.0) {
               fw_decision d = admit_raw(fw, "one-tenant");
-              if (d.failed_open) shared[3]++;
+              if (d.failed_open) shared->failed_open++;
               if (!d.allowed) continue;
-              shared[0]++;
-              int64_t now = ++shared[1];
-              int64_t seen = shared[2].load();
-              while (now > seen && !shared[2].compare_exchange_weak(seen, now)) {
-              }
-              std::this_thread::sleep_for(std::chrono::microseconds(200));
-              shared[1]--;
+              shared->allowed++;
+              shared->in_flight.hold(std::chrono::microseconds(200));
               fw_release(fw.get(), d.ticket);
             }
           });
@@ -267,10 +263,10 @@ TEST(RedisStore, ExactUnderContentionFromThreadsAndProcesses) {
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   }
   double elapsed = seconds_since(start);
-  EXPECT_EQ(shared[3].load(), 0) << "no decision may fail open here, or the bound means nothing";
-  EXPECT_LE(shared[0].load(), static_cast<int64_t>(burst + rate * elapsed + 1));
-  EXPECT_GT(shared[0].load(), burst) << "the bucket refilled and was used";
-  EXPECT_LE(shared[2].load(), limit) << "the concurrency limit was exceeded at some instant";
+  EXPECT_EQ(shared->failed_open.load(), 0) << "no decision may fail open here, or the bound means nothing";
+  EXPECT_LE(shared->allowed.load(), static_cast<int64_t>(burst + rate * elapsed + 1));
+  EXPECT_GT(shared->allowed.load(), burst) << "the bucket refilled and was used";
+  EXPECT_LE(shared->in_flight.most.load(), limit) << "the concurrency limit was exceeded at some instant";
   // No slot is left held once everyone has released.
   for (int i = 0; i < 100 && redis.command({"ZCARD", key("one-tenant", "conc")}) != "0"; i++)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));

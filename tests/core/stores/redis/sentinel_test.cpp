@@ -35,6 +35,7 @@ using floodwall::testing::count;
 using floodwall::testing::free_port;
 using floodwall::testing::rate_key;
 using floodwall::testing::reason_within;
+using floodwall::testing::redis_seconds_at;
 using floodwall::testing::SentinelTopology;
 
 namespace {
@@ -45,11 +46,6 @@ std::string policy(const std::string &url, const std::string &limits = R"("rate"
                    const std::string &redis = "") {
   return R"({"store": ")" + url + R"(", "redis": {"deadline_ms": 500)" + redis + R"(}, "request_rate": {)" + limits +
          "}}";
-}
-
-double redis_seconds(int port) {
-  std::string t = command_at(port, {"TIME"});
-  return static_cast<double>(std::stoll(t.substr(0, t.find(' ')))) + std::stoll(t.substr(t.find(' ') + 1)) / 1e6;
 }
 
 // Four processes of two threads on one tenant for `ms`; returns {allowed, answered by Redis, decisions}.
@@ -95,9 +91,9 @@ void expect_exact(const SentinelTopology &topo, const std::string &tenant) {
   const double rate = 200;
   const int burst = 40;
   std::string pol = policy(topo.sentinel_url(), R"("rate": 200, "burst": 40)", R"(, "deadline_ms": 2000)");
-  double t0 = redis_seconds(topo.master_port());
+  double t0 = redis_seconds_at(topo.master_port());
   std::array<int64_t, 3> got = fleet(pol, tenant, 1200);
-  double elapsed = redis_seconds(topo.master_port()) - t0;
+  double elapsed = redis_seconds_at(topo.master_port()) - t0;
   EXPECT_EQ(got[1], got[2]) << tenant << ": every decision answered by the master";
   EXPECT_LE(got[0], static_cast<int64_t>(burst + rate * elapsed) + 1) << tenant << ": " << elapsed << " s";
   EXPECT_GT(got[0], burst) << tenant << ": the bucket refilled and was used";

@@ -300,10 +300,7 @@ TEST(Tls, FourProcessesOverTlsStayWithinTheBucket) {
   void *mem = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(mem, MAP_FAILED);
   auto *shared = new (mem) std::atomic<int64_t>[3] {};
-  auto redis_seconds = [&] {
-    std::string t = redis.command({"TIME"});
-    return static_cast<double>(std::stoll(t.substr(0, t.find(' ')))) + std::stoll(t.substr(t.find(' ') + 1)) / 1e6;
-  };
+  auto redis_seconds = [&] { return floodwall::testing::time_reply_seconds(redis.command({"TIME"})); };
   double t0 = redis_seconds();
   auto start = std::chrono::steady_clock::now();
   std::vector<pid_t> kids;

@@ -3,7 +3,7 @@
 // next request of every client with no poll; the set <prefix>:{~ctl}:tenants lists the tenants that have
 // one (written here, never read by an admit). The calls go over a blocking connection of their own, each
 // within the store's deadline (at least a second): an operator's call, never a request's.
-#include "stores/redis/admin.hpp"
+#include "stores/redis/redis_admin.hpp"
 
 #include <hiredis/hiredis.h>
 
@@ -43,7 +43,8 @@ int64_t number(std::string_view s, int64_t dflt = 0) {
 
 void check(const redisReply *r, const char *what) {
   if (r && r->type == REDIS_REPLY_ERROR)
-    throw StoreError(std::string("store: Redis refused ") + what + ": " + printable(std::string_view(r->str, r->len)));
+    throw StoreError(std::string("store: Redis refused ") + what + ": " +
+                     message_excerpt(std::string_view(r->str, r->len)));
 }
 
 // A control record from HGETALL's reply.
@@ -183,7 +184,7 @@ StoreStatus admin_status(const AdminRunner &flags_node, const AdminRunner &fleet
   size_t v = info.find("redis_version:");
   if (v != std::string_view::npos) {
     std::string_view rest = info.substr(v + 14);
-    st.server = "redis " + printable(rest.substr(0, rest.find_first_of("\r\n")));
+    st.server = "redis " + message_excerpt(rest.substr(0, rest.find_first_of("\r\n")));
   } else {
     st.server = "redis";
   }
@@ -252,7 +253,7 @@ std::vector<ReplyPtr> RedisIo::admin_run(const std::vector<std::vector<std::stri
       redisReply *r = admin_->roundtrip(cmd, now_us() + budget_us);
       if (!r) throw unreachable(admin_->error().empty() ? "no answer" : admin_->error());
       bool refused = r->type == REDIS_REPLY_ERROR;
-      std::string why = refused ? printable(std::string_view(r->str, r->len)) : "";
+      std::string why = refused ? message_excerpt(std::string_view(r->str, r->len)) : "";
       freeReplyObject(r);
       if (refused) {
         admin_.reset();

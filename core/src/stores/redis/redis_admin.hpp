@@ -1,4 +1,4 @@
-// The admin API's Redis calls (admin.cpp), shared by the Redis store and the cluster store: each takes the
+// The admin API's Redis calls (redis_admin.cpp), shared by the Redis store and the cluster store: each takes the
 // runner of the node that holds the tenant's slot (and of the one holding the index of control records).
 #pragma once
 

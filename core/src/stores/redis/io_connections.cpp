@@ -42,8 +42,9 @@ void RedisIo::start_connect(Conn &conn, int64_t now) {
 // password never appears in it, nor here.
 void RedisIo::report_refused_setup(const Connection &link, std::string_view err) {
   if (refused_reported_.exchange(true)) return;
-  std::string first = printable(err);
-  std::string user = url_.user.empty() ? std::string("the default user") : "user \"" + printable(url_.user) + "\"";
+  std::string first = message_excerpt(err);
+  std::string user =
+      url_.user.empty() ? std::string("the default user") : "user \"" + message_excerpt(url_.user) + "\"";
   std::fprintf(stderr,
                "floodwall: Redis at %s refused the connection's setup as %s (%s); every decision is the "
                "fallback's until it accepts (check the user, password and database)\n",
