@@ -1,13 +1,23 @@
--- release.lua: frees a request's slots. Idempotent: a slot that is gone already (released, or swept
--- after its ttl) is simply not there.
+-- release.lua: frees a request's slots, and gives back a reservation its caller gave up before its turn.
+-- Idempotent: a slot that is gone already (released, or swept after its ttl) is simply not there, and a
+-- bucket that has moved since the reservation (or was given back already) is left alone.
 --
 -- KEYS[1]  <prefix>:{<tenant>}:conc   KEYS[2]  <prefix>:fleet
--- ARGV[1]  two flags, '1' or '0': release the tenant slot, release the fleet slot
+-- KEYS[3]  <prefix>:{<tenant>}:rate (only with the third flag)
+-- ARGV[1]  two or three flags, '1' or '0': release the tenant slot, release the fleet slot, give back the
+--          reservation
 -- ARGV[2]  the slot id
--- Reply:   the number of slots removed
+-- ARGV[3]  the reservation's give-back: the bucket's full instant as the reservation left it, and ARGV[4]
+--          the same less the reservation's cost (both as lib/bucket.lua writes them). Only when the bucket
+--          still holds ARGV[3] (no reservation came after it, nothing else moved it) is ARGV[4] written.
+-- Reply:   the number of slots removed, plus 1000 when the reservation was given back
 local rcall = redis.call
 local RELEASE = string.byte('1')
 local removed = 0
 if string.byte(ARGV[1], 1) == RELEASE then removed = removed + rcall('ZREM', KEYS[1], ARGV[2]) end
 if string.byte(ARGV[1], 2) == RELEASE then removed = removed + rcall('ZREM', KEYS[2], ARGV[2]) end
+if string.byte(ARGV[1], 3) == RELEASE and rcall('GET', KEYS[3]) == ARGV[3] then
+  rcall('SET', KEYS[3], ARGV[4], 'KEEPTTL')
+  removed = removed + 1000
+end
 return removed

@@ -167,6 +167,19 @@ export interface RouteRequest {
   path?: string | null;
 }
 
+export interface AcquireRequest {
+  /** The tenant id (any string or bytes; '' is the anonymous tenant). */
+  tenant: string | Uint8Array;
+  /** The route (pattern or family name) whose rules apply. */
+  route?: string | null;
+  /** Tokens this request costs (default 1; above the tenant's burst is an error). */
+  cost?: number;
+  /** The longest to wait for the turn, in milliseconds (default 10000; capped at burst / rate). */
+  maxWait?: number;
+  /** Aborted before the turn: acquire() rejects with its reason and gives the reservation back. */
+  signal?: AbortSignal;
+}
+
 export interface AdmitRequest extends RequestIdentity, RouteRequest {
   /** The HTTP method (absent: GET). */
   method?: string | null;
@@ -210,6 +223,8 @@ export class Decision {
   readonly blocked: boolean;
   /** When the block ends, in seconds since the epoch; null when not blocked, or blocked until unblocked. */
   readonly blockedUntil: number | null;
+  /** acquire(): the milliseconds the request waited for its turn (0: at once; 0 for admit). */
+  readonly waitedMs: number;
   readonly ticket: Ticket;
   /** The core's response headers, in order: RateLimit-Policy, RateLimit, RateLimit-Limit, -Remaining, -Reset, Retry-After. */
   readonly headers: Record<string, string>;
@@ -284,6 +299,12 @@ export class Floodwall {
   /** @param policy an object, a JSON document or the path of a JSON file. @throws PolicyError, StoreError */
   constructor(policy?: Policy | string | URL);
   admit(request: AdmitRequest): Promise<Decision>;
+  /**
+   * Waits for the request's turn instead of a 429 (maxWait in ms, default 10000, capped at burst / rate);
+   * resolves with admit()'s decision at the turn. Aborting `signal` before the turn rejects with its reason
+   * and gives the reservation back. Never blocks the event loop.
+   */
+  acquire(request: AcquireRequest): Promise<Decision>;
   /** The tenant id admit() would use: the tenant as given, else "key:<32 hex>", "ip:<address>" or "anonymous". */
   tenantKey(request: RequestIdentity): string;
   /**
@@ -421,6 +442,12 @@ export interface IntegrationOptions<A, B = undefined> {
   verify?: (credential: string, a: A) => unknown;
   /** Milliseconds verify may take (default fw.deadlineMs). */
   verifyTimeout?: number;
+  /**
+   * Off by default (a request the bucket refuses is answered 429 at once). Milliseconds: such a request
+   * waits for its turn instead (fw.acquire: a timer, the event loop runs on) when the turn is within
+   * maxWait, then goes on; further away it is a 429 as before. Capped at the bucket's burst / rate.
+   */
+  maxWait?: number;
 }
 
 export interface ExpressOptions<Req extends MiddlewareRequest = MiddlewareRequest, Res extends MiddlewareResponse = MiddlewareResponse>

@@ -245,9 +245,9 @@ FW_EXTERN int fw_request_route(fw_client *c, const fw_request *req, fw_buf *out)
 /** Holds a request's slots (concurrency, fleet, in-flight accounting); 0 holds nothing. */
 typedef uint64_t fw_ticket;
 
-/* Version 2 appended `degraded`, version 3 `cost`, version 4 the rules, version 5 `waited_s`. A caller that passes
-   an older struct gets its fields only; a version above FW_DECISION_VERSION is FW_EINVAL. */
-#define FW_DECISION_VERSION 5
+/* Version 2 appended `degraded`, version 3 `cost`, version 4 the rules, version 5 `waited_s`, version 6 `wait_s`.
+   A caller that passes an older struct gets its fields only; a version above FW_DECISION_VERSION is FW_EINVAL. */
+#define FW_DECISION_VERSION 6
 
 typedef struct fw_decision {
   unsigned version;           /* set by the caller to FW_DECISION_VERSION */
@@ -289,12 +289,15 @@ typedef struct fw_decision {
   /* Version 5. fw_acquire: the seconds an allowed request waited for its turn (0: it went at once; 0 for
      fw_admit). */
   double waited_s;
+  /* Version 6. fw_reserve, fw_reserve_async: the seconds from when this decision was written until the
+     request's turn; the caller must not go before (0: go now). 0 for every other call. */
+  double wait_s;
 } fw_decision;
 
 #define FW_DECISION_INIT                                                                                             \
   {                                                                                                                  \
     FW_DECISION_VERSION, 0, 0, FW_LIMITER_NONE, FW_LIMITER_NONE, 0, FW_FAIL_NONE, 0, 0, 0, 0, 0.0, 0, 0, 0, 0, 0, 0, \
-        -1, -1, -1, 0, 0, 0, 0, 0, 0, 0.0                                                                            \
+        -1, -1, -1, 0, 0, 0, 0, 0, 0, 0.0, 0.0                                                                       \
   }
 
 /**
@@ -320,6 +323,23 @@ FW_EXTERN int fw_admit(fw_client *c, const fw_request *req, fw_decision *out);
  * fw_client_close waits for it as for any call in progress. See docs/concepts/acquire.md.
  */
 FW_EXTERN int fw_acquire(fw_client *c, const fw_request *req, double max_wait_s, fw_decision *out);
+
+/**
+ * fw_acquire without the sleep, for a caller that waits in its own event loop: the same decision, taken in
+ * the same one round trip, written at once; an allowed request's wait_s says how long after the decision
+ * was written its turn comes, and the caller must not go before it. `out` must be a version 6 decision
+ * (FW_DECISION_INIT): an older one, which has no wait_s, is FW_EINVAL. Blocks for at most the store's
+ * deadline (never for the wait).
+ *
+ * Giving back: a caller that gives up before its turn (cancelled, timed out) calls fw_release on the
+ * ticket before the turn, which gives the reservation's tokens back to the tenant's bucket when no later
+ * reservation has been made on it since (the bucket still stands where this one left it); otherwise (or
+ * once the turn has come) only its slots go back, and its tokens, at most its cost per abandoned
+ * reservation, are repaid by the refill by its turn (within max_wait). A limit's tokens (taken at the turn)
+ * are not given back. A reservation whose process dies is repaid the same way. The ticket of a reservation
+ * that waits is never 0.
+ */
+FW_EXTERN int fw_reserve(fw_client *c, const fw_request *req, double max_wait_s, fw_decision *out);
 
 /**
  * Callback of fw_admit_async. `status` is what fw_admit would have returned; `d` is borrowed for the
@@ -358,6 +378,15 @@ typedef void (*fw_admit_cb3)(void *payload, int status, const fw_decision *d, co
  */
 FW_EXTERN int fw_admit_async3(fw_client *c, const fw_request *req, fw_decision *out, int *decided, fw_admit_cb3 cb,
                               void *payload);
+
+/**
+ * fw_reserve without blocking, in the manner of fw_admit_async3: decided at once (memory://, shm://, the
+ * fallback deciding at once) into *out with *decided 1 and cb never called; else *decided 0 and cb called
+ * once, later, from the store's I/O thread, with the decision (its wait_s counted from that call). A bad
+ * request or max_wait returns its error code here (cb is not called). `out` must be a version 6 decision.
+ */
+FW_EXTERN int fw_reserve_async(fw_client *c, const fw_request *req, double max_wait_s, fw_decision *out, int *decided,
+                               fw_admit_cb3 cb, void *payload);
 
 /**
  * Whether fw_admit can wait on I/O with this client's store: 1 for a network store (Redis), 0 for the
@@ -411,6 +440,7 @@ FW_EXTERN int fw_client_tenant_header(fw_client *c, int index, const char **out)
 /**
  * Releases what a ticket holds. Idempotent: releasing twice, releasing 0 or an unknown ticket is a
  * no-op returning 0. Never fails the caller: a store error is counted and the slot heals after ttl_s.
+ * The ticket of a reservation (fw_reserve) released before its turn gives its tokens back (see there).
  */
 FW_EXTERN int fw_release(fw_client *c, fw_ticket t);
 

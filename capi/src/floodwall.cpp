@@ -6,6 +6,7 @@
 
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -146,6 +147,29 @@ int fw_acquire(fw_client *c, const fw_request *req, double max_wait_s, fw_decisi
       c, req, out, [max_wait_s](floodwall::Guard &g, const floodwall::Request &r) { return g.acquire(r, max_wait_s); });
 }
 
+namespace {
+// fw_reserve's decision must be able to say its wait.
+unsigned reserve_version(const fw_decision *out) {
+  unsigned version = decision_version(out);
+  if (version < 6)
+    throw floodwall::BadRequest("out.version: fw_reserve needs a version 6 decision (wait_s), got " +
+                                std::to_string(version));
+  return version;
+}
+}  // namespace
+
+int fw_reserve(fw_client *c, const fw_request *req, double max_wait_s, fw_decision *out) {
+  return guarded([&]() -> int {
+    Use use(c);
+    if (!out) throw floodwall::BadRequest("out: must not be NULL");
+    unsigned version = reserve_version(out);
+    floodwall::Guard &g = guard_of(c);
+    std::string derived;
+    write_decision(g.reserve(to_request(req, g.policy(), derived), max_wait_s), version, out);
+    return FW_OK;
+  });
+}
+
 int fw_admit_async2(fw_client *c, const fw_request *req, fw_admit_cb cb, void *payload, int *completed) {
   if (completed) *completed = 0;
   if (!cb) return fail(FW_EINVAL, "cb: must not be NULL");
@@ -222,8 +246,10 @@ void async3_done(Async3 *a, const floodwall::Decision &d, std::exception_ptr e) 
 
 }  // namespace
 
-int fw_admit_async3(fw_client *c, const fw_request *req, fw_decision *out, int *decided, fw_admit_cb3 cb,
-                    void *payload) {
+namespace {
+// fw_admit_async3 (max_wait_s < 0) and fw_reserve_async.
+int submit_async3(fw_client *c, const fw_request *req, double max_wait_s, fw_decision *out, int *decided,
+                  fw_admit_cb3 cb, void *payload) {
   if (decided) *decided = 0;
   if (!cb) return fail(FW_EINVAL, "cb: must not be NULL");
   if (!out) return fail(FW_EINVAL, "out: must not be NULL");
@@ -233,15 +259,15 @@ int fw_admit_async3(fw_client *c, const fw_request *req, fw_decision *out, int *
   bool taken = false, was_inline = false;
   int rc = guarded([&]() -> int {
     Use use(c);
-    unsigned version = decision_version(out);
+    unsigned version = max_wait_s < 0 ? decision_version(out) : reserve_version(out);
     floodwall::Guard &g = guard_of(c);
     std::string derived;
     floodwall::Request r = to_request(req, g.policy(), derived);
     a = new Async3{cb, payload, out, version, false, nullptr};
     tl_async3 = a;
     taken = true;  // from here on the Guard calls async3_done exactly once, or throws before calling it
-    was_inline =
-        g.admit_async(r, [a](const floodwall::Decision &d, std::exception_ptr e) { async3_done(a, d, std::move(e)); });
+    auto done = [a](const floodwall::Decision &d, std::exception_ptr e) { async3_done(a, d, std::move(e)); };
+    was_inline = max_wait_s < 0 ? g.admit_async(r, done) : g.reserve_async(r, max_wait_s, done);
     return FW_OK;
   });
   tl_async3 = outer;
@@ -256,6 +282,22 @@ int fw_admit_async3(fw_client *c, const fw_request *req, fw_decision *out, int *
   if (error) return status_of(error);
   *decided = 1;
   return FW_OK;
+}
+}  // namespace
+
+int fw_admit_async3(fw_client *c, const fw_request *req, fw_decision *out, int *decided, fw_admit_cb3 cb,
+                    void *payload) {
+  return submit_async3(c, req, -1, out, decided, cb, payload);
+}
+
+int fw_reserve_async(fw_client *c, const fw_request *req, double max_wait_s, fw_decision *out, int *decided,
+                     fw_admit_cb3 cb, void *payload) {
+  if (!std::isfinite(max_wait_s) || max_wait_s < 0) {
+    if (decided) *decided = 0;
+    return fail(FW_EINVAL,
+                "max_wait: must be a finite number of seconds, 0 or more (got " + std::to_string(max_wait_s) + ")");
+  }
+  return submit_async3(c, req, max_wait_s, out, decided, cb, payload);
 }
 
 int fw_tenant_key(fw_client *c, const fw_request *req, fw_buf *out) {

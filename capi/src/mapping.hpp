@@ -61,6 +61,8 @@ static_assert(kDecisionV2Size == 104, "the version 2 fw_decision layout is froze
 static_assert(kDecisionV3Size == 112, "the version 3 fw_decision layout is frozen");
 constexpr size_t kDecisionV4Size = offsetof(fw_decision, waited_s);
 static_assert(kDecisionV4Size == 184, "the version 4 fw_decision layout is frozen");
+constexpr size_t kDecisionV5Size = offsetof(fw_decision, wait_s);
+static_assert(kDecisionV5Size == 192, "the version 5 fw_decision layout is frozen");
 
 inline unsigned decision_version(const fw_decision *d) {
   unsigned v = d->version;
@@ -76,6 +78,7 @@ inline size_t decision_size(unsigned version) {
          : version == 2 ? kDecisionV2Size
          : version == 3 ? kDecisionV3Size
          : version == 4 ? kDecisionV4Size
+         : version == 5 ? kDecisionV5Size
                         : sizeof(fw_decision);
 }
 
@@ -107,7 +110,10 @@ inline void to_c(const floodwall::Decision &d, fw_decision &c) {
   c.rule_window_end_s = d.rule_window_end_s;
   c.blocked = d.blocked ? 1 : 0;
   c.blocked_until_s = d.blocked_until_s;
-  c.waited_s = static_cast<double>(d.wait_us) / 1e6;
+  // A reservation's wait is the caller's still (fw_reserve); fw_acquire has waited it out.
+  double wait = static_cast<double>(d.wait_us) / 1e6;
+  c.waited_s = d.waiting ? 0.0 : wait;
+  c.wait_s = d.waiting ? wait : 0.0;
 }
 
 // Into a caller's struct of `version` (checked by decision_version): the fields that version has, no byte
@@ -154,6 +160,10 @@ inline floodwall::Decision read_decision(const fw_decision *c) {
   d.blocked = full.blocked != 0;
   d.blocked_until_s = full.blocked_until_s;
   d.wait_us = std::isfinite(full.waited_s) && full.waited_s > 0 ? static_cast<int64_t>(full.waited_s * 1e6) : 0;
+  if (std::isfinite(full.wait_s) && full.wait_s > 0) {
+    d.wait_us = static_cast<int64_t>(full.wait_s * 1e6);
+    d.waiting = true;
+  }
   return d;
 }
 

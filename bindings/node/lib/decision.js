@@ -17,6 +17,8 @@ const RULES_AT = 17;
 const RULES_END = 26;
 // After them, always written: blocked, blocked_until_s (src/addon.cc, kRawBlocked).
 const BLOCKED_AT = 26;
+// Then fw_decision.wait_s and waited_s (src/addon.cc, kRawWait).
+const WAIT_AT = 28;
 
 class Decision {
   #core;
@@ -58,6 +60,8 @@ class Decision {
     this.blocked = raw[BLOCKED_AT] !== 0;
     /** When the block ends, in seconds since the epoch; null when not blocked, or blocked until unblocked. */
     this.blockedUntil = this.blocked && raw[BLOCKED_AT + 1] > 0 ? raw[BLOCKED_AT + 1] : null;
+    /** acquire(): the milliseconds the request waited for its turn (0: it went at once; 0 for admit). */
+    this.waitedMs = (raw[WAIT_AT] + raw[WAIT_AT + 1]) * 1000;
     // Only the mask is read when no limit or quota applied: the fields after it are then left unwritten.
     if (raw[RULES_AT] !== 0 || raw[RULES_AT + 1] !== 0) this.#rules = raw.slice(RULES_AT, RULES_END);
     // The scratch array holds this decision until the client's next one (or a formatting) overwrites it.
@@ -167,6 +171,8 @@ class Decision {
     raw[16] = this.cost;
     raw[BLOCKED_AT] = this.blocked ? 1 : 0;
     raw[BLOCKED_AT + 1] = this.blockedUntil ?? 0;
+    raw[WAIT_AT] = 0;
+    raw[WAIT_AT + 1] = this.waitedMs / 1000;
     if (this.#rules === undefined) {
       raw[RULES_AT] = 0;
       raw[RULES_AT + 1] = 0;

@@ -103,6 +103,31 @@ function requestObject(request) {
   return request;
 }
 
+// Resolves once performance.now() reaches `at` (a reservation's turn, counted from when its decision reached
+// this thread, which is after the core's): a timer may fire up to the loop's turn early, so it is armed
+// again for what is left. An abort before then releases the reservation (giving it back) and rejects.
+function waitForTurn(at, signal, giveBack) {
+  return new Promise((resolve, reject) => {
+    let timer;
+    const onAbort = () => {
+      clearTimeout(timer);
+      giveBack();
+      reject(signal.reason);
+    };
+    const check = () => {
+      const left = at - performance.now();
+      if (left > 0) {
+        timer = setTimeout(check, Math.ceil(left));
+        return;
+      }
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+    check();
+  });
+}
+
 class Floodwall {
   #core; // { native, handle, scratch, ruleNames, inScratch }: shared with the decisions, which format themselves through it
   #closed = false;
@@ -167,8 +192,41 @@ class Floodwall {
     }
   }
 
+  /**
+   * Waits for the request's turn instead of refusing it: {tenant, route?, cost?, maxWait?, signal?}. When the
+   * tenant's bucket would have the tokens within `maxWait` milliseconds (default 10000; capped at the
+   * bucket's full refill, burst / rate), the store reserves them at once (one round trip, first come first
+   * served) and the promise resolves at the turn with the Decision admit() gives an allowed request
+   * (`waitedMs`: how long it waited); the wait is a timer: the event loop never blocks. A request whose turn
+   * is further away, or that another limiter refuses, resolves at once with admit()'s refusal, nothing
+   * consumed. Release it as admit()'s. An AbortSignal aborted before the turn rejects with its reason and
+   * gives the reservation back (its tokens return when no later reservation was made).
+   * Rejects with InvalidArgumentError naming maxWait for a negative, non-finite or non-numeric one.
+   */
+  async acquire(request) {
+    requestObject(request);
+    const { maxWait = 10000, signal } = request;
+    if (typeof maxWait !== 'number' || !Number.isFinite(maxWait) || maxWait < 0) {
+      throw invalid(`maxWait: must be a finite number of milliseconds, 0 or more (got ${String(maxWait)})`);
+    }
+    if (signal !== undefined && (signal === null || typeof signal.aborted !== 'boolean')) {
+      throw invalid('signal: must be an AbortSignal');
+    }
+    signal?.throwIfAborted();
+    const d = await this[admitNow](request, maxWait / 1000);
+    const waitMs = d.waitedMs;
+    if (signal?.aborted) {
+      this.release(d); // aborted while the store answered: before the turn, the reservation goes back
+      throw signal.reason;
+    }
+    if (!d.allowed || !(waitMs > 0)) return d;
+    await waitForTurn(performance.now() + waitMs, signal, () => this.release(d));
+    return d;
+  }
+
   // admit() without the promise when the core decided at once (lib/internal.js); throws for a bad request.
-  [admitNow](request) {
+  // With maxWait (seconds), a reservation (acquire).
+  [admitNow](request, maxWait) {
     requestObject(request);
     const { cost = 1 } = request;
     if (!Number.isSafeInteger(cost) || cost < 0) throw invalid('cost: must be a non-negative integer');
@@ -177,7 +235,7 @@ class Floodwall {
     const pending = native.admit(core.handle, tenantArg(request.tenant), headersArg(request.headers), peerArg(request.peer),
       optionalString(request.route, 'route'), optionalString(request.method, 'method'), cost,
       optionalBoolean(request.critical, 'critical'), optionalBoolean(request.sandbox, 'sandbox'),
-      credentialArg(request.verified), pathArg(request.path));
+      credentialArg(request.verified), pathArg(request.path), maxWait);
     // Decided inline (the memory store): the numbers are in the scratch array, read them right away.
     if (pending === undefined) return new Decision(core, core.scratch);
     return pending.then((raw) => new Decision(core, raw));

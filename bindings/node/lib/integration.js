@@ -13,7 +13,8 @@ const { admitNow } = require('./internal');
 const SKIPPED = Symbol('floodwall.skipped');
 
 // The options of every integration; each framework may add its own (Fastify's client, Koa's router).
-const OPTIONS = ['keyGenerator', 'route', 'cost', 'critical', 'sandbox', 'skip', 'handler', 'verify', 'verifyTimeout'];
+const OPTIONS = ['keyGenerator', 'route', 'cost', 'critical', 'sandbox', 'skip', 'handler', 'verify', 'verifyTimeout',
+  'maxWait'];
 // The options a route may set for itself (Fastify's config.floodwall).
 const ROUTE_OPTIONS = ['cost', 'critical', 'sandbox', 'skip'];
 
@@ -36,6 +37,7 @@ const CHECKS = {
   handler: [(v) => typeof v === 'function', 'a function'],
   verify: [(v) => typeof v === 'function', 'a function'],
   verifyTimeout: [(v) => typeof v === 'number' && v > 0 && v <= 2 ** 31 - 1, 'a number of milliseconds above 0'],
+  maxWait: [(v) => typeof v === 'number' && Number.isFinite(v) && v >= 0, 'a finite number of milliseconds, 0 or more'],
 };
 
 // Throws a TypeError naming `where` and the option for an unknown key or a value of the wrong type.
@@ -150,7 +152,14 @@ function integration(fw, options, framework) {
   const handler = options.handler === undefined ? defaultHandler : options.handler;
   // A Floodwall decides at once when it can; anything else with admit() and release() (a wrapper, a spy)
   // answers with a promise.
-  const admit = typeof fw[admitNow] === 'function' ? (request) => fw[admitNow](request) : (request) => fw.admit(request);
+  // With maxWait, a request the bucket would refuse waits for its turn instead (fw.acquire: a timer, the
+  // event loop serves other requests meanwhile), when that turn is within maxWait ms.
+  const { maxWait } = options;
+  if (maxWait !== undefined && typeof fw.acquire !== 'function') {
+    throw new TypeError(`${where}: maxWait needs the client's acquire (a Floodwall)`);
+  }
+  const admit = maxWait !== undefined ? (request) => fw.acquire({ ...request, maxWait })
+    : typeof fw[admitNow] === 'function' ? (request) => fw[admitNow](request) : (request) => fw.admit(request);
 
   if (verify === undefined && verifyTimeout !== undefined) throw new TypeError(`${where}: verifyTimeout needs a verify hook`);
   let vouch;

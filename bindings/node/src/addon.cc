@@ -61,6 +61,8 @@ enum RawIndex {
   kRawRuleWindowEnd,
   kRawBlocked,  // fw_decision.blocked, and blocked_until_s (seconds since the epoch: exact)
   kRawBlockedUntil,
+  kRawWait,    // fw_decision.wait_s (fw_reserve_async: the seconds until the turn, the caller's to wait)
+  kRawWaited,  // fw_decision.waited_s
   kRawSize
 };
 
@@ -86,6 +88,8 @@ void ToRaw(const fw_decision &d, double *out) {
   out[kRawRulesLow] = static_cast<double>(d.rules & 0xffffffffu);
   out[kRawBlocked] = d.blocked ? 1 : 0;
   out[kRawBlockedUntil] = static_cast<double>(d.blocked_until_s);
+  out[kRawWait] = d.wait_s;
+  out[kRawWaited] = d.waited_s;
   if (d.rules == 0) return;  // no rule applied: rule, dark_rule and shown_rule are -1, the rest 0
   out[kRawRule] = d.rule;
   out[kRawDarkRule] = d.dark_rule;
@@ -448,6 +452,7 @@ class Client {
     double key[kRawSize];
     std::memcpy(key, raw, sizeof key);
     key[kRawTicketHigh] = key[kRawTicketLow] = 0;
+    key[kRawWait] = key[kRawWaited] = 0;  // not in the response
     if (key[kRawRulesHigh] == 0 && key[kRawRulesLow] == 0) {
       for (int i = kRawRule; i <= kRawRuleWindowEnd; i++) key[i] = 0;  // not written for such a decision
     }
@@ -481,8 +486,9 @@ class Client {
 
   // admit(handle, tenant: string | Uint8Array | null, headers: array | null, peer: string | null,
   //       route?: string, method?: string, cost: number, critical: boolean, sandbox: boolean,
-  //       credential: number (an fw_credential_check), path?: string):
+  //       credential: number (an fw_credential_check), path?: string, maxWait?: number):
   //   undefined (decided at once: see scratch) | Promise<Float64Array>
+  // With maxWait (seconds) it is a reservation (fw_reserve_async): an allowed decision's wait is the caller's.
   Napi::Value Admit(const Napi::CallbackInfo &info) {
     Napi::Env env = info.Env();
     fw_request req = FW_REQUEST_INIT;
@@ -501,7 +507,10 @@ class Client {
     call->client = this;
     fw_decision d = FW_DECISION_INIT;
     int decided = 0;
-    int rc = fw_admit_async3(c_, &req, &d, &decided, OnDecision, call.get());
+    int rc = info.Length() > 11 && info[11].IsNumber()
+                 ? fw_reserve_async(c_, &req, info[11].As<Napi::Number>().DoubleValue(), &d, &decided, OnDecision,
+                                    call.get())
+                 : fw_admit_async3(c_, &req, &d, &decided, OnDecision, call.get());
     if (rc != FW_OK || decided) {
       spare_ = std::move(call);  // never handed over: kept for the next admit
       Check(env, rc);            // a bad request, or a closed client

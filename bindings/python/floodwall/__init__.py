@@ -95,6 +95,17 @@ def _policy_text(policy: PolicyLike) -> str:
     raise TypeError("policy: must be a dict, a JSON string or a path to a JSON file")
 
 
+def _max_wait(value: Any) -> float:
+    """max_wait checked where it is read: a number of seconds (the core refuses a negative, NaN or infinite
+    one, naming max_wait too)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"max_wait: must be a number of seconds, got {type(value).__name__}")
+    value = float(value)
+    if not math.isfinite(value) or value < 0:
+        raise InvalidArgumentError(f"max_wait: must be a finite number of seconds, 0 or more (got {value})")
+    return value
+
+
 class _LoopWaiter:
     """Where the decisions of one event loop's pending admits arrive from the core's I/O thread.
 
@@ -289,6 +300,78 @@ class Floodwall:
         fut = loop.create_future()
         waiter.futures[token] = fut
         return await fut
+
+    def acquire(
+        self,
+        tenant: Optional[Tenant] = None,
+        *,
+        route: Optional[str] = None,
+        cost: int = 1,
+        max_wait: float = 10.0,
+        headers: Optional[Headers] = None,
+        peer: Optional[Union[str, bytes]] = None,
+        path: Optional[Union[str, bytes]] = None,
+        method: Optional[str] = "GET",
+        critical: bool = False,
+        sandbox: bool = False,
+        verified: Optional[bool] = None,
+    ) -> Decision:
+        """Waits for the request's turn instead of refusing it (docs/concepts/acquire.md): when the tenant's
+        bucket would have the tokens within ``max_wait`` seconds (capped at its full refill, burst / rate),
+        the store reserves them at once (one round trip, first come first served) and this call sleeps
+        until the turn, with the GIL released, then returns the Decision admit() gives an allowed request
+        (``decision.waited``: the seconds it waited). A request whose turn is further away, or that another
+        limiter refuses, gets admit()'s refusal at once, with nothing consumed. Release it as admit()'s
+        (``with fw.acquire(...) as d:``). The other arguments are admit()'s. A negative, NaN or infinite
+        ``max_wait`` raises InvalidArgumentError naming max_wait, a non-numeric one TypeError; a cost
+        above the burst raises InvalidArgumentError."""
+        return self._c.acquire(
+            tenant, headers, peer, route, path, method, cost, critical, sandbox, verified, _max_wait(max_wait)
+        )
+
+    async def acquire_async(
+        self,
+        tenant: Optional[Tenant] = None,
+        *,
+        route: Optional[str] = None,
+        cost: int = 1,
+        max_wait: float = 10.0,
+        headers: Optional[Headers] = None,
+        peer: Optional[Union[str, bytes]] = None,
+        path: Optional[Union[str, bytes]] = None,
+        method: Optional[str] = "GET",
+        critical: bool = False,
+        sandbox: bool = False,
+        verified: Optional[bool] = None,
+    ) -> Decision:
+        """acquire() for asyncio: the reservation is made without blocking the loop (fw_reserve_async) and
+        its wait is an ``asyncio.sleep`` (``decision.wait``: the seconds it waited). Cancellable: a task
+        cancelled before its turn releases its reservation, which gives its tokens back when no later
+        reservation was made (see acquire.md)."""
+        wait = _max_wait(max_wait)
+        loop = asyncio.get_running_loop()
+        waiter = self._waiters.get(loop)
+        if waiter is None:
+            waiter = self._waiters[loop] = _LoopWaiter(self._c, loop)
+        token = next(self._tokens)
+        waiter.hold()
+        d = self._c.reserve_async(
+            waiter.queue, token, tenant, headers, peer, route, path, method, cost, critical, sandbox, verified, wait
+        )
+        if d is None:
+            fut = loop.create_future()
+            waiter.futures[token] = fut
+            d = await fut  # cancelled here: _LoopWaiter releases the decision when it arrives
+        if d.allowed and d.wait > 0:
+            turn = loop.time() + d.wait
+            try:
+                # call_later may run a little early (the loop's clock resolution): slept again until the turn.
+                while loop.time() < turn:
+                    await asyncio.sleep(turn - loop.time())
+            except BaseException:
+                d.release()  # gave up before its turn: the reservation goes back
+                raise
+        return d
 
     def _hold_writes(self) -> None:
         """From a coroutine of this client's loop: what this thread sends the store until the loop's next

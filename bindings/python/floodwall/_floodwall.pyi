@@ -66,6 +66,10 @@ class Decision:
     @property
     def ticket(self) -> int: ...
     @property
+    def waited(self) -> float: ...
+    @property
+    def wait(self) -> float: ...
+    @property
     def headers(self) -> Dict[str, str]: ...
     @property
     def content_type(self) -> str: ...
@@ -115,6 +119,36 @@ class Client:
         critical: bool,
         sandbox: bool,
         verified: Optional[bool],
+    ) -> Optional[Decision]: ...
+    def acquire(
+        self,
+        tenant: Optional[_Bytes],
+        headers: Optional[_Headers],
+        peer: Optional[_Bytes],
+        route: Optional[str],
+        path: Optional[_Bytes],
+        method: Optional[str],
+        cost: int,
+        critical: bool,
+        sandbox: bool,
+        verified: Optional[bool],
+        max_wait: float,
+    ) -> Decision: ...
+    def reserve_async(
+        self,
+        queue: CompletionQueue,
+        token: int,
+        tenant: Optional[_Bytes],
+        headers: Optional[_Headers],
+        peer: Optional[_Bytes],
+        route: Optional[str],
+        path: Optional[_Bytes],
+        method: Optional[str],
+        cost: int,
+        critical: bool,
+        sandbox: bool,
+        verified: Optional[bool],
+        max_wait: float,
     ) -> Optional[Decision]: ...
     def drain(self, queue: CompletionQueue) -> List[Tuple[int, Union[Decision, Exception]]]: ...
     def tenant_key(

@@ -184,6 +184,18 @@ def client_and_options(config: Any, where: str, error: Callable[[str], Exception
         raise error(f"{where}['policy']: {exc}") from exc
 
 
+def check_max_wait(value: Any) -> Optional[float]:
+    """A middleware's ``max_wait`` option: None (off: a request the bucket refuses is answered 429 at once)
+    or the seconds, 0 or more, a request may be delayed for its turn instead."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"max_wait: must be a number of seconds or None, got {type(value).__name__}")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"max_wait: must be a finite number of seconds, 0 or more (got {value})")
+    return float(value)
+
+
 # --------------------------------------------------------------------------------------- per-route settings
 
 

@@ -48,6 +48,13 @@ Options, constants or callables of the ASGI scope:
   no route matches, a plain ASGI app), None: the policy's globs match the request's path, which the
   middleware always hands the core too (``scope["path"]``), so ``"routes": ["/orders/*"]`` limits
   GET /orders/42 whatever the app.
+- ``max_wait``: None (the default): a request the request-rate bucket refuses is answered 429 at once.
+  A number of seconds: such a request waits for its turn instead when that turn is at most ``max_wait``
+  away (Floodwall.acquire_async: the store reserves its tokens in one round trip, and the wait is a
+  timer, so the event loop serves other requests meanwhile), then goes on with the same headers; further
+  away, it is answered 429 as before. A task cancelled while it waits (a server or a timeout that cancels
+  it) gives its reservation back; a server that does not cancel on a disconnect (uvicorn) lets it wait
+  out its turn. Capped at the bucket's full refill (burst / rate).
 - ``method``: default the request's method. ``cost`` (default 1), ``critical``, ``sandbox`` (default False).
 
 A route's own settings (``@floodwall.fastapi.limit(cost=5)`` on its endpoint, or
@@ -62,6 +69,7 @@ from typing import Any, Awaitable, Callable, List, MutableMapping, Optional, Tup
 
 from . import Decision, Floodwall
 from ._middleware import (
+    check_max_wait,
     Option,
     PerRequest,
     RouteSettings,
@@ -158,9 +166,11 @@ class FloodwallMiddleware:
         sandbox: Option[bool] = False,
         verify: Optional[Verify] = None,
         verify_timeout: Optional[float] = None,
+        max_wait: Optional[float] = None,
     ) -> None:
         self.app = app
         self.client = client
+        self.max_wait = check_max_wait(max_wait)
         self._verifier = verifier_of(client, verify, verify_timeout)
         # A Floodwall batches the loop's writes; anything else with admit_async() (a wrapper) need not.
         self._hold_writes = getattr(client, "_hold_writes", None)
@@ -172,6 +182,9 @@ class FloodwallMiddleware:
         self.key, self.skip, self.on_reject = key, skip, on_reject
         self.route, self.method = route, method
         self.cost, self.critical, self.sandbox = cost, critical, sandbox
+
+    async def _acquire(self, tenant: Any, **request: Any) -> Any:
+        return await self.client.acquire_async(tenant, max_wait=self.max_wait, **request)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -204,7 +217,10 @@ class FloodwallMiddleware:
         # verified= only with a hook: a client wrapper written before it (admit_async without the keyword)
         # keeps working as it did.
         checked = {} if verified is None else {"verified": verified}
-        decision = await self.client.admit_async(
+        # max_wait: the request waits for its turn (Floodwall.acquire_async: a timer, the loop runs on)
+        # instead of a 429; a task cancelled meanwhile gives it back.
+        decide = self.client.admit_async if self.max_wait is None else self._acquire
+        decision = await decide(
             tenant,
             headers=headers,
             peer=peer,

@@ -46,6 +46,12 @@ Options, constants or callables of the WSGI environ:
   Starlette's). Where no rule is known (a path no rule matches, another WSGI app), None: the policy's globs
   match the request's path, which the middleware always hands the core too (SCRIPT_NAME + PATH_INFO), so
   ``"routes": ["/orders/*"]`` limits GET /orders/42 whatever the app.
+- ``max_wait``: None (the default): a request the request-rate bucket refuses is answered 429 at once.
+  A number of seconds: such a request waits for its turn instead when that turn is at most ``max_wait``
+  away (Floodwall.acquire: the store reserves its tokens in one round trip), then goes on; further away,
+  it is answered 429 as before. Under WSGI the wait **blocks the worker thread** (the GIL is released,
+  other threads run): give the server threads enough for the requests that may wait at once, or keep
+  ``max_wait`` short. Capped at the bucket's full refill (burst / rate).
 - ``method``: default REQUEST_METHOD. ``cost`` (default 1), ``critical``, ``sandbox`` (default False).
 
 A Flask view's own settings (``@floodwall.flask.limit(cost=5)``) override ``cost``, ``critical``,
@@ -61,6 +67,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tupl
 
 from . import Decision, Floodwall
 from ._middleware import (
+    check_max_wait,
     Option,
     PerRequest,
     RouteSettings,
@@ -212,9 +219,11 @@ class FloodwallMiddleware:
         sandbox: Option[bool] = False,
         verify: Optional[Callable[[str, Environ], Any]] = None,
         verify_timeout: Optional[float] = None,
+        max_wait: Optional[float] = None,
     ) -> None:
         self.app = app
         self.client = client
+        self.max_wait = check_max_wait(max_wait)
         if verify is not None and inspect.iscoroutinefunction(verify):
             raise TypeError("verify: an async function under WSGI (nothing would await it): give a plain function")
         self._verifier = verifier_of(client, verify, verify_timeout)
@@ -229,6 +238,9 @@ class FloodwallMiddleware:
         self.key, self.skip, self.on_reject = key, skip, on_reject
         self.route, self.method = route, method
         self.cost, self.critical, self.sandbox = cost, critical, sandbox
+
+    def _acquire(self, tenant: Any, **request: Any) -> Any:
+        return self.client.acquire(tenant, max_wait=self.max_wait, **request)
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         if self.skip is not None and self.skip(environ):
@@ -251,7 +263,10 @@ class FloodwallMiddleware:
         # verified= only with a hook: a client wrapper written before it (admit without the keyword) keeps
         # working as it did.
         checked = {} if verified is None else {"verified": verified}
-        decision = self.client.admit(
+        # max_wait: the request waits for its turn (Floodwall.acquire) instead of a 429, blocking this
+        # worker thread meanwhile.
+        decide = self.client.admit if self.max_wait is None else self._acquire
+        decision = decide(
             tenant,
             headers=headers,
             peer=peer,

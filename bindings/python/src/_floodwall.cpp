@@ -485,6 +485,40 @@ py::object client_admit_async(Handle &h, const std::shared_ptr<CompletionQueue> 
   return py::none();
 }
 
+// fw_acquire: the GIL released for the whole wait (whatever the store), since it sleeps until the turn.
+py::object client_acquire(Handle &h, py::handle tenant, py::handle headers, py::handle peer, py::handle route,
+                          py::handle path, py::handle method, py::handle cost, py::handle critical, py::handle sandbox,
+                          py::handle verified, double max_wait) {
+  Request r;
+  to_request(r, tenant, headers, peer, route, path, method, cost, critical, sandbox, verified);
+  fw_decision d = FW_DECISION_INIT;
+  int rc;
+  {
+    py::gil_scoped_release nogil;
+    rc = fw_acquire(h.c, &r.rq, max_wait, &d);
+  }
+  check(rc);
+  return wrap(d, h.shared_from_this());
+}
+
+// fw_reserve_async: as client_admit_async, the decision's wait left for the asyncio loop to wait out.
+py::object client_reserve_async(Handle &h, const std::shared_ptr<CompletionQueue> &queue, uint64_t token,
+                                py::handle tenant, py::handle headers, py::handle peer, py::handle route,
+                                py::handle path, py::handle method, py::handle cost, py::handle critical,
+                                py::handle sandbox, py::handle verified, double max_wait) {
+  Request r;
+  to_request(r, tenant, headers, peer, route, path, method, cost, critical, sandbox, verified);
+  auto p = std::make_unique<Pending>();
+  p->queue = queue;
+  p->token = token;
+  fw_decision d = FW_DECISION_INIT;
+  int decided = 0;
+  check(fw_reserve_async(h.c, &r.rq, max_wait, &d, &decided, on_admitted, p.get()));
+  if (decided) return wrap(d, h.shared_from_this());
+  (void)p.release();
+  return py::none();
+}
+
 py::list client_drain(Handle &h, CompletionQueue &queue) {
   std::vector<Completion> done = queue.take();
   py::list out;
@@ -799,6 +833,10 @@ PYBIND11_MODULE(_floodwall, m) {
       .def_property_readonly("concurrency_limit", [](const Decision &x) { return x.d.concurrency_limit; })
       .def_property_readonly("concurrency_remaining", [](const Decision &x) { return x.d.concurrency_remaining; })
       .def_property_readonly("ticket", [](const Decision &x) { return x.d.ticket; })
+      // acquire() and acquire_async() return once the turn has come: the wait they waited (a reservation's
+      // wait_s is waited out by acquire_async before it returns the decision).
+      .def_property_readonly("waited", [](const Decision &x) { return x.d.waited_s + x.d.wait_s; })
+      .def_property_readonly("wait", [](const Decision &x) { return x.d.wait_s; })
       .def_property_readonly("headers", &headers_of)
       .def_property_readonly("content_type", [](Decision &x) { return py::str(formatted_of(x).content_type); })
       .def_property_readonly("body", [](Decision &x) { return py::str(formatted_of(x).body); })
@@ -835,6 +873,8 @@ PYBIND11_MODULE(_floodwall, m) {
       .def_property_readonly("tenant_headers", [](Handle &h) { return h.tenant_headers; })
       .def("admit", &client_admit)
       .def("admit_async", &client_admit_async)
+      .def("acquire", &client_acquire)
+      .def("reserve_async", &client_reserve_async)
       .def("drain", &client_drain)
       .def("tenant_key", &client_tenant_key)
       .def("request_credential", &client_request_credential)

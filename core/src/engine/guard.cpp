@@ -417,15 +417,17 @@ void Guard::decide_on(const Prepared &p, const AdmitResult &r, bool touched_stor
     if (op.rate || op.conc || op.rules.n > 0) metrics_.tenant_seen(op.tenant, !d.allowed);
   }
   if (!d.allowed) return;
+  Held h;
   if (op.max_wait_ns > 0 && r.decided) {  // an acquire: its turn (the fallback's, when the fallback decided)
     d.wait_us = ceil_div(r.wait_ns, 1000);
     d.turn_us = r.store_now_us + d.wait_us;
+    d.waiting = d.wait_us > 0;
+    if (d.waiting && op.rate && r.committed) reservation(op, r, rate_m, burst_m, d.wait_us, h);
   }
   bool conc = op.conc && r.decided && r.committed && r.conc_ok;
   bool fleet = op.fleet && r.decided && r.committed && r.fleet_ok;
-  if (!(conc || fleet || p.util_counted || p.adaptive_slot))
+  if (!(conc || fleet || p.util_counted || p.adaptive_slot || h.give_back_full_at_ns))
     return;  // nothing to give back: no ticket (leased ones included)
-  Held h;
   h.tenant = op.tenant;
   h.slot = r.slot_leased ? r.leased_slot : op.slot;
   h.leased = conc && r.slot_leased;
@@ -496,46 +498,6 @@ Decision Guard::admit(const Request &rq) {
   }
 }
 
-// ------------------------------------------------------------------------------------------ acquire
-
-// The wait an acquire's op is given: max_wait_s, capped at the tenant's bucket's full refill (burst / rate,
-// the policy's: a runtime override does not move it) and at kMaxWaitNs. 0 when the request-rate limiter
-// does not enforce (only the tenant's bucket waits): it is then decided as an admit.
-int64_t Guard::wait_cap_ns(const AdmitOp &op, double max_wait_s) {
-  int64_t refill = op.rate && op.rate_enforce ? bucket_refill_ns(op.rate_m, op.burst_m) : 0;
-  double ns = max_wait_s * 1e9;
-  int64_t cap = std::min(refill, kMaxWaitNs);
-  return ns >= static_cast<double>(cap) ? cap : static_cast<int64_t>(ns);
-}
-
-Decision Guard::reserve(const Request &rq, double max_wait_s) {
-  if (!std::isfinite(max_wait_s) || max_wait_s < 0)
-    throw BadRequest("max_wait: must be a finite number of seconds, 0 or more (got " + std::to_string(max_wait_s) +
-                     ")");
-  for (int attempt = 0;; attempt++) {
-    Prepared p;
-    prepare(rq, p);
-    // Decided by the store, exactly: a hot tenant's lease never holds a reservation.
-    p.op.max_wait_ns = wait_cap_ns(p.op, max_wait_s);
-    bool asks = !p.shed && p.op.asks();
-    AdmitResult r = asks ? store_->admit(p.op) : AdmitResult{};
-    if (r.other_tier && attempt < kTierAttempts) {
-      learn_tier(p.op.tenant, r.tier);  // nothing was consumed: decide again in that tier
-      drop_adaptive(p);
-      continue;
-    }
-    return finish(p, r);
-  }
-}
-
-// Sleeps out the wait the store gave (never polls it): the caller goes at its turn, or a little after it
-// (the decision's own time), never before.
-Decision Guard::acquire(const Request &rq, double max_wait_s) {
-  Decision d = reserve(rq, max_wait_s);
-  if (d.allowed && d.wait_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(d.wait_us));
-  return d;
-}
-
 namespace {
 // Whether the admit this thread is submitting has completed already. A callback may submit another
 // admit, so each submission keeps the outer one's state and puts it back.
@@ -557,6 +519,7 @@ class Guard::Pending final : public AdmitCompletion, public LeaseWaiter {
   std::string tenant, route, path, method;
   Request rq;
   int attempts = 0;
+  double max_wait_s = -1;  // an acquire's (Guard::reserve_async); -1: an admit
   void complete(AdmitResult &&r) override {
     Decision d;
     std::exception_ptr error;
@@ -572,6 +535,7 @@ class Guard::Pending final : public AdmitCompletion, public LeaseWaiter {
           Prepared again;
           g_.prepare(rq, again);
           p = again;
+          if (max_wait_s >= 0) p.op.max_wait_ns = g_.wait_cap_ns(p.op, max_wait_s);
         }
         hot = nullptr;
         g_.store_->admit_async(p.op, this);
@@ -607,8 +571,14 @@ void Guard::resume_hot(Pending *pending) {
 }
 
 bool Guard::admit_async(const Request &rq, AdmitDone done) {
+  return submit_async(rq, std::move(done), -1);
+}
+
+bool Guard::submit_async(const Request &rq, AdmitDone done, double max_wait_s) {
   auto pending = std::make_unique<Pending>(*this, std::move(done));
   prepare(rq, pending->p);
+  pending->max_wait_s = max_wait_s;
+  if (max_wait_s >= 0) pending->p.op.max_wait_ns = wait_cap_ns(pending->p.op, max_wait_s);
   if (!policy_.tiers.empty()) {
     pending->tenant.assign(rq.tenant);
     pending->route.assign(rq.route);
@@ -624,7 +594,8 @@ bool Guard::admit_async(const Request &rq, AdmitDone done) {
     pending.release()->complete(AdmitResult{});
     return true;
   }
-  if (hot_ && pending->p.op.rules.n == 0) pending->hot = hot_->track(pending->p.op, clock_.now_us());
+  // An acquire is decided by the store, exactly: a hot tenant's lease never holds a reservation.
+  if (hot_ && pending->p.op.rules.n == 0 && max_wait_s < 0) pending->hot = hot_->track(pending->p.op, clock_.now_us());
   bool outer_submitting = tl_submitting, outer_completed = tl_completed_inline;
   tl_submitting = true;
   tl_completed_inline = false;
@@ -654,12 +625,18 @@ void Guard::release(Ticket t) {
   release_adaptive(h.adaptive, h.adaptive_slot, true);
   if (h.leased) hot_->release_slot(h.tenant, h.slot, h.slot_lease_until_us);
   if (h.fleet_in_process) hot_->release_fleet_share();
-  if (h.conc || h.fleet) {
+  // A reservation released before its turn: its caller gave up and never went, so its tokens go back.
+  bool give_back = h.give_back_full_at_ns > 0 && clock_.now_us() < h.turn_local_us;
+  if (h.conc || h.fleet || give_back) {
     ReleaseOp op;
     op.tenant = h.tenant;
     op.slot = h.slot;
     op.conc = h.conc;
     op.fleet = h.fleet;
+    if (give_back) {
+      op.give_back_full_at_ns = h.give_back_full_at_ns;
+      op.give_back_cost_ns = h.give_back_cost_ns;
+    }
     (h.local ? *fallback_ : *store_).release(op);
   }
 }

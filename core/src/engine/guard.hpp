@@ -48,6 +48,9 @@ class Guard {
   // Throws BadRequest naming max_wait for a negative, NaN or infinite one, and what admit throws.
   Decision reserve(const Request &rq, double max_wait_s);
   Decision acquire(const Request &rq, double max_wait_s);
+  // reserve without blocking, as admit_async: done gets the decision (its wait_us for the caller to wait
+  // out in its own event loop). Throws BadRequest before calling done, as reserve.
+  bool reserve_async(const Request &rq, double max_wait_s, AdmitDone done);
 
   void set_mode(Limiter l, Mode m);
   Mode mode(Limiter l) const;  // in force: the fleet-wide one when set, else the local one
@@ -106,6 +109,9 @@ class Guard {
     int64_t slot_lease_until_us = 0;
     int adaptive = -1;  // a slot of adaptive_[adaptive], measured at its release
     uint64_t adaptive_slot = 0;
+    // An acquire's reservation, given back when released before turn_local_us (this process's clock):
+    // see Guard::reservation. 0: nothing to give back.
+    int64_t give_back_full_at_ns = 0, give_back_cost_ns = 0, turn_local_us = 0;
   };
   class Pending;
   void resume_hot(Pending *pending);  // an async admit of a hot tenant: decided, waiting, or exact
@@ -119,6 +125,10 @@ class Guard {
   void prepare(const Request &rq, Prepared &p);
   void prepare_rules(std::string_view route, std::string_view method, uint64_t cost, Prepared &p);
   static int64_t wait_cap_ns(const AdmitOp &op, double max_wait_s);
+  static void check_max_wait(double max_wait_s);
+  void turn_came(Decision &d);
+  bool submit_async(const Request &rq, AdmitDone done, double max_wait_s);  // max_wait_s < 0: an admit
+  void reservation(const AdmitOp &op, const AdmitResult &r, int64_t rate_m, int64_t burst_m, int64_t wait_us, Held &h);
   Decision finish(const Prepared &p, const AdmitResult &r);
   Decision decide(const Prepared &p, const AdmitResult &r);  // finish() but for the adaptive slot
   void decide_into(const Prepared &p, const AdmitResult &r, Decision &d);

@@ -306,12 +306,17 @@ void MemoryStore::admit_async(const AdmitOp &op, AdmitCompletion *done) {
 }
 
 void MemoryStore::release(const ReleaseOp &op) {
-  if (op.conc) {
+  if (op.conc || op.gives_back()) {
     std::string_view key = op.tenant.view();
     uint64_t h = hash(key);
     Shard &s = shard_for(h);
     std::lock_guard lock(s.mu);
-    if (Entry *e = find(s, h, key)) std::erase_if(e->slots, [&](const Slot &x) { return x.id == op.slot; });
+    if (Entry *e = find(s, h, key)) {
+      if (op.conc) std::erase_if(e->slots, [&](const Slot &x) { return x.id == op.slot; });
+      // A reservation given back: only while the bucket is where it left it (no later turn moves).
+      if (op.gives_back() && e->has_bucket && e->bucket.full_at_ns == op.give_back_full_at_ns)
+        e->bucket.full_at_ns -= op.give_back_cost_ns;
+    }
   }
   if (op.fleet) {
     std::lock_guard lock(fleet_mu_);

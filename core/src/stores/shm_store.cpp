@@ -416,6 +416,14 @@ void ShmStore::admit_async(const AdmitOp &op, AdmitCompletion *done) {
 }
 
 void ShmStore::release(const ReleaseOp &op) {
+  if (op.gives_back()) {
+    // A reservation given back: only while the bucket is where it left it (no later turn moves).
+    uint64_t h = hash(op.tenant.view());
+    Shard &s = shard_of(h);
+    Lock lock(s.mu, layout_->repairs, [&] { repair_shard(s); });
+    if (Entry *e = find(s, h, op.tenant.view()); e && e->has_bucket && e->full_at_ns == op.give_back_full_at_ns)
+      e->full_at_ns -= op.give_back_cost_ns;
+  }
   if (op.conc) {
     uint64_t h = hash(op.tenant.view());
     Shard &s = shard_of(h);

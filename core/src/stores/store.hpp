@@ -92,6 +92,11 @@ struct ReleaseOp {
   TenantKey tenant;
   SlotId slot;
   bool conc = false, fleet = false;
+  // A reservation given back before its turn (docs/concepts/acquire.md): the tenant's bucket goes from
+  // full_at_ns (the instant this reservation left it full at) back to full_at_ns - cost_ns, only when it is
+  // still at full_at_ns, so that no later reservation's turn is moved. 0: nothing to give back.
+  int64_t give_back_full_at_ns = 0, give_back_cost_ns = 0;
+  bool gives_back() const { return give_back_full_at_ns > 0; }
 };
 
 class AdmitCompletion {

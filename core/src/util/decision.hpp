@@ -61,6 +61,9 @@ struct Decision {
   // 0: at once), and that turn on the store's clock (us; 0 for an admit).
   int64_t wait_us = 0;
   int64_t turn_us = 0;
+  // Guard::reserve: wait_us is still the caller's to wait (it must not go before); false once waited out
+  // (Guard::acquire). A reservation released before its turn gives its tokens back (Guard::release).
+  bool waiting = false;
 };
 
 // How an asynchronous admit ends: called exactly once, with the decision, or with the exception that kept

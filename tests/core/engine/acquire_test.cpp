@@ -461,7 +461,20 @@ void expect_same_turns(floodwall::Guard &g) {
   // A runtime override of the tenant's bucket (its control record, read by the same step): 10/s, burst 1.
   g.admin_set_override("o", 10, 1);
   EXPECT_EQ(g.reserve(request("o"), 1).wait_us, 0);
-  expect_wait(g.reserve(request("o"), 1), 100'000, "under an override");
+  Decision overridden = g.reserve(request("o"), 1);
+  expect_wait(overridden, 100'000, "under an override");
+  g.release(overridden.ticket);  // before its turn: given back, by the override's arithmetic
+  expect_wait(g.reserve(request("o"), 1), 100'000, "an override's turn given back");
+  // Giving back (Guard::release before the turn): the last reservation's tokens return; one with a later
+  // reservation behind it keeps them.
+  EXPECT_EQ(g.reserve(request("g"), 1).wait_us, 0);
+  EXPECT_EQ(g.reserve(request("g"), 1).wait_us, 0);
+  Decision first = g.reserve(request("g"), 1), second = g.reserve(request("g"), 1);
+  expect_wait(second, 200'000, "the second turn");
+  g.release(first.ticket);                                                         // second stands behind it: kept
+  g.release(second.ticket);                                                        // the last: given back
+  expect_wait(g.reserve(request("g"), 1), 200'000, "the turn given back, again");  // else 300 ms: refused
+  EXPECT_FALSE(g.reserve(request("g"), 1).allowed) << "first's token was not given back";
 }
 
 struct RealGuard {

@@ -269,17 +269,40 @@ typedef struct fw_rb_admit_call {
   fw_decision *out;
   int rc;
   bool ran;
+  bool reserve;    /* fw_reserve with max_wait, else fw_admit */
+  double max_wait;
 } fw_rb_admit_call;
 
 static void *fw_rb_admit_without_gvl(void *p) {
   fw_rb_admit_call *call = (fw_rb_admit_call *)p;
-  call->rc = fw_admit(call->client, call->request, call->out);
+  call->rc = call->reserve ? fw_reserve(call->client, call->request, call->max_wait, call->out)
+                            : fw_admit(call->client, call->request, call->out);
   call->ran = true;
   return NULL;
 }
 
+static VALUE fw_rb_decide(VALUE handle, VALUE tenant, VALUE route, VALUE method, VALUE cost, VALUE critical,
+                          VALUE sandbox, VALUE headers, VALUE peer, VALUE verified, VALUE path, bool reserve,
+                          double max_wait);
+
 static VALUE fw_rb_admit(VALUE handle, VALUE tenant, VALUE route, VALUE method, VALUE cost, VALUE critical,
                          VALUE sandbox, VALUE headers, VALUE peer, VALUE verified, VALUE path) {
+  return fw_rb_decide(handle, tenant, route, method, cost, critical, sandbox, headers, peer, verified, path, false, 0);
+}
+
+/* fw_reserve: the decision of an acquire, its wait (wait_s) left to lib/floodwall/client.rb, which sleeps
+   it out (Kernel#sleep gives up the GVL). max_wait is seconds; a non-numeric one is refused naming it. */
+static VALUE fw_rb_reserve(VALUE handle, VALUE max_wait, VALUE tenant, VALUE route, VALUE method, VALUE cost,
+                           VALUE critical, VALUE sandbox, VALUE headers, VALUE peer, VALUE verified, VALUE path) {
+  if (!RB_FLOAT_TYPE_P(max_wait) && !RB_INTEGER_TYPE_P(max_wait))
+    rb_raise(rb_eTypeError, "max_wait: must be a number of seconds");
+  return fw_rb_decide(handle, tenant, route, method, cost, critical, sandbox, headers, peer, verified, path, true,
+                      NUM2DBL(max_wait));
+}
+
+static VALUE fw_rb_decide(VALUE handle, VALUE tenant, VALUE route, VALUE method, VALUE cost, VALUE critical,
+                          VALUE sandbox, VALUE headers, VALUE peer, VALUE verified, VALUE path, bool reserve,
+                          double max_wait) {
   fw_rb_handle *h = (fw_rb_handle *)fw_rb_unwrap(handle, SWIGTYPE_p_fw_rb_handle);
   fw_decision out = FW_DECISION_INIT;
   fw_rb_request q = {FW_REQUEST_INIT, Qnil, Qnil, Qnil, Qnil, Qnil, 0};
@@ -291,7 +314,7 @@ static VALUE fw_rb_admit(VALUE handle, VALUE tenant, VALUE route, VALUE method, 
   q.r.critical = RTEST(critical); /* Ruby truthiness */
   q.r.sandbox = RTEST(sandbox);
   fw_rb_request_point(&q);
-  fw_rb_admit_call call = {h->client, &q.r, &out, FW_OK, false};
+  fw_rb_admit_call call = {h->client, &q.r, &out, FW_OK, false, reserve, max_wait};
   /* The in-process stores never wait (fw_client_can_block says 0): giving up the GVL would cost more than
      their admit. The _gvl2 variant does not act on an interrupt (Thread#kill, Timeout, the VM's
      time-slice timer) that arrives while the admit waits, so a decision that holds a slot always reaches
@@ -852,6 +875,9 @@ static VALUE fw_rb_cli_run(VALUE argv) {
 %ignore fw_admit_async2;
 %ignore fw_admit_cb;
 %ignore fw_admit_async3;
+%ignore fw_acquire;
+%ignore fw_reserve;
+%ignore fw_reserve_async;
 %ignore fw_admit_cb3;
 %ignore fw_release;
 %ignore fw_tenant_key;
@@ -982,6 +1008,8 @@ typedef struct fw_rb_handle {
 %feature("compactdefaultargs") fw_rb_admit;
 VALUE fw_rb_admit(VALUE handle, VALUE tenant, VALUE route, VALUE method, VALUE cost, VALUE critical, VALUE sandbox,
                   VALUE headers = Qnil, VALUE peer = Qnil, VALUE verified = Qnil, VALUE path = Qnil);
+VALUE fw_rb_reserve(VALUE handle, VALUE max_wait, VALUE tenant, VALUE route, VALUE method, VALUE cost, VALUE critical,
+                    VALUE sandbox, VALUE headers, VALUE peer, VALUE verified, VALUE path);
 %feature("compactdefaultargs") fw_rb_tenant_key;
 VALUE fw_rb_tenant_key(VALUE handle, VALUE tenant, VALUE headers, VALUE peer, VALUE verified = Qnil);
 VALUE fw_rb_request_credential(VALUE handle, VALUE headers, VALUE peer);

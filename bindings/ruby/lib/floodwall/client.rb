@@ -84,6 +84,41 @@ module Floodwall
       end
     end
 
+    # Waits for the request's turn instead of refusing it (docs/concepts/acquire.md): when the tenant's
+    # bucket would have the tokens within max_wait seconds (capped at its full refill, burst / rate), the
+    # store reserves them at once (one round trip, first come first served) and this call sleeps until the
+    # turn (Kernel#sleep: the GVL is released, other threads run), then returns the Decision #admit gives an
+    # allowed request (Decision#waited: the seconds it waited). A request whose turn is further away, or
+    # that another limiter refuses, gets #admit's refusal at once, with nothing consumed. Release it as
+    # #admit's, or pass a block (released after it). An exception sent from another thread (Timeout,
+    # Thread#raise) while it waits releases the reservation, which gives its tokens back (when no later
+    # reservation was made), then is raised. A negative, NaN or infinite max_wait raises
+    # InvalidArgumentError naming max_wait, a non-numeric one TypeError; a cost above the burst
+    # InvalidArgumentError. The other arguments are #admit's (tenant: nil lets the core derive it).
+    def acquire(tenant: nil, route: nil, cost: 1, max_wait: 10, headers: nil, peer: nil, verified: nil, path: nil,
+                method: "GET", critical: false, sandbox: false)
+      raise TypeError, "max_wait: must be a number of seconds" unless max_wait.is_a?(Integer) || max_wait.is_a?(Float)
+
+      Thread.handle_interrupt(DEFER) do
+        decision = Native.reserve(@handle, max_wait, tenant, route, method, cost, critical, sandbox, headers, peer,
+                                  verified, path)
+        begin
+          Thread.handle_interrupt(DELIVER) { wait_for_turn(decision.wait_s) } if decision.allowed? && decision.wait_s.positive?
+          Thread.handle_interrupt(DELIVER) {} if Thread.pending_interrupt?
+        rescue Exception # every exception, Interrupt included: give the reservation back, then re-raise
+          release(decision)
+          raise
+        end
+        return decision unless block_given?
+
+        begin
+          Thread.handle_interrupt(DELIVER) { yield decision }
+        ensure
+          release(decision)
+        end
+      end
+    end
+
     # The tenant id that #admit would use for the same arguments: tenant itself when given, else the key
     # the core derives from headers, peer and verified ("key:<32 hex digits>" for a hashed credential,
     # "ip:<address>", or "anonymous").
@@ -190,6 +225,18 @@ module Floodwall
         ensure
           release(decision)
         end
+      end
+    end
+
+    # Sleeps until `seconds` from now on the monotonic clock (a Thread#wakeup or #run may end a sleep
+    # early: the rest is slept again), so that the caller never goes before its turn.
+    def wait_for_turn(seconds)
+      turn = Process.clock_gettime(Process::CLOCK_MONOTONIC) + seconds
+      loop do
+        left = turn - Process.clock_gettime(Process::CLOCK_MONOTONIC)
+        break if left <= 0
+
+        sleep(left)
       end
     end
 

@@ -17,6 +17,11 @@ module Floodwall
     # nothing is held), and rule_limit, rule_remaining, rule_reset_s, rule_window_end_s (the limit or quota
     # that RateLimit reports; all 0 when no rule applied).
 
+    # Client#acquire: the seconds the request waited for its turn (0.0: it went at once; 0.0 for admit).
+    def waited
+      waited_s + wait_s
+    end
+
     def allowed?
       allowed != 0
     end

@@ -43,6 +43,12 @@ module Floodwall
   #              as "/orders/*" matches the request either way.
   #   routes:    the Rails route set to match requests with (default: Rails.application.routes when Rails
   #              is loaded; false: none, the path alone).
+  #   max_wait:  nil (the default): a request the request-rate bucket refuses is answered 429 at once.
+  #              Seconds: such a request waits for its turn instead when that turn is within max_wait
+  #              (Client#acquire: the store reserves its tokens in one round trip), then goes on; further
+  #              away, a 429 as before. The wait blocks the server thread (Kernel#sleep: the GVL is
+  #              released, other threads run): give Puma threads enough for the requests that may wait at
+  #              once, or keep max_wait short. Capped at the bucket's full refill (burst / rate).
   # Every decided response carries the core's limit headers; a rejection is answered (unless on_reject
   # does) with the decision's status (429/503, or 403 for a tenant blocked through Client#admin), the core's
   # body and its Content-Type, and Retry-After.
@@ -68,7 +74,7 @@ module Floodwall
     end
 
     def initialize(app, client:, key: nil, skip: nil, on_reject: nil, verify: nil, verify_timeout: nil, route: nil,
-                   routes: nil, cost: 1, critical: false, sandbox: false)
+                   routes: nil, cost: 1, critical: false, sandbox: false, max_wait: nil)
       { key: key, skip: skip, on_reject: on_reject, verify: verify }.each do |name, hook|
         raise ArgumentError, "#{name}: must respond to #call" unless hook.nil? || hook.respond_to?(:call)
       end
@@ -81,8 +87,13 @@ module Floodwall
                                      verify_timeout.to_f.finite?)
         raise ArgumentError, "verify_timeout: must be a number of seconds above 0, not #{verify_timeout.inspect}"
       end
+      unless max_wait.nil? || ((max_wait.is_a?(Integer) || max_wait.is_a?(Float)) && max_wait.to_f.finite? &&
+                               max_wait >= 0)
+        raise ArgumentError, "max_wait: must be a finite number of seconds, 0 or more, or nil, not #{max_wait.inspect}"
+      end
       @app = app
       @client = client
+      @max_wait = max_wait
       # The env keys of the headers the core reads for the tenant (HTTP_X_API_KEY for "x-api-key"): two or
       # three lookups per request instead of every HTTP_* entry. A client that does not say (a wrapper)
       # gets every header.
@@ -143,12 +154,18 @@ module Floodwall
       if tenant.nil? # the core's derivation, from the same inputs as in every language
         headers = tenant_headers(env)
         peer = env["REMOTE_ADDR"]
-        return @client.admit(headers: headers, peer: peer, **options) unless @verify
+        return decide(headers: headers, peer: peer, **options) unless @verify
 
-        @client.admit(headers: headers, peer: peer, verified: verified(env, headers, peer), **options)
+        decide(headers: headers, peer: peer, verified: verified(env, headers, peer), **options)
       else
-        @client.admit(tenant: tenant.to_s, **options)
+        decide(tenant: tenant.to_s, **options)
       end
+    end
+
+    # max_wait: the request waits for its turn (Client#acquire: one round trip, then a sleep that blocks
+    # this server thread, the GVL released) instead of a 429, when the turn is within max_wait seconds.
+    def decide(**request)
+      @max_wait.nil? ? @client.admit(**request) : @client.acquire(max_wait: @max_wait, **request)
     end
 
     # What the verify: hook says of the request's credential: nil when it carries none (the hook is not

@@ -354,7 +354,7 @@ void ClusterStore::admit_async(const AdmitOp &op, AdmitCompletion *done) {
 void ClusterStore::release(const ReleaseOp &op) {
   if (in_forked_child()) return;
   if (op.fleet) give_share();
-  if (!op.conc) return;
+  if (!op.conc && !op.gives_back()) return;
   FailReason why = FailReason::none;
   RedisStore *s = owner_of(op.tenant, why);
   if (!s) return;  // no master known: the slot heals after ttl_s

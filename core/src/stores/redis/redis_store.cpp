@@ -393,10 +393,32 @@ void RedisIo::release_via_io(const ReleaseOp &op) {
   submit(c);
 }
 
+namespace {
+// A bucket's full instant as lib/bucket.lua writes it: "<seconds><9 digits of ns>".
+std::string full_at_text(int64_t ns) {
+  char buf[48];
+  int n = std::snprintf(buf, sizeof buf, "%lld%09lld", static_cast<long long>(ns / 1'000'000'000),
+                        static_cast<long long>(ns % 1'000'000'000));
+  return std::string(buf, static_cast<size_t>(n));
+}
+}  // namespace
+
 void RedisIo::format_release(const ReleaseOp &op, std::string &cmd) const {
   char id[16];
   std::memcpy(id, &op.slot.hi, 8);
   std::memcpy(id + 8, &op.slot.lo, 8);
+  if (op.gives_back()) {  // release.lua: the slots (on a cluster both in the tenant's set) and the give-back
+    const char flags[3] = {op.conc || (cluster_ && op.fleet) ? '1' : '0', op.fleet && !cluster_ ? '1' : '0', '1'};
+    cmd = resp_evalsha_head(scripts_.release.sha, 3, 4);
+    resp_bulk(cmd, tenant_key(op.tenant, "conc"));
+    resp_bulk(cmd, cluster_ ? tenant_key(op.tenant, "conc") : std::string_view(fleet_key_));
+    resp_bulk(cmd, tenant_key(op.tenant, "rate"));
+    resp_bulk(cmd, std::string_view(flags, 3));
+    resp_bulk(cmd, std::string_view(id, 16));
+    resp_bulk(cmd, full_at_text(op.give_back_full_at_ns));
+    resp_bulk(cmd, full_at_text(op.give_back_full_at_ns - op.give_back_cost_ns));
+    return;
+  }
   if (op.conc && op.fleet && !cluster_) {  // two keys: release.lua frees both in one call
     const char flags[2] = {'1', '1'};
     cmd.assign(release_head_);
