@@ -257,9 +257,9 @@ void Guard::rule_verdicts(const Prepared &p, const AdmitResult &r, Decision &d) 
     bool failed = (r.rules.failed >> j) & 1;
     metrics_.rule(ro.index, !failed ? Outcome::allowed : ro.enforce ? Outcome::rejected : Outcome::dark_rejected);
     int64_t left = r.rules.left[j];
-    int64_t capacity = ro.quota ? ro.a : ro.b;
+    int64_t capacity = ro.quota ? ro.quota_limit() : ro.burst_m();
     int64_t retry = ro.quota ? std::max<int64_t>(1, r.rules.reset_s[j])
-                             : std::max<int64_t>(1, seconds_until(ro.a, left, op.cost_m));
+                             : std::max<int64_t>(1, seconds_until(ro.rate_m(), left, op.cost_m));
     bool show = false;
     if (failed && ro.enforce && d.limiter == Limiter::none) {
       d.limiter = Limiter::request_rate;
@@ -274,9 +274,9 @@ void Guard::rule_verdicts(const Prepared &p, const AdmitResult &r, Decision &d) 
     if (!show && (d.limiter != Limiter::none || fraction >= closest)) continue;
     closest = fraction;
     d.shown_rule = ro.index;
-    d.rule_limit = ro.quota ? ro.a : rule.bucket.burst;
+    d.rule_limit = ro.quota ? ro.quota_limit() : rule.bucket.burst;
     d.rule_remaining = ro.quota ? left : left / 1'000'000;
-    d.rule_reset_s = failed ? retry : ro.quota ? r.rules.reset_s[j] : seconds_until(ro.a, left, ro.b);
+    d.rule_reset_s = failed ? retry : ro.quota ? r.rules.reset_s[j] : seconds_until(ro.rate_m(), left, ro.burst_m());
     d.rule_window_end_s = ro.quota ? r.rules.window_end_s[j] : 0;
   }
 }

@@ -12,10 +12,10 @@
 
 namespace floodwall {
 
-// A limit: `a` is the instant its bucket is full again (ns). A quota: `a` is its window's start (s) and
-// `b` the units counted in it. An absent state is a full bucket, an unused quota.
+// An absent state is a full bucket, an unused quota.
 struct RuleState {
-  int64_t a = 0, b = 0;
+  int64_t instant = 0;  // a limit: when its bucket is full again (ns); a quota: its window's start (s)
+  int64_t used = 0;     // a quota: the units counted in its window
 };
 
 // Trivial (no member initializers): the stores keep an array of kMaxRules of them on the stack, which an
@@ -33,15 +33,15 @@ inline RuleCheck check_rule(const RuleOp &r, const RuleState *s, int64_t now_us,
                             int64_t units) {
   RuleCheck c{};
   if (!r.quota) {
-    BucketState b{s ? s->a : 0};
+    BucketState b{s ? s->instant : 0};
     c.debt_ns = bucket_debt_ns(s ? &b : nullptr, now_us);
-    c.left = bucket_tokens(r.a, r.b, c.debt_ns);
+    c.left = bucket_tokens(r.rate_m(), r.burst_m(), c.debt_ns);
     c.ok = c.left >= cost_m;
     return c;
   }
-  c.window = quota_window(static_cast<QuotaPeriod>(r.b), r.utc_offset_s, floor_div(wall_us, 1'000'000));
-  c.used = s ? quota_used(QuotaState{s->a, s->b}, c.window) : 0;
-  c.left = r.a > c.used ? r.a - c.used : 0;
+  c.window = quota_window(r.period(), r.utc_offset_s, floor_div(wall_us, 1'000'000));
+  c.used = s ? quota_used(QuotaState{s->instant, s->used}, c.window) : 0;
+  c.left = r.quota_limit() > c.used ? r.quota_limit() - c.used : 0;
   c.ok = c.left >= units;
   return c;
 }
@@ -52,12 +52,12 @@ inline RuleState commit_rule(const RuleOp &r, RuleCheck &c, int64_t now_us, int6
                              int64_t turn_ns = 0) {
   if (!r.quota) {
     if (turn_ns > 0) {
-      int64_t debt = taken_debt_ns(r.a, c.debt_ns, turn_ns, cost_m);
-      c.left = tokens_at_turn(r.a, r.b, debt, turn_ns);
+      int64_t debt = taken_debt_ns(r.rate_m(), c.debt_ns, turn_ns, cost_m);
+      c.left = tokens_at_turn(r.rate_m(), r.burst_m(), debt, turn_ns);
       return {now_us * 1000 + debt, 0};
     }
     c.left -= cost_m;
-    return {now_us * 1000 + c.debt_ns + bucket_cost_ns(r.a, cost_m), 0};
+    return {now_us * 1000 + c.debt_ns + bucket_cost_ns(r.rate_m(), cost_m), 0};
   }
   c.left -= units;
   return {c.window.start_s, c.used + units};

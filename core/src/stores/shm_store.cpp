@@ -400,8 +400,8 @@ AdmitResult ShmStore::admit_tables(const AdmitOp &op) {
     Entry *x = find(s, rh, key, ro.id);
     if (!x) x = &insert(s, rh, op.tenant, ro.id);
     x->used_us = now;
-    x->full_at_ns = st.a;
-    x->quota_used = st.b;
+    x->full_at_ns = st.instant;
+    x->quota_used = st.used;
     x->has_bucket = 1;
   }
   r.rules.n = op.rules.n;

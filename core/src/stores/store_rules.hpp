@@ -22,9 +22,16 @@ struct RuleOp {
   const std::string *key;  // Rule::key_suffix (the policy outlives every op): the rule's Redis key
   uint16_t index;          // into Policy::rules
   bool quota;
-  bool enforce;          // false: dark (decided and reported, never rejecting)
-  int64_t a, b;          // a limit: rate_m, burst_m; a quota: its limit (units) and QuotaPeriod
+  bool enforce;  // false: dark (decided and reported, never rejecting)
+  // A limit's bucket (micro-tokens per second, micro-tokens) or a quota's limit (units) and QuotaPeriod, in
+  // two integers (an op is copied with each admit): read them through the accessors below.
+  int64_t rate_or_limit, burst_or_period;
   int32_t utc_offset_s;  // a quota
+
+  int64_t rate_m() const { return rate_or_limit; }  // a limit
+  int64_t burst_m() const { return burst_or_period; }
+  int64_t quota_limit() const { return rate_or_limit; }  // a quota
+  QuotaPeriod period() const { return static_cast<QuotaPeriod>(burst_or_period); }
 };
 
 // The op of Policy::rules[index] (enforce: the rule's mode and the request-rate limiter's both enforce).
@@ -35,8 +42,8 @@ inline RuleOp rule_op(const Rule &rule, size_t index, bool enforce) {
   op.index = static_cast<uint16_t>(index);
   op.quota = rule.quota;
   op.enforce = enforce;
-  op.a = rule.quota ? rule.quota_limit : rule.bucket.rate_m;
-  op.b = rule.quota ? static_cast<int64_t>(rule.period) : rule.bucket.burst_m;
+  op.rate_or_limit = rule.quota ? rule.quota_limit : rule.bucket.rate_m;
+  op.burst_or_period = rule.quota ? static_cast<int64_t>(rule.period) : rule.bucket.burst_m;
   op.utc_offset_s = rule.utc_offset_s;
   return op;
 }

@@ -372,8 +372,8 @@ void RedisIo::format_admit(const AdmitOp &op, std::string &cmd) const {
   }
   for (size_t j = 0; j < op.rules.n; j++) {
     const RuleOp &r = op.rules.at[j];
-    resp_int(cmd, r.a);
-    resp_int(cmd, r.b);
+    resp_int(cmd, r.rate_or_limit);  // a limit's rate and burst, or a quota's limit and period
+    resp_int(cmd, r.burst_or_period);
     if (r.quota) resp_int(cmd, r.utc_offset_s);
   }
   resp_bulk(cmd, op.tier);
