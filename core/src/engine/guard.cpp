@@ -224,7 +224,7 @@ void Guard::drop_adaptive(Prepared &p) {
   p.adaptive_slot = 0;
 }
 
-Ticket Guard::hold(const Held &h) {
+Ticket Guard::hold(const TicketHold &h) {
   Ticket t = next_ticket_.fetch_add(1, std::memory_order_relaxed);
   auto &shard = tickets_[t % kTicketShards];
   std::lock_guard lock(shard.mu);
@@ -417,7 +417,7 @@ void Guard::decide_on(const Prepared &p, const AdmitResult &r, bool touched_stor
     if (op.rate || op.conc || op.rules.n > 0) metrics_.tenant_seen(op.tenant, !d.allowed);
   }
   if (!d.allowed) return;
-  Held h;
+  TicketHold h;
   if (op.max_wait_ns > 0 && r.decided) {  // an acquire: its turn (the fallback's, when the fallback decided)
     d.wait_us = ceil_div(r.wait_ns, 1000);
     d.turn_us = r.store_now_us + d.wait_us;
@@ -613,7 +613,7 @@ bool Guard::submit_async(const Request &rq, AdmitDone done, double max_wait_s) {
 void Guard::release(Ticket t) {
   if (t == 0) return;
   auto &shard = tickets_[t % kTicketShards];
-  Held h;
+  TicketHold h;
   {
     std::lock_guard lock(shard.mu);
     auto it = shard.held.find(t);

@@ -98,7 +98,7 @@ class Guard {
     uint64_t rules = 0;  // bit i: Policy::rules[i] applies (dark and off ones too: RateLimit-Policy lists them)
     int tier = -1;       // the tenant's tier (Policy::tiers) as this client knows it; -1: none
   };
-  struct Held {
+  struct TicketHold {
     TenantKey tenant;
     SlotId slot;
     bool conc = false, fleet = false, in_flight = false;
@@ -128,7 +128,8 @@ class Guard {
   static void check_max_wait(double max_wait_s);
   void turn_came(Decision &d);
   bool submit_async(const Request &rq, AdmitDone done, double max_wait_s);  // max_wait_s < 0: an admit
-  void reservation(const AdmitOp &op, const AdmitResult &r, int64_t rate_m, int64_t burst_m, int64_t wait_us, Held &h);
+  void reservation(const AdmitOp &op, const AdmitResult &r, int64_t rate_m, int64_t burst_m, int64_t wait_us,
+                   TicketHold &h);
   Decision finish(const Prepared &p, const AdmitResult &r);
   Decision decide(const Prepared &p, const AdmitResult &r);  // finish() but for the adaptive slot
   void decide_into(const Prepared &p, const AdmitResult &r, Decision &d);
@@ -145,7 +146,7 @@ class Guard {
   static constexpr int kTierAttempts = 2;  // an admit decided again after the store named another tier
   static constexpr size_t kMaxTenantTiers = 100'000;
   void tick_utilization(int64_t now_us);
-  Ticket hold(const Held &h);
+  Ticket hold(const TicketHold &h);
   Gauges gauges();
 
   Policy policy_;
@@ -183,7 +184,7 @@ class Guard {
   static constexpr size_t kTicketShards = 16;
   struct TicketShard {
     std::mutex mu;
-    std::unordered_map<Ticket, Held> held;
+    std::unordered_map<Ticket, TicketHold> held;
   };
   std::array<TicketShard, kTicketShards> tickets_;
   std::atomic<Ticket> next_ticket_{1};

@@ -63,7 +63,7 @@ void Guard::turn_came(Decision &d) {
   std::lock_guard lock(shard.mu);
   auto it = shard.held.find(d.ticket);
   if (it == shard.held.end()) return;
-  Held &h = it->second;
+  TicketHold &h = it->second;
   h.give_back_full_at_ns = 0;
   if (!(h.conc || h.fleet || h.in_flight || h.leased || h.fleet_in_process || h.adaptive_slot)) {
     shard.held.erase(it);
@@ -82,7 +82,7 @@ bool Guard::reserve_async(const Request &rq, double max_wait_s, AdmitDone done) 
 // so that instant is its now + turn + max(refill, cost). A turn the store rounded up to 1 ns does not match
 // that, and is never given back (nothing breaks: the tokens are repaid by the refill before the turn).
 void Guard::reservation(const AdmitOp &op, const AdmitResult &r, int64_t rate_m, int64_t burst_m, int64_t wait_us,
-                        Held &h) {
+                        TicketHold &h) {
   int64_t cost_ns = bucket_cost_ns(rate_m, op.cost_m);
   h.give_back_full_at_ns = r.store_now_us * 1000 + r.wait_ns + std::max(bucket_refill_ns(rate_m, burst_m), cost_ns);
   h.give_back_cost_ns = cost_ns;

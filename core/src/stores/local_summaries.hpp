@@ -16,18 +16,18 @@ class LocalSummaries {
   void put(const std::string &id, const std::string &text, int64_t ttl_ms) {
     std::lock_guard lock(mu_);
     if (text.empty()) {
-      held_.erase(id);
+      stored_.erase(id);
       return;
     }
-    held_[id] = {text, now() + std::chrono::milliseconds(ttl_ms)};
+    stored_[id] = {text, now() + std::chrono::milliseconds(ttl_ms)};
   }
   std::vector<std::string> live() {
     std::lock_guard lock(mu_);
     std::vector<std::string> out;
     auto t = now();
-    for (auto it = held_.begin(); it != held_.end();) {
+    for (auto it = stored_.begin(); it != stored_.end();) {
       if (it->second.expires <= t) {
-        it = held_.erase(it);
+        it = stored_.erase(it);
         continue;
       }
       out.push_back(it->second.text);
@@ -38,12 +38,12 @@ class LocalSummaries {
 
  private:
   static std::chrono::steady_clock::time_point now() { return std::chrono::steady_clock::now(); }
-  struct Held {
+  struct Stored {
     std::string text;
     std::chrono::steady_clock::time_point expires;
   };
   std::mutex mu_;
-  std::map<std::string, Held> held_;
+  std::map<std::string, Stored> stored_;
 };
 
 }  // namespace floodwall

@@ -113,7 +113,7 @@ void RedisIo::fail_conn(Conn &conn, FailReason why, int64_t now) {
       }
       if (c->kind == Kind::admit && c->slot) {
         // Its reply never came: it may have taken its slot. Giving back one it never took is harmless.
-        ReleaseOp back = c->held;
+        ReleaseOp back = c->late_release;
         if (back.conc || back.fleet) release(back);
       }
       if (!c->abandoned) {

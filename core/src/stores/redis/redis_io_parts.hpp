@@ -43,10 +43,10 @@ struct RedisStore::Call {
   AdmitCompletion *done = nullptr;
   LeaseCompletion *lease_done = nullptr;
   FleetReportCompletion *report_done = nullptr;
-  ReleaseOp held;       // admit: what to free if the reply comes after the caller gave up
-  AdmitOp op;           // cluster, admit: the request, for ClusterHooks::split
-  LeaseOp lease;        // lease: what it asked for, given back if the reply comes after the caller gave up
-  size_t affinity = 0;  // which connection: a hash of the tenant
+  ReleaseOp late_release;  // admit: what to free if the reply comes after the caller gave up
+  AdmitOp op;              // cluster, admit: the request, for ClusterHooks::split
+  LeaseOp lease;           // lease: what it asked for, given back if the reply comes after the caller gave up
+  size_t affinity = 0;     // which connection: a hash of the tenant
 };
 
 struct IoConn {

@@ -252,7 +252,7 @@ RedisIo::Call *RedisIo::take_call(Kind kind, int64_t deadline_us) {
   c->done = nullptr;
   c->lease_done = nullptr;
   c->report_done = nullptr;
-  c->held = ReleaseOp{};
+  c->late_release = ReleaseOp{};
   c->cmd.swap(tl_cmd);
   return c;
 }
@@ -291,7 +291,7 @@ void RedisIo::admit_async(const AdmitOp &op, AdmitCompletion *done) {
   c->rate_enforce = op.rate && op.rate_enforce;
   c->acquire = op.max_wait_ns > 0;
   c->affinity = std::hash<std::string_view>{}(op.tenant.view());
-  c->held = release_of(op);
+  c->late_release = release_of(op);
   if (cluster_) c->op = op;
   waiting_.fetch_add(1, std::memory_order_relaxed);
   submit(c);

@@ -19,7 +19,7 @@ void RedisIo::finish_admit(Call *c, redisReply *r, int64_t now) {
   answered(c->sent_us, now);
   if (c->abandoned) {
     // The caller was answered by the fallback long ago; if the late command took slots after all, give them back now.
-    ReleaseOp back = c->held;
+    ReleaseOp back = c->late_release;
     back.conc = back.conc && committed && conc_ok;
     back.fleet = back.fleet && committed && fleet_ok;
     if (back.conc || back.fleet) release(back);
