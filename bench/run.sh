@@ -62,7 +62,8 @@ cmake --build "$BUILD" --target redis_path floodwall -j "$JOBS"
 if [[ $CPP_ONLY != 1 ]]; then
   PYTHON=${FW_BENCH_PYTHON:-$(bash "$ROOT/packaging/python-venv.sh" "limits[redis]>=3.10" starlette uvicorn | tail -n 1)}
   if [[ ! -d $ROOT/node_modules/rate-limiter-flexible || ! -d $ROOT/node_modules/ioredis || ! -d $ROOT/node_modules/autocannon ||
-        ! -d $ROOT/node_modules/express-rate-limit || ! -d $ROOT/node_modules/rate-limit-redis ]]; then
+        ! -d $ROOT/node_modules/express-rate-limit || ! -d $ROOT/node_modules/rate-limit-redis ||
+        ! -d $ROOT/node_modules/bottleneck ]]; then
     (cd "$ROOT" && FLOODWALL_BUILD_FROM_SOURCE=1 npm install --no-audit --no-fund --no-package-lock --no-update-notifier --loglevel=error)
   fi
 fi
@@ -276,6 +277,16 @@ if [[ $CPP_ONLY != 1 && ${FW_BENCH_HTTP:-1} == 1 ]]; then
   [[ $rc -eq 0 ]] || status=1
 fi
 
+# Acquire against Bottleneck (bench/node/acquire_vs_bottleneck.js, #57): 1, 16 and 64 callers waiting
+# for their turns at one limit, each on a redis-server of its own. FW_BENCH_ACQUIRE=0 leaves it out.
+if [[ $CPP_ONLY != 1 && ${FW_BENCH_ACQUIRE:-1} == 1 ]]; then
+  echo "bench: node bench/node/acquire_vs_bottleneck.js"
+  rc=0
+  (cd "$ROOT" && node bench/node/acquire_vs_bottleneck.js --markdown "$WORK/acquire.md") || rc=$?
+  echo "$rc" >"$WORK/acquire.rc"
+  [[ $rc -eq 0 ]] || status=1
+fi
+
 # ------------------------------------------------------------------------------------ the report
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 export START LOAD_BEFORE LOAD_AFTER WORK ROOT OUT CPP_ONLY HTTP_ONLY ADAPTIVE_ONLY
@@ -386,6 +397,15 @@ if http_md is not None:
            "Each app a process of its own on the same redis-server, the limit never reached; the overhead is "
            "what the limiter adds to the same framework's request with no limiter; CPU per request from "
            "/proc/PID/stat of the app and of the redis-server.", "", http_md]
+if os.path.exists(os.path.join(work, "acquire.rc")):
+    rc = int(open(os.path.join(work, "acquire.rc")).read())
+    acquire_md = open(os.path.join(work, "acquire.md")).read() if os.path.exists(os.path.join(work, "acquire.md")) else None
+    if rc != 0 or acquire_md is None:
+        acquire_md = f"**bench/node/acquire_vs_bottleneck.js failed with exit status {rc}; see the output of bench/run.sh.**\n"
+    md += ["## Acquire against Bottleneck (`bench/node/acquire_vs_bottleneck.js`)", "",
+           "Callers in a loop of \"wait for my turn, then go\": floodwall's `fw.acquire` beside Bottleneck with its "
+           "ioredis datastore. The two lateness columns are measured differently (docs/benchmarks.md).", "",
+           acquire_md]
 for lang, r in langs.items():
     md += [f"## {lang} (`{r['runner']}`)", ""]
     if r["exit_status"] != 0:

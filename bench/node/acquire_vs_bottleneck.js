@@ -17,7 +17,11 @@ const Bottleneck = require('bottleneck');
 const { Floodwall } = require(path.resolve(__dirname, '..', '..'));
 
 const RATE = 100; // the partner's limit: 100 calls/s
-const SECONDS = Number(process.argv[2] || 4);
+// --markdown FILE also writes the table as Markdown (bench/run.sh puts it in bench/RESULTS.md).
+const markdownAt = process.argv.indexOf('--markdown');
+const MARKDOWN = markdownAt >= 0 ? process.argv[markdownAt + 1] : null;
+const positional = process.argv.slice(2).filter((a, i, all) => a !== '--markdown' && all[i - 1] !== '--markdown');
+const SECONDS = Number(positional[0] || 4);
 const CALLERS = [1, 16, 64];
 
 function freePort() {
@@ -153,6 +157,21 @@ async function bottleneckRun(redis, n) {
   console.log(`${RATE} calls/s, ${SECONDS} s per run, steady state after the first second`);
   console.table(rows);
   console.log(JSON.stringify(rows));
+  if (MARKDOWN) {
+    const lines = [
+      `One limit of ${RATE} calls/s on one Redis, ${SECONDS} s per run (the steady state after the first second).`,
+      '',
+      '| callers | limiter | achieved / limit | script calls per call | Redis commands per call | late p50 / p99 (ms) |',
+      '|---|---|---|---|---|---|',
+      ...rows.map(
+        (r) =>
+          `| ${r.callers} | ${r.limiter} | ${r.achieved_over_limit.toFixed(3)} | ${r.script_calls_per_call} | ` +
+          `${r.redis_commands_per_call} | ${r.late_p50_ms} / ${r.late_p99_ms} |`,
+      ),
+      '',
+    ];
+    require('fs').writeFileSync(MARKDOWN, lines.join('\n'));
+  }
 })().catch((err) => {
   console.error(err);
   process.exit(1);
