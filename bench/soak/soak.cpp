@@ -2,7 +2,9 @@
 // memory:// and then on a throwaway redis-server, with what a real service mixes in: allowed requests,
 // rejections (a tenant over its rate, a tenant holding its concurrency slots), slots released, far more
 // tenants than the memory store keeps (so that its eviction runs), tenants derived from headers, fleet
-// slots, sync fw_admit and fw_admit_async, the formatter and the metrics.
+// slots, sync fw_admit and fw_admit_async, the formatter, the metrics, and the client's summary written to
+// the store for the fleet view (every 0.5 s here, so that its first write, and on Redis the connection it
+// opens, come within the warm-up like the other first uses; the default 5 s would put them after it).
 //
 // It samples the resident set (/proc/self/statm) and the open descriptors (/proc/self/fd) every second
 // and at every 2% of a phase's admits (a short phase may take less than a second). After a warm-up, the
@@ -181,7 +183,7 @@ Result run_phase(const char *name, const std::string &store, uint64_t admits, pi
   std::string policy = R"({"store": ")" + store + R"(", "max_tenants": 5000,
     "request_rate": {"rate": 1000, "burst": 1000, "overrides": {"hot": {"rate": 1, "burst": 5}, "busy": {"rate": 1000000, "burst": 1000000}}},
     "concurrency": {"limit": 4}, "fleet": {"capacity": 100000},
-    "tenant": {"from": ["x-api-key", "ip"]}})";
+    "tenant": {"from": ["x-api-key", "ip"]}, "summary": {"period_s": 0.5}})";
   int fds_before = open_fds();
   Tally tally;
   if (fw_client_new(&tally.client, policy.c_str()) != FW_OK) {
