@@ -168,7 +168,9 @@ void ShmStore::erase_entry(Shard &s, size_t i) {
     }
   }
   t[hole] = Entry{};
-  if (s.count) s.count--;
+  // Atomic stores (under the shard's lock) because stats() reads the count without it: the metrics and the
+  // fleet summary's thread.
+  if (s.count) __atomic_store_n(&s.count, s.count - 1, __ATOMIC_RELAXED);
 }
 
 // The stalest of the next 32 tenants under the hand that holds no slot (else the stalest of them).
@@ -204,7 +206,7 @@ Entry &ShmStore::insert(Shard &s, uint64_t h, const TenantKey &key, uint64_t rul
   e.len = static_cast<uint8_t>(k.size());
   std::memcpy(e.key, k.data(), k.size());
   e.hash = h;  // last: an entry half written by a process that died is still a free one
-  s.count++;
+  __atomic_store_n(&s.count, s.count + 1, __ATOMIC_RELAXED);
   return e;
 }
 
@@ -259,7 +261,8 @@ void ShmStore::repair(Shard &s, Slot *slots, size_t n, bool tenants) {
   if (!tenants) return;
   Entry *t = entries_of(s);
   size_t m = layout_->g.table_per_shard;
-  s.count = static_cast<uint64_t>(std::count_if(t, t + m, [](const Entry &e) { return e.hash != 0; }));
+  __atomic_store_n(&s.count, static_cast<uint64_t>(std::count_if(t, t + m, [](const Entry &e) { return e.hash != 0; })),
+                   __ATOMIC_RELAXED);
   for (size_t i = 0; i < m; i++) t[i].in_flight = 0;
   for (size_t i = 0; i < n; i++)
     if (Entry *e = is_free(slots[i]) ? nullptr : find_hash(s, slots[i].tenant)) e->in_flight++;
