@@ -9,40 +9,42 @@
 // (1,000 tenants). Two floors, which decide nothing: floor-next, a middleware that only calls next(), and
 // floor-headers, one that only sets the limit headers every response carries (ARCHITECTURE.md: the five
 // of a floodwall decision on this policy, names and values as floodwall sends them) before next(). Prints
-// "listening on PORT" once it serves.
+// "listening on PORT" once it serves; bench/http/inject.js builds the same apps in process (build()).
+// floodwall-memory-ietf-key is the like-for-like setup for express-rate-limit: the same key source (a
+// keyGenerator reading X-API-Key), no concurrency limit.
 const express = require('express');
 
-const limiter = process.env.FW_HTTP_LIMITER || 'none';
-const redisUrl = process.env.FW_BENCH_REDIS;
-
-let fw = null; // floodwall's client: its metrics say where each decision came from
-
-async function middleware() {
-  if (limiter === 'none') return null;
-  if (limiter === 'floor-next') return (req, res, next) => next();
+// The limiter's middleware (null for none) and floodwall's client (its metrics say where each decision
+// came from); floodwallModule: the floodwall package to take the middleware from.
+async function middleware(limiter, redisUrl, floodwallModule) {
+  if (limiter === 'none') return { mw: null, fw: null };
+  if (limiter === 'floor-next') return { mw: (req, res, next) => next(), fw: null };
   if (limiter === 'floor-headers') {
-    const { Floodwall } = require('../..');
+    const { Floodwall } = floodwallModule;
     const probe = new Floodwall({ store: 'memory://', request_rate: { rate: 100, burst: 500 }, concurrency: { limit: 20 } });
     const decision = await probe.admit({ tenant: 'tenant-1' });
     const headers = { ...decision.headers };
     probe.release(decision);
     probe.close();
     // As the floodwall middleware sets them (express.js, answer()).
-    return (req, res, next) => {
+    const mw = (req, res, next) => {
       for (const name in headers) res.setHeader(name, headers[name]);
       next();
     };
+    return { mw, fw: null };
   }
   if (limiter.startsWith('floodwall-')) {
-    const { Floodwall, express: floodwall } = require('../..');
+    const { Floodwall, express: floodwall } = floodwallModule;
     const store = limiter.startsWith('floodwall-memory') ? 'memory://' : redisUrl;
-    // floodwall-redis-rate: the request rate alone, the one limiter express-rate-limit has (like for like).
-    const concurrency = limiter === 'floodwall-redis-rate' ? {} : { concurrency: { limit: 20 } };
+    const keyed = limiter.endsWith('-key');
+    // floodwall-redis-rate and -key: the request rate alone, the one limiter express-rate-limit has (like for like).
+    const concurrency = limiter === 'floodwall-redis-rate' || keyed ? {} : { concurrency: { limit: 20 } };
     // *-ietf: the policy's "headers": "ietf" (the two IETF fields, as express-rate-limit sends them here).
-    const headers = limiter.endsWith('-ietf') ? { headers: 'ietf' } : {};
-    fw = new Floodwall({ store, prefix: 'fwhttp', request_rate: { rate: 100, burst: 500 }, ...concurrency, ...headers });
+    const headers = /-ietf(-key)?$/.test(limiter) ? { headers: 'ietf' } : {};
+    const fw = new Floodwall({ store, prefix: 'fwhttp', request_rate: { rate: 100, burst: 500 }, ...concurrency, ...headers });
     const issued = new Set(Array.from({ length: 1000 }, (_, i) => `tenant-${i}`));
-    return floodwall(fw, { verify: (key) => issued.has(key) });
+    const options = keyed ? { keyGenerator: (req) => req.headers['x-api-key'] || 'anonymous' } : { verify: (key) => issued.has(key) };
+    return { mw: floodwall(fw, options), fw };
   }
   const { rateLimit } = require('express-rate-limit');
   const options = {
@@ -61,21 +63,32 @@ async function middleware() {
   } else if (limiter !== 'erl-memory') {
     throw new Error(`FW_HTTP_LIMITER: unknown limiter ${limiter}`);
   }
-  return rateLimit(options);
+  return { mw: rateLimit(options), fw: null };
 }
 
-// An orderly exit on SIGINT, so that `node --cpu-prof` writes its profile.
-process.on('SIGINT', () => process.exit(0));
-
-middleware().then((mw) => {
+// The app behind `limiter`, with close() for what the limiter holds.
+async function build(limiter, { redisUrl, floodwallModule } = {}) {
+  const pkg = floodwallModule || (limiter.startsWith('floodwall-') || limiter === 'floor-headers' ? require('../..') : null);
+  const { mw, fw } = await middleware(limiter, redisUrl, pkg);
   const app = express();
   app.set('etag', false);
   // Where floodwall's decisions came from (the store, or the fallback when the store did not answer in time).
   app.get('/__sources', (req, res) => res.json(fw ? fw.metrics().sources : null));
   if (mw) app.use(mw);
   app.get('/', (req, res) => res.json({ ok: true }));
-  const server = app.listen(0, '127.0.0.1', () => console.log(`listening on ${server.address().port}`));
-}, (err) => {
-  console.error(err);
-  process.exit(1);
-});
+  app.close = async () => fw?.close();
+  return app;
+}
+
+if (require.main === module) {
+  // An orderly exit on SIGINT, so that `node --cpu-prof` writes its profile.
+  process.on('SIGINT', () => process.exit(0));
+  build(process.env.FW_HTTP_LIMITER || 'none', { redisUrl: process.env.FW_BENCH_REDIS }).then((app) => {
+    const server = app.listen(0, '127.0.0.1', () => console.log(`listening on ${server.address().port}`));
+  }, (err) => {
+    console.error(err);
+    process.exit(1);
+  });
+}
+
+module.exports = { build };

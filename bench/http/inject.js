@@ -1,9 +1,11 @@
 'use strict';
-// node bench/http/inject.js [--rounds N] [--requests N] [--only a,b] [--root ROOT] [--against ROOT]
+// node bench/http/inject.js [--framework fastify|express|koa] [--rounds N] [--requests N] [--only a,b]
+//                           [--root ROOT] [--against ROOT]
 //
-// The CPU a limiter adds to each request of a Fastify app, in process: the apps of bench/http/fastify_app.js
-// (build()) driven by fastify.inject, with no socket, so that the figure is the limiter's and the framework's
-// own CPU and not the kernel's. Every contender's app lives in this one process, warmed up first; then
+// The CPU a limiter adds to each request of a Fastify, Express or Koa app, in process: the apps of
+// bench/http/<framework>_app.js (build()) driven by light-my-request (fastify.inject for Fastify), with no
+// socket, so that the figure is the limiter's and the framework's own CPU and not the kernel's. The
+// incumbents: @fastify/rate-limit (frl), express-rate-limit (erl), koa-ratelimit (krl), each on its memory store. Every contender's app lives in this one process, warmed up first; then
 // round after round each injects a batch of --requests requests one after the other (X-API-Key over 1,000
 // tenants, no limit ever reached), timed with process.cpuUsage(), the contenders in a rotated order each
 // round, so that the box's other work (the wall clock here is shared) falls on every contender alike.
@@ -21,19 +23,33 @@ const flag = (name, dflt) => {
   return i >= 0 ? args[i + 1] : dflt;
 };
 const TENANTS = 1000;
-const LIMITERS = ['none', 'frl-memory', 'floodwall-memory-ietf-key', 'floodwall-memory-ietf', 'floodwall-memory'];
+const FRAMEWORK = flag('--framework', 'fastify');
+const INCUMBENT = { fastify: 'frl-memory', express: 'erl-memory', koa: 'krl-memory' }[FRAMEWORK];
+if (INCUMBENT === undefined) throw new Error(`--framework: fastify, express or koa (got ${FRAMEWORK})`);
+const LIMITERS = ['none', INCUMBENT, 'floodwall-memory-ietf-key', 'floodwall-memory-ietf', 'floodwall-memory'];
 const KEYS = Array.from({ length: TENANTS }, (_, i) => `tenant-${i}`);
+
+// The app of `limiter`, ready, and its inject(options) (a promise of the response) and close().
+async function app(limiter, floodwallModule) {
+  const { build } = require(`./${FRAMEWORK}_app`);
+  const built = await build(limiter, { floodwallModule });
+  if (FRAMEWORK === 'fastify') {
+    await built.ready();
+    return { inject: (o) => built.inject(o), close: () => built.close() };
+  }
+  const inject = require('light-my-request');
+  const dispatch = FRAMEWORK === 'koa' ? built.callback() : built;
+  return { inject: (o) => inject(dispatch, o), close: () => built.close() };
+}
 
 // One contender's app, built and warmed up; run(n) injects n requests one after the other.
 async function contender(c) {
-  const { build } = require('./fastify_app');
   const floodwallModule = c.limiter.startsWith('floodwall-') ? require(c.root) : null;
-  const app = await build(c.limiter, { floodwallModule });
-  await app.ready();
+  const { inject, close } = await app(c.limiter, floodwallModule);
   let i = 0;
   const run = async (n) => {
     for (const end = i + n; i < end; i++) {
-      const res = await app.inject({ method: 'GET', url: '/', headers: { 'x-api-key': KEYS[i % TENANTS] } });
+      const res = await inject({ method: 'GET', url: '/', headers: { 'x-api-key': KEYS[i % TENANTS] } });
       if (res.statusCode !== 200) throw new Error(`${c.name}: status ${res.statusCode}: ${res.body}`);
       // Injected requests settle in microtasks, so a loop of them never lets the event loop turn: the
       // immediates each one queues (node:http's, Fastify's) would pile up, each holding its request.
@@ -41,7 +57,7 @@ async function contender(c) {
     }
   };
   await run(20_000); // warm-up: JIT
-  return { ...c, app, run };
+  return { ...c, close, run };
 }
 
 function median(xs) {
@@ -76,20 +92,20 @@ async function main() {
       cpu[k].push((t.user + t.system) / batch);
     }
   }
-  for (const c of contenders) await c.app.close();
+  for (const c of contenders) await c.close();
   const none = contenders.findIndex((c) => c.limiter === 'none');
   const rows = contenders.map((c, k) => ({
     name: c.name,
     cpu_us: median(cpu[k]),
     added_us: median(cpu[k].map((x, r) => x - cpu[none][r])),
   }));
-  const incumbent = rows.find((x) => x.name === 'frl-memory');
+  const incumbent = rows.find((x) => x.name === INCUMBENT);
   for (const row of rows) if (incumbent && row.name.startsWith('floodwall-')) row.vs_incumbent = row.added_us / incumbent.added_us;
   for (const row of rows) {
-    process.stderr.write(`bench/http/inject: ${row.name}: ${row.cpu_us.toFixed(1)} us of CPU per request, ${row.added_us.toFixed(1)} us added` +
-      `${row.vs_incumbent === undefined ? '' : ` (${row.vs_incumbent.toFixed(2)}x frl-memory's)`}\n`);
+    process.stderr.write(`bench/http/inject: ${FRAMEWORK} ${row.name}: ${row.cpu_us.toFixed(1)} us of CPU per request, ${row.added_us.toFixed(1)} us added` +
+      `${row.vs_incumbent === undefined ? '' : ` (${row.vs_incumbent.toFixed(2)}x ${INCUMBENT}'s)`}\n`);
   }
-  console.log(JSON.stringify({ batch, rounds, contenders: rows }, null, 2));
+  console.log(JSON.stringify({ framework: FRAMEWORK, batch, rounds, contenders: rows }, null, 2));
 }
 
 main().catch((err) => {

@@ -2,7 +2,7 @@
 // node bench/http/run.js [--quick] [--rounds N] [--seconds S] [--only a,b] [--markdown FILE]
 // (--only: contenders whose name contains a, or whose limiter or framework:limiter is a)
 //
-// Middleware over real HTTP: each app (bench/http/express_app.js, fastify_app.js, starlette_app.py under uvicorn, config.ru
+// Middleware over real HTTP: each app (bench/http/express_app.js, fastify_app.js, koa_app.js, starlette_app.py under uvicorn, config.ru
 // under Puma) behind each limiter is started as a process of its own, loaded by autocannon (64 connections,
 // X-API-Key rotating over 1,000 tenants, limits never reached), one after the other and round after round
 // (alternating, so that the box's other work falls on every contender alike). Reported per contender, medians over the rounds: requests/s, the overhead per
@@ -43,6 +43,7 @@ const CONTENDERS = [
   { name: 'express + floodwall (redis://)', framework: 'express', limiter: 'floodwall-redis', cmd: ['node', [path.join(HERE, 'express_app.js')]] },
   { name: 'express + floodwall (redis://, request rate alone)', framework: 'express', limiter: 'floodwall-redis-rate', cmd: ['node', [path.join(HERE, 'express_app.js')]] },
   { name: 'express + floodwall (memory://, headers: ietf)', framework: 'express', limiter: 'floodwall-memory-ietf', cmd: ['node', [path.join(HERE, 'express_app.js')]] },
+  { name: 'express + floodwall (memory://, headers: ietf, keyGenerator, no concurrency: like for like)', framework: 'express', limiter: 'floodwall-memory-ietf-key', cmd: ['node', [path.join(HERE, 'express_app.js')]] },
   { name: 'express + floodwall (redis://, headers: ietf)', framework: 'express', limiter: 'floodwall-redis-ietf', cmd: ['node', [path.join(HERE, 'express_app.js')]] },
   { name: 'express + next() alone (a floor)', framework: 'express', limiter: 'floor-next', cmd: ['node', [path.join(HERE, 'express_app.js')]] },
   { name: 'express + the five limit headers alone (a floor)', framework: 'express', limiter: 'floor-headers', cmd: ['node', [path.join(HERE, 'express_app.js')]] },
@@ -54,6 +55,14 @@ const CONTENDERS = [
   { name: 'fastify + @fastify/rate-limit (redis)', framework: 'fastify', limiter: 'frl-redis', cmd: ['node', [path.join(HERE, 'fastify_app.js')]] },
   { name: 'fastify + floodwall (redis://)', framework: 'fastify', limiter: 'floodwall-redis', cmd: ['node', [path.join(HERE, 'fastify_app.js')]] },
   { name: 'fastify + floodwall (redis://, headers: ietf)', framework: 'fastify', limiter: 'floodwall-redis-ietf', cmd: ['node', [path.join(HERE, 'fastify_app.js')]] },
+  { name: 'koa', framework: 'koa', limiter: 'none', cmd: ['node', [path.join(HERE, 'koa_app.js')]] },
+  { name: 'koa + koa-ratelimit (memory)', framework: 'koa', limiter: 'krl-memory', cmd: ['node', [path.join(HERE, 'koa_app.js')]] },
+  { name: 'koa + floodwall (memory://)', framework: 'koa', limiter: 'floodwall-memory', cmd: ['node', [path.join(HERE, 'koa_app.js')]] },
+  { name: 'koa + floodwall (memory://, headers: ietf)', framework: 'koa', limiter: 'floodwall-memory-ietf', cmd: ['node', [path.join(HERE, 'koa_app.js')]] },
+  { name: 'koa + floodwall (memory://, headers: ietf, keyGenerator, no concurrency: like for like)', framework: 'koa', limiter: 'floodwall-memory-ietf-key', cmd: ['node', [path.join(HERE, 'koa_app.js')]] },
+  { name: 'koa + koa-ratelimit (redis)', framework: 'koa', limiter: 'krl-redis', cmd: ['node', [path.join(HERE, 'koa_app.js')]] },
+  { name: 'koa + floodwall (redis://)', framework: 'koa', limiter: 'floodwall-redis', cmd: ['node', [path.join(HERE, 'koa_app.js')]] },
+  { name: 'koa + floodwall (redis://, headers: ietf)', framework: 'koa', limiter: 'floodwall-redis-ietf', cmd: ['node', [path.join(HERE, 'koa_app.js')]] },
   { name: 'starlette (uvicorn)', framework: 'starlette', limiter: 'none', cmd: starlette },
   { name: 'starlette + limits (async redis, fixed window)', framework: 'starlette', limiter: 'limits-redis', cmd: starlette },
   { name: 'starlette + floodwall (memory://)', framework: 'starlette', limiter: 'floodwall-memory', cmd: starlette },
