@@ -70,8 +70,9 @@ module Floodwall
     def admit(tenant: nil, headers: nil, peer: nil, verified: nil, route: nil, path: nil, method: "GET", cost: 1,
               critical: false, sandbox: false, &block)
       if @waits
-        return admit_deferring_interrupts(tenant, headers, peer, verified, route, path, method, cost, critical,
-                                          sandbox, &block)
+        return deferring_interrupts(block) do
+          Native.admit(@handle, tenant, route, method, cost, critical, sandbox, headers, peer, verified, path)
+        end
       end
 
       decision = Native.admit(@handle, tenant, route, method, cost, critical, sandbox, headers, peer, verified, path)
@@ -96,26 +97,11 @@ module Floodwall
     # InvalidArgumentError naming max_wait, a non-numeric one TypeError; a cost above the burst
     # InvalidArgumentError. The other arguments are #admit's (tenant: nil lets the core derive it).
     def acquire(tenant: nil, route: nil, cost: 1, max_wait: 10, headers: nil, peer: nil, verified: nil, path: nil,
-                method: "GET", critical: false, sandbox: false)
+                method: "GET", critical: false, sandbox: false, &block)
       raise TypeError, "max_wait: must be a number of seconds" unless max_wait.is_a?(Integer) || max_wait.is_a?(Float)
 
-      Thread.handle_interrupt(DEFER) do
-        decision = Native.reserve(@handle, max_wait, tenant, route, method, cost, critical, sandbox, headers, peer,
-                                  verified, path)
-        begin
-          Thread.handle_interrupt(DELIVER) { wait_for_turn(decision.wait_s) } if decision.allowed? && decision.wait_s.positive?
-          Thread.handle_interrupt(DELIVER) {} if Thread.pending_interrupt?
-        rescue Exception # every exception, Interrupt included: give the reservation back, then re-raise
-          release(decision)
-          raise
-        end
-        return decision unless block_given?
-
-        begin
-          Thread.handle_interrupt(DELIVER) { yield decision }
-        ensure
-          release(decision)
-        end
+      deferring_interrupts(block) do
+        Native.reserve(@handle, max_wait, tenant, route, method, cost, critical, sandbox, headers, peer, verified, path)
       end
     end
 
@@ -207,21 +193,25 @@ module Floodwall
 
     private
 
-    # Client#admit on Redis: interrupts held while the admit waits and raised only where the decision
-    # can still be given back.
-    def admit_deferring_interrupts(tenant, headers, peer, verified, route, path, method, cost, critical, sandbox)
+    # The decision the block makes (an admit on Redis, or a reservation), with interrupts (Timeout,
+    # Thread#raise, #kill) held while it is made and raised only where it can still be given back: during a
+    # reservation's wait for its turn, or once it is in hand; either way the decision is released first.
+    # With the caller's block (user_block), the decision is released after it, which an interrupt cannot
+    # cut short either.
+    def deferring_interrupts(user_block)
       Thread.handle_interrupt(DEFER) do
-        decision = Native.admit(@handle, tenant, route, method, cost, critical, sandbox, headers, peer, verified, path)
+        decision = yield
         begin
+          Thread.handle_interrupt(DELIVER) { wait_for_turn(decision.wait_s) } if decision.allowed? && decision.wait_s.positive?
           Thread.handle_interrupt(DELIVER) {} if Thread.pending_interrupt?
         rescue Exception # every exception, Interrupt included: give the decision back, then re-raise
           release(decision)
           raise
         end
-        return decision unless block_given?
+        return decision unless user_block
 
         begin
-          Thread.handle_interrupt(DELIVER) { yield decision }
+          Thread.handle_interrupt(DELIVER) { user_block.call(decision) }
         ensure
           release(decision)
         end
