@@ -324,10 +324,11 @@ void Guard::decide_into(const Prepared &p, const AdmitResult &store_result, Deci
     return;
   }
   d.rules = p.rules;
-  if (!op.asks()) return decide_on(p, store_result, false, d);
+  if (!op.asks()) return decide_on(p, store_result, nullptr, d);
   if (!store_result.decided) return decide_without_store(p, store_result, d);
-  metrics_.source(Source::store);
-  decide_on(p, store_result, true, d);
+  Metrics::Slab &counts = metrics_.slab();  // once per decision: each look-up is a __tls_get_addr call
+  Metrics::source(counts, Source::store);
+  decide_on(p, store_result, &counts, d);
 }
 
 // The store could not answer in time. Never stop limiting silently: count it, and let redis.fallback
@@ -340,6 +341,7 @@ void Guard::decide_without_store(const Prepared &p, const AdmitResult &store_res
       {op.rate || op.rules.n > 0, Limiter::request_rate}, {op.conc, Limiter::concurrency}, {op.fleet, Limiter::fleet}};
   for (auto [on, l] : asked)
     if (on) metrics_.failed(l, store_result.reason);
+  Metrics::Slab &counts = metrics_.slab();
   if (fallback_) {
     // The local table keeps no control records (a tier's limits go unchecked), and reads its own clock:
     // the store's answer may have come a deadline after the admit began.
@@ -348,28 +350,30 @@ void Guard::decide_without_store(const Prepared &p, const AdmitResult &store_res
     o.now_us = AdmitOp::kStoreClock;
     AdmitResult local = fallback_->admit(o);
     d.degraded = true;
-    metrics_.source(Source::fallback);
-    return decide_on(p, local, true, d);
+    Metrics::source(counts, Source::fallback);
+    return decide_on(p, local, &counts, d);
   }
   if (policy_.redis.fallback == Fallback::closed) {
     // Refuse what cannot be limited: 503, with a body that says the limiter is unavailable.
     d.allowed = false;
     d.status = 503;
     d.retry_after_s = 1;
-    metrics_.source(Source::refused);
+    Metrics::source(counts, Source::refused);
     return;
   }
   // "open": allowed with no limiter at all, and counted as such.
   d.failed_open = true;
   for (auto [on, l] : asked)
-    if (on) metrics_.count(p.route, l, Outcome::failed_open);
-  metrics_.source(Source::failed_open);
-  decide_on(p, store_result, true, d);
+    if (on) Metrics::count(counts, p.route, l, Outcome::failed_open);
+  Metrics::source(counts, Source::failed_open);
+  decide_on(p, store_result, &counts, d);
 }
 
 // The verdicts of the store's (or the fallback's) result `r`, and the ticket of what the request holds.
-void Guard::decide_on(const Prepared &p, const AdmitResult &r, bool touched_store, Decision &d) {
+// `counts`: this thread's metrics slab when the store (or the fallback) was asked; null when it was not.
+void Guard::decide_on(const Prepared &p, const AdmitResult &r, Metrics::Slab *counts, Decision &d) {
   const AdmitOp &op = p.op;
+  bool touched_store = counts != nullptr;
   if (touched_store && r.decided && r.blocked) {
     // The tenant is blocked (the admin API): 403, nothing consumed.
     d.allowed = false;
@@ -392,7 +396,7 @@ void Guard::decide_on(const Prepared &p, const AdmitResult &r, bool touched_stor
     // In the order of the path: the first enforcing limiter that rejected names the rejection.
     auto verdict = [&](bool on, bool enforce, bool ok, Limiter l) {
       if (!on) return;  // (a limiter an in-process decision did not need is not evaluated: `on` is false)
-      metrics_.count(p.route, l, ok ? Outcome::allowed : enforce ? Outcome::rejected : Outcome::dark_rejected);
+      Metrics::count(*counts, p.route, l, ok ? Outcome::allowed : enforce ? Outcome::rejected : Outcome::dark_rejected);
       if (ok) return;
       if (enforce && d.limiter == Limiter::none) d.limiter = l;
       if (!enforce && d.dark_limiter == Limiter::none) d.dark_limiter = l;
