@@ -233,6 +233,13 @@ Ticket Guard::hold(const TicketHold &h) {
 }
 
 namespace {
+// seconds_until, without its 64-bit division when at most a second's refill is lacking (a bucket that one
+// request took from, the common case): that is one second, exactly as the division says.
+int64_t whole_seconds_until(int64_t rate_m, int64_t tokens_m, int64_t want_m) {
+  int64_t lack = want_m - tokens_m;
+  return lack <= 0 ? 0 : lack <= rate_m ? 1 : seconds_until(rate_m, tokens_m, want_m);
+}
+
 // Copied whole into every decision: a copy of a constant is a few vector moves, where assigning the
 // initializer list clears the struct with `rep stos` first.
 constexpr Decision kAllowed = [] {
@@ -407,7 +414,7 @@ void Guard::decide_on(const Prepared &p, const AdmitResult &r, Metrics::Slab *co
     verdict(op.fleet && r.fleet_evaluated, op.fleet_enforce, r.fleet_ok, Limiter::fleet);
     if (op.rate) {
       d.remaining = r.tokens_m / 1'000'000;
-      d.reset_s = seconds_until(rate_m, r.tokens_m, burst_m);
+      d.reset_s = whole_seconds_until(rate_m, r.tokens_m, burst_m);
     }
     if (op.conc) d.concurrency_remaining = std::max<int64_t>(0, op.conc_limit - r.conc_count);
     if (d.limiter != Limiter::none) {
@@ -415,21 +422,23 @@ void Guard::decide_on(const Prepared &p, const AdmitResult &r, Metrics::Slab *co
       d.status = d.limiter == Limiter::fleet ? 503 : 429;
       d.retry_after_s = d.rule >= 0 ? d.retry_after_s
                         : d.limiter == Limiter::request_rate
-                            ? std::max<int64_t>(1, seconds_until(rate_m, r.tokens_m, op.cost_m))
+                            ? std::max<int64_t>(1, whole_seconds_until(rate_m, r.tokens_m, op.cost_m))
                             : 1;  // a slot frees when any in-flight request ends
     }
     if (op.rate || op.conc || op.rules.n > 0) metrics_.tenant_seen(op.tenant, !d.allowed);
   }
   if (!d.allowed) return;
+  bool acquire = op.max_wait_ns > 0 && r.decided;
+  bool conc = op.conc && r.decided && r.committed && r.conc_ok;
+  bool fleet = op.fleet && r.decided && r.committed && r.fleet_ok;
+  if (!(acquire || conc || fleet || p.util_counted || p.adaptive_slot)) return;  // no ticket (nor a TicketHold)
   TicketHold h;
-  if (op.max_wait_ns > 0 && r.decided) {  // an acquire: its turn (the fallback's, when the fallback decided)
+  if (acquire) {  // its turn (the fallback's, when the fallback decided)
     d.wait_us = ceil_div(r.wait_ns, 1000);
     d.turn_us = r.store_now_us + d.wait_us;
     d.waiting = d.wait_us > 0;
     if (d.waiting && op.rate && r.committed) reservation(op, r, rate_m, burst_m, d.wait_us, h);
   }
-  bool conc = op.conc && r.decided && r.committed && r.conc_ok;
-  bool fleet = op.fleet && r.decided && r.committed && r.fleet_ok;
   if (!(conc || fleet || p.util_counted || p.adaptive_slot || h.give_back_full_at_ns))
     return;  // nothing to give back: no ticket (leased ones included)
   h.tenant = op.tenant;
