@@ -224,7 +224,8 @@ AdmitResult MemoryStore::admit_tables(const AdmitOp &op) {
   int64_t tokens = 0, debt_ns = 0;
   if (op.rate) {
     debt_ns = bucket_debt_ns(e && e->has_bucket ? &e->bucket : nullptr, now);
-    tokens = bucket_tokens(op.rate_m, op.burst_m, debt_ns);
+    // A full bucket holds its burst (bucket_tokens' answer for no debt, without its floating-point division).
+    tokens = debt_ns == 0 ? op.burst_m : bucket_tokens(op.rate_m, op.burst_m, debt_ns);
     r.rate_ok = tokens >= op.cost_m;
   }
   int64_t in_flight = 0;
