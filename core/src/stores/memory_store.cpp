@@ -277,7 +277,7 @@ AdmitResult MemoryStore::admit_tables(const AdmitOp &op) {
     } else if (spend) {
       tokens -= op.cost_m;
       e->has_bucket = true;
-      e->bucket.full_at_ns = now * 1000 + debt_ns + bucket_cost_ns(op.rate_m, op.cost_m);
+      e->bucket.full_at_ns = now * 1000 + debt_ns + s.cost_of(op.rate_m, op.cost_m);
     }
     if (take_slot) {
       e->slots.push_back({op.slot, start});
