@@ -111,7 +111,7 @@ inline void to_c(const floodwall::Decision &d, fw_decision &c) {
   c.blocked = d.blocked ? 1 : 0;
   c.blocked_until_s = d.blocked_until_s;
   // A reservation's wait is the caller's still (fw_reserve); fw_acquire has waited it out.
-  double wait = static_cast<double>(d.wait_us) / 1e6;
+  double wait = d.wait_us == 0 ? 0.0 : static_cast<double>(d.wait_us) / 1e6;  // no division for most
   c.waited_s = d.waiting ? 0.0 : wait;
   c.wait_s = d.waiting ? wait : 0.0;
 }
