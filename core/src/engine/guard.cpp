@@ -296,8 +296,9 @@ Decision Guard::finish(const Prepared &p, const AdmitResult &store_result) {
   return d;
 }
 
-// One Decision, built where the caller receives it (a single return of one object: no copy of it).
-Decision Guard::decide(const Prepared &p, const AdmitResult &store_result) {
+// One Decision, built where the caller receives it (a single return of one object: no copy of it). It and
+// decide_into are inlined (into finish): each call's frame costs a decision a dozen instructions or more.
+[[gnu::always_inline]] inline Decision Guard::decide(const Prepared &p, const AdmitResult &store_result) {
   Decision d = kAllowed;
   if (store_result.other_tier) {  // the tenant's tier kept changing under this admit: the fallback decides
     AdmitResult undecided;
@@ -309,7 +310,7 @@ Decision Guard::decide(const Prepared &p, const AdmitResult &store_result) {
   return d;
 }
 
-void Guard::decide_into(const Prepared &p, const AdmitResult &store_result, Decision &d) {
+[[gnu::always_inline]] inline void Guard::decide_into(const Prepared &p, const AdmitResult &store_result, Decision &d) {
   d.cost = p.cost;
   if (p.shed_dark) d.dark_limiter = Limiter::utilization;
   if (p.adaptive_dark && d.dark_limiter == Limiter::none) d.dark_limiter = Limiter::adaptive;
