@@ -379,7 +379,9 @@ void Guard::decide_without_store(const Prepared &p, const AdmitResult &store_res
 
 // The verdicts of the store's (or the fallback's) result `r`, and the ticket of what the request holds.
 // `counts`: this thread's metrics slab when the store (or the fallback) was asked; null when it was not.
-void Guard::decide_on(const Prepared &p, const AdmitResult &r, Metrics::Slab *counts, Decision &d) {
+// Inlined as decide_into is (a second copy in decide_without_store, out of the common path).
+[[gnu::always_inline]] inline void Guard::decide_on(const Prepared &p, const AdmitResult &r, Metrics::Slab *counts,
+                                                    Decision &d) {
   const AdmitOp &op = p.op;
   bool touched_store = counts != nullptr;
   if (touched_store && r.decided && r.blocked) {
