@@ -64,11 +64,15 @@ static_assert(kDecisionV4Size == 184, "the version 4 fw_decision layout is froze
 constexpr size_t kDecisionV5Size = offsetof(fw_decision, wait_s);
 static_assert(kDecisionV5Size == 192, "the version 5 fw_decision layout is frozen");
 
+[[noreturn, gnu::cold, gnu::noinline]] inline void bad_decision_version(unsigned v) {
+  throw floodwall::BadRequest("decision.version: unsupported (" + std::to_string(v) + "; this library knows 1 to " +
+                              std::to_string(FW_DECISION_VERSION) + ")");
+}
+
+// The check inlined into every decision, its message built out of line.
 inline unsigned decision_version(const fw_decision *d) {
   unsigned v = d->version;
-  if (v < 1 || v > FW_DECISION_VERSION)
-    throw floodwall::BadRequest("decision.version: unsupported (" + std::to_string(v) + "; this library knows 1 to " +
-                                std::to_string(FW_DECISION_VERSION) + ")");
+  if (v < 1 || v > FW_DECISION_VERSION) bad_decision_version(v);
   return v;
 }
 
@@ -111,7 +115,7 @@ inline void to_c(const floodwall::Decision &d, fw_decision &c) {
   c.blocked = d.blocked ? 1 : 0;
   c.blocked_until_s = d.blocked_until_s;
   // A reservation's wait is the caller's still (fw_reserve); fw_acquire has waited it out.
-  double wait = static_cast<double>(d.wait_us) / 1e6;
+  double wait = d.wait_us == 0 ? 0.0 : static_cast<double>(d.wait_us) / 1e6;  // no division for most
   c.waited_s = d.waiting ? 0.0 : wait;
   c.wait_s = d.waiting ? wait : 0.0;
 }

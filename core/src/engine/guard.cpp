@@ -233,6 +233,13 @@ Ticket Guard::hold(const TicketHold &h) {
 }
 
 namespace {
+// seconds_until, without its 64-bit division when at most a second's refill is lacking (a bucket that one
+// request took from, the common case): that is one second, exactly as the division says.
+int64_t whole_seconds_until(int64_t rate_m, int64_t tokens_m, int64_t want_m) {
+  int64_t lack = want_m - tokens_m;
+  return lack <= 0 ? 0 : lack <= rate_m ? 1 : seconds_until(rate_m, tokens_m, want_m);
+}
+
 // Copied whole into every decision: a copy of a constant is a few vector moves, where assigning the
 // initializer list clears the struct with `rep stos` first.
 constexpr Decision kAllowed = [] {
@@ -289,8 +296,9 @@ Decision Guard::finish(const Prepared &p, const AdmitResult &store_result) {
   return d;
 }
 
-// One Decision, built where the caller receives it (a single return of one object: no copy of it).
-Decision Guard::decide(const Prepared &p, const AdmitResult &store_result) {
+// One Decision, built where the caller receives it (a single return of one object: no copy of it). It and
+// decide_into are inlined (into finish): each call's frame costs a decision a dozen instructions or more.
+[[gnu::always_inline]] inline Decision Guard::decide(const Prepared &p, const AdmitResult &store_result) {
   Decision d = kAllowed;
   if (store_result.other_tier) {  // the tenant's tier kept changing under this admit: the fallback decides
     AdmitResult undecided;
@@ -302,7 +310,7 @@ Decision Guard::decide(const Prepared &p, const AdmitResult &store_result) {
   return d;
 }
 
-void Guard::decide_into(const Prepared &p, const AdmitResult &store_result, Decision &d) {
+[[gnu::always_inline]] inline void Guard::decide_into(const Prepared &p, const AdmitResult &store_result, Decision &d) {
   d.cost = p.cost;
   if (p.shed_dark) d.dark_limiter = Limiter::utilization;
   if (p.adaptive_dark && d.dark_limiter == Limiter::none) d.dark_limiter = Limiter::adaptive;
@@ -324,10 +332,11 @@ void Guard::decide_into(const Prepared &p, const AdmitResult &store_result, Deci
     return;
   }
   d.rules = p.rules;
-  if (!op.asks()) return decide_on(p, store_result, false, d);
+  if (!op.asks()) return decide_on(p, store_result, nullptr, d);
   if (!store_result.decided) return decide_without_store(p, store_result, d);
-  metrics_.source(Source::store);
-  decide_on(p, store_result, true, d);
+  Metrics::Slab &counts = metrics_.slab();  // once per decision: each look-up is a __tls_get_addr call
+  Metrics::source(counts, Source::store);
+  decide_on(p, store_result, &counts, d);
 }
 
 // The store could not answer in time. Never stop limiting silently: count it, and let redis.fallback
@@ -340,6 +349,7 @@ void Guard::decide_without_store(const Prepared &p, const AdmitResult &store_res
       {op.rate || op.rules.n > 0, Limiter::request_rate}, {op.conc, Limiter::concurrency}, {op.fleet, Limiter::fleet}};
   for (auto [on, l] : asked)
     if (on) metrics_.failed(l, store_result.reason);
+  Metrics::Slab &counts = metrics_.slab();
   if (fallback_) {
     // The local table keeps no control records (a tier's limits go unchecked), and reads its own clock:
     // the store's answer may have come a deadline after the admit began.
@@ -348,28 +358,32 @@ void Guard::decide_without_store(const Prepared &p, const AdmitResult &store_res
     o.now_us = AdmitOp::kStoreClock;
     AdmitResult local = fallback_->admit(o);
     d.degraded = true;
-    metrics_.source(Source::fallback);
-    return decide_on(p, local, true, d);
+    Metrics::source(counts, Source::fallback);
+    return decide_on(p, local, &counts, d);
   }
   if (policy_.redis.fallback == Fallback::closed) {
     // Refuse what cannot be limited: 503, with a body that says the limiter is unavailable.
     d.allowed = false;
     d.status = 503;
     d.retry_after_s = 1;
-    metrics_.source(Source::refused);
+    Metrics::source(counts, Source::refused);
     return;
   }
   // "open": allowed with no limiter at all, and counted as such.
   d.failed_open = true;
   for (auto [on, l] : asked)
-    if (on) metrics_.count(p.route, l, Outcome::failed_open);
-  metrics_.source(Source::failed_open);
-  decide_on(p, store_result, true, d);
+    if (on) Metrics::count(counts, p.route, l, Outcome::failed_open);
+  Metrics::source(counts, Source::failed_open);
+  decide_on(p, store_result, &counts, d);
 }
 
 // The verdicts of the store's (or the fallback's) result `r`, and the ticket of what the request holds.
-void Guard::decide_on(const Prepared &p, const AdmitResult &r, bool touched_store, Decision &d) {
+// `counts`: this thread's metrics slab when the store (or the fallback) was asked; null when it was not.
+// Inlined as decide_into is (a second copy in decide_without_store, out of the common path).
+[[gnu::always_inline]] inline void Guard::decide_on(const Prepared &p, const AdmitResult &r, Metrics::Slab *counts,
+                                                    Decision &d) {
   const AdmitOp &op = p.op;
+  bool touched_store = counts != nullptr;
   if (touched_store && r.decided && r.blocked) {
     // The tenant is blocked (the admin API): 403, nothing consumed.
     d.allowed = false;
@@ -392,7 +406,7 @@ void Guard::decide_on(const Prepared &p, const AdmitResult &r, bool touched_stor
     // In the order of the path: the first enforcing limiter that rejected names the rejection.
     auto verdict = [&](bool on, bool enforce, bool ok, Limiter l) {
       if (!on) return;  // (a limiter an in-process decision did not need is not evaluated: `on` is false)
-      metrics_.count(p.route, l, ok ? Outcome::allowed : enforce ? Outcome::rejected : Outcome::dark_rejected);
+      Metrics::count(*counts, p.route, l, ok ? Outcome::allowed : enforce ? Outcome::rejected : Outcome::dark_rejected);
       if (ok) return;
       if (enforce && d.limiter == Limiter::none) d.limiter = l;
       if (!enforce && d.dark_limiter == Limiter::none) d.dark_limiter = l;
@@ -403,7 +417,7 @@ void Guard::decide_on(const Prepared &p, const AdmitResult &r, bool touched_stor
     verdict(op.fleet && r.fleet_evaluated, op.fleet_enforce, r.fleet_ok, Limiter::fleet);
     if (op.rate) {
       d.remaining = r.tokens_m / 1'000'000;
-      d.reset_s = seconds_until(rate_m, r.tokens_m, burst_m);
+      d.reset_s = whole_seconds_until(rate_m, r.tokens_m, burst_m);
     }
     if (op.conc) d.concurrency_remaining = std::max<int64_t>(0, op.conc_limit - r.conc_count);
     if (d.limiter != Limiter::none) {
@@ -411,21 +425,23 @@ void Guard::decide_on(const Prepared &p, const AdmitResult &r, bool touched_stor
       d.status = d.limiter == Limiter::fleet ? 503 : 429;
       d.retry_after_s = d.rule >= 0 ? d.retry_after_s
                         : d.limiter == Limiter::request_rate
-                            ? std::max<int64_t>(1, seconds_until(rate_m, r.tokens_m, op.cost_m))
+                            ? std::max<int64_t>(1, whole_seconds_until(rate_m, r.tokens_m, op.cost_m))
                             : 1;  // a slot frees when any in-flight request ends
     }
     if (op.rate || op.conc || op.rules.n > 0) metrics_.tenant_seen(op.tenant, !d.allowed);
   }
   if (!d.allowed) return;
+  bool acquire = op.max_wait_ns > 0 && r.decided;
+  bool conc = op.conc && r.decided && r.committed && r.conc_ok;
+  bool fleet = op.fleet && r.decided && r.committed && r.fleet_ok;
+  if (!(acquire || conc || fleet || p.util_counted || p.adaptive_slot)) return;  // no ticket (nor a TicketHold)
   TicketHold h;
-  if (op.max_wait_ns > 0 && r.decided) {  // an acquire: its turn (the fallback's, when the fallback decided)
+  if (acquire) {  // its turn (the fallback's, when the fallback decided)
     d.wait_us = ceil_div(r.wait_ns, 1000);
     d.turn_us = r.store_now_us + d.wait_us;
     d.waiting = d.wait_us > 0;
     if (d.waiting && op.rate && r.committed) reservation(op, r, rate_m, burst_m, d.wait_us, h);
   }
-  bool conc = op.conc && r.decided && r.committed && r.conc_ok;
-  bool fleet = op.fleet && r.decided && r.committed && r.fleet_ok;
   if (!(conc || fleet || p.util_counted || p.adaptive_slot || h.give_back_full_at_ns))
     return;  // nothing to give back: no ticket (leased ones included)
   h.tenant = op.tenant;

@@ -134,7 +134,7 @@ class Guard {
   Decision decide(const Prepared &p, const AdmitResult &r);  // finish() but for the adaptive slot
   void decide_into(const Prepared &p, const AdmitResult &r, Decision &d);
   [[gnu::noinline]] void decide_without_store(const Prepared &p, const AdmitResult &r, Decision &d);
-  void decide_on(const Prepared &p, const AdmitResult &r, bool touched_store, Decision &d);
+  void decide_on(const Prepared &p, const AdmitResult &r, Metrics::Slab *counts, Decision &d);
   void prepare_adaptive(const Request &rq, std::string_view route, std::string_view method, Prepared &p);
   void drop_adaptive(Prepared &p);  // a prepared request that is not going on: its adaptive slot back
   void release_adaptive(int family, uint64_t slot, bool measured);  // slot 0: none

@@ -72,14 +72,8 @@ class Metrics {
   Metrics();
   // Route family index for counters; "" is "default".
   int route_index(std::string_view route) { return route.empty() ? 0 : named_route_index(route); }
-  void count(int route, Limiter l, Outcome o) {
-    std::atomic<uint64_t> &c = my_slab().c[slot(static_cast<size_t>(route), l, o)];
-    c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // only this thread writes it
-  }
-  void source(Source s) {
-    std::atomic<uint64_t> &c = my_slab().sources[static_cast<size_t>(s)];
-    c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  }
+  void count(int route, Limiter l, Outcome o) { count(slab(), route, l, o); }
+  void source(Source s) { source(slab(), s); }
   void lease(LeaseCounter k, uint64_t n = 1) {
     std::atomic<uint64_t> &c = my_slab().lease[static_cast<size_t>(k)];
     c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
@@ -143,9 +137,18 @@ class Metrics {
   };
   static constexpr size_t kCachedSlabs = 4;  // the Metrics (clients) a thread counts for without a lock
 
+  // This thread's slab, for a caller that counts several things of one decision: a thread-local of the shared
+  // library is reached through a __tls_get_addr call, so a decision looks its slab up once.
+  Slab &slab() { return my_slab(); }
+  static void count(Slab &s, int route, Limiter l, Outcome o) { bump(s.c[slot(static_cast<size_t>(route), l, o)]); }
+  static void source(Slab &s, Source src) { bump(s.sources[static_cast<size_t>(src)]); }
+
  private:
   Slab &my_slab();
   Slab &adopt_slab();
+  static void bump(std::atomic<uint64_t> &c) {
+    c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // only this thread writes it
+  }
   struct Tally {
     uint64_t requests = 0, rejections = 0;
   };

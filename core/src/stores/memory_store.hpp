@@ -69,6 +69,17 @@ class MemoryStore final : public Store {
     SpinLock mu;
     std::vector<Entry> table;  // a power of two, at most half full
     size_t count = 0, hand = 0;
+    // The refill that a request's cost takes (bucket_cost_ns, a floating-point division), for the rate and
+    // cost it was last computed for: a policy has few buckets and most requests cost 1, so it is reused.
+    int64_t cost_rate_m = 0, cost_m = 0, cost_ns = 0;
+    int64_t cost_of(int64_t rate_m, int64_t c_m) {
+      if (rate_m != cost_rate_m || c_m != cost_m) {
+        cost_ns = bucket_cost_ns(rate_m, c_m);
+        cost_rate_m = rate_m;
+        cost_m = c_m;
+      }
+      return cost_ns;
+    }
   };
 
   static int64_t live(std::vector<Slot> &slots, int64_t now_us, int64_t ttl_us);
