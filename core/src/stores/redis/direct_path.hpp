@@ -113,10 +113,10 @@ class DirectPath {
   int fd_slot(const DirectConn &d) const;
 
   std::array<DirectConn, kConns> conns_;
-  std::atomic<bool> ok_{true};             // off after a direct call failed, until the I/O thread sees Redis
-  std::atomic<int64_t> silent_since_{0};   // when a direct call that got no byte back was sent
-  std::atomic<int64_t> read_us_{0};        // when a direct connection last read a reply
-  std::atomic<int64_t> callers_{0};        // blocking admits in flight (Caller)
+  std::atomic<bool> ok_{true};            // off after a direct call failed, until the I/O thread sees Redis
+  std::atomic<int64_t> silent_since_{0};  // when a direct call that got no byte back was sent
+  std::atomic<int64_t> read_us_{0};       // when a direct connection last read a reply
+  std::atomic<int64_t> callers_{0};       // blocking admits in flight (Caller)
   // The connection this thread last wrote a release on whose reply it has not read (null: none).
   static thread_local DirectConn *tl_unread_on;
 };
