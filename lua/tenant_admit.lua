@@ -2,7 +2,8 @@
 -- the fleet set, decided atomically. Every check happens before the first write, and a request that
 -- an enforcing limiter rejects writes nothing at all (no partial consumption).
 --
--- KEYS[1]  <prefix>:{<tenant>}:rate   the bucket: one integer, when it is full again (ns since the epoch)
+-- KEYS[1]  <prefix>:{<tenant>}:rate   the bucket: one integer, when it is full again (ns since the epoch),
+--                                     and the bare mark when the tenant had no control record (lib/bucket.lua)
 -- KEYS[2]  <prefix>:{<tenant>}:conc   sorted set of in-flight slot ids scored by start time (us)
 -- KEYS[3]  <prefix>:fleet             sorted set of non-critical in-flight slot ids fleet-wide
 -- KEYS[4]  <prefix>:fleet:reports     (sent only when the policy leases) the fleet usage that clients
@@ -69,29 +70,35 @@ local rate_on, conc_on, fleet_on = r ~= NOT_ASKED, c ~= NOT_ASKED, f ~= NOT_ASKE
 
 local sec, usec = bucket_clock(flags)
 
--- The control record, when the tenant has one (most have none: one EXISTS).
+-- The tenant's bucket first: when it has the bare mark (lib/bucket.lua), the tenant has no control record,
+-- and the record is not looked for (most tenants have none: one read where there were two).
+local debt, full_s, bare = 0, -1, false
+if rate_on then debt, full_s, bare = bucket_load(KEYS[1], sec, usec) end
+
+-- The control record, when the tenant has one.
 local override_rate, override_burst
-if not no_ctl then
-  if rcall('EXISTS', KEYS[#KEYS]) == 1 then
-    local ctl = rcall('HMGET', KEYS[#KEYS], 'tier', 'rate', 'burst', 'block')
-    if ctl[4] then
-      local until_s = tonumber(ctl[4]) or 0
-      if until_s == 0 or until_s > sec then return {'blocked', until_s} end
-    end
-    if (ctl[1] or '') ~= ARGV[#ARGV] then return {'tier', ctl[1] or ''} end
-    override_rate, override_burst = tonumber(ctl[2]), tonumber(ctl[3])
-  elseif ARGV[#ARGV] ~= '' then
-    return {'tier', ''}
+if no_ctl then
+  bare = false  -- the client read the record itself: this call cannot vouch for its absence
+elseif bare or rcall('EXISTS', KEYS[#KEYS]) == 0 then
+  if ARGV[#ARGV] ~= '' then return {'tier', ''} end
+  bare = rate_on
+else
+  local ctl = rcall('HMGET', KEYS[#KEYS], 'tier', 'rate', 'burst', 'block')
+  if ctl[4] then
+    local until_s = tonumber(ctl[4]) or 0
+    if until_s == 0 or until_s > sec then return {'blocked', until_s} end
   end
+  if (ctl[1] or '') ~= ARGV[#ARGV] then return {'tier', ctl[1] or ''} end
+  override_rate, override_burst = tonumber(ctl[2]), tonumber(ctl[3])
 end
 local override = override_rate and override_burst
 
 local rate_ok, conc_ok, fleet_ok = 1, 1, 1
-local tokens, debt, rate_m, burst_m, cost_m, full_s = 0, 0, 0, 0, tonumber(ARGV[4]), -1
+local tokens, rate_m, burst_m, cost_m = 0, 0, 0, tonumber(ARGV[4])
 if rate_on then
   rate_m, burst_m = tonumber(ARGV[2]), tonumber(ARGV[3])
   if override then rate_m, burst_m = override_rate, override_burst end
-  debt, tokens, full_s = bucket_read(KEYS[1], sec, usec, rate_m, burst_m)
+  tokens = bucket_tokens(debt, rate_m, burst_m)
   if tokens < cost_m then rate_ok = 0 end
 end
 
@@ -161,7 +168,7 @@ else
     bucket_write(KEYS[1], d, sec, usec, full_s)
   elseif rate_on and rate_ok == 1 then
     tokens = tokens - cost_m
-    bucket_write(KEYS[1], debt + math.ceil(cost_m * 1e9 / rate_m), sec, usec, full_s)
+    bucket_write(KEYS[1], debt + math.ceil(cost_m * 1e9 / rate_m), sec, usec, full_s, bare)
   end
   -- Sweep the dead slots, add this request's, and let the set expire a second after its last slot would.
   -- (An acquire's slot counts from its turn.)

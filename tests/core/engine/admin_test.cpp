@@ -230,6 +230,45 @@ TEST(ControlRedis, AClientInAnotherProcessSeesTheChangeOnItsNextRequest) {
   EXPECT_EQ(WEXITSTATUS(st), 0) << "1: no client, 2: a decision did not follow the change, 3: an exception";
 }
 
+// A tenant without a control record: its bucket says so (the bare mark, lua/lib/bucket.lua), and its next
+// admits read the bucket alone, looking for no record; a record written by the admin API takes the mark off,
+// so that the very next admit reads it (a block refuses it, a tier and an override apply), and once the
+// record is gone the mark comes back.
+TEST(ControlRedis, ABucketSaysATenantHasNoRecordUntilOneIsWritten) {
+  RedisServer redis;
+  std::string pol = R"({"store": ")" + redis.url() + R"(", "redis": {"deadline_ms": 2000},
+      "request_rate": {"rate": 1000, "burst": 1000}})";
+  Client fw(pol), admin(pol);
+  const std::string bucket = "floodwall:{t}:rate";
+  auto exists_calls = [&] {
+    return floodwall::testing::completed_calls(redis.command({"INFO", "commandstats"}), "exists");
+  };
+  auto marked = [&] {
+    std::string v = redis.command({"GET", bucket});
+    return !v.empty() && v.back() == '.';
+  };
+  ASSERT_TRUE(fw.admit("t").allowed());
+  EXPECT_TRUE(marked()) << redis.command({"GET", bucket});
+  int64_t exists0 = exists_calls();
+  for (int i = 0; i < 10; i++) ASSERT_TRUE(fw.admit("t").allowed());
+  EXPECT_EQ(exists_calls(), exists0) << "a bare bucket: the record is not looked for";
+  EXPECT_TRUE(marked());
+
+  check(fw_admin_block(admin.get(), "t", 1, 0));
+  EXPECT_FALSE(marked()) << "a record takes the mark off: " << redis.command({"GET", bucket});
+  EXPECT_EQ(fw.admit("t").status(), 403) << "blocked on the very next admit";
+  check(fw_admin_unblock(admin.get(), "t", 1));
+  ASSERT_TRUE(fw.admit("t").allowed());
+  EXPECT_TRUE(marked()) << "no record again: the mark is back";
+
+  // An override on a bare bucket: the next admit decides with it (the mark is off, the record read).
+  check(fw_admin_set_override(admin.get(), "t", 1, 3, 3));
+  int allowed = 0;
+  for (int i = 0; i < 20; i++) allowed += fw.admit("t").allowed();
+  EXPECT_LE(allowed, 4) << "the override's burst of 3 (and a refill of 3/s), not the policy's 1000";
+  EXPECT_FALSE(marked());
+}
+
 // A hot tenant decided from a lease: blocked by this client, its very next admit is refused; blocked by
 // another client, it is refused from this client's next flags poll on, having spent at most what it had
 // leased (never a token it had not), and never admitted again once refused.

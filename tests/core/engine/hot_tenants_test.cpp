@@ -80,6 +80,7 @@ int64_t redis_calls(const RedisServer &redis) {
 int64_t full_at_ns(const RedisServer &redis, const std::string &tenant) {
   std::string v = redis.command({"GET", key(tenant, "rate")});
   if (v == "<nil>") return 0;
+  if (v.back() == '.') v.pop_back();  // the bare mark: the tenant has no control record (lua/lib/bucket.lua)
   return std::stoll(v.substr(0, v.size() - 9)) * 1'000'000'000 + std::stoll(v.substr(v.size() - 9));
 }
 

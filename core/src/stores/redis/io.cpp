@@ -34,14 +34,14 @@ void RedisIo::fail_call(Call *c, FailReason why) {
 }
 
 void RedisIo::complete(Call *c, AdmitResult &&r) {
-  waiting_.fetch_sub(1, std::memory_order_relaxed);
+  bp_.waiting.fetch_sub(1, std::memory_order_relaxed);
   AdmitCompletion *done = c->done;
   c->done = nullptr;
   done->complete(std::move(r));
 }
 
 void RedisIo::complete_lease(Call *c, LeaseResult &&r) {
-  waiting_.fetch_sub(1, std::memory_order_relaxed);
+  bp_.waiting.fetch_sub(1, std::memory_order_relaxed);
   LeaseCompletion *done = c->lease_done;
   c->lease_done = nullptr;
   done->complete(std::move(r));
@@ -66,7 +66,7 @@ bool RedisIo::any_ready() const {
 
 bool RedisIo::any_answering(int64_t since_us) const {
   // The callers' own connections (the direct path) count too: while they get replies, Redis answers.
-  if (direct_read_us_.load(std::memory_order_relaxed) > since_us) return true;
+  if (direct_.read_since(since_us)) return true;
   for (const Conn &conn : conns_)
     if (conn.state == Conn::State::ready && conn.last_read_us > since_us) return true;
   return false;
@@ -84,20 +84,21 @@ void RedisIo::send_probe(int64_t now) {
 }
 
 void RedisIo::measure(int64_t now) {
-  int64_t elapsed = now - rate_since_us_;
-  if (elapsed < kRateWindowUs) return;
-  if (replies_ > 0 || waiting_.load(std::memory_order_relaxed) > 0) {
-    double sample = static_cast<double>(replies_) * 1e6 / static_cast<double>(elapsed);
-    reply_rate_ = reply_rate_ == 0 ? sample : 0.7 * reply_rate_ + 0.3 * sample;
+  int64_t elapsed = now - bp_.rate_since_us;
+  if (elapsed < Backpressure::kRateWindowUs) return;
+  if (bp_.replies > 0 || bp_.waiting.load(std::memory_order_relaxed) > 0) {
+    double sample = static_cast<double>(bp_.replies) * 1e6 / static_cast<double>(elapsed);
+    bp_.reply_rate = bp_.reply_rate == 0 ? sample : 0.7 * bp_.reply_rate + 0.3 * sample;
   }
-  replies_ = 0;
-  rate_since_us_ = now;
+  bp_.replies = 0;
+  bp_.rate_since_us = now;
   // Far from the deadline there is nothing to bound: a rate measured below saturation says what callers
   // asked for, not what Redis could answer.
   int64_t cap = INT64_MAX;
-  if (latency_us_ >= static_cast<double>(deadline_us_) / 4)
-    cap = std::max<int64_t>(kMinWaiting, static_cast<int64_t>(reply_rate_ * static_cast<double>(deadline_us_) / 1e6));
-  waiting_cap_.store(cap, std::memory_order_relaxed);
+  if (bp_.latency_us >= static_cast<double>(deadline_us_) / 4)
+    cap = std::max<int64_t>(Backpressure::kMinWaiting,
+                            static_cast<int64_t>(bp_.reply_rate * static_cast<double>(deadline_us_) / 1e6));
+  bp_.cap.store(cap, std::memory_order_relaxed);
 }
 
 void RedisIo::dispatch(Call *c, int64_t now) {
@@ -412,8 +413,7 @@ void RedisIo::run() {
     reconnect_due(now);
     return_spent();
     int64_t held_until = take_queue(batch, now);
-    if (int64_t since = direct_silent_since_.exchange(0, std::memory_order_acquire); since && !any_answering(since))
-      trip(FailReason::timeout, now);
+    if (int64_t since = direct_.take_silent_since(); since && !any_answering(since)) trip(FailReason::timeout, now);
     if (lanes_wanted_ != lanes_) settle_lanes(batch, now);
     resend_waiting(batch, now);
     dispatch_batch(batch, now);

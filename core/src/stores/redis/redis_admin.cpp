@@ -14,6 +14,7 @@
 #include "stores/redis/redis_store_internal.hpp"
 #include "stores/redis/resp.hpp"
 #include "stores/rule_state.hpp"
+#include "util/digests.hpp"
 #include "util/errors.hpp"
 
 namespace floodwall {
@@ -46,6 +47,11 @@ void check(const redisReply *r, const char *what) {
     throw StoreError(std::string("store: Redis refused ") + what + ": " +
                      message_excerpt(std::string_view(r->str, r->len)));
 }
+
+// Takes the bare mark off a bucket (the '.' after its instant), keeping its TTL.
+constexpr std::string_view kTakeOffBareMark =
+    "local v = redis.call('GET', KEYS[1]) if v and string.byte(v, -1) == 46 then "
+    "redis.call('SET', KEYS[1], string.sub(v, 1, -2), 'KEEPTTL') end return 0";
 
 // A control record from HGETALL's reply.
 TenantControl control_from(const redisReply *r) {
@@ -93,6 +99,12 @@ void admin_control(const AdminRunner &tenant_node, const AdminRunner &index_node
     else
       cmds.push_back({"HDEL", ctl, "block"});
   }
+  // The tenant's bucket loses its bare mark (lua/lib/bucket.lua: written when the tenant had no record), after
+  // the record's change and on its connection, so that every admit from then on looks for the record.
+  // By SHA after SCRIPT LOAD: the commands a floodwall user's ACL allows (docs/redis/production.md).
+  static const std::string take_off_sha = sha1_hex(kTakeOffBareMark);
+  cmds.push_back({"SCRIPT", "LOAD", std::string(kTakeOffBareMark)});
+  cmds.push_back({"EVALSHA", take_off_sha, "1", key_of(prefix, tenant, "rate")});
   cmds.push_back({"EXISTS", ctl});
   auto replies = tenant_node(cmds);
   for (auto &r : replies) check(r.get(), "the control record's change");
@@ -119,8 +131,10 @@ TenantState admin_inspect(const AdminRunner &tenant_node, const std::string &pre
   int64_t now_us = sec * 1'000'000 + usec;
   st.now_s = sec;
   st.control = control_from(replies[1].get());
-  // A bucket: "<seconds><9 digits of ns>", the instant it is full again (lua/lib/bucket.lua).
+  // A bucket: "<seconds><9 digits of ns>", the instant it is full again, perhaps with the bare mark after it
+  // (lua/lib/bucket.lua).
   auto full_at = [](std::string_view v) -> int64_t {
+    if (!v.empty() && v.back() == '.') v.remove_suffix(1);
     if (v.size() < 10) return 0;
     return number(v.substr(0, v.size() - 9)) * 1'000'000'000 + number(v.substr(v.size() - 9));
   };

@@ -1,8 +1,10 @@
 // What the Redis store's machinery (redis_store_internal.hpp) is made of: a call (RedisStore::Call, pooled),
-// one of the I/O thread's pipelined connections (IoConn), one of the direct path's (DirectConn), and what an
-// error reply says (ErrorReply), shared by the pipelined and the direct paths.
+// one of the I/O thread's pipelined connections (IoConn), one of the direct path's (DirectConn), what an
+// error reply says (ErrorReply), shared by the pipelined and the direct paths, and the backpressure's state.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -92,6 +94,29 @@ enum class ErrorReply : uint8_t {
   config,          // the deployment is wrong (resp_is_config_error), not down
   other,
 };
+
+// Backpressure: callers add themselves to `waiting` and are turned away beyond `cap`, which the I/O thread
+// sets from what it measures (RedisIo::measure): the reply rate and an admit's latency.
+struct Backpressure {
+  static constexpr int64_t kMinWaiting = 128;
+  static constexpr int64_t kRateWindowUs = 10'000;
+  std::atomic<int64_t> waiting{0};
+  std::atomic<int64_t> cap{INT64_MAX};
+  uint64_t replies = 0;       // I/O thread: replies read in this rate window
+  int64_t rate_since_us = 0;  // I/O thread: when the window began
+  double reply_rate = 0;      // I/O thread: replies per second, smoothed
+  double latency_us = 0;      // I/O thread: an admit's submit-to-reply time, smoothed
+};
+
+// The clocks of the store's machinery, in us: steady (deadlines, latencies) and the calendar's.
+inline int64_t steady_now_us() {
+  using namespace std::chrono;
+  return duration_cast<microseconds>(steady_clock::now().time_since_epoch()).count();
+}
+inline int64_t system_now_us() {
+  using namespace std::chrono;
+  return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
+}
 
 struct DirectConn {
   std::mutex mu;

@@ -124,7 +124,7 @@ RedisIo::~RedisIo() {
   for (Call *c : pool_) delete c;
   // As the I/O thread waits for the replies to what it sent (closing_drained), with the same bound.
   const int64_t drain_until = now_us() + std::max<int64_t>(200, opt_.deadline_ms) * 1000;
-  for (Direct &d : direct_) close_direct(d, drain_until);
+  direct_.close_all(drain_until);
 }
 
 void RedisIo::abandon_after_fork() {
@@ -159,11 +159,7 @@ void RedisIo::flush_for_exit() {
   // The releases written on callers' own connections: their replies read, so that the exit closes those
   // sockets with nothing unread (else they are reset, and Redis loses what it had not read yet of them).
   // A connection some thread is using now is left alone: exit must not wait on it.
-  const int64_t drain_until = now_us() + patient_us();
-  for (Direct &d : direct_) {
-    std::unique_lock lock(d.mu, std::try_to_lock);
-    if (lock.owns_lock()) read_release_replies(d, drain_until);
-  }
+  direct_.drain_for_exit(now_us() + patient_us());
 }
 
 // ------------------------------------------------------------------------------------ callers
@@ -193,25 +189,15 @@ class SyncWaiter final : public AdmitCompletion {
 }  // namespace
 
 thread_local std::string RedisIo::tl_cmd;
-thread_local bool RedisIo::tl_holds = false;
-thread_local int64_t RedisIo::tl_io_release_us = INT64_MIN / 2;
 thread_local const char RedisIo::tl_submitter = 0;
 thread_local const void *RedisIo::tl_io_of = nullptr;
 
 AdmitResult RedisIo::admit(const AdmitOp &op) {
   // A blocking caller makes its round trip itself, on its own connection (direct.cpp): the hop to the I/O
   // thread and back is two wake-ups of another thread per admit.
-  if (direct_allowed(op)) {
-    Direct &d = direct_of_thread();
-    std::unique_lock lock(d.mu, std::try_to_lock);  // busy: a thread sharing it (more than kDirectConns)
-    if (lock.owns_lock()) {
-      // Decided by Redis, or undecided with its reason (the fallback decides, and the next admit takes
-      // the I/O thread).
-      AdmitResult r;
-      if (direct_admit(d, op, r) || r.reason != FailReason::none) return r;
-      // Undecided with no reason: a cluster's MOVED or ASK, which the I/O thread follows.
-    }
-  }
+  // It does while few callers are in flight; many share the I/O thread's pipeline (direct_path.hpp).
+  DirectPath::Caller me(direct_);
+  if (AdmitResult r; direct_.admit(op, me, r)) return r;
   thread_local SyncWaiter waiter;
   admit_async(op, &waiter);
   end_hold(&tl_submitter);  // a blocking admit never waits for a hold of its own thread's to end
@@ -271,7 +257,7 @@ void RedisIo::admit_async(const AdmitOp &op, AdmitCompletion *done) {
   // Open: Redis is down or silent, and nobody waits for it. Beyond the cap: Redis would not answer this
   // one within the deadline. Either way the fallback decides now.
   FailReason at_once = !breaker_.closed() ? open_reason()
-                       : waiting_.load(std::memory_order_relaxed) >= waiting_cap_.load(std::memory_order_relaxed)
+                       : bp_.waiting.load(std::memory_order_relaxed) >= bp_.cap.load(std::memory_order_relaxed)
                            ? FailReason::overload
                            : FailReason::none;
   if (at_once != FailReason::none) {
@@ -293,7 +279,7 @@ void RedisIo::admit_async(const AdmitOp &op, AdmitCompletion *done) {
   c->affinity = std::hash<std::string_view>{}(op.tenant.view());
   c->late_release = release_of(op);
   if (cluster_) c->op = op;
-  waiting_.fetch_add(1, std::memory_order_relaxed);
+  bp_.waiting.fetch_add(1, std::memory_order_relaxed);
   submit(c);
 }
 
@@ -381,12 +367,12 @@ void RedisIo::format_admit(const AdmitOp &op, std::string &cmd) const {
 
 void RedisIo::release(const ReleaseOp &op) {
   if (in_forked_child()) return;  // the parent's slots: they heal after ttl_s
-  if (!direct_release(op)) release_via_io(op);
+  if (!direct_.release(op)) release_via_io(op);
 }
 
 void RedisIo::release_via_io(const ReleaseOp &op) {
   int64_t now = now_us();
-  tl_io_release_us = now;
+  DirectPath::tl_io_release_us = now;
   format_release(op, tl_cmd);
   Call *c = take_call(Kind::release, now + patient_us());
   c->affinity = std::hash<std::string_view>{}(op.tenant.view());
@@ -473,7 +459,7 @@ void RedisIo::lease_async(const LeaseOp &op, LeaseCompletion *done) {
   int64_t now = now_us();
   FailReason at_once = in_forked_child()    ? FailReason::error
                        : !breaker_.closed() ? open_reason()
-                       : waiting_.load(std::memory_order_relaxed) >= waiting_cap_.load(std::memory_order_relaxed)
+                       : bp_.waiting.load(std::memory_order_relaxed) >= bp_.cap.load(std::memory_order_relaxed)
                            ? FailReason::overload
                            : FailReason::none;
   if (at_once != FailReason::none) {
@@ -496,7 +482,7 @@ void RedisIo::lease_async(const LeaseOp &op, LeaseCompletion *done) {
   c->lease.conc_ttl_us = op.conc_ttl_us;
   c->lease.wanted.assign(op.wanted.begin(), op.wanted.end());
   c->affinity = std::hash<std::string_view>{}(op.tenant.view());
-  waiting_.fetch_add(1, std::memory_order_relaxed);
+  bp_.waiting.fetch_add(1, std::memory_order_relaxed);
   submit(c);
 }
 
@@ -507,7 +493,7 @@ void RedisIo::end_lease(const LeaseOp &op) {
     release_errors_.fetch_add(1, std::memory_order_relaxed);  // stays debited; the slots heal after ttl_s
     return;
   }
-  tl_io_release_us = now;
+  DirectPath::tl_io_release_us = now;
   LeaseOp back = op;
   back.tokens = back.slots = false;
   format_lease(back, tl_cmd);
@@ -556,7 +542,7 @@ void RedisIo::submit(Call *c) {
       // worker's next admit, or another thread's) instead of costing Redis a read and a reply of its own,
       // and goes alone once it has waited redis.batch_window_us. The I/O thread is woken only to time it:
       // not when an admit's reply (or deadline) will bring it round anyway, nor for a second release.
-      wake = waiting_.load(std::memory_order_relaxed) == 0 && held_.empty();
+      wake = bp_.waiting.load(std::memory_order_relaxed) == 0 && held_.empty();
       c->held_us = now_us();
       held_.push_back(c);
     } else {
@@ -587,7 +573,7 @@ bool RedisIo::release_held() {
 }
 
 void RedisIo::hold_writes() {
-  tl_holds = true;
+  DirectPath::tl_holds = true;
   bool wake;
   {
     std::lock_guard lock(queue_mu_);
@@ -635,7 +621,7 @@ bool RedisIo::wait_connected(int64_t ms) {
 
 void RedisIo::adopt(Call *c, bool ask) {
   outstanding_.fetch_add(1, std::memory_order_relaxed);
-  if (awaited(c->kind)) waiting_.fetch_add(1, std::memory_order_relaxed);
+  if (awaited(c->kind)) bp_.waiting.fetch_add(1, std::memory_order_relaxed);
   c->asking = ask;
   c->retried = false;  // a NOSCRIPT here is this server's, answered by loading the scripts here
   submit(c);
@@ -648,8 +634,8 @@ StoreStats RedisIo::stats() const {
   s.reconnects = reconnects_.load();
   s.noscript_reloads = noscript_reloads_.load();
   s.connections_in_use = lanes_in_use_.load();
-  s.waiting = waiting_.load();
-  int64_t cap = waiting_cap_.load();
+  s.waiting = bp_.waiting.load();
+  int64_t cap = bp_.cap.load();
   s.waiting_cap = cap == INT64_MAX ? 0 : cap;
   s.breaker = breaker_.state();
   return s;

@@ -8,7 +8,8 @@
 // admits: Node, asyncio) one connection carries everything, pipelined deepest; once several threads
 // submit, all of them, so that Redis works on one connection's batch while the replies of another are
 // read. A blocking caller (a thread of Puma, gunicorn) makes its round trips itself, on a connection of its
-// own (the direct path, direct.cpp), with no hop to the I/O thread and back. Replies come back in order, so each is
+// own (the direct path, direct_path.hpp), with no hop to the I/O thread and back, while few callers are in
+// flight; many share the I/O thread's pipeline. Replies come back in order, so each is
 // matched to its own call: a call that timed out stays in its connection's queue, marked abandoned,
 // and its late reply is read and dropped (a slot it took after all is released at once), never taken
 // as the answer to a later command.

@@ -1,5 +1,5 @@
 // The Redis store's machinery (redis_store.hpp is its interface): the calls, the I/O thread's connections, the
-// direct path's, the queues, the breaker and the backpressure, which the store's files share
+// direct path (direct_path.hpp), the queues, the breaker and the backpressure, which the store's files share
 // (redis_store.cpp, io.cpp, io_connections.cpp, replies.cpp, direct.cpp, redis_admin.cpp) and the cluster store hands
 // calls between. A RedisStore owns one RedisIo and passes every call to it.
 #pragma once
@@ -20,6 +20,7 @@
 
 #include "stores/redis/breaker.hpp"
 #include "stores/redis/connection.hpp"
+#include "stores/redis/direct_path.hpp"
 #include "stores/redis/redis_io_parts.hpp"
 #include "stores/redis/redis_store.hpp"
 #include "stores/redis/sentinel.hpp"
@@ -72,7 +73,6 @@ class RedisIo {
   RedisStore &store_;  // whose machinery this is: what the cluster's hooks are told
 
   using Conn = IoConn;
-  using Direct = DirectConn;
 
   void submit(Call *c);
   // Wakes the I/O thread (its eventfd): a call queued, the master changed, stop.
@@ -99,57 +99,11 @@ class RedisIo {
   static constexpr std::string_view kRoleCommand = "ROLE";
   static bool says_master(const redisReply *role);
 
-  // The direct path (direct.cpp): a blocking caller (a Puma or gunicorn worker thread) makes its round trip
-  // on a connection of its own, with no hop to the I/O thread and back (two wake-ups of another thread per
-  // admit), and writes its releases there too, so that they stay ahead of its next admit. Each thread keeps
-  // to one of kDirectConns connections (more threads share them; a busy one sends the caller to the I/O
-  // thread). Replies to releases are read before the next admit's. redis.direct_connections of them.
-  static constexpr size_t kDirectConns = 8;  // at most (redis.direct_connections)
-  Direct &direct_of_thread();
-  // Whether this blocking admit may take the direct path.
-  bool direct_allowed(const AdmitOp &op) const;
-  // What both of a thread's calls need to go direct: the path on, Redis answering, a thread that does not hold.
-  bool direct_on() const;
-  // d.mu held. False with r.reason set when Redis did not answer in time, or when the connection failed
-  // (the direct path is then off until the I/O thread sees Redis answer an admit, so that the breaker judges
-  // what follows); false with no reason for a cluster's redirection (the I/O thread follows it).
-  bool direct_admit(Direct &d, const AdmitOp &op, AdmitResult &r);
-  // Its steps, d.mu held. A new connection with its setup (AUTH, SELECT, the ROLE check): none, or why not.
-  FailReason direct_connect(Direct &d);
-  // Sends cmd and reads the replies to this thread's releases, then cmd's; null when none came in time.
-  redisReply *direct_exchange(Direct &d, const std::string &cmd);
-  // An error reply to the admit (rep freed): followed by the I/O thread (a cluster's redirection), or given up.
-  bool direct_refused(Direct &d, const AdmitOp &op, redisReply *rep, ErrorReply kind, int64_t sent_us, AdmitResult &r);
-  // Undecided (r.reason = why), the connection dropped and the direct path off; a slot the admit may hold
-  // (`may_hold_slot`) given back behind it. Always false.
-  bool direct_give_up(Direct &d, const AdmitOp &op, bool may_hold_slot, int64_t sent_us, FailReason why,
-                      AdmitResult &r);
-  void direct_give_back(Direct &d, const AdmitOp &op);
-  // No reply on d: why (a time-out, a broken connection, the server refusing our TLS certificate).
-  FailReason direct_lost(Direct &d);
-  // Each command has the whole deadline, as each call on the I/O thread has.
-  int64_t direct_deadline() const { return now_us() + opt_.deadline_ms * 1000; }
-  // True when the release was written on this thread's own connection.
-  bool direct_release(const ReleaseOp &op);
-  void release_via_io(const ReleaseOp &op);
+  // The direct path (direct_path.hpp): a lone blocking caller's round trip on a connection of its own.
+  friend class DirectPath;
   // What frees the slots an admit takes (given back when its reply came too late).
   static ReleaseOp release_of(const AdmitOp &op) { return ReleaseOp{op.tenant, op.slot, op.conc, op.fleet}; }
-  // This thread holds its writes for an event loop (hold_writes): never direct.
-  static thread_local bool tl_holds;
-  // When this thread last handed a release (or a lease's return) to the I/O thread: its next admit does
-  // not go direct while that may still be on its way, so that it overtakes none of them.
-  static thread_local int64_t tl_io_release_us;
-  void free_direct(Direct &d);
-  // Closing: reads the replies to the releases this connection wrote (until `deadline_us`), then frees it.
-  // A socket closed with replies unread is reset, and what Redis had not read yet of those releases is
-  // lost with it.
-  void close_direct(Direct &d, int64_t deadline_us);
-  // d.mu held: reads the replies to the releases written on d's connection, until `deadline_us`.
-  void read_release_replies(Direct &d, int64_t deadline_us);
-  // d.mu held: drops d's connection when Redis has closed it since it was last used (its idle time-out, a
-  // restart), so that the next command goes on a new one instead of being lost with it.
-  void drop_if_closed(Direct &d, int64_t now);
-  int direct_fd_slot(const Direct &d) const { return kFirstDirectFdSlot + static_cast<int>(&d - direct_.data()); }
+  void release_via_io(const ReleaseOp &op);
   // The I/O thread (io.cpp), a turn of its loop step by step.
   void run();
   // Stopping: whether what callers queued has been answered (or drain_until, set on the first call, passed).
@@ -208,10 +162,7 @@ class RedisIo {
   void format_lease(const LeaseOp &op, std::string &cmd) const;
   // A script's first argument (its flags), followed with redis.clock "client" by '@' and wall_us().
   void resp_flags(std::string &cmd, std::string_view flags) const;
-  static int64_t wall_us() {
-    using namespace std::chrono;
-    return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
-  }
+  static int64_t wall_us() { return system_now_us(); }
   // Redis refused a command inside our scripts (TIME on some managed services): said once, naming
   // redis.clock, and counted as config.
   void report_refused_script(const Connection &link, std::string_view err);
@@ -246,10 +197,7 @@ class RedisIo {
   // I/O thread submits itself, a late slot's release or a callback's next admit, names no caller).
   static thread_local const char tl_submitter;
   static thread_local const void *tl_io_of;
-  static int64_t now_us() {
-    using namespace std::chrono;
-    return duration_cast<microseconds>(steady_clock::now().time_since_epoch()).count();
-  }
+  static int64_t now_us() { return steady_now_us(); }
 
   const RedisOptions opt_;
   const RedisUrl url_;
@@ -331,25 +279,13 @@ class RedisIo {
   std::unique_ptr<Connection> admin_;
   uint64_t admin_gen_ = 0;
   std::string store_url_;  // as the policy gave it (redacted when shown)
-  std::array<Direct, kDirectConns> direct_;
-  std::atomic<bool> direct_ok_{true};            // off after a direct call failed, until the I/O thread sees Redis
-  std::atomic<int64_t> direct_silent_since_{0};  // when a direct call that got no byte back was sent
-  std::atomic<int64_t> direct_read_us_{0};       // when a direct connection last read a reply
-  std::atomic<int64_t> outstanding_{0};          // calls taken and not yet recycled, on the I/O thread's side
+  DirectPath direct_{*this};
+  std::atomic<int64_t> outstanding_{0};  // calls taken and not yet recycled, on the I/O thread's side
 
   // The breaker: its state is read by every caller, written by the I/O thread.
   Breaker breaker_;
 
-  // Backpressure: callers add themselves to waiting_ and are turned away beyond waiting_cap_, which the
-  // I/O thread sets from what it measures.
-  static constexpr int64_t kMinWaiting = 128;
-  static constexpr int64_t kRateWindowUs = 10'000;
-  std::atomic<int64_t> waiting_{0};
-  std::atomic<int64_t> waiting_cap_{INT64_MAX};
-  uint64_t replies_ = 0;       // I/O thread: replies read in this rate window
-  int64_t rate_since_us_ = 0;  // I/O thread: when the window began
-  double reply_rate_ = 0;      // I/O thread: replies per second, smoothed
-  double latency_us_ = 0;      // I/O thread: an admit's submit-to-reply time, smoothed
+  Backpressure bp_;  // waiting callers and their cap (redis_io_parts.hpp)
 
   std::array<std::atomic<uint64_t>, kFailReasonCount> failures_{};
   std::atomic<uint64_t> release_errors_{0}, reconnects_{0}, noscript_reloads_{0};

@@ -30,9 +30,9 @@ void RedisIo::finish_admit(Call *c, redisReply *r, int64_t now) {
 
 void RedisIo::answered(int64_t sent_us, int64_t now) {
   breaker_.record(false, now);  // Redis answered, late or not
-  if (!direct_ok_.load(std::memory_order_relaxed)) direct_ok_.store(true, std::memory_order_relaxed);
+  direct_.redis_answered();
   double latency = static_cast<double>(now - sent_us);
-  latency_us_ = latency_us_ == 0 ? latency : latency_us_ + (latency - latency_us_) / 16;
+  bp_.latency_us = bp_.latency_us == 0 ? latency : bp_.latency_us + (latency - bp_.latency_us) / 16;
 }
 
 void RedisIo::finish_lease(Call *c, redisReply *r, int64_t now) {
@@ -75,7 +75,7 @@ void RedisIo::return_spent() {
 }
 
 void RedisIo::handle(Conn &conn, Call *c, redisReply *r, int64_t now) {
-  replies_++;
+  bp_.replies++;
   if (r->type == REDIS_REPLY_ERROR) {
     handle_error(conn, c, std::string_view(r->str, r->len), now);
     return;
@@ -250,7 +250,7 @@ bool RedisIo::cluster_reply(Call *c, std::string_view err, int64_t now) {
   if (rd && c->redirects < (gives_back(c->kind) ? kMaxReleaseRedirects : kMaxRedirects)) {
     if (rd->to.host.empty()) rd->to.host = url_.host();  // unknown-endpoint: the host that answered
     c->redirects++;
-    if (awaited(c->kind)) waiting_.fetch_sub(1, std::memory_order_relaxed);
+    if (awaited(c->kind)) bp_.waiting.fetch_sub(1, std::memory_order_relaxed);
     outstanding_.fetch_sub(1, std::memory_order_release);
     cluster_->redirect(store_, c, std::move(*rd));
     return true;
@@ -258,7 +258,7 @@ bool RedisIo::cluster_reply(Call *c, std::string_view err, int64_t now) {
   if (!rd && is_try_again(err) && c->kind == Kind::admit && !c->op.ctl_only && !c->op.no_ctl) {
     // Keys that a migration keeps apart (the control record's is one, usually absent), possibly for
     // long: decided as one-key calls instead (ClusterStore::Split).
-    waiting_.fetch_sub(1, std::memory_order_relaxed);
+    bp_.waiting.fetch_sub(1, std::memory_order_relaxed);
     outstanding_.fetch_sub(1, std::memory_order_release);
     cluster_->split(store_, c);
     return true;

@@ -135,7 +135,8 @@ int64_t zcard(int port, const std::string &tenant) {
 int64_t tokens_spent(int port, const std::string &tenant) {
   std::string full_at = ask(port, {"GET", key(tenant, "rate")});
   if (full_at == "<nil>") return 0;
-  std::string now = ask(port, {"TIME"});  // "<seconds> <microseconds>"
+  if (full_at.back() == '.') full_at.pop_back();  // the bare mark (lua/lib/bucket.lua)
+  std::string now = ask(port, {"TIME"});          // "<seconds> <microseconds>"
   if (full_at.size() < 10 || now.find(' ') == std::string::npos) return -1;
   double full_ns =
       std::stod(full_at.substr(0, full_at.size() - 9)) * 1e9 + std::stod(full_at.substr(full_at.size() - 9));

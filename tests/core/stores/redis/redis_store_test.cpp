@@ -175,7 +175,8 @@ TEST(RedisStore, BucketKeyOutlivesItsRefillThroughKeptTtls) {
   for (int i = 0; i < 600; i++) {
     ASSERT_TRUE(admit_raw(fw, "acme").allowed);
     if (i % 50 != 49) continue;
-    std::string full_at = redis.command({"GET", k});  // "<seconds><9 digits of ns>"
+    std::string full_at = redis.command({"GET", k});  // "<seconds><9 digits of ns>", perhaps the bare mark '.'
+    if (full_at.back() == '.') full_at.pop_back();
     int64_t full_s = std::stoll(full_at.substr(0, full_at.size() - 9));
     int64_t full_ms = full_s * 1000 + std::stoll(full_at.substr(full_at.size() - 9)) / 1'000'000;
     int64_t expire_ms = std::stoll(redis.command({"PEXPIRETIME", k}));
