@@ -93,6 +93,9 @@ bool RedisIo::direct_release(const ReleaseOp &op) {
   // CLIENT REPLY SKIP before it, so that Redis writes no reply: no less CPU for Redis under Puma.)
   if (d.conn->send_blocking(tl_cmd, now + patient_us())) {
     d.unread++;
+    // A reservation given back (rare: its caller gave up before its turn) is waited for, so that this
+    // caller's next reserve sees it whichever connection that takes (docs/concepts/acquire.md).
+    if (op.gives_back()) read_release_replies(d, now + patient_us());
     return true;
   }
   free_direct(d);  // broken: the I/O thread sends it
