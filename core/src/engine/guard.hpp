@@ -135,7 +135,7 @@ class Guard {
   static bool refused_for_slot(const Decision &d);
   static constexpr int64_t kSlotRecheckUs = 1'000'000;  // a slot wait's try without news (a lost notice)
   Decision wait_for_slot(const Request &rq, const SlotSignals &signals, const std::string &tenant,
-                         std::chrono::steady_clock::time_point deadline, Decision last);
+                         std::chrono::steady_clock::time_point deadline, uint32_t seen, Decision last);
   bool submit_async(const Request &rq, AdmitDone done, double max_wait_s);  // max_wait_s < 0: an admit
   void reservation(const AdmitOp &op, const AdmitResult &r, int64_t rate_m, int64_t burst_m, int64_t wait_us,
                    TicketHold &h);

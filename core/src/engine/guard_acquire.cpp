@@ -59,9 +59,11 @@ Decision Guard::acquire(const Request &rq, double max_wait_s) {
     TenantKey key;
     key.assign(rq.tenant);
     std::string tenant(key.view());
+    uint32_t seen = signals->seen(SlotSignals::hash(tenant));  // before the try: a release after it wakes
     // A line of this tenant in this process: behind it, first come, first served.
     d = slot_line_.has_line(tenant) ? Decision{} : reserve(rq, max_wait_s);
-    if (!d.allowed && (d.status == 0 || refused_for_slot(d))) d = wait_for_slot(rq, *signals, tenant, deadline, d);
+    if (!d.allowed && (d.status == 0 || refused_for_slot(d)))
+      d = wait_for_slot(rq, *signals, tenant, deadline, seen, d);
   } else {
     d = reserve(rq, max_wait_s);
   }
@@ -84,7 +86,7 @@ bool Guard::refused_for_slot(const Decision &d) {
 // At most one try per kSlotRecheckUs without a release. A time-out answers the last refusal (or, for one that never was
 // the head, a refusal by the concurrency limiter).
 Decision Guard::wait_for_slot(const Request &rq, const SlotSignals &signals, const std::string &tenant,
-                              std::chrono::steady_clock::time_point deadline, Decision last) {
+                              std::chrono::steady_clock::time_point deadline, uint32_t seen, Decision last) {
   uint64_t h = SlotSignals::hash(tenant);
   SlotLine::Place place(slot_line_, tenant);
   struct Watch {  // subscribed (a Redis store) while this acquire waits
@@ -93,18 +95,21 @@ Decision Guard::wait_for_slot(const Request &rq, const SlotSignals &signals, con
     ~Watch() { store.watch_slots(tenant, false); }
   } watch{*store_, tenant};
   store_->watch_slots(tenant, true);
-  for (;;) {
+  auto left = [&] {
+    return std::chrono::duration_cast<std::chrono::microseconds>(deadline - std::chrono::steady_clock::now()).count();
+  };
+  for (bool tried = last.status != 0;;) {
     if (!place.wait_head(deadline)) break;
-    uint32_t seen = signals.seen(h);  // before the try: a release after it wakes the sleep below
-    auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) break;
-    last = reserve(rq, static_cast<double>(left.count()) / 1e6);
+    // Asleep until a release of the tenant's slot moves its word (at once when one did since `seen`, read
+    // before the last try); with no news for kSlotRecheckUs, one more try all the same (a lost notice: a
+    // dropped subscriber, a failover, a slot that expired in a dead process). So a waiting process asks the
+    // store at most once a second per tenant without a release.
+    if (tried) (void)signals.wait(h, seen, std::min<int64_t>(left(), kSlotRecheckUs));
+    seen = signals.seen(h);
+    if (left() <= 0) break;
+    last = reserve(rq, static_cast<double>(left()) / 1e6);
+    tried = true;
     if (!refused_for_slot(last)) return last;
-    left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - std::chrono::steady_clock::now());
-    // Asleep until a release of the tenant's slot moves its word; with no news for kSlotRecheckUs, one more
-    // try all the same (a lost notice: a dropped subscriber, a failover, a slot that expired in a dead
-    // process). So a waiting process asks the store at most once a second per tenant without a release.
-    (void)signals.wait(h, seen, std::min<int64_t>(left.count(), kSlotRecheckUs));
   }
   if (last.status == 0) {  // never tried: refused as the concurrency limiter refuses
     last = reserve(rq, 0);

@@ -2,7 +2,8 @@
 // limiter alone waits for a release instead, up to max_wait, woken by the release itself. On memory:// (threads
 // of one process) and shm:// (forked processes of several threads, one segment): never more than the limit
 // in flight, nothing refused while slots keep coming free within max_wait, the waiting took no token, and a
-// wait that times out is refused by the concurrency limiter.
+// wait that times out is refused by the concurrency limiter. Redis does not signal releases yet: a full
+// limit still refuses there at once.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -167,5 +168,32 @@ TEST_P(AcquireSlots, ManyCallersNeverExceedTheLimitAndNoneIsRefused) {
   munmap(tally, sizeof(Tally));
 }
 
-INSTANTIATE_TEST_SUITE_P(Stores, AcquireSlots, ::testing::Values(StoreKind::memory, StoreKind::shm),
+INSTANTIATE_TEST_SUITE_P(Stores, AcquireSlots, ::testing::Values(StoreKind::memory, StoreKind::shm, StoreKind::redis),
                          floodwall::testing::store_kind_name);
+
+// Redis: counted commands. A slot wait is woken by the release's PUBLISH, never by asking Redis in a loop:
+// its admits are the first try, one when its subscription stands (a release before it would be missed), and
+// the one the release woke, which is admitted.
+TEST(AcquireSlotsRedis, AWaitAsksRedisThreeTimesAndSubscribesOnce) {
+  floodwall::testing::RedisServer redis;
+  RealGuard g(R"({"store": ")" + redis.url() + R"(", "redis": {"deadline_ms": 2000, "flags_poll_ms": 3600000},
+                  "concurrency": {"limit": 1, "ttl_s": 60}})");
+  Decision first = g.guard.acquire(request("t"), 5.0);
+  ASSERT_TRUE(first.allowed);
+  auto calls = [&](const char *command) {
+    return floodwall::testing::completed_calls(redis.command({"INFO", "commandstats"}), command);
+  };
+  // Each admit runs its script once, and the script reads the control record once (one EXISTS).
+  int64_t admits0 = calls("exists"), publish0 = calls("publish"), subscribe0 = calls("subscribe");
+  Decision waited;
+  std::thread waiter([&] { waited = g.guard.acquire(request("t"), 30.0); });
+  // Well within the 1 s re-check: the waiter's two tries are done, and it sleeps.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  g.guard.release(first.ticket);
+  waiter.join();
+  ASSERT_TRUE(waited.allowed);
+  EXPECT_EQ(calls("exists") - admits0, 3) << "the waiter's admits: first try, subscribed, woken by the release";
+  EXPECT_EQ(calls("publish") - publish0, 1) << "the release published once";
+  EXPECT_EQ(calls("subscribe") - subscribe0, 1) << "one subscription for the waiting tenant";
+  g.guard.release(waited.ticket);
+}
