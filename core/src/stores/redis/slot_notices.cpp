@@ -150,10 +150,12 @@ void SlotNotices::run() {
       retry_us = 100'000;
     }
     if (conn_ && !sync_subscriptions()) conn_.reset();
+    // Asleep until a message, a new subscription (the eventfd), or a second (a failover's new master);
+    // with no connection and nothing wanted, until the eventfd.
+    int timeout_ms = conn_ || !wanted_.empty() ? 1000 : -1;
     lock.unlock();
-    // Asleep until a message, a new subscription (the eventfd), or a second (a failover's new master).
     pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {conn_ ? conn_->fd() : -1, POLLIN, 0}};
-    int n = poll(fds, 2, 1000);
+    int n = poll(fds, 2, timeout_ms);
     if (n > 0 && (fds[0].revents & POLLIN)) {
       uint64_t v;
       (void)!read(wake_fd_, &v, sizeof v);
