@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <mutex>
 #include <new>
 #include <string>
 #include <thread>
@@ -196,4 +197,35 @@ TEST(AcquireSlotsRedis, AWaitAsksRedisThreeTimesAndSubscribesOnce) {
   EXPECT_EQ(calls("publish") - publish0, 1) << "the release published once";
   EXPECT_EQ(calls("subscribe") - subscribe0, 1) << "one subscription for the waiting tenant";
   g.guard.release(waited.ticket);
+}
+
+// First come, first served within a process: of two acquires waiting for the tenant's one slot, the one that
+// began waiting first gets the first slot released, the other the next one.
+TEST_P(AcquireSlots, WaitersOfAProcessGetSlotsInTheOrderTheyCame) {
+  RealGuard g(policy(R"("concurrency": {"limit": 1, "ttl_s": 60})"));
+  Decision held = g.guard.acquire(request("t"), 1.0);
+  ASSERT_TRUE(held.allowed);
+  std::mutex mu;
+  std::vector<int> order;
+  std::vector<Decision> got(2);
+  auto wait = [&](int who) {
+    got[static_cast<size_t>(who)] = g.guard.acquire(request("t"), 30.0);
+    std::lock_guard lock(mu);
+    order.push_back(who);
+  };
+  std::thread first(wait, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the first is in line before the second
+  std::thread second(wait, 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  g.guard.release(held.ticket);
+  first.join();  // the first slot released is the first waiter's (else this never returns: the test times out)
+  {
+    std::lock_guard lock(mu);
+    ASSERT_EQ(order, std::vector<int>{0}) << "the second waiter went before the first";
+  }
+  g.guard.release(got[0].ticket);
+  second.join();
+  EXPECT_EQ(order, (std::vector<int>{0, 1}));
+  EXPECT_TRUE(got[0].allowed && got[1].allowed);
+  g.guard.release(got[1].ticket);
 }
