@@ -2,8 +2,9 @@
 // limiter alone waits for a release instead, up to max_wait, woken by the release itself. On memory:// (threads
 // of one process) and shm:// (forked processes of several threads, one segment): never more than the limit
 // in flight, nothing refused while slots keep coming free within max_wait, the waiting took no token, and a
-// wait that times out is refused by the concurrency limiter. Redis does not signal releases yet: a full
-// limit still refuses there at once.
+// wait that times out is refused by the concurrency limiter, and the waiters of a process are served in the
+// order they came. Redis (forked processes on one node, woken by release.lua's PUBLISH) the same, and a wait's
+// Redis commands counted.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
