@@ -20,6 +20,7 @@
 #include "each_store.hpp"
 #include "engine/guard.hpp"
 #include "policy/policy.hpp"
+#include "sentinel_redis.hpp"
 #include "stores/store_factory.hpp"
 #include "util/clock.hpp"
 
@@ -188,12 +189,14 @@ TEST(AcquireSlotsRedis, AWaitAsksRedisThreeTimesAndSubscribesOnce) {
   // Each admit runs its script once, and the script reads the control record once (one EXISTS).
   int64_t admits0 = calls("exists"), publish0 = calls("publish"), subscribe0 = calls("subscribe");
   Decision waited;
-  std::thread waiter([&] { waited = g.guard.acquire(request("t"), 30.0); });
+  // max_wait 0.9 s: within it only the release's notice can wake the waiter (its re-check without news would
+  // come a second after its last try).
+  std::thread waiter([&] { waited = g.guard.acquire(request("t"), 0.9); });
   // Well within the 1 s re-check: the waiter's two tries are done, and it sleeps.
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   g.guard.release(first.ticket);
   waiter.join();
-  ASSERT_TRUE(waited.allowed);
+  ASSERT_TRUE(waited.allowed) << "the release's notice did not wake the waiter within max_wait";
   EXPECT_EQ(calls("exists") - admits0, 3) << "the waiter's admits: first try, subscribed, woken by the release";
   EXPECT_EQ(calls("publish") - publish0, 1) << "the release published once";
   EXPECT_EQ(calls("subscribe") - subscribe0, 1) << "one subscription for the waiting tenant";
@@ -229,4 +232,30 @@ TEST_P(AcquireSlots, WaitersOfAProcessGetSlotsInTheOrderTheyCame) {
   EXPECT_EQ(order, (std::vector<int>{0, 1}));
   EXPECT_TRUE(got[0].allowed && got[1].allowed);
   g.guard.release(got[1].ticket);
+}
+
+// Behind Sentinel: the subscriber follows the master the sentinels name, and the release's notice wakes the
+// waiting acquire.
+TEST(AcquireSlotsSentinel, WaitsForAReleaseThroughTheSentinelStore) {
+  floodwall::testing::SentinelTopology topo;
+  RealGuard g(R"({"store": ")" + topo.sentinel_url() +
+              R"(", "redis": {"deadline_ms": 2000}, "concurrency": {"limit": 1, "ttl_s": 60}})");
+  Decision first = g.guard.acquire(request("t"), 1.0);
+  ASSERT_TRUE(first.allowed);
+  ASSERT_FALSE(first.degraded || first.failed_open) << "decided by the store";
+  std::atomic<bool> released{false}, allowed_before_release{false};
+  Decision waited;
+  std::thread waiter([&] {
+    // max_wait 0.9 s: within it only the release's notice can wake the waiter (not its 1 s re-check).
+    waited = g.guard.acquire(request("t"), 0.9);
+    if (!released.load()) allowed_before_release = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  released = true;
+  g.guard.release(first.ticket);
+  waiter.join();
+  EXPECT_TRUE(waited.allowed) << "the release's notice did not wake the waiter within max_wait";
+  EXPECT_FALSE(waited.degraded || waited.failed_open);
+  EXPECT_FALSE(allowed_before_release.load()) << "admitted while the only slot was still held";
+  g.guard.release(waited.ticket);
 }
