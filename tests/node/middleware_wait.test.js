@@ -92,6 +92,32 @@ for (const [framework, serve] of Object.entries(FRAMEWORKS)) {
         fw.close();
       });
 
+      test('a client that disconnects while it waits gives its turn back and never reaches the app', async () => {
+        const fw = make({ request_rate: { rate: 1, burst: 1 } });
+        let hits = 0;
+        const app = await serve(fw, { maxWait: 3000, skip: () => { hits++; return false; } });
+        assert.equal((await request(app.port, '/hello')).status, 200);
+        const answered = [];
+        await new Promise((resolve) => {
+          const req = http.get({ port: app.port, host: '127.0.0.1', path: '/hello' }, (res) => answered.push(res.statusCode));
+          req.on('error', () => {}); // destroyed below: its own error, expected
+          setTimeout(() => {
+            req.destroy(); // its turn is a second away: the client gives up
+            resolve();
+          }, 150);
+        });
+        assert.equal(hits, 2, 'the second request was waiting in the middleware');
+        await new Promise((r) => setTimeout(r, 100));
+        // The turn went back: the next one is a second after the first, within 1.5 s (else two: refused).
+        const next = await fw.acquire({ tenant: 'acme', maxWait: 1500 });
+        assert.ok(next.allowed, 'the disconnected request gave its reservation back');
+        fw.release(next);
+        await new Promise((r) => setTimeout(r, 100));
+        assert.deepEqual(answered, [], 'nothing was answered to the gone client');
+        await app.close();
+        fw.close();
+      });
+
       test('concurrent requests are all served, in turn', async () => {
         const rate = 20;
         const burst = 10; // maxWait caps at burst / rate: 500 ms

@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from typing import Any, Dict, Iterator, List, Optional
@@ -266,6 +267,20 @@ def test_the_documented_rule_runs_everything_floodwall_sends(deployment: Topolog
         again = store_decided(fw.admit("acme", route="/search/a", path="/search/a"))
         assert again.allowed
         again.release()
+        if "cluster" not in t.url:
+            # A blocking acquire waiting for a slot: it subscribes to the tenant's channel, and the release
+            # publishes on it (a cluster's store signals none: there a full limit refuses at once).
+            held = [store_decided(fw.admit("acme", route="/search/a", path="/search/a")) for _ in range(3)]
+            waited: List[Any] = []
+            waiter = threading.Thread(
+                target=lambda: waited.append(fw.acquire("acme", route="/search/a", max_wait=20.0)))
+            waiter.start()
+            time.sleep(0.2)
+            held[0].release()
+            waiter.join(30)
+            assert waited and waited[0].allowed, "the waiting acquire took the released slot"
+            for d in held[1:] + waited:
+                d.release()
 
         # The admin API, each change seen by the next admit.
         admin = fw.admin

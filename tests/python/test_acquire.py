@@ -183,3 +183,29 @@ def test_a_reservation_given_up_with_one_behind_it_keeps_its_tokens(make_client)
 
     third = asyncio.run(main())
     assert not third.allowed and third.status == 429
+
+
+def test_acquire_waits_for_a_concurrency_slot_until_one_is_released(make_client):
+    """A full concurrency limit is the only reason: acquire waits for a release (woken by it) instead of a 429."""
+    fw = make_client({"concurrency": {"limit": 1, "ttl_s": 60}})
+    first = fw.acquire("acme", max_wait=1.0)
+    assert first.allowed
+    released = threading.Event()
+    got = []
+
+    def wait():
+        d = fw.acquire("acme", max_wait=30.0)
+        got.append((d, released.is_set()))
+
+    t = threading.Thread(target=wait)
+    t.start()
+    time.sleep(0.2)
+    assert not got, "admitted while the only slot was held"
+    released.set()
+    first.release()
+    t.join(30)
+    (d, after_release), = got
+    assert d.allowed and after_release
+    timed_out = fw.acquire("acme", max_wait=0.05)  # the slot is held again: refused after the wait
+    assert (timed_out.allowed, timed_out.status, timed_out.limiter) == (False, 429, "concurrency")
+    d.release()

@@ -7,7 +7,7 @@
 // response ends ('close': after 'finish', or when the client goes away mid-request).
 //
 // The options, and how a request becomes an admit, are every Node integration's (lib/integration.js).
-const { integration, isThenable, pathOf, rememberedRoute, releaseWhenDone, SKIPPED } = require('./integration');
+const { integration, isThenable, pathOf, rememberedRoute, releaseWhenDone, SKIPPED, GONE } = require('./integration');
 
 // ------------------------------------------------------------------------------------------ route family
 
@@ -123,6 +123,7 @@ function express(fw, options = {}) {
   // The decision answered: headers, the ticket's release, then the next handler or the rejection.
   function answer(req, res, next, decision) {
     if (decision === SKIPPED) return next();
+    if (decision === GONE) return undefined; // the client went away while it waited: nothing to answer
     releaseWhenDone(fw, decision, res);
     req.floodwall = decision;
     if (!res.headersSent) {

@@ -17,7 +17,7 @@
 //   after the client had gone. One listener, as the Express middleware does, and only on a request that
 //   holds a ticket: Fastify's onResponse, onRequestAbort and onTimeout hooks would cost every request of
 //   the app their listeners and objects (5 to 10 us of CPU a request, bench/http/inject.js).
-const { integration, isThenable, pathOf, releaseWhenDone, SKIPPED } = require('./integration');
+const { integration, isThenable, pathOf, releaseWhenDone, SKIPPED, GONE } = require('./integration');
 
 function defaultRoute(request) {
   return request.routeOptions.url;
@@ -72,6 +72,7 @@ function register(app, options) {
   // rejection. Returns whether the request goes on.
   function answer(request, reply, decision) {
     if (decision === SKIPPED) return true;
+    if (decision === GONE) return false; // the client went away while it waited: nothing to answer
     request.floodwall = decision;
     // Decided later (Redis): the client may have gone meanwhile (releaseWhenDone releases at once then).
     if (decision.ticket) {

@@ -158,7 +158,7 @@ function integration(fw, options, framework) {
   if (maxWait !== undefined && typeof fw.acquire !== 'function') {
     throw new TypeError(`${where}: maxWait needs the client's acquire (a Floodwall)`);
   }
-  const admit = maxWait !== undefined ? (request) => fw.acquire({ ...request, maxWait })
+  const admit = maxWait !== undefined ? (request, raw) => acquireWhileConnected(fw, { ...request, maxWait }, raw)
     : typeof fw[admitNow] === 'function' ? (request) => fw[admitNow](request) : (request) => fw.admit(request);
 
   if (verify === undefined && verifyTimeout !== undefined) throw new TypeError(`${where}: verifyTimeout needs a verify hook`);
@@ -219,7 +219,7 @@ function integration(fw, options, framework) {
       request.verified = vouch(a, request);
     }
     request.verified = await request.verified;
-    return admit(request);
+    return admit(request, raw);
   }
 
   /**
@@ -236,7 +236,7 @@ function integration(fw, options, framework) {
     const request = fields(a, b, raw, path, s);
     const later = isThenable(request.tenant) || isThenable(request.route) || isThenable(request.cost) ||
       isThenable(request.critical) || isThenable(request.sandbox) || isThenable(request.verified);
-    return later ? decideLater(a, b, raw, path, s, false, request) : admit(request);
+    return later ? decideLater(a, b, raw, path, s, false, request) : admit(request, raw);
   }
 
   return { decide, handler, routeSettings, base };
@@ -263,6 +263,31 @@ function rememberedRoute(router, version, method, path, find) {
   return pattern === null ? undefined : pattern;
 }
 
+// What a request whose client went away while it waited for its turn (maxWait) is decided as: the
+// middleware answers nothing and calls nothing (the socket is closed; the app's handler never runs).
+const GONE = Symbol('floodwall.clientGone');
+
+// fw.acquire while the client is connected: its socket closing aborts the wait, which gives the reservation
+// back (its tokens return when no later reservation was made) and resolves GONE.
+function acquireWhileConnected(fw, request, raw) {
+  const socket = raw && raw.socket;
+  if (!socket || typeof socket.once !== 'function') return fw.acquire(request);
+  if (socket.destroyed) return GONE;
+  const gone = new AbortController();
+  const onClose = () => gone.abort();
+  socket.once('close', onClose);
+  return fw.acquire({ ...request, signal: gone.signal }).then(
+    (decision) => {
+      socket.removeListener('close', onClose);
+      return decision;
+    },
+    (err) => {
+      socket.removeListener('close', onClose);
+      if (gone.signal.aborted) return GONE;
+      throw err;
+    });
+}
+
 // Releases the decision's ticket once the node:http response is done (Express, Koa): its 'close' comes after
 // 'finish' (the response sent) or when the connection goes away mid-request (Node >= 18), exactly once. One
 // listener, never removed: the response is dropped with it.
@@ -281,4 +306,6 @@ function pathOf(url) {
   return q === -1 ? url : url.slice(0, q);
 }
 
-module.exports = { integration, isThenable, pathOf, rememberedRoute, releaseWhenDone, SKIPPED, OPTIONS, ROUTE_OPTIONS };
+module.exports = {
+  integration, isThenable, pathOf, rememberedRoute, releaseWhenDone, SKIPPED, GONE, OPTIONS, ROUTE_OPTIONS,
+};

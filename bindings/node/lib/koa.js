@@ -11,7 +11,7 @@
 //   middleware throws, and sets err.headers: the decision's are added there); the decision is ctx.state.floodwall.
 // - The ticket is released exactly once when the response is over (node:http's 'close': the response
 //   sent, a handler that threw answered, or the client gone), as in the Express middleware.
-const { integration, isThenable, rememberedRoute, releaseWhenDone, SKIPPED } = require('./integration');
+const { integration, isThenable, rememberedRoute, releaseWhenDone, SKIPPED, GONE } = require('./integration');
 
 function isRouter(r) {
   return r !== null && typeof r === 'object' && typeof r.match === 'function' && Array.isArray(r.stack);
@@ -86,6 +86,7 @@ function koa(fw, options = {}) {
 
   function answer(ctx, next, decision) {
     if (decision === SKIPPED) return next();
+    if (decision === GONE) return undefined; // the client went away while it waited: nothing to answer
     releaseWhenDone(fw, decision, ctx.res);
     ctx.state.floodwall = decision;
     const headers = decision.headers;

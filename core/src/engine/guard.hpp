@@ -8,6 +8,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <memory>
 #include <mutex>
@@ -18,6 +19,7 @@
 
 #include "engine/adaptive_limit.hpp"
 #include "engine/hot_tenants.hpp"
+#include "engine/slot_line.hpp"
 #include "engine/utilization_shedder.hpp"
 #include "metrics/metrics.hpp"
 #include "policy/policy.hpp"
@@ -44,7 +46,10 @@ class Guard {
   // An acquire (docs/concepts/acquire.md): the admit of a request that waits for its turn instead of being
   // refused, when that turn is at most max_wait_s away (capped at the longest full refill of its buckets,
   // and at 14 days). reserve decides without waiting: an allowed decision's wait_us says when the caller
-  // may go; acquire then sleeps until then (no polling of the store). Refusals come at once, as admit's.
+  // may go; acquire then sleeps until then (no polling of the store). Refusals come at once, as admit's,
+  // but for acquire's refusal by the concurrency limiter alone on a store that signals releases
+  // (Store::slot_signals): it waits for a release, up to max_wait_s (not capped by the buckets), in line
+  // with this process's other acquires of the tenant, then reserves its turn with what is left.
   // Throws BadRequest naming max_wait for a negative, NaN or infinite one, and what admit throws.
   Decision reserve(const Request &rq, double max_wait_s);
   Decision acquire(const Request &rq, double max_wait_s);
@@ -127,6 +132,10 @@ class Guard {
   static int64_t wait_cap_ns(const AdmitOp &op, double max_wait_s);
   static void check_max_wait(double max_wait_s);
   void turn_came(Decision &d);
+  static bool refused_for_slot(const Decision &d);
+  static constexpr int64_t kSlotRecheckUs = 1'000'000;  // a slot wait's try without news (a lost notice)
+  Decision wait_for_slot(const Request &rq, const SlotSignals &signals, const std::string &tenant,
+                         std::chrono::steady_clock::time_point deadline, uint32_t seen, Decision last);
   bool submit_async(const Request &rq, AdmitDone done, double max_wait_s);  // max_wait_s < 0: an admit
   void reservation(const AdmitOp &op, const AdmitResult &r, int64_t rate_m, int64_t burst_m, int64_t wait_us,
                    TicketHold &h);
@@ -188,6 +197,8 @@ class Guard {
   };
   std::array<TicketShard, kTicketShards> tickets_;
   std::atomic<Ticket> next_ticket_{1};
+  // Acquires waiting for a concurrency slot of a tenant, in line (engine/slot_line.hpp).
+  SlotLine slot_line_;
 };
 
 }  // namespace floodwall

@@ -47,13 +47,75 @@ Decision Guard::reserve(const Request &rq, double max_wait_s) {
 }
 
 // Sleeps out the wait the store gave (never polls it): the caller goes at its turn, or a little after it
-// (the decision's own time), never before.
+// (the decision's own time), never before. A request refused only for a concurrency slot waits for a
+// release first (wait_for_slot), then takes its turn of the buckets with what is left of max_wait.
 Decision Guard::acquire(const Request &rq, double max_wait_s) {
-  Decision d = reserve(rq, max_wait_s);
+  check_max_wait(max_wait_s);
+  const SlotSignals *signals = max_wait_s > 0 ? store_->slot_signals() : nullptr;
+  Decision d;
+  if (signals) {
+    auto deadline = std::chrono::steady_clock::now() +
+                    std::chrono::nanoseconds(static_cast<int64_t>(std::min(max_wait_s, kMaxWaitNs / 1e9) * 1e9));
+    TenantKey key;
+    key.assign(rq.tenant);
+    std::string tenant(key.view());
+    uint32_t seen = signals->seen(SlotSignals::hash(tenant));  // before the try: a release after it wakes
+    // A line of this tenant in this process: behind it, first come, first served.
+    d = slot_line_.has_line(tenant) ? Decision{} : reserve(rq, max_wait_s);
+    if (!d.allowed && (d.status == 0 || refused_for_slot(d)))
+      d = wait_for_slot(rq, *signals, tenant, deadline, seen, d);
+  } else {
+    d = reserve(rq, max_wait_s);
+  }
   if (d.allowed && d.wait_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(d.wait_us));
   d.waiting = false;
   if (d.ticket) turn_came(d);
   return d;
+}
+
+// Refused by the concurrency limiter alone (the buckets and rules passed, nothing was taken): a slot's release
+// may admit it. The store decided (not the fallback, whose table no other process releases into).
+bool Guard::refused_for_slot(const Decision &d) {
+  return !d.allowed && d.status == 429 && d.limiter == Limiter::concurrency && !d.degraded && !d.failed_open;
+}
+
+// Waits in this process's line of the tenant; its head tries the store, and between tries sleeps on the
+// tenant's slot signal (moved by a release, in this process or another), until the deadline. Nothing is held
+// while waiting: a try that is refused took nothing, so no token is reserved (and burnt) ahead of the slot.
+// The try that gets the slot reserves its turn of the buckets with what is left of max_wait, as one admit.
+// At most one try per kSlotRecheckUs without a release. A time-out answers the last refusal (or, for one that never was
+// the head, a refusal by the concurrency limiter).
+Decision Guard::wait_for_slot(const Request &rq, const SlotSignals &signals, const std::string &tenant,
+                              std::chrono::steady_clock::time_point deadline, uint32_t seen, Decision last) {
+  uint64_t h = SlotSignals::hash(tenant);
+  SlotLine::Place place(slot_line_, tenant);
+  struct Watch {  // subscribed (a Redis store) while this acquire waits
+    Store &store;
+    const std::string &tenant;
+    ~Watch() { store.watch_slots(tenant, false); }
+  } watch{*store_, tenant};
+  store_->watch_slots(tenant, true);
+  auto left = [&] {
+    return std::chrono::duration_cast<std::chrono::microseconds>(deadline - std::chrono::steady_clock::now()).count();
+  };
+  for (bool tried = last.status != 0;;) {
+    if (!place.wait_head(deadline)) break;
+    // Asleep until a release of the tenant's slot moves its word (at once when one did since `seen`, read
+    // before the last try); with no news for kSlotRecheckUs, one more try all the same (a lost notice: a
+    // dropped subscriber, a failover, a slot that expired in a dead process). So a waiting process asks the
+    // store at most once a second per tenant without a release.
+    if (tried) (void)signals.wait(h, seen, std::min<int64_t>(left(), kSlotRecheckUs));
+    seen = signals.seen(h);
+    if (left() <= 0) break;
+    last = reserve(rq, static_cast<double>(left()) / 1e6);
+    tried = true;
+    if (!refused_for_slot(last)) return last;
+  }
+  if (last.status == 0) {  // never tried: refused as the concurrency limiter refuses
+    last = reserve(rq, 0);
+    if (last.allowed) return last;  // a slot came free at the deadline
+  }
+  return last;
 }
 
 // Guard::acquire has waited out the turn: nothing is given back any more, and a ticket that held only the

@@ -315,7 +315,8 @@ void MemoryStore::release(const ReleaseOp &op) {
     Shard &s = shard_for(h);
     std::lock_guard lock(s.mu);
     if (Entry *e = find(s, h, key)) {
-      if (op.conc) std::erase_if(e->slots, [&](const Slot &x) { return x.id == op.slot; });
+      if (op.conc && std::erase_if(e->slots, [&](const Slot &x) { return x.id == op.slot; }) > 0)
+        signals_.signals().bump(SlotSignals::hash(key));  // a waiting acquire of the tenant tries again
       // A reservation given back: only while the bucket is where it left it (no later turn moves).
       if (op.gives_back() && e->has_bucket && e->bucket.full_at_ns == op.give_back_full_at_ns)
         e->bucket.full_at_ns -= op.give_back_cost_ns;

@@ -32,6 +32,7 @@ class MemoryStore final : public Store {
   AdmitResult admit(const AdmitOp &op) override;
   void admit_async(const AdmitOp &op, AdmitCompletion *done) override;
   void release(const ReleaseOp &op) override;
+  const SlotSignals *slot_signals() const override { return &signals_.signals(); }
   bool takes_time() const override { return true; }
   StoreStats stats() const override;
   void control(const TenantKey &tenant, const ControlChange &change) override;
@@ -96,6 +97,7 @@ class MemoryStore final : public Store {
   size_t per_shard_, max_table_, shard_mask_;
   std::vector<std::unique_ptr<Shard>> shards_;
   std::mutex fleet_mu_;
+  LocalSlotSignals signals_;  // moved by each release of a tenant's slot (acquires waiting for one)
   std::vector<Slot> fleet_;
   std::atomic<uint64_t> evictions_{0};
   // Control records, apart from the tenant table: a full table evicts tenants, never a block.

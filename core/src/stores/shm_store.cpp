@@ -56,6 +56,7 @@ ShmStore::ShmStore(const Clock &clock, const std::string &name, int64_t max_tena
   close(fd);
   if (base_ == MAP_FAILED) throw StoreError("store: cannot map the shared memory segment " + segment_);
   layout_ = static_cast<Layout *>(base_);
+  signals_ = SlotSignals(reinterpret_cast<SlotSignalWord *>(static_cast<char *>(base_) + want.signals_off), true);
   if (creator) {
     std::memcpy(layout_->magic, kMagic, sizeof kMagic);
     layout_->layout = kLayout;
@@ -437,6 +438,7 @@ void ShmStore::release(const ReleaseOp &op) {
       erase_slot(slots, layout_->g.slots_per_shard, static_cast<size_t>(x - slots));
       if (s.slots) s.slots--;
       if (Entry *e = find_hash(s, tenant); e && e->in_flight > 0) e->in_flight--;
+      signals_.bump(SlotSignals::hash(op.tenant.view()));  // a waiting acquire, in any process, tries again
     }
   }
   if (op.fleet) {

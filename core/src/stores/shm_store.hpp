@@ -44,6 +44,7 @@ class ShmStore final : public Store {
   void admit_async(const AdmitOp &op, AdmitCompletion *done) override;
   void release(const ReleaseOp &op) override;
   bool takes_time() const override { return true; }
+  const SlotSignals *slot_signals() const override { return &signals_; }  // in the segment: every process's
   StoreStats stats() const override;
   void control(const TenantKey &tenant, const ControlChange &change) override;
   TenantState inspect(const AdmitOp &op) override;
@@ -58,7 +59,7 @@ class ShmStore final : public Store {
   // utilization: the sum of busy over the sum of workers of its live processes (dead ones reaped).
   std::optional<double> box_utilization(double busy, int64_t workers, int64_t now_us) override;
 
-  static constexpr uint32_t kLayout = 2;  // 2: a tenant's limits and quotas, and the control records
+  static constexpr uint32_t kLayout = 3;  // 2: a tenant's limits and quotas, and the control records; 3: slot signals
   static std::string segment_name(const std::string &name) { return "/floodwall." + name; }
 
  private:
@@ -90,6 +91,7 @@ class ShmStore final : public Store {
   size_t size_ = 0;
   shm::Layout *layout_ = nullptr;
   int pid_ = 0;
+  SlotSignals signals_{nullptr, true};
   int proc_index_ = -1;  // this process's row in the process table, once it published utilization
 };
 

@@ -77,6 +77,7 @@ struct Proc {
 struct Geometry {
   uint64_t size, max_tenants, shards, per_shard, table_per_shard, slots_per_shard;
   uint64_t shards_off, entries_off, slots_off, fleet_off, fleet_slots_off, procs_off, ctl_off, ctl_entries_off;
+  uint64_t signals_off;  // the slot signals (util/slot_signals.hpp): acquires waiting for a tenant's slot
 };
 
 struct Layout {
@@ -118,7 +119,9 @@ inline Geometry geometry(int64_t max_tenants) {
   g.ctl_off = off;
   off = up64(off + sizeof(Shard));
   g.ctl_entries_off = off;
-  g.size = up64(off + kCtlSlots * sizeof(CtlEntry));
+  off = up64(off + kCtlSlots * sizeof(CtlEntry));
+  g.signals_off = off;
+  g.size = up64(off + SlotSignals::kWords * sizeof(SlotSignalWord));
   return g;
 }
 

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "policy/policy.hpp"
@@ -18,6 +19,7 @@
 #include "stores/store_admin.hpp"
 #include "stores/store_leases.hpp"
 #include "stores/store_rules.hpp"
+#include "util/slot_signals.hpp"
 
 namespace floodwall {
 
@@ -127,6 +129,14 @@ class Store {
   // fail to answer in time, so the local fallback (redis.fallback) stands in for it. The in-process stores
   // (memory://, shm://) always answer.
   virtual bool remote() const { return false; }
+  // Waiting for a concurrency slot (an acquire, docs/concepts/acquire.md): the words that every release of a
+  // tenant's slot moves, wherever the store is shared (util/slot_signals.hpp). nullptr: a store whose
+  // releases signal nothing; a full concurrency limit then refuses an acquire at once.
+  virtual const SlotSignals *slot_signals() const { return nullptr; }
+  // An acquire of the tenant begins (on) or ends (off) waiting for its slot: a store that learns of releases
+  // by a subscription (Redis) is subscribed while any waits, and moves the tenant's word once it is (and
+  // after each subscription made again), so that the waiter tries again after a release it could have missed.
+  virtual void watch_slots(std::string_view /*tenant_key*/, bool /*on*/) {}
   // Whether admit() can wait on I/O: a remote store's can; the in-process stores answer at once.
   bool can_block() const { return remote(); }
   // Whether admit() decides at AdmitOp::now_us when it is given (the in-process stores, on the Guard's

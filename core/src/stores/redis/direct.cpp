@@ -126,6 +126,9 @@ bool DirectPath::release(const ReleaseOp &op) {
   if (d.conn->send_blocking(RedisIo::tl_cmd, now + io_.patient_us())) {
     d.unread++;
     tl_unread_on = &d;
+    // A reservation given back (rare: its caller gave up before its turn) is waited for, so that this
+    // caller's next reserve sees it whichever connection that takes (docs/concepts/acquire.md).
+    if (op.gives_back()) read_release_replies(d, now + io_.patient_us());
     return true;
   }
   free_conn(d);  // broken: the I/O thread sends it

@@ -96,6 +96,11 @@ RedisIo::RedisIo(RedisStore &store, const Policy &p, RedisUrl url, ClusterHooks 
     sentinel_ = std::make_unique<SentinelWatch>(url_, tls_.get(), std::move(so), [this] { wake_io(); });
     sentinel_->wait_known(opt_.connect_timeout_ms);
   }
+  if (!cluster_)
+    notices_ =
+        std::make_unique<SlotNotices>([this](RedisEndpoint &to, uint64_t &gen) { return target(to, gen); },
+                                      [this](uint64_t gen) { return !sentinel_ || sentinel_->generation() == gen; },
+                                      setup_commands(), tls_.get(), opt_.connect_timeout_ms);
   conns_.resize(static_cast<size_t>(opt_.connections));
   lanes_ = lanes_wanted_ = conns_.size();
   lanes_in_use_.store(static_cast<uint32_t>(lanes_));
@@ -114,6 +119,7 @@ RedisIo::~RedisIo() {
     io_.detach();
     return;
   }
+  notices_.reset();                  // its thread asks sentinel_ for the master
   if (sentinel_) sentinel_->stop();  // first: it wakes the I/O thread through wake_fd_
   unregister_store(this);
   stop_.store(true);
@@ -129,6 +135,10 @@ RedisIo::~RedisIo() {
 
 void RedisIo::abandon_after_fork() {
   fds_.close_all();
+  if (notices_) {
+    notices_->abandon_after_fork();
+    (void)notices_.release();  // its thread and lock are the parent's
+  }
   if (sentinel_) {
     sentinel_->abandon_after_fork();
     (void)sentinel_.release();  // its lock may be held by the parent's thread: never touched again
@@ -393,31 +403,28 @@ void RedisIo::format_release(const ReleaseOp &op, std::string &cmd) const {
   char id[16];
   std::memcpy(id, &op.slot.hi, 8);
   std::memcpy(id + 8, &op.slot.lo, 8);
-  if (op.gives_back()) {  // release.lua: the slots (on a cluster both in the tenant's set) and the give-back
-    const char flags[3] = {op.conc || (cluster_ && op.fleet) ? '1' : '0', op.fleet && !cluster_ ? '1' : '0', '1'};
-    cmd = resp_evalsha_head(scripts_.release.sha, 3, 4);
+  // A tenant slot freed on one node or through Sentinel is published on the tenant's channel, for the
+  // acquires waiting for one (slot_notices.cpp; a cluster's store signals none).
+  const bool publish = op.conc && !cluster_;
+  if (op.gives_back() || publish) {  // release.lua: the slots (on a cluster both in the tenant's set)
+    const char flags[4] = {op.conc || (cluster_ && op.fleet) ? '1' : '0', op.fleet && !cluster_ ? '1' : '0',
+                           op.gives_back() ? '1' : '0', '1'};
+    cmd = resp_evalsha_head(scripts_.release.sha, 3, publish ? 5 : 4);
     resp_bulk(cmd, tenant_key(op.tenant, "conc"));
     resp_bulk(cmd, cluster_ ? tenant_key(op.tenant, "conc") : std::string_view(fleet_key_));
     resp_bulk(cmd, tenant_key(op.tenant, "rate"));
-    resp_bulk(cmd, std::string_view(flags, 3));
+    resp_bulk(cmd, std::string_view(flags, publish ? 4 : 3));
     resp_bulk(cmd, std::string_view(id, 16));
-    resp_bulk(cmd, full_at_text(op.give_back_full_at_ns));
-    resp_bulk(cmd, full_at_text(op.give_back_full_at_ns - op.give_back_cost_ns));
+    resp_bulk(cmd, op.gives_back() ? full_at_text(op.give_back_full_at_ns) : std::string());
+    resp_bulk(cmd, op.gives_back() ? full_at_text(op.give_back_full_at_ns - op.give_back_cost_ns) : std::string());
+    if (publish) resp_bulk(cmd, tenant_key(op.tenant, "freed"));
     return;
   }
-  if (op.conc && op.fleet && !cluster_) {  // two keys: release.lua frees both in one call
-    const char flags[2] = {'1', '1'};
-    cmd.assign(release_head_);
-    resp_bulk(cmd, tenant_key(op.tenant, "conc"));
-    resp_bulk(cmd, fleet_key_);
-    resp_bulk(cmd, std::string_view(flags, 2));
-  } else {
-    // One key (on a cluster the fleet slot is in the tenant's set too, see format_admit): a plain ZREM,
-    // idempotent as the script is, and about half the redis-server's time of running one.
-    static constexpr std::string_view kZrem = "*3\r\n$4\r\nZREM\r\n";
-    cmd.assign(kZrem);
-    resp_bulk(cmd, op.conc || cluster_ ? tenant_key(op.tenant, "conc") : std::string_view(fleet_key_));
-  }
+  // One key (the fleet's; on a cluster the fleet slot is in the tenant's set too, see format_admit): a plain
+  // ZREM, idempotent as the script is, and about half the redis-server's time of running one.
+  static constexpr std::string_view kZrem = "*3\r\n$4\r\nZREM\r\n";
+  cmd.assign(kZrem);
+  resp_bulk(cmd, op.conc || cluster_ ? tenant_key(op.tenant, "conc") : std::string_view(fleet_key_));
   resp_bulk(cmd, std::string_view(id, 16));
 }
 

@@ -73,6 +73,9 @@ class RedisStore final : public Store {
   std::vector<ReplyPtr> admin_run(const std::vector<std::vector<std::string>> &cmds);
   std::vector<std::string> setup_commands() const;  // AUTH, SELECT: a blocking connection's first commands
   void release(const ReleaseOp &op) override;
+  // Acquires waiting for a slot (one node, Sentinel; none on a cluster): slot_notices.cpp.
+  const SlotSignals *slot_signals() const override;
+  void watch_slots(std::string_view tenant_key, bool on) override;
   StoreStats stats() const override;
   bool remote() const override { return true; }
   void hold_writes() override;

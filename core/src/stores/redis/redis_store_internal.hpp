@@ -24,6 +24,7 @@
 #include "stores/redis/redis_io_parts.hpp"
 #include "stores/redis/redis_store.hpp"
 #include "stores/redis/sentinel.hpp"
+#include "stores/redis/slot_notices.hpp"
 #include "util/fork.hpp"
 
 struct redisReply;
@@ -51,6 +52,8 @@ class RedisIo {
   void set_fleet_mode(Limiter l, int8_t mode);
   std::vector<ReplyPtr> admin_run(const std::vector<std::vector<std::string>> &cmds);
   std::vector<std::string> setup_commands() const;
+  const SlotSignals *slot_signals() const;  // slot_notices.cpp
+  void watch_slots(std::string_view tenant_key, bool on);
   void release(const ReleaseOp &op);
   StoreStats stats() const;
   void hold_writes();
@@ -266,6 +269,7 @@ class RedisIo {
   // redis+sentinel://: which server is the master (sentinel.hpp). After it changed, the connections to the
   // old one are closed without opening the breaker, for a connect time-out.
   std::unique_ptr<SentinelWatch> sentinel_;
+  std::unique_ptr<SlotNotices> notices_;  // acquires waiting for a slot (slot_notices.hpp); none on a cluster
   int64_t switch_grace_until_us_ = 0;
   // Where connections go: the URL's server, or the master the sentinels named (false: none yet).
   bool target(RedisEndpoint &to, uint64_t &generation) const;
