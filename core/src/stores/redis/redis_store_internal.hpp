@@ -5,11 +5,9 @@
 #pragma once
 
 #include <poll.h>
-#include <unistd.h>
 
 #include <array>
 #include <atomic>
-#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <memory>
