@@ -49,7 +49,7 @@ py=$(ls -d "$pyenv_root"/versions/"$v".*/bin/python"$v" 2>/dev/null | sort -V | 
 [ -n "$py" ] || { echo "build-musl-wheel: no CPython $v for the headers (pyenv's or python$v on PATH)" >&2; exit 1; }
 venv=$work/wheel-venv-$v
 [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
-"$venv/bin/python" -m pip --disable-pip-version-check -q install "pip>=23.1" "scikit-build-core>=0.10" "pybind11>=2.13"
+"$venv/bin/python" -m pip --disable-pip-version-check -q install "pip>=23.1" "scikit-build-core>=0.10" "pybind11>=2.13" wheel
 src=$(bash packaging/snapshot.sh "$work/wheel-src" "${FW_REF:-HEAD}")
 raw=$work/wheel-raw-$triple-$cp
 rm -rf "$raw"
@@ -60,6 +60,11 @@ say "building the $cp $tag wheel"
   -C cmake.define.PYTHON_MODULE_EXTENSION=".$soabi.so" -C cmake.define.pybind11_DIR="$("$venv/bin/python" -m pybind11 --cmakedir)" -C cmake.define.CMAKE_STRIP="$strip" -C install.strip=true \
   -w "$raw" . >"$work/wheel-$triple-$cp.log" 2>&1) ||
   { grep -E 'error|Error|FAILED' "$work/wheel-$triple-$cp.log" | head -n 30; echo "build-musl-wheel: the wheel did not build (log: $work/wheel-$triple-$cp.log)" >&2; exit 1; }
+# scikit-build-core tags a wheel for another platform's host cpXY-none-<tag>: the ABI tag set to the
+# interpreter's by wheel's own retagging (its WHEEL file and RECORD rewritten with the name).
+for w in "$raw"/floodwall-*-"$cp"-none-"$tag".whl; do
+  [ -f "$w" ] && "$venv/bin/python" -m wheel tags --abi-tag "$cp" --remove "$w" >/dev/null
+done
 wheel=$(ls "$raw"/floodwall-*-"$cp"-"$cp"-"$tag".whl 2>/dev/null || true)
 [ -n "$wheel" ] || { ls "$raw" >&2; echo "build-musl-wheel: no floodwall-*-$cp-$cp-$tag.whl" >&2; exit 1; }
 
@@ -117,11 +122,9 @@ file -L "$mpy" | grep -q 'interpreter /lib/ld-musl' || { echo "build-musl-wheel:
 # The wheel and pytest installed for that interpreter by pip, with its tags.
 site=$work/musl-site-$cp
 rm -rf "$site"
-"$venv/bin/python" -m pip --disable-pip-version-check -q install --target "$site" --no-deps --only-binary :all: \
-  --platform "$tag" --python-version "$v" --implementation cp --abi "$cp" "$wheel"
 "$venv/bin/python" -m pip --disable-pip-version-check -q install --target "$site" --only-binary :all: \
-  --platform "$tag" --python-version "$v" --implementation cp --abi "$cp" pytest
-say "running tests/python/test_api.py and test_redis.py on $("$mpy" -c 'import sys, platform; print(platform.python_implementation(), sys.version.split()[0], platform.libc_ver()[0] or "musl")')"
+  --platform "$tag" --python-version "$v" --implementation cp --abi "$cp" "$wheel" pytest
+say "running tests/python/test_api.py and test_redis.py on CPython $("$mpy" -c 'import sys; print(sys.version.split()[0])') ($(file -L "$mpy" | grep -o 'interpreter [^,]*'))"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 (cd "$tmp" && PYTHONPATH=$site "$mpy" -c 'import floodwall, floodwall._floodwall as m; print("build-musl-wheel: imported", m.__file__)' &&
