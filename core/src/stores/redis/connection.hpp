@@ -20,6 +20,7 @@
 #include "policy/policy.hpp"
 #include "stores/redis/url.hpp"
 #include "stores/store.hpp"
+#include "util/platform.hpp"  // POLLRDHUP, MSG_NOSIGNAL and ppoll where Linux's are missing
 
 struct redisReply;
 struct redisReader;

@@ -1,7 +1,9 @@
 // The Redis store's I/O thread: the loop, dispatch over lanes, deadlines, the breaker's view.
 #include <hiredis/hiredis.h>
 #include <poll.h>
+#ifdef __linux__
 #include <sys/prctl.h>
+#endif
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -401,8 +403,10 @@ void RedisIo::fail_everything_left() {
 // The I/O thread: each turn takes the queued calls, sends them over the lanes, polls, reads the replies and
 // judges the deadlines; once stopped, it drains briefly and fails what is left.
 void RedisIo::run() {
+#ifdef __linux__
   // Wake at the deadline itself, not up to the default 50 us timer slack after it.
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+#endif
   tl_io_of = this;
   std::vector<Call *> batch;
   std::vector<pollfd> fds;

@@ -1,9 +1,9 @@
 // The Redis store's callers' side: admits, releases, leases and reports queued for the I/O thread.
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
-#include <linux/futex.h>
+#ifdef __linux__
 #include <sys/eventfd.h>
-#include <sys/syscall.h>
+#endif
 #include <unistd.h>
 
 #include <algorithm>
@@ -80,8 +80,20 @@ RedisIo::RedisIo(RedisStore &store, const Policy &p, RedisUrl url, ClusterHooks 
                    "floodwall: redis.tls.insecure is set: the Redis server's certificate is not verified, so anyone "
                    "on the path can impersonate it\n");
   }
-  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+#ifdef __linux__
+  wake_fd_ = wake_write_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) throw StoreError("store: eventfd failed");
+#else
+  // No eventfd (macOS): a non-blocking pipe, read by the I/O thread, written by wake_io.
+  int ends[2];
+  if (pipe(ends) != 0) throw StoreError("store: pipe failed");
+  for (int fd : ends) {
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    fcntl(fd, F_SETFD, FD_CLOEXEC);
+  }
+  wake_fd_ = ends[0];
+  wake_write_fd_ = ends[1];
+#endif
   fds_.set(kWakeFdSlot, wake_fd_);
   if (url_.kind == RedisUrl::Kind::sentinel) {
     // The sentinels are asked with their own password (redis.sentinel_password_env), else with the URL's.
@@ -127,6 +139,7 @@ RedisIo::~RedisIo() {
   if (io_.joinable()) io_.join();
   fds_.clear(kWakeFdSlot);
   close(wake_fd_);
+  if (wake_write_fd_ != wake_fd_) close(wake_write_fd_);
   for (Call *c : pool_) delete c;
   // As the I/O thread waits for the replies to what it sent (closing_drained), with the same bound.
   const int64_t drain_until = now_us() + std::max<int64_t>(200, opt_.deadline_ms) * 1000;

@@ -76,10 +76,10 @@ class RedisIo {
   using Conn = IoConn;
 
   void submit(Call *c);
-  // Wakes the I/O thread (its eventfd): a call queued, the master changed, stop.
+  // Wakes the I/O thread (its eventfd; a pipe where there is none): a call queued, the master changed, stop.
   void wake_io() {
     uint64_t one = 1;
-    (void)!::write(wake_fd_, &one, sizeof one);
+    (void)!::write(wake_write_fd_, &one, sizeof one);
   }
   // Ends the hold (hold_writes) when `only` holds it, or whoever does when null; wakes the I/O thread for
   // what was held.
@@ -256,7 +256,7 @@ class RedisIo {
   int64_t unsent_at_us_ = 0;
   Call *copy_release(const Call *c);
   std::atomic<uint32_t> lanes_in_use_{1};
-  int wake_fd_ = -1;
+  int wake_fd_ = -1, wake_write_fd_ = -1;  // read by the I/O thread; written by wake_io (one eventfd, or a pipe)
   std::atomic<bool> stop_{false};
   std::vector<Conn> conns_;  // owned by the I/O thread
   int64_t next_flags_us_ = 0;

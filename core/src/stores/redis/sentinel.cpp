@@ -1,7 +1,11 @@
 #include "stores/redis/sentinel.hpp"
 
 #include <hiredis/hiredis.h>
+#ifdef __linux__
 #include <sys/prctl.h>
+#else
+#include <pthread.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -311,7 +315,11 @@ void SentinelWatch::listen(int64_t until_us) {
 }
 
 void SentinelWatch::run() {
+#ifdef __linux__
   prctl(PR_SET_NAME, "fw-sentinel", 0, 0, 0);
+#elif defined(__APPLE__)
+  pthread_setname_np("fw-sentinel");  // macOS names the calling thread only
+#endif
   int64_t retry_ms = 100;
   int64_t last_ask = 0;
   for (;;) {
