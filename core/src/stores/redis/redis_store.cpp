@@ -1,9 +1,6 @@
 // The Redis store's callers' side: admits, releases, leases and reports queued for the I/O thread.
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
-#ifdef __linux__
-#include <sys/eventfd.h>
-#endif
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +15,7 @@
 #include "stores/redis/resp.hpp"
 #include "util/errors.hpp"
 #include "util/futex_event.hpp"
+#include "util/wake_fds.hpp"
 
 namespace floodwall {
 
@@ -80,20 +78,10 @@ RedisIo::RedisIo(RedisStore &store, const Policy &p, RedisUrl url, ClusterHooks 
                    "floodwall: redis.tls.insecure is set: the Redis server's certificate is not verified, so anyone "
                    "on the path can impersonate it\n");
   }
-#ifdef __linux__
-  wake_fd_ = wake_write_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (wake_fd_ < 0) throw StoreError("store: eventfd failed");
-#else
-  // No eventfd (macOS): a non-blocking pipe, read by the I/O thread, written by wake_io.
-  int ends[2];
-  if (pipe(ends) != 0) throw StoreError("store: pipe failed");
-  for (int fd : ends) {
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-    fcntl(fd, F_SETFD, FD_CLOEXEC);
-  }
-  wake_fd_ = ends[0];
-  wake_write_fd_ = ends[1];
-#endif
+  WakeFds wake;
+  if (!wake.open()) throw StoreError("store: no descriptor to wake the I/O thread (eventfd or pipe failed)");
+  wake_fd_ = wake.read_fd;
+  wake_write_fd_ = wake.write_fd;
   fds_.set(kWakeFdSlot, wake_fd_);
   if (url_.kind == RedisUrl::Kind::sentinel) {
     // The sentinels are asked with their own password (redis.sentinel_password_env), else with the URL's.

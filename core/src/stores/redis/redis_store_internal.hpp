@@ -5,6 +5,7 @@
 #pragma once
 
 #include <poll.h>
+#include <unistd.h>
 
 #include <array>
 #include <atomic>

@@ -3,7 +3,6 @@
 
 #include <hiredis/hiredis.h>
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -34,8 +33,7 @@ SlotNotices::SlotNotices(Target target, Current current, std::vector<std::string
       setup_(std::move(setup)),
       tls_(tls),
       connect_timeout_ms_(connect_timeout_ms) {
-  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (wake_fd_ < 0) throw StoreError("store: eventfd failed");
+  if (!wake_.open()) throw StoreError("store: no descriptor to wake the slot notices' thread (eventfd or pipe failed)");
 }
 
 SlotNotices::~SlotNotices() {
@@ -46,7 +44,7 @@ SlotNotices::~SlotNotices() {
   }
   ring();
   if (thread_.joinable()) thread_.join();
-  close(wake_fd_);
+  wake_.close();
 }
 
 void SlotNotices::abandon_after_fork() {
@@ -56,8 +54,7 @@ void SlotNotices::abandon_after_fork() {
 }
 
 void SlotNotices::ring() {
-  uint64_t one = 1;
-  (void)!write(wake_fd_, &one, sizeof one);
+  wake_.ring();
 }
 
 void SlotNotices::watch(const std::string &channel, uint64_t hash, bool on) {
@@ -141,7 +138,7 @@ void SlotNotices::run() {
       if (!up) {
         conn_.reset();
         lock.unlock();
-        pollfd w{wake_fd_, POLLIN, 0};
+        pollfd w{wake_.read_fd, POLLIN, 0};
         (void)poll(&w, 1, static_cast<int>(retry_us / 1000));  // a closing client rings
         lock.lock();
         retry_us = std::min<int64_t>(retry_us * 2, 1'000'000);
@@ -154,11 +151,11 @@ void SlotNotices::run() {
     // with no connection and nothing wanted, until the eventfd.
     int timeout_ms = conn_ || !wanted_.empty() ? 1000 : -1;
     lock.unlock();
-    pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {conn_ ? conn_->fd() : -1, POLLIN, 0}};
+    pollfd fds[2] = {{wake_.read_fd, POLLIN, 0}, {conn_ ? conn_->fd() : -1, POLLIN, 0}};
     int n = poll(fds, 2, timeout_ms);
     if (n > 0 && (fds[0].revents & POLLIN)) {
       uint64_t v;
-      (void)!read(wake_fd_, &v, sizeof v);
+      (void)!read(wake_.read_fd, &v, sizeof v);
     }
     bool broken = false;
     if (n > 0 && conn_ && fds[1].revents) {

@@ -23,6 +23,7 @@
 #include "stores/redis/connection.hpp"
 #include "stores/redis/url.hpp"
 #include "util/slot_signals.hpp"
+#include "util/wake_fds.hpp"
 
 namespace floodwall {
 
@@ -66,7 +67,7 @@ class SlotNotices {
   std::map<std::string, Channel, std::less<>> wanted_;       // mu_
   std::map<std::string, uint64_t, std::less<>> subscribed_;  // the thread's: what the connection is subscribed to
   std::unique_ptr<Connection> conn_;                         // the thread's
-  int wake_fd_ = -1;
+  WakeFds wake_;
   bool stop_ = false;  // mu_
   std::thread thread_;
   bool abandoned_ = false;
