@@ -263,6 +263,17 @@ TEST(FleetSummary, ForkedWorkersWriteTheirOwnSummaries) {
   Client parent(policy(redis.url()));
   Client reader(policy(redis.url(), 0));
   constexpr int kWorkers = 3, kAdmits = 4;
+  // The workers are forked right after the parent's summary thread wrote, while it sleeps for its period:
+  // a child forked while another thread of the parent allocates can hang in its first malloc under ASan
+  // (GCC 12's allocator takes no lock around fork), and two of three workers once wrote nothing in make
+  // test's ASan stage.
+  auto parent_written = [&] {
+    for (const json &s : reader.clients())
+      if (s["pid"].get<int64_t>() == getpid()) return s["written_at_ms"].get<int64_t>();
+    return int64_t{0};
+  };
+  const int64_t before = parent_written();
+  wait_for([&] { return json(parent_written()); }, [&](const json &j) { return j.get<int64_t>() != before; });
   std::vector<pid_t> workers;
   for (int w = 0; w < kWorkers; w++) {
     pid_t pid = fork();
