@@ -90,6 +90,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <set>
@@ -234,7 +235,7 @@ class ClusterTopology {
     if (options_.masters < 3) fail("masters must be at least 3 (redis-cli --cluster create wants 3)");
     if (options_.replicas < 0) fail("replicas must not be negative");
     std::set<int> taken;
-    auto port = [&] {
+    std::function<int()> port = [&] {
       int p = free_port();
       while (taken.count(p)) p = free_port();
       taken.insert(p);
@@ -248,7 +249,7 @@ class ClusterTopology {
 
     auto deadline = after(options_.ready_timeout_s);
     for (auto &n : nodes_) {
-      start_node(n);
+      start_node(n, &port);
       n.id = command(n.port, {"CLUSTER", "MYID"});
       if (n.id.size() != 40) fail("CLUSTER MYID on " + std::to_string(n.port) + " answered " + n.id);
     }
@@ -654,7 +655,34 @@ class ClusterTopology {
 
   // Forks and execs redis-server for `node`, waits for PING to answer PONG, then makes the ACL user; a
   // failure and abort when the process exits or does not answer in 5 s.
-  void start_node(Node &node) {
+  // redraw (a node's first start only): another process took the node's port or bus port between its draw
+  // and redis-server's bind ("Address already in use", once in make test's lanes): both drawn again, up to
+  // three times. A restart keeps its ports: the cluster knows the node by them.
+  void start_node(Node &node, const std::function<int()> *redraw = nullptr) {
+    for (int attempt = 0;; attempt++) {
+      std::string why;
+      pid_t pid = spawn_redis(node_argv(node), node.port, log_path(node.port), access_, why);
+      if (pid >= 0) {
+        node.pid = pid;
+        break;
+      }
+      std::string log = log_tail(node.port);
+      if (!redraw || attempt == 2 || log.find("Address already in use") == std::string::npos)
+        fail(why + "\nits log:\n" + log);
+      node.port = (*redraw)();
+      node.bus_port = (*redraw)();
+    }
+    if (!options_.acl_user.empty()) {
+      std::vector<std::string> setuser = {"ACL", "SETUSER", options_.acl_user, "on"};
+      setuser.push_back(options_.acl_password.empty() ? "nopass" : ">" + options_.acl_password);
+      setuser.insert(setuser.end(), options_.acl_rules.begin(), options_.acl_rules.end());
+      std::string reply = commands(node.port, {setuser})[0];
+      if (reply != "OK")
+        fail("ACL SETUSER " + options_.acl_user + " on " + std::to_string(node.port) + " answered " + reply);
+    }
+  }
+
+  std::vector<std::string> node_argv(const Node &node) {
     std::string data_dir = dir_ + "/node-" + std::to_string(node.port);
     std::error_code ec;
     std::filesystem::create_directories(data_dir, ec);
@@ -692,22 +720,7 @@ class ClusterTopology {
                                certs.client_cert(), "--tls-client-key-file", certs.client_key()});
     }
     argv.insert(argv.end(), options_.extra_args.begin(), options_.extra_args.end());
-    node.pid = spawn(argv, node.port);
-    if (!options_.acl_user.empty()) {
-      std::vector<std::string> setuser = {"ACL", "SETUSER", options_.acl_user, "on"};
-      setuser.push_back(options_.acl_password.empty() ? "nopass" : ">" + options_.acl_password);
-      setuser.insert(setuser.end(), options_.acl_rules.begin(), options_.acl_rules.end());
-      std::string reply = commands(node.port, {setuser})[0];
-      if (reply != "OK")
-        fail("ACL SETUSER " + options_.acl_user + " on " + std::to_string(node.port) + " answered " + reply);
-    }
-  }
-
-  pid_t spawn(const std::vector<std::string> &argv, int port) {
-    std::string why;
-    pid_t pid = spawn_redis(argv, port, log_path(port), access_, why);
-    if (pid < 0) fail(why + "\nits log:\n" + log_tail(port));
-    return pid;
+    return argv;
   }
 
   // redis-cli [--tls --cacert CA --cert C --key K] --cluster create 127.0.0.1:P... --cluster-replicas R
