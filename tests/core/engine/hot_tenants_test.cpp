@@ -102,7 +102,11 @@ bool make_hot(fw_client *c, const std::string &tenant, int &allowed, const char 
     fw_client *client;
     std::atomic<int> done{0}, allowed{0};
   };
-  for (int round = 0; round < 50; round++) {
+  // Bursts for up to 5 s, a millisecond apart: 50 bursts back to back once all went by (153 ms under
+  // ThreadSanitizer) with no lease in hand.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  for (int round = 0; round == 0 || std::chrono::steady_clock::now() < until; round++) {
+    if (round > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     Burst b{c};
     constexpr int kBurst = 20;
     for (int i = 0; i < kBurst; i++) {
