@@ -97,6 +97,16 @@ inline int free_port() {
   return port;
 }
 
+// Waits for each forked child of a test and expects it to have exited with status 0 (a child reports a
+// failure by its exit status: its gtest assertions are not the parent's).
+inline void expect_children_exit_ok(const std::vector<pid_t> &kids) {
+  for (pid_t k : kids) {
+    int status = 0;
+    waitpid(k, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child " << k << ": status " << status;
+  }
+}
+
 // A connection of its own to 127.0.0.1:port, with `timeout_s` for connecting and for every reply, after
 // AUTH with `password` when it is not empty. nullptr when there is none, `error` (when given) then saying
 // why: "<no connection>", or "<AUTH: " + the server's error (or hiredis') + ">".

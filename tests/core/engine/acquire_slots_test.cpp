@@ -157,11 +157,7 @@ TEST_P(AcquireSlots, ManyCallersNeverExceedTheLimitAndNoneIsRefused) {
       }
       kids.push_back(pid);
     }
-    for (pid_t k : kids) {
-      int status = 0;
-      waitpid(k, &status, 0);
-      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    }
+    floodwall::testing::expect_children_exit_ok(kids);
   }
   EXPECT_EQ(tally->refused.load(), 0) << "an acquire was refused while slots came free within max_wait";
   EXPECT_EQ(tally->allowed.load(), int64_t{processes} * threads * kPerCaller);

@@ -390,11 +390,7 @@ TEST_P(AcquireProcesses, ExactAndInOrderAcrossForkedProcesses) {
     }
     kids.push_back(pid);
   }
-  for (pid_t k : kids) {
-    int status = 0;
-    waitpid(k, &status, 0);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  }
+  floodwall::testing::expect_children_exit_ok(kids);
   check_record(*rec, processes * threads);
   if (redis) {
     // One script call per acquire: every EVALSHA but the flags' polls (read_flags.lua, one HGETALL each) is

@@ -325,11 +325,7 @@ TEST(RulesRedis, FourProcessesOfFourThreadsOnOneTenantAreExact) {
     }
     kids.push_back(pid);
   }
-  for (pid_t k : kids) {
-    int st = 0;
-    waitpid(k, &st, 0);
-    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-  }
+  floodwall::testing::expect_children_exit_ok(kids);
   EXPECT_EQ(counts[2].load(), 0) << "every decision the store's";
   EXPECT_EQ(counts[0].load() + counts[1].load(), 200) << "640 requests against a quota of 200";
   EXPECT_LE(counts[1].load(), 120);

@@ -258,11 +258,7 @@ TEST(RedisStore, ExactUnderContentionFromThreadsAndProcesses) {
     }
     kids.push_back(pid);
   }
-  for (pid_t k : kids) {
-    int status = 0;
-    waitpid(k, &status, 0);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  }
+  floodwall::testing::expect_children_exit_ok(kids);
   double elapsed = seconds_since(start);
   EXPECT_EQ(shared->failed_open.load(), 0) << "no decision may fail open here, or the bound means nothing";
   EXPECT_LE(shared->allowed.load(), static_cast<int64_t>(burst + rate * elapsed + 1));

@@ -76,11 +76,7 @@ std::array<int64_t, 3> fleet(const std::string &pol, const std::string &tenant, 
     }
     kids.push_back(pid);
   }
-  for (pid_t k : kids) {
-    int status = 0;
-    waitpid(k, &status, 0);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  }
+  floodwall::testing::expect_children_exit_ok(kids);
   std::array<int64_t, 3> out{shared[0].load(), shared[1].load(), shared[2].load()};
   munmap(mem, 4096);
   return out;

@@ -325,11 +325,7 @@ TEST(Tls, FourProcessesOverTlsStayWithinTheBucket) {
     }
     kids.push_back(pid);
   }
-  for (pid_t k : kids) {
-    int status = 0;
-    waitpid(k, &status, 0);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  }
+  floodwall::testing::expect_children_exit_ok(kids);
   double elapsed = redis_seconds() - t0;
   EXPECT_EQ(shared[1].load(), shared[2].load()) << "every decision answered by Redis over TLS";
   EXPECT_LE(shared[0].load(), static_cast<int64_t>(burst + rate * elapsed) + 1) << elapsed << " s";
