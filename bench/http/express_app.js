@@ -13,6 +13,7 @@
 // floodwall-memory-ietf-key is the like-for-like setup for express-rate-limit: the same key source (a
 // keyGenerator reading X-API-Key), no concurrency limit.
 const express = require('express');
+const { floodwallVariant, serve } = require('./common');
 
 // The limiter's middleware (null for none) and floodwall's client (its metrics say where each decision
 // came from); floodwallModule: the floodwall package to take the middleware from.
@@ -35,15 +36,7 @@ async function middleware(limiter, redisUrl, floodwallModule) {
   }
   if (limiter.startsWith('floodwall-')) {
     const { Floodwall, express: floodwall } = floodwallModule;
-    const store = limiter.startsWith('floodwall-memory') ? 'memory://' : redisUrl;
-    const keyed = limiter.endsWith('-key');
-    // floodwall-redis-rate and -key: the request rate alone, the one limiter express-rate-limit has (like for like).
-    const concurrency = limiter === 'floodwall-redis-rate' || keyed ? {} : { concurrency: { limit: 20 } };
-    // *-ietf: the policy's "headers": "ietf" (the two IETF fields, as express-rate-limit sends them here).
-    const headers = /-ietf(-key)?$/.test(limiter) ? { headers: 'ietf' } : {};
-    const fw = new Floodwall({ store, prefix: 'fwhttp', request_rate: { rate: 100, burst: 500 }, ...concurrency, ...headers });
-    const issued = new Set(Array.from({ length: 1000 }, (_, i) => `tenant-${i}`));
-    const options = keyed ? { keyGenerator: (req) => req.headers['x-api-key'] || 'anonymous' } : { verify: (key) => issued.has(key) };
+    const { fw, options } = floodwallVariant(limiter, redisUrl, Floodwall, (req) => req.headers['x-api-key']);
     return { mw: floodwall(fw, options), fw };
   }
   const { rateLimit } = require('express-rate-limit');
@@ -80,15 +73,6 @@ async function build(limiter, { redisUrl, floodwallModule } = {}) {
   return app;
 }
 
-if (require.main === module) {
-  // An orderly exit on SIGINT, so that `node --cpu-prof` writes its profile.
-  process.on('SIGINT', () => process.exit(0));
-  build(process.env.FW_HTTP_LIMITER || 'none', { redisUrl: process.env.FW_BENCH_REDIS }).then((app) => {
-    const server = app.listen(0, '127.0.0.1', () => console.log(`listening on ${server.address().port}`));
-  }, (err) => {
-    console.error(err);
-    process.exit(1);
-  });
-}
+if (require.main === module) serve(build);
 
 module.exports = { build };

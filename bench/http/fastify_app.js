@@ -10,19 +10,13 @@
 // @fastify/rate-limit: the same key source (a keyGenerator reading X-API-Key), no concurrency limit.
 // Prints "listening on PORT" once it serves; bench/http/inject.js builds the same apps in process (build()).
 const Fastify = require('fastify');
+const { floodwallVariant } = require('./common');
 
 async function register(app, limiter, redisUrl, floodwallModule) {
   if (limiter === 'none') return null;
   if (limiter.startsWith('floodwall-')) {
     const { Floodwall, fastify: floodwall } = floodwallModule;
-    const store = limiter.startsWith('floodwall-memory') ? 'memory://' : redisUrl;
-    const keyed = limiter.endsWith('-key');
-    const concurrency = limiter === 'floodwall-redis-rate' || keyed ? {} : { concurrency: { limit: 20 } };
-    const headers = /-ietf(-key)?$/.test(limiter) ? { headers: 'ietf' } : {};
-    const fw = new Floodwall({ store, prefix: 'fwhttp', request_rate: { rate: 100, burst: 500 }, ...concurrency, ...headers });
-    const issued = new Set(Array.from({ length: 1000 }, (_, i) => `tenant-${i}`));
-    const options = keyed ? { keyGenerator: (request) => request.headers['x-api-key'] || 'anonymous' }
-      : { verify: (key) => issued.has(key) };
+    const { fw, options } = floodwallVariant(limiter, redisUrl, Floodwall, (request) => request.headers['x-api-key']);
     await app.register(floodwall, { client: fw, ...options });
     return fw;
   }

@@ -10,18 +10,13 @@
 // after the limiter, as an app mounts a limiter app-wide. Prints "listening on PORT" once it serves.
 const Koa = require('koa');
 const Router = require('@koa/router');
+const { floodwallVariant, serve } = require('./common');
 
 async function middleware(limiter, redisUrl, floodwallModule) {
   if (limiter === 'none') return { mw: null, fw: null };
   if (limiter.startsWith('floodwall-')) {
     const { Floodwall, koa: floodwall } = floodwallModule;
-    const store = limiter.startsWith('floodwall-memory') ? 'memory://' : redisUrl;
-    const keyed = limiter.endsWith('-key');
-    const concurrency = limiter === 'floodwall-redis-rate' || keyed ? {} : { concurrency: { limit: 20 } };
-    const headers = /-ietf(-key)?$/.test(limiter) ? { headers: 'ietf' } : {};
-    const fw = new Floodwall({ store, prefix: 'fwhttp', request_rate: { rate: 100, burst: 500 }, ...concurrency, ...headers });
-    const issued = new Set(Array.from({ length: 1000 }, (_, i) => `tenant-${i}`));
-    const options = keyed ? { keyGenerator: (ctx) => ctx.get('x-api-key') || 'anonymous' } : { verify: (key) => issued.has(key) };
+    const { fw, options } = floodwallVariant(limiter, redisUrl, Floodwall, (ctx) => ctx.get('x-api-key'));
     return { mw: floodwall(fw, options), fw };
   }
   const ratelimit = require('koa-ratelimit');
@@ -66,14 +61,6 @@ async function build(limiter, { redisUrl, floodwallModule } = {}) {
   return app;
 }
 
-if (require.main === module) {
-  process.on('SIGINT', () => process.exit(0));
-  build(process.env.FW_HTTP_LIMITER || 'none', { redisUrl: process.env.FW_BENCH_REDIS }).then((app) => {
-    const server = app.listen(0, '127.0.0.1', () => console.log(`listening on ${server.address().port}`));
-  }, (err) => {
-    console.error(err);
-    process.exit(1);
-  });
-}
+if (require.main === module) serve(build);
 
 module.exports = { build };
